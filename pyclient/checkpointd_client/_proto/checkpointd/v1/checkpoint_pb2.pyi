@@ -51,8 +51,8 @@ class Checkpoint(_message.Message):
     """Checkpoint is the state of one run at one step boundary.
 
     Fields ending in `_json` carry UTF-8 JSON text, never google.protobuf.Struct, so integers
-    keep every digit. Those that hold a JSON object accept an empty string as `{}` and are
-    returned as compact JSON text with the same value.
+    keep every digit. Those that hold a JSON object accept an empty string as `{}`. The text is
+    stored as sent and returned unchanged.
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -1,0 +1,5 @@
+"""``python -m checkpointd`` runs the command line."""
+
+from checkpointd.cli import main
+
+raise SystemExit(main())

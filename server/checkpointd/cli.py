@@ -1,0 +1,196 @@
+"""The ``checkpointd`` command: ``serve`` and ``version``.
+
+Each flag of ``serve`` has a ``CHECKPOINTD_*`` environment equivalent; the flag wins.
+Configuration mistakes end with one line on stderr saying what to fix, and exit status 2
+(bad flags) or 1 (cannot start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from checkpointd import __version__
+from checkpointd.config import (
+    DEFAULT_CLAIM_RETENTION_SECONDS,
+    DEFAULT_LISTEN,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PG_SCHEMA,
+    PG_SCHEMA_RE,
+    Settings,
+    default_store_url,
+)
+
+__all__ = ["main"]
+
+T = TypeVar("T")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _env(name: str, parse: Callable[[str], T], default: T) -> T:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse(raw)
+    except ValueError as exc:
+        raise SystemExit(f"checkpointd: error: {name}={raw!r} is not valid: {exc}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a positive number")
+    return value
+
+
+def _address_list(text: str) -> list[str]:
+    return [address.strip() for address in text.split(",") if address.strip()]
+
+
+def _checked(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """Adapt a parser for argparse, whose error message then names the flag."""
+
+    def parse_arg(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+
+    parse_arg.__name__ = parse.__name__
+    return parse_arg
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="checkpointd", description="A durability sidecar for AI agents, served over gRPC."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands.add_parser("version", help="print the version and exit")
+    serve = commands.add_parser(
+        "serve",
+        help="run the server",
+        description="Run the checkpointd gRPC server. Every flag has a CHECKPOINTD_* "
+        "environment variable; the flag wins.",
+    )
+    serve.add_argument(
+        "--store",
+        default=_env("CHECKPOINTD_STORE", str, default_store_url()),
+        help="sqlite://PATH (e.g. sqlite:///var/lib/checkpointd/store.db) or "
+        "postgresql://user@host:5432/db [CHECKPOINTD_STORE; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--listen",
+        action="append",
+        help="host:port or unix:///path; repeat for several "
+        f"[CHECKPOINTD_LISTEN, comma-separated; default: {DEFAULT_LISTEN}]",
+    )
+    serve.add_argument(
+        "--pg-schema",
+        default=_env("CHECKPOINTD_PG_SCHEMA", str, DEFAULT_PG_SCHEMA),
+        help="Postgres schema for the tables [CHECKPOINTD_PG_SCHEMA; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--pg-pool-max",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_PG_POOL_MAX", _positive_int, 10),
+        help="largest Postgres connection pool [CHECKPOINTD_PG_POOL_MAX; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--max-message-bytes",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_MAX_MESSAGE_BYTES", _positive_int, DEFAULT_MAX_MESSAGE_BYTES),
+        help="largest request accepted [CHECKPOINTD_MAX_MESSAGE_BYTES; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--claim-retention",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_CLAIM_RETENTION", _positive_int, DEFAULT_CLAIM_RETENTION_SECONDS),
+        help="seconds a claim token keeps answering retries with the claimed row "
+        "[CHECKPOINTD_CLAIM_RETENTION; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--store-timeout",
+        type=_checked(_positive_float),
+        default=_env("CHECKPOINTD_STORE_TIMEOUT", _positive_float, 10.0),
+        help="seconds a store operation may take [CHECKPOINTD_STORE_TIMEOUT; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--shutdown-grace",
+        type=_checked(_positive_float),
+        default=_env("CHECKPOINTD_SHUTDOWN_GRACE", _positive_float, 10.0),
+        help="seconds in-flight calls get on SIGTERM "
+        "[CHECKPOINTD_SHUTDOWN_GRACE; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=_env("CHECKPOINTD_LOG_LEVEL", str.lower, "info"),
+        help="[CHECKPOINTD_LOG_LEVEL; default: %(default)s]",
+    )
+    return parser
+
+
+def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
+    no_addresses: list[str] = []
+    listen: list[str] = args.listen or _env("CHECKPOINTD_LISTEN", _address_list, no_addresses)
+    store: str = args.store
+    if not store.startswith(("sqlite://", "postgresql://", "postgres://")):
+        parser.error(f"--store {store!r} must start with sqlite:// or postgresql://")
+    if store.startswith("sqlite://") and not store.removeprefix("sqlite://"):
+        parser.error(
+            "--store sqlite:// needs a file path, e.g. sqlite:///var/lib/checkpointd/store.db"
+        )
+    if not PG_SCHEMA_RE.fullmatch(args.pg_schema):
+        parser.error(
+            f"--pg-schema {args.pg_schema!r} must be a SQL identifier "
+            "(letters, digits, _; not starting with a digit; at most 63 characters)"
+        )
+    if args.log_level not in LOG_LEVELS:
+        parser.error(f"CHECKPOINTD_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    return Settings(
+        store=store,
+        listen=tuple(listen) or (DEFAULT_LISTEN,),
+        pg_schema=args.pg_schema,
+        pg_pool_max=args.pg_pool_max,
+        store_timeout=args.store_timeout,
+        max_message_bytes=args.max_message_bytes,
+        claim_retention_seconds=args.claim_retention,
+        shutdown_grace=args.shutdown_grace,
+        log_level=args.log_level,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``checkpointd`` console script."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "version":
+        print(f"checkpointd {__version__}")
+        return 0
+    settings = _settings(args, parser)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from checkpointd.app import StartupError, serve
+
+    try:
+        asyncio.run(serve(settings))
+    except StartupError as exc:
+        print(f"checkpointd: error: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,102 @@
+"""The server's settings: one frozen object, built from flags and CHECKPOINTD_* variables.
+
+Every setting has a flag, an environment variable, and a documented default. Precedence:
+flag, then environment, then default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "Settings",
+    "default_data_dir",
+    "default_store_url",
+    "redact_dsn",
+]
+
+DEFAULT_PORT = 7470
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_CLAIM_RETENTION_SECONDS = 24 * 3600
+DEFAULT_PG_SCHEMA = "checkpointd"
+PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def default_data_dir() -> Path:
+    """``$CHECKPOINTD_DATA_DIR``, else ``$XDG_DATA_HOME/checkpointd``, else
+    ``~/.local/share/checkpointd``."""
+    explicit = os.environ.get("CHECKPOINTD_DATA_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
+    return base / "checkpointd"
+
+
+def default_store_url() -> str:
+    """The embedded default: an SQLite file in the data directory."""
+    return f"sqlite://{default_data_dir() / 'checkpointd.db'}"
+
+
+def redact_dsn(url: str) -> str:
+    """The URL with any password replaced, safe to log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username or ''}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything `checkpointd serve` is configured with."""
+
+    store: str
+    """``sqlite://PATH`` (``sqlite:///abs/file.db``) or ``postgresql://...``
+    (CHECKPOINTD_STORE)."""
+    listen: tuple[str, ...] = (DEFAULT_LISTEN,)
+    """``host:port`` and/or ``unix:///path`` addresses to serve on (CHECKPOINTD_LISTEN,
+    comma-separated)."""
+    pg_schema: str = DEFAULT_PG_SCHEMA
+    """The Postgres schema holding checkpointd's tables (CHECKPOINTD_PG_SCHEMA)."""
+    pg_pool_min: int = 1
+    """Smallest Postgres pool size (CHECKPOINTD_PG_POOL_MIN)."""
+    pg_pool_max: int = 10
+    """Largest Postgres pool size (CHECKPOINTD_PG_POOL_MAX)."""
+    sqlite_busy_timeout_ms: int = 5000
+    """Milliseconds an SQLite write waits for another process's lock
+    (CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS)."""
+    store_timeout: float = 10.0
+    """Seconds a store operation may take before it fails (CHECKPOINTD_STORE_TIMEOUT)."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest request accepted, and the size a list page stops at
+    (CHECKPOINTD_MAX_MESSAGE_BYTES)."""
+    claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS
+    """Seconds a claim token keeps answering retries with the claimed row
+    (CHECKPOINTD_CLAIM_RETENTION)."""
+    prune_batch_size: int = 1000
+    """Rows deleted per prune transaction (CHECKPOINTD_PRUNE_BATCH_SIZE)."""
+    shutdown_grace: float = 10.0
+    """Seconds in-flight RPCs get to finish on SIGTERM (CHECKPOINTD_SHUTDOWN_GRACE)."""
+    log_level: str = "info"
+    """debug, info, warning or error (CHECKPOINTD_LOG_LEVEL)."""
+
+    @property
+    def is_postgres(self) -> bool:
+        """Whether the store URL names Postgres."""
+        return self.store.startswith(("postgresql://", "postgres://"))
+
+    @property
+    def sqlite_path(self) -> Path:
+        """The SQLite file named by ``sqlite://PATH``."""
+        return Path(self.store.removeprefix("sqlite://"))

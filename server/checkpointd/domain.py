@@ -1,0 +1,125 @@
+"""The store's records, independent of protobuf and of any database.
+
+Servicers turn validated requests into these records and hand them to a ``Store``; the
+stores return them. JSON fields are kept as the JSON text the caller sent (already
+validated), so a round trip preserves the value exactly (contract J1) and nothing is
+re-serialized on the hot path.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = [
+    "RUN_END",
+    "CheckpointRecord",
+    "CheckpointStatus",
+    "DeleteExecutionResult",
+    "EventKind",
+    "PendingFilter",
+    "PendingRecord",
+    "PruneResult",
+    "RecordInterruptResult",
+]
+
+#: step_type of the terminal row a run writes when it ends.
+RUN_END = "run_end"
+
+
+class CheckpointStatus(enum.StrEnum):
+    """How a step ended; stored as this text in both backends."""
+
+    COMPLETED = "completed"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+class EventKind(enum.StrEnum):
+    """What happened to a pending interrupt; stored in the interrupt_events outbox."""
+
+    ADDED = "added"
+    CLAIMED = "claimed"
+    REMOVED = "removed"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRecord:
+    """One checkpoint row. ``sequence`` is 0 until the store assigns it at insert."""
+
+    execution_id: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    chain_name: str
+    node_id: str
+    node_index: int
+    step_type: str | None
+    status: CheckpointStatus
+    state_snapshot_json: str
+    node_input_json: str
+    node_output_json: str
+    iteration: int
+    iteration_counters_json: str
+    interrupt_reason: str | None
+    interrupt_context_json: str
+    agent_path: str | None
+    created_at: datetime
+    """Timezone-aware UTC, microsecond precision."""
+    sequence: int = 0
+
+    @property
+    def is_run_end(self) -> bool:
+        """Whether this row is a run's terminal marker rather than a step."""
+        return self.step_type == RUN_END
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecord:
+    """A pending interrupt. ``sequence`` is that of the interrupted checkpoint written with it."""
+
+    execution_id: str
+    chain_name: str
+    node_id: str
+    reason: str
+    context_json: str
+    agent_path: str | None
+    created_at: datetime
+    checkpoint_id: str
+    sequence: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFilter:
+    """Optional filters of a pending-interrupt listing; None means "any"."""
+
+    chain_name: str | None = None
+    reason: str | None = None
+    agent_path_prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordInterruptResult:
+    """What RecordInterrupt stored: the checkpoint, the pending row now in place, and
+    whether this call created it (contract I2)."""
+
+    checkpoint: CheckpointRecord
+    pending: PendingRecord
+    pending_created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteExecutionResult:
+    """Counts of what DeleteExecution removed."""
+
+    checkpoints_deleted: int
+    pending_interrupt_deleted: bool
+    idempotency_results_deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class PruneResult:
+    """Counts of what PruneCheckpoints removed."""
+
+    checkpoints_deleted: int
+    idempotency_results_deleted: int

@@ -1,0 +1,174 @@
+"""Domain errors and the one table that maps every error to a gRPC status.
+
+Servicers and validation raise these; the error interceptor turns them into a status with a
+``google.rpc.ErrorInfo`` (domain ``checkpointd.v1``) whose reason a client in any language can
+switch on. Anything not in the table is a bug: it is logged with its traceback and answered
+``INTERNAL`` with a message that leaks nothing.
+
+    CheckpointdError
+    ├── InvalidField          INVALID_ARGUMENT     INVALID_FIELD (metadata: field, rule)
+    ├── InvalidPageToken      INVALID_ARGUMENT     INVALID_PAGE_TOKEN
+    ├── RunEndNotForkable     INVALID_ARGUMENT     RUN_END_NOT_FORKABLE
+    ├── MessageTooLarge       RESOURCE_EXHAUSTED   MESSAGE_TOO_LARGE (metadata: limit_bytes)
+    ├── CheckpointNotFound    NOT_FOUND            CHECKPOINT_NOT_FOUND
+    ├── NoCheckpoints         NOT_FOUND            NO_CHECKPOINTS
+    ├── NoPendingInterrupt    NOT_FOUND            NO_PENDING_INTERRUPT
+    └── RunAlreadyFinished    FAILED_PRECONDITION  RUN_ALREADY_FINISHED
+    store.CheckpointExists    ALREADY_EXISTS       CHECKPOINT_EXISTS
+    store.StoreUnavailable    UNAVAILABLE          STORE_UNAVAILABLE
+    TimeoutError              DEADLINE_EXCEEDED    STORE_TIMEOUT
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from checkpointd.store.base import CheckpointExists, StoreUnavailable
+
+__all__ = [
+    "ERROR_DOMAIN",
+    "CheckpointNotFound",
+    "CheckpointdError",
+    "InvalidField",
+    "InvalidPageToken",
+    "MessageTooLarge",
+    "NoCheckpoints",
+    "NoPendingInterrupt",
+    "RunAlreadyFinished",
+    "RunEndNotForkable",
+    "StatusInfo",
+    "status_for",
+]
+
+ERROR_DOMAIN = "checkpointd.v1"
+
+
+class CheckpointdError(Exception):
+    """A failure the caller can act on. ``metadata`` goes into ErrorInfo as it is."""
+
+    def __init__(self, message: str, **metadata: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata
+
+
+class InvalidField(CheckpointdError):
+    """A request field breaks a rule; the message names the field and the rule."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}", field=field, rule=rule)
+
+
+class InvalidPageToken(CheckpointdError):
+    """The page_token was not produced by this request."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "page_token: not a token returned by this request (send the same filters and "
+            "order as the call that returned it, or an empty token to start over)",
+            field="page_token",
+        )
+
+
+class RunEndNotForkable(CheckpointdError):
+    """A fork named a run_end row, which addresses no step."""
+
+    def __init__(self, checkpoint_id: str) -> None:
+        super().__init__(
+            f"checkpoint_id: {checkpoint_id!r} is the run-end marker, not a step of the run; "
+            "pick a step from ListCheckpoints or leave checkpoint_id empty",
+            field="checkpoint_id",
+        )
+
+
+class MessageTooLarge(CheckpointdError):
+    """The request is larger than the server accepts."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"request is {size} bytes, over the server's limit of {limit} bytes; raise it "
+            "with --max-message-bytes (CHECKPOINTD_MAX_MESSAGE_BYTES) or send less",
+            limit_bytes=str(limit),
+        )
+
+
+class CheckpointNotFound(CheckpointdError):
+    """The execution has no checkpoint with this id."""
+
+    def __init__(self, execution_id: str, checkpoint_id: str) -> None:
+        super().__init__(
+            f"execution {execution_id!r} has no checkpoint {checkpoint_id!r}",
+            execution_id=execution_id,
+            checkpoint_id=checkpoint_id,
+        )
+
+
+class NoCheckpoints(CheckpointdError):
+    """The execution has no (usable) checkpoint."""
+
+    def __init__(self, execution_id: str, detail: str = "has no checkpoints") -> None:
+        super().__init__(f"execution {execution_id!r} {detail}", execution_id=execution_id)
+
+
+class NoPendingInterrupt(CheckpointdError):
+    """Nothing to claim: never paused, already claimed, or deleted."""
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(
+            f"execution {execution_id!r} has no pending interrupt (it was never paused, "
+            "was already claimed, or was deleted)",
+            execution_id=execution_id,
+        )
+
+
+class RunAlreadyFinished(CheckpointdError):
+    """A resume of a run whose newest row is a completed run_end marker."""
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(
+            f"execution {execution_id!r} already finished (completed); there is nothing to "
+            "resume. Fork it from one of its steps, or start a new execution",
+            execution_id=execution_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StatusInfo:
+    """What an error becomes on the wire."""
+
+    code: grpc.StatusCode
+    reason: str
+    message: str
+    metadata: dict[str, str]
+
+
+# The one table: error class -> (status code, ErrorInfo reason).
+_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, str], ...] = (
+    (InvalidField, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD"),
+    (InvalidPageToken, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN"),
+    (RunEndNotForkable, grpc.StatusCode.INVALID_ARGUMENT, "RUN_END_NOT_FORKABLE"),
+    (MessageTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE"),
+    (CheckpointNotFound, grpc.StatusCode.NOT_FOUND, "CHECKPOINT_NOT_FOUND"),
+    (NoCheckpoints, grpc.StatusCode.NOT_FOUND, "NO_CHECKPOINTS"),
+    (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, "NO_PENDING_INTERRUPT"),
+    (RunAlreadyFinished, grpc.StatusCode.FAILED_PRECONDITION, "RUN_ALREADY_FINISHED"),
+    (CheckpointExists, grpc.StatusCode.ALREADY_EXISTS, "CHECKPOINT_EXISTS"),
+    (StoreUnavailable, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED, "STORE_TIMEOUT"),
+)
+
+
+def status_for(exc: BaseException) -> StatusInfo | None:
+    """Return the wire status of a known error, or None for a bug (answered INTERNAL)."""
+    for error_type, code, reason in _TABLE:
+        if isinstance(exc, error_type):
+            metadata = exc.metadata if isinstance(exc, CheckpointdError) else {}
+            message = str(exc) or reason.lower().replace("_", " ")
+            if isinstance(exc, StoreUnavailable):
+                message = f"store unavailable: {message}; retry with the same request_id"
+            elif isinstance(exc, TimeoutError):
+                message = "the store did not answer in time; retry with the same request_id"
+            return StatusInfo(code, reason, message, dict(metadata))
+    return None

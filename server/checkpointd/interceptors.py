@@ -1,0 +1,90 @@
+"""Cross-cutting RPC behaviour: the request size limit and the mapping of errors to statuses.
+
+Servicers raise domain errors; this is the single place that turns them into gRPC statuses
+carrying a ``google.rpc.ErrorInfo`` (see :mod:`checkpointd.errors`). An unexpected exception
+is logged with its traceback and answered ``INTERNAL`` with an incident id, never with the
+exception text (which could hold SQL or paths).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2, status_pb2
+
+from checkpointd.errors import ERROR_DOMAIN, MessageTooLarge, StatusInfo, status_for
+
+__all__ = ["RequestGuardInterceptor"]
+
+log = logging.getLogger(__name__)
+
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
+    detail = any_pb2.Any()
+    detail.Pack(
+        error_details_pb2.ErrorInfo(reason=info.reason, domain=ERROR_DOMAIN, metadata=info.metadata)
+    )
+    status = status_pb2.Status(code=info.code.value[0], message=info.message, details=[detail])
+    await context.abort(
+        info.code,
+        info.message,
+        trailing_metadata=((_STATUS_DETAILS_KEY, status.SerializeToString()),),
+    )
+
+
+class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Refuses oversize requests and maps every error raised by a unary handler."""
+
+    def __init__(self, *, max_message_bytes: int) -> None:
+        self._max_message_bytes = max_message_bytes
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        method = handler_call_details.method
+        return grpc.unary_unary_rpc_method_handler(
+            self._guard(method, handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _guard(self, method: str, inner: Handler) -> Handler:
+        limit = self._max_message_bytes
+
+        async def guarded(request: Message, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                size = request.ByteSize()
+                if size > limit:
+                    raise MessageTooLarge(size, limit)
+                return await inner(request, context)
+            except Exception as exc:
+                if isinstance(exc, grpc.aio.AbortError):
+                    raise
+                info = status_for(exc)
+                if info is None:
+                    incident = uuid.uuid4().hex[:12]
+                    log.exception("internal error in %s (incident %s)", method, incident)
+                    info = StatusInfo(
+                        grpc.StatusCode.INTERNAL,
+                        "INTERNAL",
+                        f"internal error (incident {incident}); see the server log",
+                        {"incident": incident},
+                    )
+                await _abort(context, info)
+
+        return guarded

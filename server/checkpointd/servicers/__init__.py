@@ -1,0 +1,8 @@
+"""gRPC servicers: proto in, validated records to the store, proto out. No SQL, no policy."""
+
+from checkpointd.servicers.checkpoints import CheckpointServicer
+from checkpointd.servicers.common import ServiceDeps
+from checkpointd.servicers.idempotency import IdempotencyServicer
+from checkpointd.servicers.interrupts import InterruptServicer
+
+__all__ = ["CheckpointServicer", "IdempotencyServicer", "InterruptServicer", "ServiceDeps"]

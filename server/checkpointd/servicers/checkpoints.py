@@ -1,0 +1,173 @@
+"""CheckpointService: put, get, latest, list, delete, prune, resume and fork points."""
+
+from __future__ import annotations
+
+import grpc
+
+from checkpointd import validation as v
+from checkpointd.convert import checkpoint_from_proto, checkpoint_to_proto
+from checkpointd.domain import CheckpointRecord, CheckpointStatus
+from checkpointd.errors import (
+    CheckpointNotFound,
+    InvalidField,
+    NoCheckpoints,
+    RunAlreadyFinished,
+    RunEndNotForkable,
+)
+from checkpointd.paging import decode_token, encode_token
+from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2 as svc
+from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2_grpc as svc_grpc
+
+__all__ = ["CheckpointServicer"]
+
+
+class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
+    """Serves checkpointd.v1.CheckpointService over a Store."""
+
+    def __init__(self, deps: ServiceDeps) -> None:
+        self._deps = deps
+        self._store = deps.store
+
+    async def PutCheckpoint(
+        self, request: svc.PutCheckpointRequest, context: grpc.aio.ServicerContext
+    ) -> svc.PutCheckpointResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        if not request.HasField("checkpoint"):
+            raise InvalidField("checkpoint", "is required")
+        record = checkpoint_from_proto(
+            request.checkpoint, field="checkpoint", now=self._deps.clock()
+        )
+        stored = await shielded(self._store.put_checkpoint(namespace, request_id, record))
+        return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored))
+
+    async def GetCheckpoint(
+        self, request: svc.GetCheckpointRequest, context: grpc.aio.ServicerContext
+    ) -> svc.GetCheckpointResponse:
+        namespace = v.namespace(request.namespace)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        found = await shielded(self._store.get_checkpoint(namespace, execution_id, checkpoint_id))
+        if found is None:
+            raise CheckpointNotFound(execution_id, checkpoint_id)
+        return svc.GetCheckpointResponse(checkpoint=checkpoint_to_proto(found))
+
+    async def GetLatestCheckpoint(
+        self, request: svc.GetLatestCheckpointRequest, context: grpc.aio.ServicerContext
+    ) -> svc.GetLatestCheckpointResponse:
+        namespace = v.namespace(request.namespace)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        latest = await shielded(self._store.get_latest_checkpoint(namespace, execution_id))
+        if latest is None:
+            raise NoCheckpoints(execution_id)
+        return svc.GetLatestCheckpointResponse(checkpoint=checkpoint_to_proto(latest))
+
+    async def ListCheckpoints(
+        self, request: svc.ListCheckpointsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ListCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        limit = v.page_size("page_size", request.page_size)
+        scope = ("checkpoints", namespace, execution_id, request.descending)
+        after = decode_token(request.page_token, scope)
+        # One extra row tells whether another page follows without a second query.
+        rows = await shielded(
+            self._store.list_checkpoints(
+                namespace,
+                execution_id,
+                after_sequence=after,
+                descending=request.descending,
+                limit=limit + 1,
+            )
+        )
+        response = svc.ListCheckpointsResponse()
+        budget = self._deps.max_message_bytes
+        for row in rows[:limit]:
+            message = checkpoint_to_proto(row)
+            budget -= message.ByteSize() + 8  # field tag and length prefix
+            if budget < 0 and response.checkpoints:
+                break  # the page is full by size; the next one starts at this row
+            response.checkpoints.append(message)
+        if len(response.checkpoints) < len(rows):
+            response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
+        return response
+
+    async def DeleteExecution(
+        self, request: svc.DeleteExecutionRequest, context: grpc.aio.ServicerContext
+    ) -> svc.DeleteExecutionResponse:
+        namespace = v.namespace(request.namespace)
+        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        result = await shielded(self._store.delete_execution(namespace, execution_id))
+        return svc.DeleteExecutionResponse(
+            checkpoints_deleted=result.checkpoints_deleted,
+            pending_interrupt_deleted=result.pending_interrupt_deleted,
+            idempotency_results_deleted=result.idempotency_results_deleted,
+        )
+
+    async def PruneCheckpoints(
+        self, request: svc.PruneCheckpointsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.PruneCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        if not request.HasField("older_than"):
+            raise InvalidField("older_than", "is required")
+        older_than = v.duration_to_timedelta("older_than", request.older_than)
+        now = self._deps.clock()
+        try:
+            cutoff = now - older_than
+        except OverflowError:
+            cutoff = now.replace(year=1, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+        result = await shielded(
+            self._store.prune(namespace, cutoff, batch_size=self._deps.prune_batch_size)
+        )
+        return svc.PruneCheckpointsResponse(
+            checkpoints_deleted=result.checkpoints_deleted,
+            idempotency_results_deleted=result.idempotency_results_deleted,
+        )
+
+    async def GetResumePoint(
+        self, request: svc.GetResumePointRequest, context: grpc.aio.ServicerContext
+    ) -> svc.GetResumePointResponse:
+        namespace = v.namespace(request.namespace)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        latest = await shielded(self._store.get_latest_checkpoint(namespace, execution_id))
+        if latest is None:
+            raise NoCheckpoints(execution_id)
+        if latest.is_run_end:
+            if latest.status is not CheckpointStatus.FAILED:
+                raise RunAlreadyFinished(execution_id)
+            latest = await self._latest_step(namespace, execution_id)
+        return svc.GetResumePointResponse(checkpoint=checkpoint_to_proto(latest))
+
+    async def GetForkPoint(
+        self, request: svc.GetForkPointRequest, context: grpc.aio.ServicerContext
+    ) -> svc.GetForkPointResponse:
+        namespace = v.namespace(request.namespace)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        checkpoint_id = v.optional_identifier(
+            "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
+        )
+        if checkpoint_id:
+            picked = await shielded(
+                self._store.get_checkpoint(namespace, execution_id, checkpoint_id)
+            )
+            if picked is None:
+                raise CheckpointNotFound(execution_id, checkpoint_id)
+            if picked.is_run_end:
+                raise RunEndNotForkable(checkpoint_id)
+        else:
+            picked = await self._latest_step(namespace, execution_id)
+        return svc.GetForkPointResponse(checkpoint=checkpoint_to_proto(picked))
+
+    async def _latest_step(self, namespace: str, execution_id: str) -> CheckpointRecord:
+        """The newest checkpoint that is a step of the run, not its run_end marker (C8)."""
+        step = await shielded(
+            self._store.get_latest_checkpoint(namespace, execution_id, skip_run_end=True)
+        )
+        if step is None:
+            raise NoCheckpoints(
+                execution_id, "has no checkpoint of a step (only a run-end marker, or nothing)"
+            )
+        return step

@@ -1,0 +1,45 @@
+"""What every servicer shares: the store, the limits, the clock, and a cancel-safe call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from checkpointd.store.base import Store
+
+__all__ = ["ServiceDeps", "shielded", "utc_now"]
+
+T = TypeVar("T")
+
+
+def utc_now() -> datetime:
+    """The server clock, UTC, microsecond precision."""
+    return datetime.now(tz=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceDeps:
+    """Everything a servicer needs, built once by the app."""
+
+    store: Store
+    max_message_bytes: int
+    """Requests above this size are refused; list pages stop before reaching it."""
+    claim_retention: timedelta
+    """How long a claim token keeps returning the claimed row (I3)."""
+    prune_batch_size: int = 1000
+    """Rows per prune transaction (C7)."""
+    clock: Callable[[], datetime] = field(default=utc_now)
+
+
+async def shielded(call: Awaitable[T]) -> T:
+    """Await a store call that must run to its end even if the RPC is cancelled.
+
+    A client that gives up (deadline, disconnect) cancels the handler. Cancelling a store
+    call midway could leave a transaction open on a shared connection, or leave the caller
+    unsure whether a write landed; finishing it keeps the store consistent, and a retry with
+    the same request id then finds the stored result.
+    """
+    return await asyncio.shield(asyncio.ensure_future(call))

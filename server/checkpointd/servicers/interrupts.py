@@ -1,0 +1,114 @@
+"""InterruptService: record a pause, claim it exactly once, list what is pending."""
+
+from __future__ import annotations
+
+import grpc
+
+from checkpointd import validation as v
+from checkpointd.convert import (
+    checkpoint_from_proto,
+    checkpoint_to_proto,
+    pending_from_proto,
+    pending_to_proto,
+)
+from checkpointd.domain import CheckpointStatus, PendingFilter
+from checkpointd.errors import InvalidField, NoPendingInterrupt
+from checkpointd.paging import decode_token, encode_token
+from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
+from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
+
+__all__ = ["InterruptServicer"]
+
+
+class InterruptServicer(svc_grpc.InterruptServiceServicer):
+    """Serves checkpointd.v1.InterruptService over a Store."""
+
+    def __init__(self, deps: ServiceDeps) -> None:
+        self._deps = deps
+        self._store = deps.store
+
+    async def RecordInterrupt(
+        self, request: svc.RecordInterruptRequest, context: grpc.aio.ServicerContext
+    ) -> svc.RecordInterruptResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        if not request.HasField("checkpoint"):
+            raise InvalidField("checkpoint", "is required")
+        if not request.HasField("pending"):
+            raise InvalidField("pending", "is required")
+        checkpoint = checkpoint_from_proto(
+            request.checkpoint, field="checkpoint", now=self._deps.clock()
+        )
+        if checkpoint.status is not CheckpointStatus.INTERRUPTED:
+            raise InvalidField("checkpoint.status", "must be CHECKPOINT_STATUS_INTERRUPTED")
+        pending = pending_from_proto(request.pending, field="pending", checkpoint=checkpoint)
+        result = await shielded(
+            self._store.record_interrupt(namespace, request_id, checkpoint, pending)
+        )
+        return svc.RecordInterruptResponse(
+            checkpoint=checkpoint_to_proto(result.checkpoint),
+            pending=pending_to_proto(result.pending),
+            pending_created=result.pending_created,
+        )
+
+    async def ClaimInterrupt(
+        self, request: svc.ClaimInterruptRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ClaimInterruptResponse:
+        namespace = v.namespace(request.namespace)
+        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        claim_token = v.optional_identifier("claim_token", request.claim_token, v.REQUEST_ID_MAX)
+        claimed = await shielded(
+            self._store.claim_interrupt(namespace, execution_id, claim_token, self._deps.clock())
+        )
+        if claimed is None:
+            raise NoPendingInterrupt(execution_id)
+        return svc.ClaimInterruptResponse(pending=pending_to_proto(claimed))
+
+    async def ListPendingInterrupts(
+        self, request: svc.ListPendingInterruptsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ListPendingInterruptsResponse:
+        namespace = v.namespace(request.namespace)
+        limit = v.page_size("page_size", request.page_size)
+        filters = PendingFilter(
+            chain_name=v.optional_text(
+                "chain_name",
+                request.chain_name if request.HasField("chain_name") else None,
+                v.CHAIN_NAME_MAX,
+            ),
+            reason=v.optional_text(
+                "reason", request.reason if request.HasField("reason") else None, v.REASON_MAX
+            ),
+            agent_path_prefix=v.optional_text(
+                "agent_path_prefix",
+                request.agent_path_prefix if request.HasField("agent_path_prefix") else None,
+                v.AGENT_PATH_MAX,
+            ),
+        )
+        scope = (
+            "pending",
+            namespace,
+            filters.chain_name,
+            filters.reason,
+            filters.agent_path_prefix,
+        )
+        before = decode_token(request.page_token, scope)
+        rows = await shielded(
+            self._store.list_pending(
+                namespace, before_sequence=before, limit=limit + 1, filters=filters
+            )
+        )
+        response = svc.ListPendingInterruptsResponse()
+        budget = self._deps.max_message_bytes
+        last_sequence = 0
+        for row in rows[:limit]:
+            message = pending_to_proto(row)
+            budget -= message.ByteSize() + 8
+            if budget < 0 and response.pending_interrupts:
+                break
+            response.pending_interrupts.append(message)
+            last_sequence = row.sequence
+        if len(response.pending_interrupts) < len(rows):
+            response.next_page_token = encode_token(last_sequence, scope)
+        return response

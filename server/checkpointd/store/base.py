@@ -1,0 +1,181 @@
+"""The ``Store`` protocol every backend implements, and the errors a store may raise.
+
+A store receives records that the servicers have already validated and completed
+(checkpoint_id and created_at filled, namespace resolved), so a backend only persists and
+queries. Every method is a coroutine. A backend maps its driver's connection failures to
+:class:`StoreUnavailable` (retriable) and never lets SQL text escape in an exception message.
+
+Tables, the same in both backends (names may carry a schema prefix on Postgres):
+
+* ``checkpoints``: one row per checkpoint; ``sequence`` is assigned at insert and is
+  monotonic per store; unique ``(namespace, checkpoint_id)``; ``request_id`` of the write
+  that created it (a retry with the same request id returns the stored row: contract C2).
+* ``pending_interrupts``: primary key ``(namespace, execution_id)``; carries the sequence
+  and id of the interrupted checkpoint written with it.
+* ``interrupt_claims``: ``(namespace, execution_id, claim_token)`` with the claimed row and
+  ``claimed_at``, so a retried claim returns the same row (contract I3).
+* ``idempotency_results``: primary key ``(namespace, execution_id, key)``.
+* ``interrupt_events``: the outbox; one row per added/claimed/removed pending interrupt,
+  written in the same transaction as the change (contract I1), with a monotonic ``cursor``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from checkpointd.domain import (
+    CheckpointRecord,
+    DeleteExecutionResult,
+    PendingFilter,
+    PendingRecord,
+    PruneResult,
+    RecordInterruptResult,
+)
+
+__all__ = ["CheckpointExists", "Store", "StoreError", "StoreUnavailable"]
+
+
+class StoreError(Exception):
+    """Base of the errors a store raises on purpose."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached or is busy past its timeout; the call may be retried."""
+
+
+class CheckpointExists(StoreError):
+    """A checkpoint with this id is already stored, written by a different request."""
+
+    def __init__(self, checkpoint_id: str) -> None:
+        super().__init__(f"checkpoint {checkpoint_id!r} already exists")
+        self.checkpoint_id = checkpoint_id
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistence of checkpoints, pending interrupts, claims, idempotency results and events."""
+
+    async def open(self) -> None:
+        """Connect and apply the schema migrations (idempotent, safe when replicas race)."""
+        ...
+
+    async def close(self) -> None:
+        """Release every connection. Safe to call twice."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the database answers a trivial query."""
+        ...
+
+    # --- checkpoints ---------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+    ) -> CheckpointRecord:
+        """Insert one checkpoint and return it with its sequence.
+
+        If ``(namespace, checkpoint_id)`` exists: when it was written with the same non-empty
+        ``request_id`` return the stored row unchanged (a retry), otherwise raise
+        :class:`CheckpointExists`. Nothing is written in either case.
+        """
+        ...
+
+    async def get_checkpoint(
+        self, namespace: str, execution_id: str, checkpoint_id: str
+    ) -> CheckpointRecord | None:
+        """Return the checkpoint with this id if it belongs to this execution."""
+        ...
+
+    async def get_latest_checkpoint(
+        self, namespace: str, execution_id: str, *, skip_run_end: bool = False
+    ) -> CheckpointRecord | None:
+        """Return the execution's row with the highest sequence.
+
+        With ``skip_run_end`` rows whose step_type is ``run_end`` are passed over.
+        """
+        ...
+
+    async def list_checkpoints(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        after_sequence: int | None,
+        descending: bool,
+        limit: int,
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` rows of the execution ordered by sequence.
+
+        Ascending: rows with sequence > ``after_sequence``; descending: rows with sequence <
+        ``after_sequence``. ``None`` starts at the beginning (or the end, descending).
+        """
+        ...
+
+    async def delete_execution(self, namespace: str, execution_id: str) -> DeleteExecutionResult:
+        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
+        transaction; write a ``removed`` event when a pending interrupt went away."""
+        ...
+
+    async def prune(self, namespace: str, cutoff: datetime, *, batch_size: int) -> PruneResult:
+        """Delete completed/failed checkpoints and idempotency results with created_at < cutoff.
+
+        Never an interrupted checkpoint, never a pending interrupt, never the idempotency
+        results of an execution that has a pending interrupt. Deletes at most ``batch_size``
+        rows per transaction, looping until nothing is left.
+        """
+        ...
+
+    # --- interrupts ----------------------------------------------------------------------
+
+    async def record_interrupt(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution already has one, the
+        pending row plus an ``added`` event, all in one transaction.
+
+        The checkpoint-exists rules are those of :meth:`put_checkpoint`; a retry returns the
+        stored checkpoint and the pending row now in place (``pending_created`` true when that
+        row was written by this checkpoint).
+        """
+        ...
+
+    async def claim_interrupt(
+        self, namespace: str, execution_id: str, claim_token: str, now: datetime
+    ) -> PendingRecord | None:
+        """Atomically take the execution's pending row; exactly one caller gets it.
+
+        With a non-empty ``claim_token``: first return the row an earlier claim with this
+        token got (a retry); otherwise delete the pending row, remember it under the token with
+        ``claimed_at = now``, write a ``claimed`` event, and return it; if there is no row, look
+        the token up once more (a concurrent retry may have just won). None when nobody's.
+        """
+        ...
+
+    async def purge_claims(self, claimed_before: datetime) -> int:
+        """Forget claims older than the retention time; return how many went."""
+        ...
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+    ) -> list[PendingRecord]:
+        """Return up to ``limit`` pending rows with sequence < ``before_sequence`` (all when
+        None), newest (highest sequence) first, matching every set filter."""
+        ...
+
+    # --- idempotency ---------------------------------------------------------------------
+
+    async def put_idempotent(
+        self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
+    ) -> None:
+        """Insert or replace the cached result, with created_at = ``now``."""
+        ...
+
+    async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
+        """Return the cached JSON text, or None when there is none."""
+        ...

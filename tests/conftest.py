@@ -1,0 +1,102 @@
+"""Fixtures shared by every test: the Postgres the suite runs against, one schema per test.
+
+Postgres tests take the server from ``CHECKPOINTD_TEST_PG_DSN``. When it is unset or
+unreachable they are skipped, except under ``CHECKPOINTD_REQUIRE_PG=1`` (CI), where that is
+a failure: a skipped Postgres test must never pass for a green run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.sidecar import Sidecar, StoreSpec
+
+PG_DSN_ENV = "CHECKPOINTD_TEST_PG_DSN"
+REQUIRE_PG_ENV = "CHECKPOINTD_REQUIRE_PG"
+
+
+def _pg_unavailable(reason: str) -> None:
+    if os.environ.get(REQUIRE_PG_ENV) == "1":
+        pytest.fail(f"Postgres is required ({REQUIRE_PG_ENV}=1) but {reason}")
+    pytest.skip(reason)
+
+
+def _run_sql(dsn: str, statement: str) -> None:
+    """Run one statement on a short-lived connection (asyncpg, in its own event loop)."""
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn, timeout=10)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> str:
+    """The DSN of the test Postgres, checked reachable once per session."""
+    dsn = os.environ.get(PG_DSN_ENV, "")
+    if not dsn:
+        _pg_unavailable(f"{PG_DSN_ENV} is not set")
+    try:
+        _run_sql(dsn, "SELECT 1")
+    except Exception as exc:  # any failure to connect means "not here"
+        _pg_unavailable(f"cannot reach Postgres at {PG_DSN_ENV}: {type(exc).__name__}: {exc}")
+    return dsn
+
+
+@pytest.fixture
+def pg_schema(pg_dsn: str) -> Iterator[str]:
+    """A schema name unique to this test, dropped (with everything in it) afterwards."""
+    schema = f"cpt_{uuid.uuid4().hex[:16]}"
+    yield schema
+    _run_sql(pg_dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+# --- servers ---------------------------------------------------------------------------------
+
+BACKENDS = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    """A fresh, empty store of each backend: an SQLite file, or a Postgres schema."""
+    if request.param == "sqlite":
+        return StoreSpec("sqlite", f"sqlite://{tmp_path / 'store.db'}")
+    dsn = request.getfixturevalue("pg_dsn")
+    schema = request.getfixturevalue("pg_schema")
+    return StoreSpec("postgres", dsn, pg_schema=schema)
+
+
+@pytest.fixture
+def sidecar_factory(store_spec: StoreSpec) -> Iterator[Callable[..., Sidecar]]:
+    """Start any number of servers on the same store (several replicas of one store)."""
+    started: list[Sidecar] = []
+
+    def start(*extra_args: str, **extra_env: str) -> Sidecar:
+        server = Sidecar(store_spec, extra_args=list(extra_args), extra_env=dict(extra_env))
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture
+def sidecar(sidecar_factory: Callable[..., Sidecar]) -> Sidecar:
+    """One running server per backend, on a fresh store."""
+    return sidecar_factory()
