@@ -1,0 +1,912 @@
+"""The SQLite store: the embedded default backend, one database file, safe across processes.
+
+Durability (contract E1): the file runs in WAL journal mode with ``synchronous=FULL``, so the
+WAL is fsynced at every commit and an acknowledged commit survives ``kill -9`` of the server
+and a power loss. (``NORMAL`` would survive ``kill -9`` but could lose the last commits on
+power loss.)
+
+Concurrency:
+
+* Writes run in explicit ``BEGIN IMMEDIATE`` transactions on one connection in autocommit
+  mode (``isolation_level=None``). An :class:`asyncio.Lock` guards that connection, so two
+  tasks never interleave their statements in one transaction.
+* ``BEGIN IMMEDIATE`` takes SQLite's write lock before the first read, so a transaction never
+  reads a row that another process changes before it commits. That makes the read-then-write
+  transactions (claim, record interrupt) exactly-once across every process that shares the
+  file (contract I3); a process waiting for the lock waits up to ``busy_timeout`` and then
+  gets :class:`StoreUnavailable` (retriable), never a half-done write.
+* Reads use a second, query-only connection: in WAL mode readers neither block nor are
+  blocked by the writer, and each read sees the last committed state.
+
+Every call is bounded by ``timeout`` seconds; past it the call raises
+:class:`StoreUnavailable`. SQLite errors that mean the file cannot be reached, locked,
+written or grown (busy, locked, read-only, I/O error, full, cannot open) become
+:class:`StoreUnavailable` with a short message naming the file and never any SQL.
+
+Times are stored as INTEGER microseconds since the Unix epoch (UTC) and converted exactly,
+without floats. The schema is applied by versioned migrations
+(``store/migrations/sqlite_NNNN_*.sql``), each in one ``BEGIN IMMEDIATE`` transaction with its
+``schema_migrations`` row, so several processes opening a fresh file at once apply each
+version exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from typing import Any, Final
+
+import aiosqlite
+
+from checkpointd.domain import (
+    RUN_END,
+    CheckpointRecord,
+    CheckpointStatus,
+    DeleteExecutionResult,
+    EventKind,
+    PendingFilter,
+    PendingRecord,
+    PruneResult,
+    RecordInterruptResult,
+)
+from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
+
+__all__ = ["SQLiteStore"]
+
+# --- time ----------------------------------------------------------------------------------
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MICROSECOND: Final = timedelta(microseconds=1)
+
+
+def _to_us(value: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime, by exact integer arithmetic."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("datetimes given to the store must be timezone-aware")
+    return (value - _EPOCH) // _ONE_MICROSECOND
+
+
+def _from_us(value: int) -> datetime:
+    """The aware UTC datetime of a number of microseconds since the epoch."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def _now_us() -> int:
+    return _to_us(datetime.now(UTC))
+
+
+# --- SQL -----------------------------------------------------------------------------------
+
+#: Larger than any sequence SQLite assigns (its rowids are signed 64-bit).
+_MAX_SEQUENCE: Final = 2**63 - 1
+
+_CHECKPOINT_COLUMNS: Final = (
+    "sequence, execution_id, checkpoint_id, parent_checkpoint_id, chain_name, node_id, "
+    "node_index, step_type, status, state_snapshot_json, node_input_json, node_output_json, "
+    "iteration, iteration_counters_json, interrupt_reason, interrupt_context_json, "
+    "agent_path, created_at"
+)
+_PENDING_COLUMNS: Final = (
+    "execution_id, chain_name, node_id, reason, context_json, agent_path, created_at, "
+    "checkpoint_id, sequence"
+)
+
+_SQL_INSERT_CHECKPOINT: Final = (
+    "INSERT INTO checkpoints (namespace, request_id, execution_id, checkpoint_id, "
+    "parent_checkpoint_id, chain_name, node_id, node_index, step_type, status, "
+    "state_snapshot_json, node_input_json, node_output_json, iteration, "
+    "iteration_counters_json, interrupt_reason, interrupt_context_json, agent_path, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_CHECKPOINT_WITH_REQUEST_ID: Final = (
+    f"SELECT request_id, {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND checkpoint_id = ?"
+)
+_SQL_GET_CHECKPOINT: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND checkpoint_id = ? AND execution_id = ?"
+)
+_SQL_LATEST_CHECKPOINT: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
+)
+_SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND execution_id = ? AND step_type IS NOT ? "
+    "ORDER BY sequence DESC LIMIT 1"
+)
+_SQL_LIST_CHECKPOINTS_ASC: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND execution_id = ? AND sequence > ? ORDER BY sequence ASC LIMIT ?"
+)
+_SQL_LIST_CHECKPOINTS_DESC: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND execution_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?"
+)
+_SQL_DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
+    "DELETE FROM checkpoints WHERE namespace = ? AND execution_id = ?"
+)
+_SQL_PRUNE_CHECKPOINTS_BATCH: Final = (
+    "DELETE FROM checkpoints WHERE sequence IN ("
+    "SELECT sequence FROM checkpoints "
+    "WHERE namespace = ? AND created_at < ? AND status IN ('completed', 'failed') LIMIT ?)"
+)
+
+_SQL_PENDING_OF_EXECUTION: Final = (
+    f"SELECT {_PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
+)
+_SQL_INSERT_PENDING: Final = (
+    f"INSERT INTO pending_interrupts (namespace, {_PENDING_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_DELETE_PENDING_OF_EXECUTION: Final = (
+    "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
+)
+_SQL_LIST_PENDING: Final = (
+    f"SELECT {_PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND sequence < ?"
+)
+_SQL_LIST_PENDING_CHAIN_NAME: Final = " AND chain_name = ?"
+_SQL_LIST_PENDING_REASON: Final = " AND reason = ?"
+# A prefix match without LIKE, whose % and _ would be wildcards in the caller's prefix.
+_SQL_LIST_PENDING_AGENT_PATH_PREFIX: Final = " AND substr(agent_path, 1, length(?)) = ?"
+_SQL_LIST_PENDING_ORDER: Final = " ORDER BY sequence DESC LIMIT ?"
+
+_SQL_CLAIM_BY_TOKEN: Final = (
+    f"SELECT {_PENDING_COLUMNS} FROM interrupt_claims "
+    "WHERE namespace = ? AND execution_id = ? AND claim_token = ?"
+)
+_SQL_CLAIM_BY_CHECKPOINT: Final = (
+    f"SELECT {_PENDING_COLUMNS} FROM interrupt_claims "
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? LIMIT 1"
+)
+_SQL_INSERT_CLAIM: Final = (
+    f"INSERT INTO interrupt_claims (namespace, claim_token, claimed_at, {_PENDING_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_PURGE_CLAIMS: Final = "DELETE FROM interrupt_claims WHERE claimed_at < ?"
+
+_SQL_INSERT_EVENT: Final = (
+    "INSERT INTO interrupt_events (namespace, kind, execution_id, chain_name, node_id, reason, "
+    "context_json, agent_path, pending_created_at, checkpoint_id, event_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+_SQL_PUT_IDEMPOTENT: Final = (
+    "INSERT OR REPLACE INTO idempotency_results "
+    "(namespace, execution_id, key, result_json, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_GET_IDEMPOTENT: Final = (
+    "SELECT result_json FROM idempotency_results "
+    "WHERE namespace = ? AND execution_id = ? AND key = ?"
+)
+_SQL_DELETE_IDEMPOTENT_OF_EXECUTION: Final = (
+    "DELETE FROM idempotency_results WHERE namespace = ? AND execution_id = ?"
+)
+_SQL_PRUNE_IDEMPOTENT_BATCH: Final = (
+    "DELETE FROM idempotency_results WHERE rowid IN ("
+    "SELECT r.rowid FROM idempotency_results AS r "
+    "WHERE r.namespace = ? AND r.created_at < ? AND NOT EXISTS ("
+    "SELECT 1 FROM pending_interrupts AS p "
+    "WHERE p.namespace = r.namespace AND p.execution_id = r.execution_id) LIMIT ?)"
+)
+
+_SQL_CREATE_SCHEMA_MIGRATIONS: Final = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+    "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+)
+_SQL_APPLIED_VERSIONS: Final = "SELECT version FROM schema_migrations ORDER BY version"
+_SQL_RECORD_MIGRATION: Final = (
+    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
+)
+_SQL_PING: Final = "SELECT 1 FROM schema_migrations LIMIT 1"
+
+# --- migrations ----------------------------------------------------------------------------
+
+_MIGRATION_NAME: Final = re.compile(r"^sqlite_(\d{4})_[a-z0-9_]+\.sql$")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+def _split_statements(script: str) -> tuple[str, ...]:
+    """Split a migration script into statements (``executescript`` would commit our
+    transaction, so each statement runs on its own inside it)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    rest = "".join(
+        line for line in buffer.splitlines() if line.strip() and not line.lstrip().startswith("--")
+    )
+    if rest:
+        raise StoreError("a SQLite migration script ends with an incomplete statement")
+    return tuple(statements)
+
+
+def _load_migrations() -> list[_Migration]:
+    """The packaged SQLite migrations, by version; versions must run 1, 2, 3, ..."""
+    folder = resources.files("checkpointd.store").joinpath("migrations")
+    migrations: list[_Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match is None:
+            continue
+        text = entry.read_text(encoding="utf-8")
+        migrations.append(_Migration(int(match.group(1)), entry.name, _split_statements(text)))
+    migrations.sort(key=lambda migration: migration.version)
+    if [m.version for m in migrations] != list(range(1, len(migrations) + 1)):
+        raise StoreError("the packaged SQLite migrations are not numbered 1, 2, 3, ...")
+    return migrations
+
+
+# --- errors --------------------------------------------------------------------------------
+
+# Primary SQLite result codes (sqlite.org/rescode.html); extended codes carry them in the low byte.
+_SQLITE_PERM: Final = 3
+_SQLITE_BUSY: Final = 5
+_SQLITE_LOCKED: Final = 6
+_SQLITE_NOMEM: Final = 7
+_SQLITE_READONLY: Final = 8
+_SQLITE_INTERRUPT: Final = 9
+_SQLITE_IOERR: Final = 10
+_SQLITE_CORRUPT: Final = 11
+_SQLITE_FULL: Final = 13
+_SQLITE_CANTOPEN: Final = 14
+_SQLITE_PROTOCOL: Final = 15
+_SQLITE_NOTADB: Final = 26
+
+#: Codes meaning the database cannot be reached, locked, written or grown right now.
+_UNAVAILABLE_CODES: Final = frozenset(
+    {
+        _SQLITE_PERM,
+        _SQLITE_BUSY,
+        _SQLITE_LOCKED,
+        _SQLITE_NOMEM,
+        _SQLITE_READONLY,
+        _SQLITE_INTERRUPT,
+        _SQLITE_IOERR,
+        _SQLITE_FULL,
+        _SQLITE_CANTOPEN,
+        _SQLITE_PROTOCOL,
+    }
+)
+#: Codes whose SQLite message is fixed text (never SQL nor names from it), safe to show.
+_PLAIN_MESSAGE_CODES: Final = _UNAVAILABLE_CODES | {_SQLITE_CORRUPT, _SQLITE_NOTADB}
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def _describe(exc: sqlite3.Error) -> str:
+    """A short reason for ``exc`` that never contains SQL text."""
+    code = _primary_code(exc)
+    if code in _PLAIN_MESSAGE_CODES:
+        return str(exc)
+    name = getattr(exc, "sqlite_errorname", None)
+    return name if isinstance(name, str) else type(exc).__name__
+
+
+# --- rows ----------------------------------------------------------------------------------
+
+
+def _checkpoint_from_row(row: sqlite3.Row) -> CheckpointRecord:
+    return CheckpointRecord(
+        execution_id=row["execution_id"],
+        checkpoint_id=row["checkpoint_id"],
+        parent_checkpoint_id=row["parent_checkpoint_id"],
+        chain_name=row["chain_name"],
+        node_id=row["node_id"],
+        node_index=row["node_index"],
+        step_type=row["step_type"],
+        status=CheckpointStatus(row["status"]),
+        state_snapshot_json=row["state_snapshot_json"],
+        node_input_json=row["node_input_json"],
+        node_output_json=row["node_output_json"],
+        iteration=row["iteration"],
+        iteration_counters_json=row["iteration_counters_json"],
+        interrupt_reason=row["interrupt_reason"],
+        interrupt_context_json=row["interrupt_context_json"],
+        agent_path=row["agent_path"],
+        created_at=_from_us(row["created_at"]),
+        sequence=row["sequence"],
+    )
+
+
+def _pending_from_row(row: sqlite3.Row) -> PendingRecord:
+    return PendingRecord(
+        execution_id=row["execution_id"],
+        chain_name=row["chain_name"],
+        node_id=row["node_id"],
+        reason=row["reason"],
+        context_json=row["context_json"],
+        agent_path=row["agent_path"],
+        created_at=_from_us(row["created_at"]),
+        checkpoint_id=row["checkpoint_id"],
+        sequence=row["sequence"],
+    )
+
+
+def _pending_params(pending: PendingRecord) -> tuple[Any, ...]:
+    """The values of ``_PENDING_COLUMNS``, in order."""
+    return (
+        pending.execution_id,
+        pending.chain_name,
+        pending.node_id,
+        pending.reason,
+        pending.context_json,
+        pending.agent_path,
+        _to_us(pending.created_at),
+        pending.checkpoint_id,
+        pending.sequence,
+    )
+
+
+async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    """All rows of a query (fetched to the end, so no statement stays open)."""
+    return list(await conn.execute_fetchall(sql, params))
+
+
+async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+    """Run one statement; return the number of rows it changed."""
+    async with conn.execute(sql, params) as cursor:
+        return cursor.rowcount
+
+
+async def _insert(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+    """Run one INSERT; return the rowid it assigned."""
+    async with conn.execute(sql, params) as cursor:
+        rowid = cursor.lastrowid
+    if rowid is None:  # pragma: no cover - an INSERT that succeeded always sets it
+        raise StoreError("SQLite did not report the rowid of an insert")
+    return rowid
+
+
+async def _insert_event(
+    conn: aiosqlite.Connection,
+    namespace: str,
+    kind: EventKind,
+    pending: PendingRecord,
+    event_at_us: int,
+) -> None:
+    await _run(
+        conn,
+        _SQL_INSERT_EVENT,
+        (
+            namespace,
+            kind.value,
+            pending.execution_id,
+            pending.chain_name,
+            pending.node_id,
+            pending.reason,
+            pending.context_json,
+            pending.agent_path,
+            _to_us(pending.created_at),
+            pending.checkpoint_id,
+            event_at_us,
+        ),
+    )
+
+
+def _probe_open(path: str) -> None:
+    """Raise the sqlite3 error of opening ``path``, if opening it fails."""
+    sqlite3.connect(path, isolation_level=None).close()
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+class SQLiteStore:
+    """A :class:`~checkpointd.store.base.Store` in one SQLite file.
+
+    ``busy_timeout_ms`` is how long a write waits for another process's write lock before
+    the call fails with :class:`StoreUnavailable`; ``timeout`` bounds every call (including
+    :meth:`open` and the wait for this process's own writer) in seconds. The caller checks
+    the path; the parent directory must exist.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        timeout: float = 30.0,
+    ) -> None:
+        if busy_timeout_ms < 0:
+            raise ValueError("busy_timeout_ms must not be negative")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._path = os.fspath(path)
+        if self._path in ("", ":memory:"):
+            # Each connection would get its own private database: the reader would see nothing.
+            raise ValueError("SQLiteStore needs the path of a database file")
+        self._busy_timeout_ms = busy_timeout_ms
+        self._timeout = timeout
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+        self._cleanups: set[asyncio.Future[None]] = set()
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, set WAL and ``synchronous=FULL``, and apply the missing migrations."""
+        if self._writer is not None:
+            return
+        migrations = _load_migrations()
+        writer: aiosqlite.Connection | None = None
+        reader: aiosqlite.Connection | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                writer = await self._connect()
+                mode = await _fetch(writer, "PRAGMA journal_mode = WAL", ())
+                if str(mode[0][0]).lower() != "wal":
+                    raise StoreError(
+                        f"cannot open SQLite database at {self._path}: "
+                        f"WAL journal mode is not available (journal_mode={mode[0][0]})"
+                    )
+                await _run(writer, "PRAGMA synchronous = FULL", ())
+                await self._migrate(writer, migrations)
+                reader = await self._connect()
+                await _run(reader, "PRAGMA query_only = ON", ())
+                await _fetch(reader, _SQL_PING, ())
+        except BaseException as exc:
+            for conn in (reader, writer):
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            if isinstance(exc, TimeoutError):
+                raise StoreUnavailable(
+                    f"cannot open SQLite database at {self._path}: "
+                    f"no answer within {self._timeout:g} s"
+                ) from exc
+            if isinstance(exc, sqlite3.Error):
+                error = StoreUnavailable if _primary_code(exc) in _UNAVAILABLE_CODES else StoreError
+                raise error(
+                    f"cannot open SQLite database at {self._path}: {_describe(exc)}"
+                ) from exc
+            raise
+        self._writer, self._reader = writer, reader
+
+    async def close(self) -> None:
+        """Close both connections, after the write in progress (if any). Safe to call twice."""
+        reader, writer = self._reader, self._writer
+        self._reader = self._writer = None
+        if reader is not None:
+            await reader.close()
+        if writer is not None:
+            async with self._write_lock:
+                await writer.close()
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the file answers a trivial query."""
+        async with self._call():
+            await _fetch(self._read_conn(), _SQL_PING, ())
+
+    async def _connect(self) -> aiosqlite.Connection:
+        # Probe with plain sqlite3 first: when aiosqlite's own connect fails, its worker
+        # thread outlives the call and may report to a closed event loop.
+        await asyncio.to_thread(_probe_open, self._path)
+        conn = await aiosqlite.connect(
+            self._path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+        )
+        conn.row_factory = sqlite3.Row
+        try:
+            await _run(conn, f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", ())
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _migrate(self, conn: aiosqlite.Connection, migrations: list[_Migration]) -> None:
+        """Apply each missing migration in its own ``BEGIN IMMEDIATE`` transaction."""
+        await _run(conn, "BEGIN IMMEDIATE", ())
+        try:
+            await _run(conn, _SQL_CREATE_SCHEMA_MIGRATIONS, ())
+            await _run(conn, "COMMIT", ())
+        except BaseException:
+            await conn.rollback()
+            raise
+        known = len(migrations)
+        for migration in migrations:
+            await _run(conn, "BEGIN IMMEDIATE", ())
+            try:
+                applied = {row[0] for row in await _fetch(conn, _SQL_APPLIED_VERSIONS, ())}
+                if applied and max(applied) > known:
+                    raise StoreError(
+                        f"cannot open SQLite database at {self._path}: its schema version "
+                        f"{max(applied)} is newer than this server knows ({known})"
+                    )
+                if migration.version not in applied:
+                    for statement in migration.statements:
+                        await _run(conn, statement, ())
+                    await _run(
+                        conn, _SQL_RECORD_MIGRATION, (migration.version, migration.name, _now_us())
+                    )
+                await _run(conn, "COMMIT", ())
+            except BaseException:
+                await conn.rollback()
+                raise
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _read_conn(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        return self._reader
+
+    @contextlib.asynccontextmanager
+    async def _call(self) -> AsyncIterator[None]:
+        """Bound a call by ``timeout`` and turn SQLite errors into store errors."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                yield
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"SQLite database {self._path} did not answer within {self._timeout:g} s"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+        except ValueError as exc:
+            # aiosqlite's "Connection closed" when close() overtook this call.
+            if self._writer is None:
+                raise StoreUnavailable(f"SQLite store {self._path} is closed") from exc
+            raise
+
+    def _translate(self, exc: sqlite3.Error) -> StoreError:
+        code = _primary_code(exc)
+        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            return StoreUnavailable(
+                f"SQLite database {self._path} stayed locked by another connection for longer "
+                f"than busy_timeout ({self._busy_timeout_ms} ms)"
+            )
+        if code == _SQLITE_READONLY:
+            return StoreUnavailable(f"SQLite database {self._path} is read-only")
+        if code == _SQLITE_FULL:
+            return StoreUnavailable(f"SQLite database {self._path}: disk or database is full")
+        if code in _UNAVAILABLE_CODES:
+            return StoreUnavailable(f"SQLite database {self._path}: {_describe(exc)}")
+        if isinstance(exc, sqlite3.ProgrammingError) and self._writer is None:
+            return StoreUnavailable(f"SQLite store {self._path} is closed")
+        return StoreError(f"SQLite database {self._path}: {_describe(exc)}")
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction on the writer, committed when the body
+        returns, rolled back when it raises.
+
+        The write lock is held until the transaction has ended. A cancelled caller (its
+        ``timeout`` ran out) does not wait for that: the rollback finishes in the background
+        after whatever statement the writer is still running, then frees the lock.
+        """
+        conn = self._writer
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        await self._write_lock.acquire()
+        try:
+            await _run(conn, "BEGIN IMMEDIATE", ())
+            yield conn
+            await _run(conn, "COMMIT", ())
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._rollback_and_release(conn))
+            self._cleanups.add(task)
+            task.add_done_callback(self._cleanups.discard)
+            raise
+        except BaseException:
+            await self._rollback_and_release(conn)
+            raise
+        else:
+            self._write_lock.release()
+
+    async def _rollback_and_release(self, conn: aiosqlite.Connection) -> None:
+        """End the writer's transaction, if one is open, and free the write lock."""
+        try:
+            # A no-op when no transaction is open (BEGIN failed, or COMMIT went through).
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await conn.rollback()
+        finally:
+            self._write_lock.release()
+
+    async def _insert_checkpoint(
+        self,
+        conn: aiosqlite.Connection,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+    ) -> tuple[CheckpointRecord, bool]:
+        """Insert inside the caller's transaction; return the stored row and whether this call
+        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists`."""
+        created_at_us = _to_us(checkpoint.created_at)
+        try:
+            sequence = await _insert(
+                conn,
+                _SQL_INSERT_CHECKPOINT,
+                (
+                    namespace,
+                    request_id,
+                    checkpoint.execution_id,
+                    checkpoint.checkpoint_id,
+                    checkpoint.parent_checkpoint_id,
+                    checkpoint.chain_name,
+                    checkpoint.node_id,
+                    checkpoint.node_index,
+                    checkpoint.step_type,
+                    checkpoint.status.value,
+                    checkpoint.state_snapshot_json,
+                    checkpoint.node_input_json,
+                    checkpoint.node_output_json,
+                    checkpoint.iteration,
+                    checkpoint.iteration_counters_json,
+                    checkpoint.interrupt_reason,
+                    checkpoint.interrupt_context_json,
+                    checkpoint.agent_path,
+                    created_at_us,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            rows = await _fetch(
+                conn, _SQL_CHECKPOINT_WITH_REQUEST_ID, (namespace, checkpoint.checkpoint_id)
+            )
+            if not rows:
+                raise  # another constraint; reported as a store error, never as a duplicate
+            if request_id and rows[0]["request_id"] == request_id:
+                return _checkpoint_from_row(rows[0]), False
+            raise CheckpointExists(checkpoint.checkpoint_id) from None
+        stored = dataclasses.replace(
+            checkpoint, sequence=sequence, created_at=_from_us(created_at_us)
+        )
+        return stored, True
+
+    # --- checkpoints ---------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+    ) -> CheckpointRecord:
+        """Insert one checkpoint; a retry with the same request id returns the stored row."""
+        async with self._call(), self._write() as conn:
+            stored, _ = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
+            return stored
+
+    async def get_checkpoint(
+        self, namespace: str, execution_id: str, checkpoint_id: str
+    ) -> CheckpointRecord | None:
+        """Return the checkpoint with this id if it belongs to this execution."""
+        async with self._call():
+            rows = await _fetch(
+                self._read_conn(), _SQL_GET_CHECKPOINT, (namespace, checkpoint_id, execution_id)
+            )
+        return _checkpoint_from_row(rows[0]) if rows else None
+
+    async def get_latest_checkpoint(
+        self, namespace: str, execution_id: str, *, skip_run_end: bool = False
+    ) -> CheckpointRecord | None:
+        """Return the execution's row with the highest sequence (optionally not a run_end)."""
+        async with self._call():
+            if skip_run_end:
+                rows = await _fetch(
+                    self._read_conn(),
+                    _SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE,
+                    (namespace, execution_id, RUN_END),
+                )
+            else:
+                rows = await _fetch(
+                    self._read_conn(), _SQL_LATEST_CHECKPOINT, (namespace, execution_id)
+                )
+        return _checkpoint_from_row(rows[0]) if rows else None
+
+    async def list_checkpoints(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        after_sequence: int | None,
+        descending: bool,
+        limit: int,
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` rows ordered by sequence, after ``after_sequence`` in the
+        direction of travel."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        if descending:
+            sql = _SQL_LIST_CHECKPOINTS_DESC
+            bound = _MAX_SEQUENCE if after_sequence is None else after_sequence
+        else:
+            sql = _SQL_LIST_CHECKPOINTS_ASC
+            bound = 0 if after_sequence is None else after_sequence
+        async with self._call():
+            rows = await _fetch(self._read_conn(), sql, (namespace, execution_id, bound, limit))
+        return [_checkpoint_from_row(row) for row in rows]
+
+    async def delete_execution(self, namespace: str, execution_id: str) -> DeleteExecutionResult:
+        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
+        transaction, with a ``removed`` event when a pending interrupt went away."""
+        key = (namespace, execution_id)
+        async with self._call(), self._write() as conn:
+            pending_rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, key)
+            checkpoints = await _run(conn, _SQL_DELETE_CHECKPOINTS_OF_EXECUTION, key)
+            pending_deleted = await _run(conn, _SQL_DELETE_PENDING_OF_EXECUTION, key) > 0
+            idempotency = await _run(conn, _SQL_DELETE_IDEMPOTENT_OF_EXECUTION, key)
+            if pending_rows:
+                pending = _pending_from_row(pending_rows[0])
+                await _insert_event(conn, namespace, EventKind.REMOVED, pending, _now_us())
+        return DeleteExecutionResult(
+            checkpoints_deleted=checkpoints,
+            pending_interrupt_deleted=pending_deleted,
+            idempotency_results_deleted=idempotency,
+        )
+
+    async def prune(self, namespace: str, cutoff: datetime, *, batch_size: int) -> PruneResult:
+        """Delete completed/failed checkpoints and unprotected idempotency results older than
+        ``cutoff``, at most ``batch_size`` rows per transaction."""
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        params = (namespace, _to_us(cutoff), batch_size)
+        checkpoints = await self._delete_in_batches(_SQL_PRUNE_CHECKPOINTS_BATCH, params)
+        idempotency = await self._delete_in_batches(_SQL_PRUNE_IDEMPOTENT_BATCH, params)
+        return PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency)
+
+    async def _delete_in_batches(self, sql: str, params: tuple[str, int, int]) -> int:
+        """Run a batch DELETE in its own transaction until it deletes less than a batch;
+        the writer is free for other callers between batches."""
+        total = 0
+        batch_size = params[2]
+        while True:
+            async with self._call(), self._write() as conn:
+                deleted = await _run(conn, sql, params)
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+    # --- interrupts ----------------------------------------------------------------------
+
+    async def record_interrupt(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution has one, the pending
+        row and its ``added`` event, in one transaction (contracts I1, I2)."""
+        if pending.execution_id != checkpoint.execution_id:
+            raise ValueError("the pending row and the checkpoint name different executions")
+        key = (namespace, checkpoint.execution_id)
+        async with self._call(), self._write() as conn:
+            stored, written = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
+            proposed = dataclasses.replace(
+                pending,
+                checkpoint_id=stored.checkpoint_id,
+                sequence=stored.sequence,
+                created_at=_from_us(_to_us(pending.created_at)),
+            )
+            rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, key)
+            if rows:
+                in_place = _pending_from_row(rows[0])
+                created = in_place.checkpoint_id == stored.checkpoint_id
+                return RecordInterruptResult(stored, in_place, pending_created=created)
+            if not written:
+                # A retry after the pending row went away (claimed, most likely): report the
+                # row as it was claimed when this checkpoint created it.
+                claimed = await _fetch(conn, _SQL_CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
+                if claimed:
+                    return RecordInterruptResult(
+                        stored, _pending_from_row(claimed[0]), pending_created=True
+                    )
+                return RecordInterruptResult(stored, proposed, pending_created=False)
+            await _run(conn, _SQL_INSERT_PENDING, (namespace, *_pending_params(proposed)))
+            await _insert_event(conn, namespace, EventKind.ADDED, proposed, _now_us())
+            return RecordInterruptResult(stored, proposed, pending_created=True)
+
+    async def claim_interrupt(
+        self, namespace: str, execution_id: str, claim_token: str, now: datetime
+    ) -> PendingRecord | None:
+        """Take the execution's pending row; exactly one caller among all processes gets it.
+        A retry with the same non-empty token gets the same row again."""
+        now_us = _to_us(now)
+        by_token = (namespace, execution_id, claim_token)
+        async with self._call():
+            if claim_token:
+                earlier = await _fetch(self._read_conn(), _SQL_CLAIM_BY_TOKEN, by_token)
+                if earlier:
+                    return _pending_from_row(earlier[0])
+            async with self._write() as conn:
+                rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, (namespace, execution_id))
+                if not rows:
+                    if not claim_token:
+                        return None
+                    # Writers are serialized, so this lookup sees any concurrent retry's claim.
+                    earlier = await _fetch(conn, _SQL_CLAIM_BY_TOKEN, by_token)
+                    return _pending_from_row(earlier[0]) if earlier else None
+                pending = _pending_from_row(rows[0])
+                await _run(conn, _SQL_DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
+                if claim_token:
+                    await _run(
+                        conn,
+                        _SQL_INSERT_CLAIM,
+                        (namespace, claim_token, now_us, *_pending_params(pending)),
+                    )
+                await _insert_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+                return pending
+
+    async def purge_claims(self, claimed_before: datetime) -> int:
+        """Forget claims made before ``claimed_before``; return how many went."""
+        async with self._call(), self._write() as conn:
+            return await _run(conn, _SQL_PURGE_CLAIMS, (_to_us(claimed_before),))
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+    ) -> list[PendingRecord]:
+        """Return up to ``limit`` pending rows below ``before_sequence``, newest first,
+        matching every set filter (an empty ``agent_path_prefix`` matches every row)."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        sql, params = self._list_pending_query(namespace, before_sequence, limit, filters)
+        async with self._call():
+            rows = await _fetch(self._read_conn(), sql, params)
+        return [_pending_from_row(row) for row in rows]
+
+    @staticmethod
+    def _list_pending_query(
+        namespace: str, before_sequence: int | None, limit: int, filters: PendingFilter
+    ) -> tuple[str, list[Any]]:
+        sql = _SQL_LIST_PENDING
+        params: list[Any] = [
+            namespace,
+            _MAX_SEQUENCE if before_sequence is None else before_sequence,
+        ]
+        if filters.chain_name is not None:
+            sql += _SQL_LIST_PENDING_CHAIN_NAME
+            params.append(filters.chain_name)
+        if filters.reason is not None:
+            sql += _SQL_LIST_PENDING_REASON
+            params.append(filters.reason)
+        if filters.agent_path_prefix:
+            sql += _SQL_LIST_PENDING_AGENT_PATH_PREFIX
+            params += [filters.agent_path_prefix, filters.agent_path_prefix]
+        sql += _SQL_LIST_PENDING_ORDER
+        params.append(limit)
+        return sql, params
+
+    # --- idempotency ---------------------------------------------------------------------
+
+    async def put_idempotent(
+        self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
+    ) -> None:
+        """Insert or replace the cached result, with created_at = ``now``."""
+        params = (namespace, execution_id, key, result_json, _to_us(now))
+        async with self._call(), self._write() as conn:
+            await _run(conn, _SQL_PUT_IDEMPOTENT, params)
+
+    async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
+        """Return the cached JSON text, or None when there is none."""
+        async with self._call():
+            rows = await _fetch(
+                self._read_conn(), _SQL_GET_IDEMPOTENT, (namespace, execution_id, key)
+            )
+        return str(rows[0]["result_json"]) if rows else None
