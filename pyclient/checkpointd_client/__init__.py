@@ -1,0 +1,72 @@
+"""Python client for checkpointd, the durability sidecar for AI agent frameworks.
+
+::
+
+    from checkpointd_client import Checkpoint, CheckpointdClient
+
+    with CheckpointdClient("127.0.0.1:7470", namespace="default") as client:
+        stored = client.put_checkpoint(Checkpoint(execution_id="run-1", node_id="start"))
+        latest = client.get_latest_checkpoint("run-1")
+
+:class:`AsyncCheckpointdClient` has the same methods for asyncio. The fastaiagent adapter
+lives in :mod:`checkpointd_client.fastaiagent` (install the ``fastaiagent`` extra); it is not
+imported here, so this package needs only grpcio and protobuf.
+"""
+
+from __future__ import annotations
+
+from checkpointd_client.client import AsyncCheckpointdClient, CheckpointdClient
+from checkpointd_client.config import DEFAULT_TARGET, RetryPolicy
+from checkpointd_client.errors import (
+    AlreadyExistsError,
+    CheckpointdError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    IntegrityError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+from checkpointd_client.models import (
+    Checkpoint,
+    CheckpointPage,
+    DeleteExecutionResult,
+    IdempotencyResult,
+    PendingInterrupt,
+    PendingInterruptPage,
+    PruneResult,
+    RecordInterruptResult,
+)
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "AlreadyExistsError",
+    "AsyncCheckpointdClient",
+    "Checkpoint",
+    "CheckpointPage",
+    "CheckpointdClient",
+    "CheckpointdError",
+    "DeadlineExceededError",
+    "DeleteExecutionResult",
+    "FailedPreconditionError",
+    "IdempotencyResult",
+    "IntegrityError",
+    "InternalError",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PendingInterrupt",
+    "PendingInterruptPage",
+    "PermissionDeniedError",
+    "PruneResult",
+    "RecordInterruptResult",
+    "ResourceExhaustedError",
+    "RetryPolicy",
+    "UnauthenticatedError",
+    "UnavailableError",
+]

@@ -1,0 +1,334 @@
+"""What the sync and asyncio clients share: settings, request building, response parsing and
+the retry decision. The two clients only add the transport (blocking or awaited calls).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+from checkpointd_client import _convert
+from checkpointd_client._proto.checkpointd.v1 import (
+    checkpoint_service_pb2,
+    idempotency_service_pb2,
+    interrupt_service_pb2,
+)
+from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
+from checkpointd_client.models import (
+    Checkpoint,
+    CheckpointPage,
+    DeleteExecutionResult,
+    IdempotencyResult,
+    PendingInterrupt,
+    PendingInterruptPage,
+    PruneResult,
+    RecordInterruptResult,
+)
+
+#: Call metadata: ``(key, value)`` pairs; keys ending in ``-bin`` carry bytes.
+Metadata = Sequence[tuple[str, str | bytes]]
+
+#: The channel options every client starts from; ``channel_options`` entries replace them by key.
+DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    # The server enforces its own size limit and answers RESOURCE_EXHAUSTED naming it (J3);
+    # a second, different limit in the client would only hide that answer.
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    # Detect a dead server on an idle connection. The server must permit pings this often
+    # (grpc.http2.min_recv_ping_interval_without_data_ms <= 30 s, permit_without_calls 1).
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    # The client retries UNAVAILABLE itself, reusing request ids (P3); gRPC's own retries
+    # would multiply attempts and ignore our policy.
+    ("grpc.enable_retries", 0),
+)
+
+
+def new_id() -> str:
+    """Return a fresh UUID4 string, used for checkpoint ids, request ids and claim tokens."""
+    return str(uuid.uuid4())
+
+
+def merge_channel_options(extra: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """Return the default channel options with ``extra`` applied (same key: ``extra`` wins)."""
+    merged = dict(DEFAULT_CHANNEL_OPTIONS)
+    merged.update(dict(extra))
+    return list(merged.items())
+
+
+def _check_timeout(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _check_page_size(page_size: int) -> int:
+    if page_size < 0:
+        raise ValueError(f"page_size must be >= 0 (0 means the server default), got {page_size}")
+    return page_size
+
+
+class ClientCore:
+    """The settings of one client and everything about a call that is not transport."""
+
+    __slots__ = ("_rng", "channel_options", "metadata", "namespace", "retry", "target", "timeout")
+
+    def __init__(
+        self,
+        target: str | None,
+        *,
+        namespace: str,
+        timeout: float,
+        retry: RetryPolicy | None,
+        metadata: Metadata,
+        channel_options: Sequence[tuple[str, Any]],
+    ) -> None:
+        self.target = resolve_target(target)
+        self.namespace = namespace
+        self.timeout = _check_timeout("timeout", timeout)
+        self.retry = retry if retry is not None else DEFAULT_RETRY_POLICY
+        self.metadata: tuple[tuple[str, str | bytes], ...] = tuple(metadata)
+        self.channel_options = merge_channel_options(channel_options)
+        self._rng = random.Random()
+
+    # --- deadlines, metadata, retries ---------------------------------------------------
+
+    def deadline(self, timeout: float | None) -> float:
+        """Return the ``time.monotonic()`` instant by which the whole call must finish."""
+        seconds = self.timeout if timeout is None else _check_timeout("timeout", timeout)
+        return time.monotonic() + seconds
+
+    @staticmethod
+    def remaining(deadline: float) -> float:
+        """Return the seconds left before ``deadline`` (never negative)."""
+        return max(deadline - time.monotonic(), 0.0)
+
+    def call_metadata(self, metadata: Metadata) -> tuple[tuple[str, str | bytes], ...]:
+        """Return the client's metadata followed by the call's."""
+        return self.metadata + tuple(metadata)
+
+    def retry_delay(self, attempt: int, deadline: float) -> float | None:
+        """Decide whether to retry after attempt number ``attempt`` failed with UNAVAILABLE.
+
+        Returns the seconds to wait before the next attempt, or ``None`` to give up: the
+        policy's attempts are used up, or the wait would reach the call's deadline.
+        """
+        if attempt >= self.retry.max_attempts:
+            return None
+        delay = self.retry.backoff(attempt, rng=self._rng)
+        if time.monotonic() + delay >= deadline:
+            return None
+        return delay
+
+    # --- requests -----------------------------------------------------------------------
+
+    @staticmethod
+    def with_checkpoint_id(checkpoint: Checkpoint) -> Checkpoint:
+        """Return the checkpoint with a fresh id if it has none, so retries carry the same id."""
+        if checkpoint.checkpoint_id:
+            return checkpoint
+        return replace(checkpoint, checkpoint_id=new_id())
+
+    def put_checkpoint(
+        self, checkpoint: Checkpoint, request_id: str | None
+    ) -> checkpoint_service_pb2.PutCheckpointRequest:
+        """Build a PutCheckpoint request (checkpoint id and request id filled in)."""
+        return checkpoint_service_pb2.PutCheckpointRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
+        )
+
+    def get_checkpoint(
+        self, execution_id: str, checkpoint_id: str
+    ) -> checkpoint_service_pb2.GetCheckpointRequest:
+        """Build a GetCheckpoint request."""
+        return checkpoint_service_pb2.GetCheckpointRequest(
+            namespace=self.namespace, execution_id=execution_id, checkpoint_id=checkpoint_id
+        )
+
+    def get_latest_checkpoint(
+        self, execution_id: str
+    ) -> checkpoint_service_pb2.GetLatestCheckpointRequest:
+        """Build a GetLatestCheckpoint request."""
+        return checkpoint_service_pb2.GetLatestCheckpointRequest(
+            namespace=self.namespace, execution_id=execution_id
+        )
+
+    def list_checkpoints(
+        self, execution_id: str, page_size: int, page_token: str, descending: bool
+    ) -> checkpoint_service_pb2.ListCheckpointsRequest:
+        """Build a ListCheckpoints request."""
+        return checkpoint_service_pb2.ListCheckpointsRequest(
+            namespace=self.namespace,
+            execution_id=execution_id,
+            page_size=_check_page_size(page_size),
+            page_token=page_token,
+            descending=descending,
+        )
+
+    def delete_execution(
+        self, execution_id: str, request_id: str | None
+    ) -> checkpoint_service_pb2.DeleteExecutionRequest:
+        """Build a DeleteExecution request."""
+        return checkpoint_service_pb2.DeleteExecutionRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+        )
+
+    def prune(
+        self, older_than: timedelta, request_id: str | None
+    ) -> checkpoint_service_pb2.PruneCheckpointsRequest:
+        """Build a PruneCheckpoints request."""
+        return checkpoint_service_pb2.PruneCheckpointsRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            older_than=_convert.timedelta_to_duration(older_than),
+        )
+
+    def get_resume_point(self, execution_id: str) -> checkpoint_service_pb2.GetResumePointRequest:
+        """Build a GetResumePoint request."""
+        return checkpoint_service_pb2.GetResumePointRequest(
+            namespace=self.namespace, execution_id=execution_id
+        )
+
+    def get_fork_point(
+        self, execution_id: str, checkpoint_id: str | None
+    ) -> checkpoint_service_pb2.GetForkPointRequest:
+        """Build a GetForkPoint request."""
+        return checkpoint_service_pb2.GetForkPointRequest(
+            namespace=self.namespace,
+            execution_id=execution_id,
+            checkpoint_id=checkpoint_id or "",
+        )
+
+    def record_interrupt(
+        self, checkpoint: Checkpoint, pending: PendingInterrupt, request_id: str | None
+    ) -> interrupt_service_pb2.RecordInterruptRequest:
+        """Build a RecordInterrupt request (checkpoint id and request id filled in)."""
+        return interrupt_service_pb2.RecordInterruptRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
+            pending=_convert.pending_to_proto(pending),
+        )
+
+    def claim_interrupt(
+        self, execution_id: str, claim_token: str | None, request_id: str | None
+    ) -> interrupt_service_pb2.ClaimInterruptRequest:
+        """Build a ClaimInterrupt request (claim token and request id filled in)."""
+        return interrupt_service_pb2.ClaimInterruptRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            claim_token=claim_token or new_id(),
+        )
+
+    def list_pending_interrupts(
+        self,
+        page_size: int,
+        page_token: str,
+        chain_name: str | None,
+        reason: str | None,
+        agent_path_prefix: str | None,
+    ) -> interrupt_service_pb2.ListPendingInterruptsRequest:
+        """Build a ListPendingInterrupts request; ``None`` filters are left unset."""
+        return interrupt_service_pb2.ListPendingInterruptsRequest(
+            namespace=self.namespace,
+            page_size=_check_page_size(page_size),
+            page_token=page_token,
+            chain_name=chain_name,
+            reason=reason,
+            agent_path_prefix=agent_path_prefix,
+        )
+
+    def put_idempotent(
+        self, execution_id: str, key: str, value: Any, request_id: str | None
+    ) -> idempotency_service_pb2.PutIdempotencyResultRequest:
+        """Build a PutIdempotencyResult request."""
+        return idempotency_service_pb2.PutIdempotencyResultRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            key=key,
+            result_json=_convert.dump_json(value, field="value"),
+        )
+
+    def get_idempotent(
+        self, execution_id: str, key: str
+    ) -> idempotency_service_pb2.GetIdempotencyResultRequest:
+        """Build a GetIdempotencyResult request."""
+        return idempotency_service_pb2.GetIdempotencyResultRequest(
+            namespace=self.namespace, execution_id=execution_id, key=key
+        )
+
+
+# --- responses --------------------------------------------------------------------------
+
+
+def checkpoint_page(response: checkpoint_service_pb2.ListCheckpointsResponse) -> CheckpointPage:
+    """Parse a ListCheckpoints response."""
+    return CheckpointPage(
+        checkpoints=[_convert.checkpoint_from_proto(c) for c in response.checkpoints],
+        next_page_token=response.next_page_token,
+    )
+
+
+def pending_page(
+    response: interrupt_service_pb2.ListPendingInterruptsResponse,
+) -> PendingInterruptPage:
+    """Parse a ListPendingInterrupts response."""
+    return PendingInterruptPage(
+        pending_interrupts=[_convert.pending_from_proto(p) for p in response.pending_interrupts],
+        next_page_token=response.next_page_token,
+    )
+
+
+def delete_result(
+    response: checkpoint_service_pb2.DeleteExecutionResponse,
+) -> DeleteExecutionResult:
+    """Parse a DeleteExecution response."""
+    return DeleteExecutionResult(
+        checkpoints_deleted=response.checkpoints_deleted,
+        pending_interrupt_deleted=response.pending_interrupt_deleted,
+        idempotency_results_deleted=response.idempotency_results_deleted,
+    )
+
+
+def prune_result(response: checkpoint_service_pb2.PruneCheckpointsResponse) -> PruneResult:
+    """Parse a PruneCheckpoints response."""
+    return PruneResult(
+        checkpoints_deleted=response.checkpoints_deleted,
+        idempotency_results_deleted=response.idempotency_results_deleted,
+    )
+
+
+def record_result(
+    response: interrupt_service_pb2.RecordInterruptResponse,
+) -> RecordInterruptResult:
+    """Parse a RecordInterrupt response."""
+    return RecordInterruptResult(
+        checkpoint=_convert.checkpoint_from_proto(response.checkpoint),
+        pending=_convert.pending_from_proto(response.pending),
+        pending_created=response.pending_created,
+    )
+
+
+def idempotency_result(
+    response: idempotency_service_pb2.GetIdempotencyResultResponse,
+) -> IdempotencyResult:
+    """Parse a GetIdempotencyResult response."""
+    if not response.found:
+        return IdempotencyResult(found=False, value=None)
+    return IdempotencyResult(found=True, value=_convert.load_json(response.result_json))

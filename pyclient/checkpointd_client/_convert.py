@@ -1,0 +1,180 @@
+"""Conversion between the client's dataclasses and the ``checkpointd.v1`` messages.
+
+JSON fields travel as UTF-8 JSON text (contract J1): encoded compactly, without ASCII
+escaping, and refusing ``NaN``/``Infinity`` (J2) with a ``ValueError`` before anything is
+sent. Times travel as ``google.protobuf.Timestamp`` with microsecond precision (J4): a naive
+datetime is taken as UTC, an unset field is ``None``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.protobuf import duration_pb2, timestamp_pb2
+
+from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2
+from checkpointd_client.models import CHECKPOINT_STATUSES, Checkpoint, PendingInterrupt
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_STATUS_TO_PROTO: dict[str, checkpoint_pb2.CheckpointStatus.ValueType] = {
+    "completed": checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+    "interrupted": checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED,
+    "failed": checkpoint_pb2.CHECKPOINT_STATUS_FAILED,
+}
+_STATUS_FROM_PROTO: dict[int, str] = {v: k for k, v in _STATUS_TO_PROTO.items()}
+
+
+# --- JSON -------------------------------------------------------------------------------
+
+
+def dump_json(value: Any, *, field: str = "value") -> str:
+    """Encode ``value`` as compact JSON text; ``ValueError`` names ``field`` for NaN/Infinity."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError as exc:
+        raise ValueError(f"{field}: {exc} (JSON has no NaN or Infinity)") from exc
+    except TypeError as exc:
+        raise TypeError(f"{field}: {exc}") from exc
+
+
+def load_json(text: str) -> Any:
+    """Decode JSON text."""
+    return json.loads(text)
+
+
+def load_json_object(text: str) -> dict[str, Any]:
+    """Decode a JSON object field; the empty string stands for ``{}``."""
+    if not text:
+        return {}
+    value: dict[str, Any] = json.loads(text)
+    return value
+
+
+# --- time -------------------------------------------------------------------------------
+
+
+def datetime_to_timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    """Encode a datetime (naive means UTC) as a Timestamp, to the microsecond."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        value = value.replace(tzinfo=UTC)
+    delta = value - _EPOCH
+    return timestamp_pb2.Timestamp(
+        seconds=delta.days * 86_400 + delta.seconds,
+        nanos=delta.microseconds * 1_000,
+    )
+
+
+def timestamp_to_datetime(value: timestamp_pb2.Timestamp) -> datetime:
+    """Decode a Timestamp as an aware UTC datetime; digits finer than a microsecond are dropped."""
+    return _EPOCH + timedelta(seconds=value.seconds, microseconds=value.nanos // 1_000)
+
+
+def timedelta_to_duration(value: timedelta) -> duration_pb2.Duration:
+    """Encode a timedelta as a Duration (seconds and nanos share the sign)."""
+    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    sign = -1 if micros < 0 else 1
+    seconds, rest = divmod(abs(micros), 1_000_000)
+    return duration_pb2.Duration(seconds=sign * seconds, nanos=sign * rest * 1_000)
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+def status_to_proto(status: str) -> checkpoint_pb2.CheckpointStatus.ValueType:
+    """Map a status string to the enum; an unknown one is a ``ValueError`` naming the choices."""
+    try:
+        return _STATUS_TO_PROTO[status]
+    except (KeyError, TypeError):
+        allowed = ", ".join(repr(s) for s in CHECKPOINT_STATUSES)
+        raise ValueError(f"status must be one of {allowed}, got {status!r}") from None
+
+
+def status_from_proto(value: int) -> str:
+    """Map the enum to its string; values this client does not know become ``"unknown:<n>"``."""
+    return _STATUS_FROM_PROTO.get(value, f"unknown:{value}")
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+def checkpoint_to_proto(cp: Checkpoint) -> checkpoint_pb2.Checkpoint:
+    """Build the wire message of a checkpoint (``sequence`` is output only and not sent)."""
+    msg = checkpoint_pb2.Checkpoint(
+        execution_id=cp.execution_id,
+        checkpoint_id=cp.checkpoint_id,
+        parent_checkpoint_id=cp.parent_checkpoint_id,
+        chain_name=cp.chain_name,
+        node_id=cp.node_id,
+        node_index=cp.node_index,
+        step_type=cp.step_type,
+        status=status_to_proto(cp.status),
+        state_snapshot_json=dump_json(cp.state_snapshot, field="state_snapshot"),
+        node_input_json=dump_json(cp.node_input, field="node_input"),
+        node_output_json=dump_json(cp.node_output, field="node_output"),
+        iteration=cp.iteration,
+        iteration_counters_json=dump_json(cp.iteration_counters, field="iteration_counters"),
+        interrupt_reason=cp.interrupt_reason,
+        interrupt_context_json=dump_json(cp.interrupt_context, field="interrupt_context"),
+        agent_path=cp.agent_path,
+    )
+    if cp.created_at is not None:
+        msg.created_at.CopyFrom(datetime_to_timestamp(cp.created_at))
+    return msg
+
+
+def checkpoint_from_proto(msg: checkpoint_pb2.Checkpoint) -> Checkpoint:
+    """Build a checkpoint from its wire message."""
+    return Checkpoint(
+        execution_id=msg.execution_id,
+        checkpoint_id=msg.checkpoint_id,
+        parent_checkpoint_id=(
+            msg.parent_checkpoint_id if msg.HasField("parent_checkpoint_id") else None
+        ),
+        chain_name=msg.chain_name,
+        node_id=msg.node_id,
+        node_index=msg.node_index,
+        step_type=msg.step_type if msg.HasField("step_type") else None,
+        status=status_from_proto(msg.status),
+        state_snapshot=load_json_object(msg.state_snapshot_json),
+        node_input=load_json_object(msg.node_input_json),
+        node_output=load_json_object(msg.node_output_json),
+        iteration=msg.iteration,
+        iteration_counters=load_json_object(msg.iteration_counters_json),
+        interrupt_reason=msg.interrupt_reason if msg.HasField("interrupt_reason") else None,
+        interrupt_context=load_json_object(msg.interrupt_context_json),
+        agent_path=msg.agent_path if msg.HasField("agent_path") else None,
+        created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
+        sequence=msg.sequence,
+    )
+
+
+def pending_to_proto(pending: PendingInterrupt) -> checkpoint_pb2.PendingInterrupt:
+    """Build the wire message of a pending interrupt (``checkpoint_id`` is output only)."""
+    msg = checkpoint_pb2.PendingInterrupt(
+        execution_id=pending.execution_id,
+        chain_name=pending.chain_name,
+        node_id=pending.node_id,
+        reason=pending.reason,
+        context_json=dump_json(pending.context, field="context"),
+        agent_path=pending.agent_path,
+    )
+    if pending.created_at is not None:
+        msg.created_at.CopyFrom(datetime_to_timestamp(pending.created_at))
+    return msg
+
+
+def pending_from_proto(msg: checkpoint_pb2.PendingInterrupt) -> PendingInterrupt:
+    """Build a pending interrupt from its wire message."""
+    return PendingInterrupt(
+        execution_id=msg.execution_id,
+        chain_name=msg.chain_name,
+        node_id=msg.node_id,
+        reason=msg.reason,
+        context=load_json_object(msg.context_json),
+        agent_path=msg.agent_path if msg.HasField("agent_path") else None,
+        created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
+        checkpoint_id=msg.checkpoint_id,
+    )

@@ -1,0 +1,824 @@
+"""The checkpointd clients: :class:`CheckpointdClient` (blocking) and
+:class:`AsyncCheckpointdClient` (asyncio), with the same method names.
+
+Each client owns one gRPC channel. Every call has a deadline (its ``timeout`` or the
+client's), is retried on ``UNAVAILABLE`` by the client's :class:`~checkpointd_client.RetryPolicy`
+within that deadline, and raises a :class:`~checkpointd_client.CheckpointdError` subclass on
+failure. Mutating calls carry a request id (and a checkpoint id / claim token where
+relevant) generated once before the first attempt and reused on every retry, so a retry
+after a lost reply is answered like the first call (contract C1, C2, I3).
+
+The blocking client is thread-safe and needs no event loop. The asyncio client may be built
+anywhere; its channel opens on the first call and belongs to that call's event loop.
+"""
+
+# ASYNC109: ``timeout`` here is the gRPC deadline sent to the server (and the bound of the
+# retries), not a local wait that asyncio.timeout() could replace; the sync and async
+# clients keep the same signatures.
+# ruff: noqa: ASYNC109
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+import grpc.aio
+
+from checkpointd_client import _base, _convert
+from checkpointd_client._base import Metadata
+from checkpointd_client._proto.checkpointd.v1 import (
+    checkpoint_service_pb2,
+    checkpoint_service_pb2_grpc,
+    idempotency_service_pb2,
+    idempotency_service_pb2_grpc,
+    interrupt_service_pb2,
+    interrupt_service_pb2_grpc,
+)
+from checkpointd_client.config import RetryPolicy
+from checkpointd_client.errors import UnavailableError, map_rpc_errors
+from checkpointd_client.models import (
+    Checkpoint,
+    CheckpointPage,
+    DeleteExecutionResult,
+    IdempotencyResult,
+    PendingInterrupt,
+    PendingInterruptPage,
+    PruneResult,
+    RecordInterruptResult,
+)
+
+__all__ = ["AsyncCheckpointdClient", "CheckpointdClient"]
+
+_CLOSED = "the checkpointd client has been closed"
+
+
+class CheckpointdClient:
+    """A blocking checkpointd client over one gRPC channel.
+
+    ``target`` is handed to gRPC as-is (``"unix:///run/checkpointd.sock"``,
+    ``"127.0.0.1:7470"``, ``"dns:///host:port"``); when ``None`` it comes from
+    ``$CHECKPOINTD_TARGET`` or :data:`~checkpointd_client.DEFAULT_TARGET`. Every request
+    is sent in ``namespace``. ``timeout`` is the default deadline of a call in seconds,
+    retries included. ``metadata`` is sent with every call, before the call's own.
+    ``channel_options`` replace the defaults of the same key.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        namespace: str = "default",
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        metadata: Metadata = (),
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self._core = _base.ClientCore(
+            target,
+            namespace=namespace,
+            timeout=timeout,
+            retry=retry,
+            metadata=metadata,
+            channel_options=channel_options,
+        )
+        self._channel: Any = grpc.insecure_channel(
+            self._core.target, options=self._core.channel_options
+        )
+        self._checkpoints = checkpoint_service_pb2_grpc.CheckpointServiceStub(self._channel)
+        self._interrupts = interrupt_service_pb2_grpc.InterruptServiceStub(self._channel)
+        self._idempotency = idempotency_service_pb2_grpc.IdempotencyServiceStub(self._channel)
+        self._closed = False
+
+    @property
+    def target(self) -> str:
+        """The gRPC target this client connects to."""
+        return self._core.target
+
+    @property
+    def namespace(self) -> str:
+        """The namespace every request is sent in."""
+        return self._core.namespace
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(target={self.target!r}, namespace={self.namespace!r})"
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the channel. Calls in flight are cancelled; later calls raise RuntimeError."""
+        if not self._closed:
+            self._closed = True
+            self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- transport ----------------------------------------------------------------------
+
+    def _invoke(
+        self,
+        rpc: Callable[..., Any],
+        request: Any,
+        timeout: float | None,
+        metadata: Metadata,
+    ) -> Any:
+        """Send ``request``, retrying UNAVAILABLE within one deadline; map errors."""
+        if self._closed:
+            raise RuntimeError(_CLOSED)
+        deadline = self._core.deadline(timeout)
+        call_metadata = self._core.call_metadata(metadata)
+        attempt = 1
+        while True:
+            try:
+                with map_rpc_errors():
+                    return rpc(
+                        request,
+                        timeout=self._core.remaining(deadline),
+                        metadata=call_metadata,
+                    )
+            except UnavailableError:
+                delay = self._core.retry_delay(attempt, deadline)
+                if delay is None or self._closed:
+                    raise
+            time.sleep(delay)
+            attempt += 1
+
+    # --- checkpoints --------------------------------------------------------------------
+
+    def put_checkpoint(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Store a checkpoint and return the stored row (C1, C2).
+
+        An empty ``checkpoint_id`` is filled with a UUID before sending. A checkpoint_id that
+        is already stored raises :class:`~checkpointd_client.AlreadyExistsError`.
+        """
+        request = self._core.put_checkpoint(checkpoint, request_id)
+        response: checkpoint_service_pb2.PutCheckpointResponse = self._invoke(
+            self._checkpoints.PutCheckpoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    def get_checkpoint(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return one checkpoint by id; :class:`~checkpointd_client.NotFoundError` if missing."""
+        request = self._core.get_checkpoint(execution_id, checkpoint_id)
+        response: checkpoint_service_pb2.GetCheckpointResponse = self._invoke(
+            self._checkpoints.GetCheckpoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    def get_latest_checkpoint(
+        self,
+        execution_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return the checkpoint written last (C3); NotFoundError when there is none."""
+        request = self._core.get_latest_checkpoint(execution_id)
+        response: checkpoint_service_pb2.GetLatestCheckpointResponse = self._invoke(
+            self._checkpoints.GetLatestCheckpoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    def list_checkpoints(
+        self,
+        execution_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        descending: bool = False,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> CheckpointPage:
+        """Return one page of an execution's history in write order (C4).
+
+        ``page_size`` 0 means the server's default (100); the server caps it at 1000.
+        """
+        request = self._core.list_checkpoints(execution_id, page_size, page_token, descending)
+        response: checkpoint_service_pb2.ListCheckpointsResponse = self._invoke(
+            self._checkpoints.ListCheckpoints, request, timeout, metadata
+        )
+        return _base.checkpoint_page(response)
+
+    def iter_checkpoints(
+        self,
+        execution_id: str,
+        *,
+        descending: bool = False,
+        page_size: int = 0,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Iterator[Checkpoint]:
+        """Yield an execution's whole history, page by page; ``timeout`` applies per page."""
+        token = ""
+        while True:
+            page = self.list_checkpoints(
+                execution_id,
+                page_size=page_size,
+                page_token=token,
+                descending=descending,
+                timeout=timeout,
+                metadata=metadata,
+            )
+            yield from page.checkpoints
+            token = page.next_page_token
+            if not token:
+                return
+
+    def delete_execution(
+        self,
+        execution_id: str,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> DeleteExecutionResult:
+        """Delete an execution's checkpoints, pending interrupt and idempotency rows (C6)."""
+        request = self._core.delete_execution(execution_id, request_id)
+        response: checkpoint_service_pb2.DeleteExecutionResponse = self._invoke(
+            self._checkpoints.DeleteExecution, request, timeout, metadata
+        )
+        return _base.delete_result(response)
+
+    def prune(
+        self,
+        older_than: timedelta,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PruneResult:
+        """Delete completed/failed checkpoints and idempotency rows older than the cutoff (C7)."""
+        request = self._core.prune(older_than, request_id)
+        response: checkpoint_service_pb2.PruneCheckpointsResponse = self._invoke(
+            self._checkpoints.PruneCheckpoints, request, timeout, metadata
+        )
+        return _base.prune_result(response)
+
+    def get_resume_point(
+        self,
+        execution_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return the checkpoint a resume re-enters at (C8).
+
+        FailedPreconditionError when the run already finished; NotFoundError when empty.
+        """
+        request = self._core.get_resume_point(execution_id)
+        response: checkpoint_service_pb2.GetResumePointResponse = self._invoke(
+            self._checkpoints.GetResumePoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    def get_fork_point(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return the checkpoint a fork branches from (C8): the named one, else the newest."""
+        request = self._core.get_fork_point(execution_id, checkpoint_id)
+        response: checkpoint_service_pb2.GetForkPointResponse = self._invoke(
+            self._checkpoints.GetForkPoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    # --- interrupts ---------------------------------------------------------------------
+
+    def record_interrupt(
+        self,
+        checkpoint: Checkpoint,
+        pending: PendingInterrupt,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> RecordInterruptResult:
+        """Write an interrupted checkpoint and its pending row in one transaction (I1, I2).
+
+        An empty ``checkpoint_id`` is filled with a UUID before sending.
+        """
+        request = self._core.record_interrupt(checkpoint, pending, request_id)
+        response: interrupt_service_pb2.RecordInterruptResponse = self._invoke(
+            self._interrupts.RecordInterrupt, request, timeout, metadata
+        )
+        return _base.record_result(response)
+
+    def claim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        claim_token: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Claim an execution's pending interrupt, for exactly one caller (I3).
+
+        ``claim_token`` defaults to a fresh UUID, reused on retries. The losers get
+        :class:`~checkpointd_client.NotFoundError`.
+        """
+        request = self._core.claim_interrupt(execution_id, claim_token, request_id)
+        response: interrupt_service_pb2.ClaimInterruptResponse = self._invoke(
+            self._interrupts.ClaimInterrupt, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    def list_pending_interrupts(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        chain_name: str | None = None,
+        reason: str | None = None,
+        agent_path_prefix: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterruptPage:
+        """Return one page of pending interrupts, newest first, optionally filtered (I4)."""
+        request = self._core.list_pending_interrupts(
+            page_size, page_token, chain_name, reason, agent_path_prefix
+        )
+        response: interrupt_service_pb2.ListPendingInterruptsResponse = self._invoke(
+            self._interrupts.ListPendingInterrupts, request, timeout, metadata
+        )
+        return _base.pending_page(response)
+
+    def iter_pending_interrupts(
+        self,
+        *,
+        page_size: int = 0,
+        chain_name: str | None = None,
+        reason: str | None = None,
+        agent_path_prefix: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Iterator[PendingInterrupt]:
+        """Yield every pending interrupt, newest first, page by page; ``timeout`` is per page."""
+        token = ""
+        while True:
+            page = self.list_pending_interrupts(
+                page_size=page_size,
+                page_token=token,
+                chain_name=chain_name,
+                reason=reason,
+                agent_path_prefix=agent_path_prefix,
+                timeout=timeout,
+                metadata=metadata,
+            )
+            yield from page.pending_interrupts
+            token = page.next_page_token
+            if not token:
+                return
+
+    # --- idempotency --------------------------------------------------------------------
+
+    def put_idempotent(
+        self,
+        execution_id: str,
+        key: str,
+        value: Any,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> None:
+        """Cache ``value`` (any JSON value, ``None`` included) for (execution_id, key) (D1)."""
+        request = self._core.put_idempotent(execution_id, key, value, request_id)
+        _response: idempotency_service_pb2.PutIdempotencyResultResponse = self._invoke(
+            self._idempotency.PutIdempotencyResult, request, timeout, metadata
+        )
+
+    def get_idempotent(
+        self,
+        execution_id: str,
+        key: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> IdempotencyResult:
+        """Look up the cached result for (execution_id, key) (D1)."""
+        request = self._core.get_idempotent(execution_id, key)
+        response: idempotency_service_pb2.GetIdempotencyResultResponse = self._invoke(
+            self._idempotency.GetIdempotencyResult, request, timeout, metadata
+        )
+        return _base.idempotency_result(response)
+
+
+class AsyncCheckpointdClient:
+    """An asyncio checkpointd client over one ``grpc.aio`` channel.
+
+    The same constructor and methods as :class:`CheckpointdClient`, awaited;
+    ``iter_checkpoints`` and ``iter_pending_interrupts`` are async iterators. The channel
+    opens on the first call, in the running event loop; use the client from that one loop.
+    Use it as an async context manager, or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        namespace: str = "default",
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        metadata: Metadata = (),
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self._core = _base.ClientCore(
+            target,
+            namespace=namespace,
+            timeout=timeout,
+            retry=retry,
+            metadata=metadata,
+            channel_options=channel_options,
+        )
+        # A grpc.aio channel binds to the event loop it is created in, so it is created on
+        # first use, inside the loop that awaits the calls.
+        self._channel: Any = None
+        self._stubs: tuple[Any, Any, Any] | None = None
+        self._closed = False
+
+    def _connect(self) -> tuple[Any, Any, Any]:
+        """Return the three service stubs, opening the channel on first use."""
+        if self._closed:
+            raise RuntimeError(_CLOSED)
+        if self._stubs is None:
+            self._channel = grpc.aio.insecure_channel(
+                self._core.target, options=self._core.channel_options
+            )
+            self._stubs = (
+                checkpoint_service_pb2_grpc.CheckpointServiceStub(self._channel),
+                interrupt_service_pb2_grpc.InterruptServiceStub(self._channel),
+                idempotency_service_pb2_grpc.IdempotencyServiceStub(self._channel),
+            )
+        return self._stubs
+
+    @property
+    def _checkpoints(self) -> Any:
+        return self._connect()[0]
+
+    @property
+    def _interrupts(self) -> Any:
+        return self._connect()[1]
+
+    @property
+    def _idempotency(self) -> Any:
+        return self._connect()[2]
+
+    @property
+    def target(self) -> str:
+        """The gRPC target this client connects to."""
+        return self._core.target
+
+    @property
+    def namespace(self) -> str:
+        """The namespace every request is sent in."""
+        return self._core.namespace
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(target={self.target!r}, namespace={self.namespace!r})"
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the channel. Calls in flight are cancelled; later calls raise RuntimeError."""
+        if not self._closed:
+            self._closed = True
+            if self._channel is not None:
+                await self._channel.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # --- transport ----------------------------------------------------------------------
+
+    async def _invoke(
+        self,
+        rpc: Callable[..., Any],
+        request: Any,
+        timeout: float | None,
+        metadata: Metadata,
+    ) -> Any:
+        """Send ``request``, retrying UNAVAILABLE within one deadline; map errors."""
+        if self._closed:
+            raise RuntimeError(_CLOSED)
+        deadline = self._core.deadline(timeout)
+        call_metadata = self._core.call_metadata(metadata)
+        attempt = 1
+        while True:
+            try:
+                with map_rpc_errors():
+                    return await rpc(
+                        request,
+                        timeout=self._core.remaining(deadline),
+                        metadata=call_metadata,
+                    )
+            except UnavailableError:
+                delay = self._core.retry_delay(attempt, deadline)
+                if delay is None or self._closed:
+                    raise
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    # --- checkpoints --------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Store a checkpoint and return the stored row (C1, C2); see the sync client."""
+        request = self._core.put_checkpoint(checkpoint, request_id)
+        response: checkpoint_service_pb2.PutCheckpointResponse = await self._invoke(
+            self._checkpoints.PutCheckpoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    async def get_checkpoint(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return one checkpoint by id; :class:`~checkpointd_client.NotFoundError` if missing."""
+        request = self._core.get_checkpoint(execution_id, checkpoint_id)
+        response: checkpoint_service_pb2.GetCheckpointResponse = await self._invoke(
+            self._checkpoints.GetCheckpoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    async def get_latest_checkpoint(
+        self,
+        execution_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return the checkpoint written last (C3); NotFoundError when there is none."""
+        request = self._core.get_latest_checkpoint(execution_id)
+        response: checkpoint_service_pb2.GetLatestCheckpointResponse = await self._invoke(
+            self._checkpoints.GetLatestCheckpoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    async def list_checkpoints(
+        self,
+        execution_id: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        descending: bool = False,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> CheckpointPage:
+        """Return one page of an execution's history in write order (C4)."""
+        request = self._core.list_checkpoints(execution_id, page_size, page_token, descending)
+        response: checkpoint_service_pb2.ListCheckpointsResponse = await self._invoke(
+            self._checkpoints.ListCheckpoints, request, timeout, metadata
+        )
+        return _base.checkpoint_page(response)
+
+    async def iter_checkpoints(
+        self,
+        execution_id: str,
+        *,
+        descending: bool = False,
+        page_size: int = 0,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> AsyncIterator[Checkpoint]:
+        """Yield an execution's whole history, page by page; ``timeout`` applies per page."""
+        token = ""
+        while True:
+            page = await self.list_checkpoints(
+                execution_id,
+                page_size=page_size,
+                page_token=token,
+                descending=descending,
+                timeout=timeout,
+                metadata=metadata,
+            )
+            for checkpoint in page.checkpoints:
+                yield checkpoint
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def delete_execution(
+        self,
+        execution_id: str,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> DeleteExecutionResult:
+        """Delete an execution's checkpoints, pending interrupt and idempotency rows (C6)."""
+        request = self._core.delete_execution(execution_id, request_id)
+        response: checkpoint_service_pb2.DeleteExecutionResponse = await self._invoke(
+            self._checkpoints.DeleteExecution, request, timeout, metadata
+        )
+        return _base.delete_result(response)
+
+    async def prune(
+        self,
+        older_than: timedelta,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PruneResult:
+        """Delete completed/failed checkpoints and idempotency rows older than the cutoff (C7)."""
+        request = self._core.prune(older_than, request_id)
+        response: checkpoint_service_pb2.PruneCheckpointsResponse = await self._invoke(
+            self._checkpoints.PruneCheckpoints, request, timeout, metadata
+        )
+        return _base.prune_result(response)
+
+    async def get_resume_point(
+        self,
+        execution_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return the checkpoint a resume re-enters at (C8); see the sync client."""
+        request = self._core.get_resume_point(execution_id)
+        response: checkpoint_service_pb2.GetResumePointResponse = await self._invoke(
+            self._checkpoints.GetResumePoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    async def get_fork_point(
+        self,
+        execution_id: str,
+        checkpoint_id: str | None = None,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Checkpoint:
+        """Return the checkpoint a fork branches from (C8): the named one, else the newest."""
+        request = self._core.get_fork_point(execution_id, checkpoint_id)
+        response: checkpoint_service_pb2.GetForkPointResponse = await self._invoke(
+            self._checkpoints.GetForkPoint, request, timeout, metadata
+        )
+        return _convert.checkpoint_from_proto(response.checkpoint)
+
+    # --- interrupts ---------------------------------------------------------------------
+
+    async def record_interrupt(
+        self,
+        checkpoint: Checkpoint,
+        pending: PendingInterrupt,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> RecordInterruptResult:
+        """Write an interrupted checkpoint and its pending row in one transaction (I1, I2)."""
+        request = self._core.record_interrupt(checkpoint, pending, request_id)
+        response: interrupt_service_pb2.RecordInterruptResponse = await self._invoke(
+            self._interrupts.RecordInterrupt, request, timeout, metadata
+        )
+        return _base.record_result(response)
+
+    async def claim_interrupt(
+        self,
+        execution_id: str,
+        *,
+        claim_token: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Claim an execution's pending interrupt, for exactly one caller (I3)."""
+        request = self._core.claim_interrupt(execution_id, claim_token, request_id)
+        response: interrupt_service_pb2.ClaimInterruptResponse = await self._invoke(
+            self._interrupts.ClaimInterrupt, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    async def list_pending_interrupts(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        chain_name: str | None = None,
+        reason: str | None = None,
+        agent_path_prefix: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterruptPage:
+        """Return one page of pending interrupts, newest first, optionally filtered (I4)."""
+        request = self._core.list_pending_interrupts(
+            page_size, page_token, chain_name, reason, agent_path_prefix
+        )
+        response: interrupt_service_pb2.ListPendingInterruptsResponse = await self._invoke(
+            self._interrupts.ListPendingInterrupts, request, timeout, metadata
+        )
+        return _base.pending_page(response)
+
+    async def iter_pending_interrupts(
+        self,
+        *,
+        page_size: int = 0,
+        chain_name: str | None = None,
+        reason: str | None = None,
+        agent_path_prefix: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> AsyncIterator[PendingInterrupt]:
+        """Yield every pending interrupt, newest first, page by page; ``timeout`` is per page."""
+        token = ""
+        while True:
+            page = await self.list_pending_interrupts(
+                page_size=page_size,
+                page_token=token,
+                chain_name=chain_name,
+                reason=reason,
+                agent_path_prefix=agent_path_prefix,
+                timeout=timeout,
+                metadata=metadata,
+            )
+            for pending in page.pending_interrupts:
+                yield pending
+            token = page.next_page_token
+            if not token:
+                return
+
+    # --- idempotency --------------------------------------------------------------------
+
+    async def put_idempotent(
+        self,
+        execution_id: str,
+        key: str,
+        value: Any,
+        *,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> None:
+        """Cache ``value`` (any JSON value, ``None`` included) for (execution_id, key) (D1)."""
+        request = self._core.put_idempotent(execution_id, key, value, request_id)
+        _response: idempotency_service_pb2.PutIdempotencyResultResponse = await self._invoke(
+            self._idempotency.PutIdempotencyResult, request, timeout, metadata
+        )
+
+    async def get_idempotent(
+        self,
+        execution_id: str,
+        key: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> IdempotencyResult:
+        """Look up the cached result for (execution_id, key) (D1)."""
+        request = self._core.get_idempotent(execution_id, key)
+        response: idempotency_service_pb2.GetIdempotencyResultResponse = await self._invoke(
+            self._idempotency.GetIdempotencyResult, request, timeout, metadata
+        )
+        return _base.idempotency_result(response)

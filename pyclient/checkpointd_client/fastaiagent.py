@@ -1,0 +1,343 @@
+"""A fastaiagent ``Checkpointer`` backed by checkpointd: a drop-in for ``SQLiteCheckpointer``.
+
+::
+
+    from checkpointd_client.fastaiagent import SidecarCheckpointer
+
+    checkpointer = SidecarCheckpointer("unix:///run/checkpointd.sock")
+    chain = Chain("pipeline", checkpointer=checkpointer)
+
+It satisfies ``isinstance(x, fastaiagent.checkpointers.Checkpointer)`` and returns fastaiagent's
+own ``Checkpoint`` and ``PendingInterrupt`` models with ``created_at`` as ISO-8601 strings.
+Its methods block on the synchronous gRPC client: they are thread-safe and need no event
+loop, so fastaiagent may call them from inside ``async def`` code, as it does.
+
+Where it deliberately differs from the reference ``SQLiteCheckpointer``:
+
+* ``list(execution_id, limit=N)`` returns the **newest** N checkpoints, oldest first, in
+  write order. The reference sorts by ``node_index`` and cuts the *first* N rows, which
+  silently drops the newest rows of a long run and misorders a resumed Swarm (contract C4).
+* ``get_last`` is the row written last (by the store's sequence), not the one with the
+  greatest ``created_at`` (C3).
+* A second ``put`` of an existing ``checkpoint_id`` raises
+  :class:`~checkpointd_client.AlreadyExistsError`, whose MRO contains a class named
+  ``IntegrityError``, as DB-API callers expect (C2).
+* ``record_interrupt`` for an execution that already has a pending interrupt keeps that row
+  and still stores the checkpoint (the reference Postgres behaviour, I2).
+* ``prune`` keeps the idempotency rows of a run that still has a pending interrupt (C7).
+* JSON with ``NaN`` or ``Infinity`` is refused with ``ValueError`` before anything is sent.
+
+fastaiagent is imported lazily, when a :class:`SidecarCheckpointer` is created; install it
+with the ``fastaiagent`` extra (``pip install 'checkpointd-client[fastaiagent]'``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from checkpointd_client._base import new_id
+from checkpointd_client.client import CheckpointdClient
+from checkpointd_client.config import RetryPolicy
+from checkpointd_client.errors import NotFoundError
+from checkpointd_client.models import Checkpoint, PendingInterrupt
+
+if TYPE_CHECKING:
+    from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
+    from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
+
+__all__ = ["SidecarCheckpointer"]
+
+#: The largest page the server returns; ``list`` asks for no more than it needs.
+_MAX_PAGE = 1000
+
+
+@functools.cache
+def _fastaiagent_models() -> tuple[type[FastCheckpoint], type[FastPendingInterrupt]]:
+    """Import fastaiagent's models on first use, with an install hint when it is missing."""
+    try:
+        from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
+        from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
+    except ImportError as exc:
+        raise ImportError(
+            "checkpointd_client.fastaiagent needs fastaiagent: "
+            "pip install 'checkpointd-client[fastaiagent]'"
+        ) from exc
+    return FastCheckpoint, FastPendingInterrupt
+
+
+def _parse_time(value: str) -> datetime | None:
+    """Parse fastaiagent's ISO-8601 ``created_at`` ("" means unset; naive means UTC)."""
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _format_time(value: datetime | None) -> str:
+    """Format a time the way the reference does: ``datetime.isoformat()`` of an aware UTC time."""
+    return value.astimezone(UTC).isoformat() if value is not None else ""
+
+
+def _check_limit(limit: int) -> int:
+    limit = int(limit)
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    return limit
+
+
+def _to_checkpoint(cp: FastCheckpoint) -> Checkpoint:
+    return Checkpoint(
+        execution_id=cp.execution_id,
+        checkpoint_id=cp.checkpoint_id,
+        parent_checkpoint_id=cp.parent_checkpoint_id,
+        chain_name=cp.chain_name,
+        node_id=cp.node_id,
+        node_index=cp.node_index,
+        step_type=cp.step_type,
+        status=cp.status,
+        state_snapshot=cp.state_snapshot,
+        node_input=cp.node_input,
+        node_output=cp.node_output,
+        iteration=cp.iteration,
+        iteration_counters=cp.iteration_counters,
+        interrupt_reason=cp.interrupt_reason,
+        interrupt_context=cp.interrupt_context,
+        agent_path=cp.agent_path,
+        created_at=_parse_time(cp.created_at),
+    )
+
+
+def _from_checkpoint(cp: Checkpoint) -> FastCheckpoint:
+    fast_checkpoint, _ = _fastaiagent_models()
+    return fast_checkpoint(
+        checkpoint_id=cp.checkpoint_id,
+        parent_checkpoint_id=cp.parent_checkpoint_id,
+        chain_name=cp.chain_name,
+        execution_id=cp.execution_id,
+        node_id=cp.node_id,
+        node_index=cp.node_index,
+        step_type=cp.step_type,
+        status=cp.status,
+        state_snapshot=cp.state_snapshot,
+        node_input=cp.node_input,
+        node_output=cp.node_output,
+        iteration=cp.iteration,
+        iteration_counters=cp.iteration_counters,
+        interrupt_reason=cp.interrupt_reason,
+        interrupt_context=cp.interrupt_context,
+        agent_path=cp.agent_path,
+        created_at=_format_time(cp.created_at),
+    )
+
+
+def _to_pending(pending: FastPendingInterrupt) -> PendingInterrupt:
+    return PendingInterrupt(
+        execution_id=pending.execution_id,
+        chain_name=pending.chain_name,
+        node_id=pending.node_id,
+        reason=pending.reason,
+        context=pending.context,
+        agent_path=pending.agent_path,
+        created_at=_parse_time(pending.created_at),
+    )
+
+
+def _from_pending(pending: PendingInterrupt) -> FastPendingInterrupt:
+    _, fast_pending = _fastaiagent_models()
+    return fast_pending(
+        execution_id=pending.execution_id,
+        chain_name=pending.chain_name,
+        node_id=pending.node_id,
+        reason=pending.reason,
+        context=pending.context,
+        agent_path=pending.agent_path,
+        created_at=_format_time(pending.created_at),
+    )
+
+
+class SidecarCheckpointer:
+    """fastaiagent's ``Checkpointer`` protocol over a checkpointd server.
+
+    The arguments are those of :class:`~checkpointd_client.CheckpointdClient`: ``target``
+    defaults to ``$CHECKPOINTD_TARGET`` or ``127.0.0.1:7470``, every row lives in
+    ``namespace``, every call has a deadline of ``timeout`` seconds and is retried on
+    ``UNAVAILABLE`` by ``retry``. Server errors other than "not found" surface as
+    :class:`~checkpointd_client.CheckpointdError` subclasses.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        namespace: str = "default",
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        metadata: Sequence[tuple[str, str | bytes]] = (),
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        _fastaiagent_models()  # fail here, not mid-run, when fastaiagent is missing
+        self._client = CheckpointdClient(
+            target,
+            namespace=namespace,
+            timeout=timeout,
+            retry=retry,
+            metadata=metadata,
+            channel_options=channel_options,
+        )
+
+    @property
+    def client(self) -> CheckpointdClient:
+        """The underlying blocking client, for calls the protocol does not cover."""
+        return self._client
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(target={self._client.target!r}, "
+            f"namespace={self._client.namespace!r})"
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Do nothing: the server owns its schema. Idempotent, like the reference's."""
+        return None
+
+    def close(self) -> None:
+        """Close the channel to the server."""
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- writes -------------------------------------------------------------------------
+
+    def put(self, checkpoint: FastCheckpoint) -> None:
+        """Store a checkpoint; fill ``checkpoint_id`` and ``created_at`` on the given object.
+
+        The id is set on the object before sending, so it is known even if the call fails.
+        A stored ``checkpoint_id`` raises :class:`~checkpointd_client.AlreadyExistsError`.
+        """
+        if not checkpoint.checkpoint_id:
+            checkpoint.checkpoint_id = new_id()
+        stored = self._client.put_checkpoint(_to_checkpoint(checkpoint))
+        checkpoint.checkpoint_id = stored.checkpoint_id
+        checkpoint.created_at = _format_time(stored.created_at)
+
+    def put_writes(self, execution_id: str, checkpoint_id: str, writes: builtins.list[Any]) -> None:
+        """Do nothing, like the reference (reserved by fastaiagent for a later phase)."""
+        return None
+
+    def record_interrupt(self, checkpoint: FastCheckpoint, pending: FastPendingInterrupt) -> None:
+        """Store the interrupted checkpoint and the pending row atomically (I1).
+
+        Fills ``checkpoint_id`` and ``created_at`` on ``checkpoint`` and ``created_at`` on
+        ``pending`` (by default the checkpoint's), like the reference. When the execution
+        already has a pending interrupt, that row stays and the checkpoint is still stored.
+        """
+        if not checkpoint.checkpoint_id:
+            checkpoint.checkpoint_id = new_id()
+        if not pending.created_at and checkpoint.created_at:
+            pending.created_at = checkpoint.created_at
+        result = self._client.record_interrupt(_to_checkpoint(checkpoint), _to_pending(pending))
+        checkpoint.checkpoint_id = result.checkpoint.checkpoint_id
+        checkpoint.created_at = _format_time(result.checkpoint.created_at)
+        if result.pending_created:
+            pending.created_at = _format_time(result.pending.created_at)
+        elif not pending.created_at:
+            pending.created_at = checkpoint.created_at
+
+    def delete_pending_interrupt_atomic(self, execution_id: str) -> FastPendingInterrupt | None:
+        """Claim the execution's pending interrupt; ``None`` if there is none (or it was lost).
+
+        Exactly one caller among concurrent ones gets the row (I3); a retry after a lost
+        reply gets the same row again.
+        """
+        try:
+            claimed = self._client.claim_interrupt(execution_id)
+        except NotFoundError:
+            return None
+        return _from_pending(claimed)
+
+    def delete_execution(self, execution_id: str) -> None:
+        """Delete every checkpoint, the pending interrupt and the idempotency rows of a run."""
+        self._client.delete_execution(execution_id)
+
+    def put_idempotent(self, execution_id: str, function_key: str, result: Any) -> None:
+        """Cache the JSON-serializable result of an ``@idempotent`` function."""
+        self._client.put_idempotent(execution_id, function_key, result)
+
+    def prune(self, older_than: timedelta) -> int:
+        """Delete old completed/failed checkpoints and idempotency rows; return the total count."""
+        return self._client.prune(older_than).total
+
+    # --- reads --------------------------------------------------------------------------
+
+    def get_last(self, execution_id: str) -> FastCheckpoint | None:
+        """Return the checkpoint written last, or ``None`` when the run has none."""
+        try:
+            return _from_checkpoint(self._client.get_latest_checkpoint(execution_id))
+        except NotFoundError:
+            return None
+
+    def get_by_id(self, execution_id: str, checkpoint_id: str) -> FastCheckpoint | None:
+        """Return one checkpoint by id, or ``None``."""
+        try:
+            return _from_checkpoint(self._client.get_checkpoint(execution_id, checkpoint_id))
+        except NotFoundError:
+            return None
+
+    def list(self, execution_id: str, *, limit: int = 100) -> builtins.list[FastCheckpoint]:
+        """Return the newest ``limit`` checkpoints of a run, oldest first, in write order.
+
+        Unlike the reference's first-N cut by ``node_index`` this keeps the newest rows,
+        which is what callers scanning ``reversed(list(...))`` need (contract C4). ``limit``
+        0 gives ``[]``; a negative one is a ``ValueError``.
+        """
+        limit = _check_limit(limit)
+        newest_first: builtins.list[Checkpoint] = []
+        token = ""
+        while len(newest_first) < limit:
+            page = self._client.list_checkpoints(
+                execution_id,
+                page_size=min(limit - len(newest_first), _MAX_PAGE),
+                page_token=token,
+                descending=True,
+            )
+            newest_first.extend(page.checkpoints)
+            token = page.next_page_token
+            if not token:
+                break
+        return [_from_checkpoint(cp) for cp in reversed(newest_first[:limit])]
+
+    def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[FastPendingInterrupt]:
+        """Return up to ``limit`` pending interrupts, newest first."""
+        limit = _check_limit(limit)
+        rows: builtins.list[PendingInterrupt] = []
+        token = ""
+        while len(rows) < limit:
+            page = self._client.list_pending_interrupts(
+                page_size=min(limit - len(rows), _MAX_PAGE), page_token=token
+            )
+            rows.extend(page.pending_interrupts)
+            token = page.next_page_token
+            if not token:
+                break
+        return [_from_pending(p) for p in rows[:limit]]
+
+    def get_idempotent(self, execution_id: str, function_key: str) -> Any | None:
+        """Return the cached result, or ``None`` when there is none (as the reference does)."""
+        cached = self._client.get_idempotent(execution_id, function_key)
+        return cached.value if cached.found else None

@@ -1,0 +1,161 @@
+"""The records the client sends and returns: plain, immutable dataclasses.
+
+They mirror the ``checkpointd.v1`` messages with Python types: JSON fields are Python
+values (``dict`` for objects), times are aware UTC :class:`~datetime.datetime`\\ s, and a
+checkpoint's status is one of ``"completed"``, ``"interrupted"``, ``"failed"``. Field names
+and defaults follow fastaiagent's ``Checkpoint`` and ``PendingInterrupt`` models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "CHECKPOINT_STATUSES",
+    "Checkpoint",
+    "CheckpointPage",
+    "DeleteExecutionResult",
+    "IdempotencyResult",
+    "PendingInterrupt",
+    "PendingInterruptPage",
+    "PruneResult",
+    "RecordInterruptResult",
+]
+
+#: The values :attr:`Checkpoint.status` may take.
+CHECKPOINT_STATUSES: tuple[str, ...] = ("completed", "interrupted", "failed")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checkpoint:
+    """The state of one run at one step boundary."""
+
+    execution_id: str
+    """The run this checkpoint belongs to. Required; 1 to 256 characters."""
+    checkpoint_id: str = ""
+    """Unique within the namespace. When empty the client generates a UUID before sending."""
+    parent_checkpoint_id: str | None = None
+    """The checkpoint this run was forked from, if any."""
+    chain_name: str = ""
+    """The name of the chain or agent that wrote the row."""
+    node_id: str = ""
+    """The re-entry address of the step (``"review"``, ``"turn:3/tool:charge"``, ``"run_end"``)."""
+    node_index: int = 0
+    """The position of the step in topological or turn order."""
+    step_type: str | None = None
+    """The kind of boundary (``"llm_call"``, ``"tool_call"``, ``"node"``, ``"run_end"``, ...)."""
+    status: str = "completed"
+    """How the step ended: ``"completed"``, ``"interrupted"`` or ``"failed"``."""
+    state_snapshot: dict[str, Any] = field(default_factory=dict)
+    """The full run state at this point (a JSON object)."""
+    node_input: dict[str, Any] = field(default_factory=dict)
+    """The step's input (a JSON object)."""
+    node_output: dict[str, Any] = field(default_factory=dict)
+    """The step's output (a JSON object)."""
+    iteration: int = 0
+    """The loop iteration of the step."""
+    iteration_counters: dict[str, int] = field(default_factory=dict)
+    """Cycle counts by name."""
+    interrupt_reason: str | None = None
+    """Why the run paused, for an interrupted row."""
+    interrupt_context: dict[str, Any] = field(default_factory=dict)
+    """The frozen context a human approves (a JSON object)."""
+    agent_path: str | None = None
+    """Where in a multi-agent topology the row was written (``"swarm:s/agent:a"``)."""
+    created_at: datetime | None = None
+    """When the row was written (UTC, microseconds). ``None`` lets the server fill it."""
+    sequence: int = 0
+    """Output only: the store's insertion sequence that orders an execution's history."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingInterrupt:
+    """A run that paused on ``interrupt()`` and waits for a human to resume it."""
+
+    execution_id: str
+    """The paused run. On a write it may be empty: the checkpoint's is used."""
+    chain_name: str = ""
+    """The name of the chain or agent that paused."""
+    node_id: str = ""
+    """The node the run paused in."""
+    reason: str = ""
+    """Why the run paused (``"manager_approval"``)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """The frozen context a human approves (a JSON object)."""
+    agent_path: str | None = None
+    """Where in a multi-agent topology the run paused."""
+    created_at: datetime | None = None
+    """When the run paused (UTC). ``None`` on a write means the checkpoint's ``created_at``."""
+    checkpoint_id: str = ""
+    """Output only: the id of the interrupted checkpoint written with this row."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckpointPage:
+    """One page of an execution's history."""
+
+    checkpoints: list[Checkpoint]
+    """The rows of this page, in the requested order."""
+    next_page_token: str
+    """The token for the next page; ``""`` when this page is the last."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingInterruptPage:
+    """One page of pending interrupts, newest first."""
+
+    pending_interrupts: list[PendingInterrupt]
+    """The rows of this page, newest first."""
+    next_page_token: str
+    """The token for the next page; ``""`` when this page is the last."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RecordInterruptResult:
+    """What :meth:`~checkpointd_client.CheckpointdClient.record_interrupt` stored."""
+
+    checkpoint: Checkpoint
+    """The stored interrupted checkpoint, with its id, created_at and sequence."""
+    pending: PendingInterrupt
+    """The execution's pending row: the new one, or the one that was already there."""
+    pending_created: bool
+    """Whether this call created the pending row (``False``: one already existed, I2)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeleteExecutionResult:
+    """What :meth:`~checkpointd_client.CheckpointdClient.delete_execution` removed."""
+
+    checkpoints_deleted: int
+    """How many checkpoints were deleted."""
+    pending_interrupt_deleted: bool
+    """Whether a pending interrupt was deleted."""
+    idempotency_results_deleted: int
+    """How many idempotency results were deleted."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PruneResult:
+    """What :meth:`~checkpointd_client.CheckpointdClient.prune` removed."""
+
+    checkpoints_deleted: int
+    """How many checkpoints were deleted."""
+    idempotency_results_deleted: int
+    """How many idempotency results were deleted."""
+
+    @property
+    def total(self) -> int:
+        """Return all rows deleted, as fastaiagent's ``Checkpointer.prune`` counts them."""
+        return self.checkpoints_deleted + self.idempotency_results_deleted
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IdempotencyResult:
+    """A lookup in the idempotency cache."""
+
+    found: bool
+    """Whether a result is cached. A cached JSON ``null`` is found with ``value`` ``None``."""
+    value: Any = None
+    """The cached result, when found."""

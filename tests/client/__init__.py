@@ -1,0 +1,1 @@
+"""Unit tests of the Python client (no checkpointd server needed)."""
