@@ -72,6 +72,14 @@ def _build_server(settings: Settings, deps: ServiceDeps) -> grpc.aio.Server:
             ("grpc.max_receive_message_length", transport_limit),
             ("grpc.max_send_message_length", transport_limit),
             ("grpc.so_reuseport", 0),
+            # Clients ping idle connections every 30 s to notice a dead server; accept that
+            # instead of answering GOAWAY "too_many_pings" (gRPC's default wants 5 minutes).
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 0),
+            # Ping our side too, so a client that vanished without a FIN is noticed.
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
         ],
     )
     checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(

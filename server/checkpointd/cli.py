@@ -109,6 +109,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="largest Postgres connection pool [CHECKPOINTD_PG_POOL_MAX; default: %(default)s]",
     )
     serve.add_argument(
+        "--sqlite-busy-timeout-ms",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS", _positive_int, 5000),
+        help="milliseconds an SQLite write waits for another process's lock before answering "
+        "UNAVAILABLE [CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS; default: %(default)s]",
+    )
+    serve.add_argument(
         "--max-message-bytes",
         type=_checked(_positive_int),
         default=_env("CHECKPOINTD_MAX_MESSAGE_BYTES", _positive_int, DEFAULT_MAX_MESSAGE_BYTES),
@@ -165,6 +172,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         listen=tuple(listen) or (DEFAULT_LISTEN,),
         pg_schema=args.pg_schema,
         pg_pool_max=args.pg_pool_max,
+        sqlite_busy_timeout_ms=args.sqlite_busy_timeout_ms,
         store_timeout=args.store_timeout,
         max_message_bytes=args.max_message_bytes,
         claim_retention_seconds=args.claim_retention,
