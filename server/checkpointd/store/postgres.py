@@ -1,0 +1,962 @@
+"""The Postgres store: the :class:`~checkpointd.store.base.Store` protocol over an asyncpg pool.
+
+Every table lives in one configurable schema (validated, always quoted) and carries the
+namespace as the first column of its keys, so every query of the hot path is an index range
+scan. The schema is created and migrated by :meth:`PostgresStore.open` from the versioned
+``migrations/postgres_NNNN_*.sql`` files; the migration transaction holds an advisory lock
+derived from the schema name, so replicas that start together apply each version once.
+
+Interrupt events (the watch outbox) are written as the last statement of their transaction,
+right after taking a second advisory lock derived from the schema name. Identity values are
+handed out at insert, not at commit, so without that lock a writer could commit cursor 8
+before another commits cursor 7 and a watcher reading "cursor > 7" would skip 7 for ever.
+Holding the lock from the event insert to the commit makes commit order equal cursor order.
+
+Connection failures, timeouts and a busy database raise
+:class:`~checkpointd.store.base.StoreUnavailable` (retriable) with a short message that names
+neither SQL nor the password. A broken connection is discarded and its pool siblings are
+expired (asyncpg reconnects them on their next acquire), so after an outage the first call
+may fail and the store then recovers by itself once the database is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib.resources
+import re
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Final, TypeAlias
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import asyncpg
+import asyncpg.exceptions
+import asyncpg.pool
+
+from checkpointd.domain import (
+    RUN_END,
+    CheckpointRecord,
+    CheckpointStatus,
+    DeleteExecutionResult,
+    EventKind,
+    PendingFilter,
+    PendingRecord,
+    PruneResult,
+    RecordInterruptResult,
+)
+from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
+
+__all__ = ["PostgresStore"]
+
+_Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+
+_SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_MIGRATION_FILE: Final = re.compile(r"postgres_(\d{4})_([a-z0-9_]+)\.sql")
+_MAX_BIGINT: Final = 2**63 - 1
+#: Lower bound of the first prune batch (the keyset scan then moves forward).
+_BEGINNING_OF_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
+#: Rows per transaction when purging expired claims.
+_PURGE_BATCH: Final = 1000
+#: Attempts when a row we conflicted with vanished before we could read it (a concurrent
+#: delete or claim); each attempt is cheap and two are practically always enough.
+_RACE_ATTEMPTS: Final = 5
+#: Migrations may wait for another replica's migration and may build indexes.
+_MIN_MIGRATION_TIMEOUT: Final = 60.0
+
+# Column lists, in one place so every SELECT/RETURNING builds the same records.
+_CHECKPOINT_COLUMNS: Final = (
+    "sequence, execution_id, checkpoint_id, request_id, parent_checkpoint_id, chain_name, "
+    "node_id, node_index, step_type, status, state_snapshot_json, node_input_json, "
+    "node_output_json, iteration, iteration_counters_json, interrupt_reason, "
+    "interrupt_context_json, agent_path, created_at"
+)
+_PENDING_COLUMNS: Final = (
+    "execution_id, chain_name, node_id, reason, context_json, agent_path, created_at, "
+    "checkpoint_id, sequence"
+)
+_PRUNABLE: Final = ", ".join(
+    f"'{s.value}'" for s in (CheckpointStatus.COMPLETED, CheckpointStatus.FAILED)
+)
+
+
+def _validate_schema(schema: str) -> str:
+    """Return ``schema`` double-quoted, or raise ValueError when it is not a plain identifier."""
+    if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+        raise ValueError(
+            f"invalid Postgres schema name {schema!r}: use 1 to 63 characters of letters, "
+            "digits and '_', not starting with a digit"
+        )
+    return f'"{schema}"'
+
+
+def _lock_key(purpose: str, schema: str) -> int:
+    """Derive a stable signed 64-bit advisory lock key for ``purpose`` in ``schema``."""
+    digest = hashlib.blake2b(f"checkpointd:{purpose}:{schema}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def _load_migrations() -> tuple[_Migration, ...]:
+    """Read the packaged ``postgres_NNNN_name.sql`` files, checked to number 1, 2, 3, ..."""
+    folder = importlib.resources.files("checkpointd.store").joinpath("migrations")
+    found: list[_Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.fullmatch(entry.name)
+        if match is not None:
+            found.append(_Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    if [m.version for m in found] != list(range(1, len(found) + 1)):
+        raise RuntimeError(
+            "packaged Postgres migrations must be numbered 1, 2, 3, ... without gaps; found "
+            f"{[m.version for m in found]}"
+        )
+    return tuple(found)
+
+
+def _describe_target(dsn: str) -> str:
+    """Return ``host:port/database`` of a DSN, without user or password."""
+    try:
+        parts = urlsplit(dsn)
+        hosts = parts.netloc.rpartition("@")[2]
+        if not hosts:
+            hosts = ",".join(parse_qs(parts.query).get("host", [])) or "localhost"
+        if "," not in hosts and not re.search(r":\d+$", hosts):
+            hosts += ":5432"
+        database = unquote(parts.path.lstrip("/"))
+    except ValueError:
+        return "the configured server"
+    return f"{hosts}/{database}" if database else hosts
+
+
+def _dsn_password(dsn: str) -> str | None:
+    try:
+        return urlsplit(dsn).password
+    except ValueError:
+        return None
+
+
+def _has_application_name(dsn: str) -> bool:
+    try:
+        return "application_name" in parse_qs(urlsplit(dsn).query)
+    except ValueError:
+        return False
+
+
+def _is_broken_connection(exc: Exception) -> bool:
+    """Whether ``exc`` means the connection it came from is unusable (server gone, socket
+    error, protocol out of step), as opposed to a timeout that asyncpg cancels cleanly."""
+    E = asyncpg.exceptions  # noqa: N806 (a module alias)
+    if isinstance(exc, TimeoutError):
+        return False
+    if isinstance(exc, E.InterfaceError):
+        return "clos" in str(exc)  # "connection is closed", "pool is closing", ...
+    return isinstance(
+        exc,
+        OSError
+        | E.PostgresConnectionError
+        | E.AdminShutdownError
+        | E.CrashShutdownError
+        | E.CannotConnectNowError
+        # A FATAL message that arrived while the connection sat idle (its backend was
+        # terminated) leaves the protocol waiting for a reply that never comes.
+        | E.InternalClientError,
+    )
+
+
+def _utc_in(value: datetime) -> datetime:
+    """Check a datetime going into the database is timezone-aware; return it in UTC."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("datetimes given to the store must be timezone-aware")
+    return _as_utc(value)
+
+
+def _utc_out(value: datetime) -> datetime:
+    """Return a timestamptz read from the database as an aware UTC datetime."""
+    if value.tzinfo is None:
+        # asyncpg stores the aware datetime.min/max as -infinity/infinity and reads those
+        # back as the naive datetime.min/max; they stand for exactly those instants in UTC.
+        return value.replace(tzinfo=UTC)
+    return _as_utc(value)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # astimezone() shifts through local arithmetic that overflows at the edges of the
+    # datetime range (0001-01-01 in UTC fails with "year 0 is out of range"); a value that
+    # is already at offset zero only needs its tzinfo normalised.
+    if value.utcoffset() == timedelta(0):
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def _count(status: str) -> int:
+    """Return the row count of a command status such as ``DELETE 3``."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+def _checkpoint(row: asyncpg.Record) -> CheckpointRecord:
+    return CheckpointRecord(
+        execution_id=row["execution_id"],
+        checkpoint_id=row["checkpoint_id"],
+        parent_checkpoint_id=row["parent_checkpoint_id"],
+        chain_name=row["chain_name"],
+        node_id=row["node_id"],
+        node_index=row["node_index"],
+        step_type=row["step_type"],
+        status=CheckpointStatus(row["status"]),
+        state_snapshot_json=row["state_snapshot_json"],
+        node_input_json=row["node_input_json"],
+        node_output_json=row["node_output_json"],
+        iteration=row["iteration"],
+        iteration_counters_json=row["iteration_counters_json"],
+        interrupt_reason=row["interrupt_reason"],
+        interrupt_context_json=row["interrupt_context_json"],
+        agent_path=row["agent_path"],
+        created_at=_utc_out(row["created_at"]),
+        sequence=row["sequence"],
+    )
+
+
+def _pending(row: asyncpg.Record) -> PendingRecord:
+    return PendingRecord(
+        execution_id=row["execution_id"],
+        chain_name=row["chain_name"],
+        node_id=row["node_id"],
+        reason=row["reason"],
+        context_json=row["context_json"],
+        agent_path=row["agent_path"],
+        created_at=_utc_out(row["created_at"]),
+        checkpoint_id=row["checkpoint_id"],
+        sequence=row["sequence"],
+    )
+
+
+class _Sql:
+    """Every statement of the store, with the quoted schema name filled in once."""
+
+    def __init__(self, s: str) -> None:
+        cp, pending, claims = f"{s}.checkpoints", f"{s}.pending_interrupts", f"{s}.interrupt_claims"
+        idem, events = f"{s}.idempotency_results", f"{s}.interrupt_events"
+        cols, pcols = _CHECKPOINT_COLUMNS, _PENDING_COLUMNS
+
+        self.migrations_table = f"{s}.schema_migrations"
+        self.advisory_lock = "SELECT pg_advisory_xact_lock($1)"
+
+        # --- checkpoints ---
+        self.insert_checkpoint = f"""
+            INSERT INTO {cp} (
+                namespace, execution_id, checkpoint_id, request_id, parent_checkpoint_id,
+                chain_name, node_id, node_index, step_type, status, state_snapshot_json,
+                node_input_json, node_output_json, iteration, iteration_counters_json,
+                interrupt_reason, interrupt_context_json, agent_path, created_at
+            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                      $17, $18, $19)
+            ON CONFLICT (namespace, checkpoint_id) DO NOTHING
+            RETURNING {cols}"""
+        self.checkpoint_by_id = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND checkpoint_id = $2"
+        )
+        self.get_checkpoint = (
+            f"SELECT {cols} FROM {cp} "
+            "WHERE namespace = $1 AND checkpoint_id = $2 AND execution_id = $3"
+        )
+        self.latest = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
+            "ORDER BY sequence DESC LIMIT 1"
+        )
+        self.latest_skip_run_end = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
+            "AND step_type IS DISTINCT FROM $3 ORDER BY sequence DESC LIMIT 1"
+        )
+        self.list_ascending = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
+            "AND sequence > $3 ORDER BY sequence LIMIT $4"
+        )
+        self.list_descending = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
+            "AND sequence < $3 ORDER BY sequence DESC LIMIT $4"
+        )
+        self.delete_checkpoints = f"DELETE FROM {cp} WHERE namespace = $1 AND execution_id = $2"
+        # One prune batch. `candidates` (not `deleted`) decides whether another batch is
+        # needed, so rows a concurrent delete took first never end the loop early; the scan
+        # resumes at the newest created_at of this batch, so interrupted rows it stepped
+        # over are not read again.
+        self.prune_checkpoints = f"""
+            WITH doomed AS (
+                SELECT sequence, created_at FROM {cp}
+                WHERE namespace = $1 AND created_at >= $2 AND created_at < $3
+                  AND status IN ({_PRUNABLE})
+                ORDER BY created_at
+                LIMIT $4
+            ), gone AS (
+                DELETE FROM {cp}
+                WHERE sequence = ANY (ARRAY(SELECT sequence FROM doomed))
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM doomed) AS candidates,
+                   (SELECT count(*) FROM gone) AS deleted,
+                   (SELECT max(created_at) FROM doomed) AS resume_at"""
+
+        # --- pending interrupts and claims ---
+        self.insert_pending = f"""
+            INSERT INTO {pending} (
+                namespace, execution_id, chain_name, node_id, reason, context_json,
+                agent_path, created_at, checkpoint_id, sequence
+            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            ON CONFLICT (namespace, execution_id) DO NOTHING
+            RETURNING {pcols}"""
+        self.pending_by_execution = (
+            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2"
+        )
+        self.delete_pending = (
+            f"DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2 RETURNING {pcols}"
+        )
+        # The claim (contract I3): one statement takes the row and files it under the token.
+        # Concurrent DELETEs of one row serialize on its row lock; the losers re-check it
+        # after the winner commits, find it gone, and return nothing.
+        self.claim_with_token = f"""
+            WITH taken AS (
+                DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2
+                RETURNING {pcols}
+            ), kept AS (
+                INSERT INTO {claims} (
+                    namespace, execution_id, claim_token, chain_name, node_id, reason,
+                    context_json, agent_path, created_at, checkpoint_id, sequence, claimed_at
+                )
+                SELECT $1, execution_id, $3::text, chain_name, node_id, reason, context_json,
+                       agent_path, created_at, checkpoint_id, sequence, $4::timestamptz
+                FROM taken
+            )
+            SELECT {pcols} FROM taken"""
+        self.claim_by_token = (
+            f"SELECT {pcols} FROM {claims} "
+            "WHERE namespace = $1 AND execution_id = $2 AND claim_token = $3"
+        )
+        self.purge_claims = f"""
+            WITH doomed AS (
+                SELECT ctid FROM {claims} WHERE claimed_at < $1 LIMIT $2
+            ), gone AS (
+                DELETE FROM {claims}
+                WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND claimed_at < $1
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM doomed) AS candidates,
+                   (SELECT count(*) FROM gone) AS deleted"""
+        self.insert_event = f"""
+            INSERT INTO {events} (
+                namespace, kind, execution_id, chain_name, node_id, reason, context_json,
+                agent_path, pending_created_at, checkpoint_id, sequence
+            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"""
+
+        # --- idempotency results ---
+        self.put_idempotent = f"""
+            INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
+            VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (namespace, execution_id, key)
+            DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
+        self.get_idempotent = (
+            f"SELECT result_json FROM {idem} "
+            "WHERE namespace = $1 AND execution_id = $2 AND key = $3"
+        )
+        self.delete_idempotent = f"DELETE FROM {idem} WHERE namespace = $1 AND execution_id = $2"
+        # Like prune_checkpoints; rows of an execution with a pending interrupt are kept
+        # (contract C7). The table has no single-column key, so the batch is deleted by ctid
+        # (a TID scan); a row that a concurrent put_idempotent refreshed has moved to a new
+        # ctid with a new created_at, and both re-checks below let it survive.
+        self.prune_idempotent = f"""
+            WITH doomed AS (
+                SELECT i.ctid, i.created_at FROM {idem} AS i
+                WHERE i.namespace = $1 AND i.created_at >= $2 AND i.created_at < $3
+                  AND NOT EXISTS (
+                      SELECT 1 FROM {pending} AS p
+                      WHERE p.namespace = $1 AND p.execution_id = i.execution_id
+                  )
+                ORDER BY i.created_at
+                LIMIT $4
+            ), gone AS (
+                DELETE FROM {idem}
+                WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND created_at < $3
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM doomed) AS candidates,
+                   (SELECT count(*) FROM gone) AS deleted,
+                   (SELECT max(created_at) FROM doomed) AS resume_at"""
+
+        self._pending_table = pending
+        self._list_pending: dict[tuple[bool, bool, bool], str] = {}
+
+    def list_pending(self, chain_name: bool, reason: bool, agent_path_prefix: bool) -> str:
+        """The pending listing with only the set filters, so each of the eight variants gets
+        its own plan (a catch-all ``$n IS NULL OR ...`` could not use the filter indexes in
+        a generic plan). Parameters: namespace, before_sequence, limit, then the set filters
+        in this order."""
+        key = (chain_name, reason, agent_path_prefix)
+        query = self._list_pending.get(key)
+        if query is None:
+            where = ["namespace = $1", "sequence < $2"]
+            for column, is_set in (("chain_name", chain_name), ("reason", reason)):
+                if is_set:
+                    where.append(f"{column} = ${len(where) + 2}")
+            if agent_path_prefix:
+                where.append(f"starts_with(agent_path, ${len(where) + 2})")
+            query = (
+                f"SELECT {_PENDING_COLUMNS} FROM {self._pending_table} "
+                f"WHERE {' AND '.join(where)} ORDER BY sequence DESC LIMIT $3"
+            )
+            self._list_pending[key] = query
+        return query
+
+
+class PostgresStore:
+    """A :class:`~checkpointd.store.base.Store` on PostgreSQL through an asyncpg pool.
+
+    ``timeout`` (seconds) bounds connecting, acquiring a pooled connection and every
+    statement; migrations get at least a minute. Call :meth:`open` before use and
+    :meth:`close` afterwards.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "checkpointd",
+        min_pool_size: int = 1,
+        max_pool_size: int = 10,
+        timeout: float = 10.0,
+    ) -> None:
+        self._quoted_schema = _validate_schema(schema)
+        if min_pool_size < 0 or max_pool_size < 1 or min_pool_size > max_pool_size:
+            raise ValueError(
+                f"invalid pool sizes min={min_pool_size}, max={max_pool_size}: "
+                "need 0 <= min <= max and max >= 1"
+            )
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        self._dsn = dsn
+        self._schema = schema
+        self._min_pool_size = min_pool_size
+        self._max_pool_size = max_pool_size
+        self._timeout = timeout
+        self._target = _describe_target(dsn)
+        self._password = _dsn_password(dsn)
+        self._migration_lock = _lock_key("migrate", schema)
+        self._event_lock = _lock_key("events", schema)
+        self._sql = _Sql(self._quoted_schema)
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+
+    @property
+    def schema(self) -> str:
+        """The schema holding this store's tables (unquoted)."""
+        return self._schema
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and apply the schema migrations (idempotent, safe when replicas race)."""
+        if self._pool is not None:
+            return
+        migrations = _load_migrations()
+        server_settings = (
+            {}
+            if _has_application_name(self._dsn)
+            else {
+                # Names the store's sessions in pg_stat_activity (truncated by Postgres to 63).
+                "application_name": f"checkpointd:{self._schema}",
+            }
+        )
+        try:
+            pool = await asyncpg.create_pool(
+                self._dsn,
+                min_size=self._min_pool_size,
+                max_size=self._max_pool_size,
+                timeout=self._timeout,
+                command_timeout=self._timeout,
+                server_settings=server_settings,
+            )
+        except Exception as exc:
+            raise StoreUnavailable(
+                f"cannot connect to Postgres at {self._target}: {self._describe(exc)}"
+            ) from exc
+        self._pool = pool
+        try:
+            await self._migrate(migrations)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Release every connection, forcibly after ``timeout``. Safe to call twice."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            await asyncio.wait_for(pool.close(), timeout=self._timeout)
+        except asyncio.CancelledError:
+            pool.terminate()
+            raise
+        except Exception:  # a connection would not close in time: cut them all
+            pool.terminate()
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the database answers a trivial query."""
+        async with self._connection() as conn:
+            await conn.fetchval("SELECT 1")
+
+    async def _migrate(self, migrations: Sequence[_Migration]) -> None:
+        timeout = max(self._timeout, _MIN_MIGRATION_TIMEOUT)
+        table = self._sql.migrations_table
+        async with self._connection() as conn, conn.transaction():
+            # Replicas starting together queue here; each then sees what the previous applied.
+            await conn.execute(self._sql.advisory_lock, self._migration_lock, timeout=timeout)
+            # Look before creating: CREATE ... IF NOT EXISTS needs the CREATE privilege even
+            # when the object exists, and a runtime role may lack it once the schema is set up.
+            if not await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", self._schema
+            ):
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._quoted_schema}")
+            if await conn.fetchval("SELECT to_regclass($1)", table) is None:
+                await conn.execute(
+                    f"""CREATE TABLE IF NOT EXISTS {table} (
+                        version    INTEGER     PRIMARY KEY,
+                        name       TEXT        NOT NULL,
+                        applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+                    )"""
+                )
+            applied = {row["version"] for row in await conn.fetch(f"SELECT version FROM {table}")}
+            for migration in migrations:
+                if migration.version in applied:
+                    continue
+                script = migration.sql.replace("{schema}", self._quoted_schema)
+                await conn.execute(script, timeout=timeout)
+                await conn.execute(
+                    f"INSERT INTO {table} (version, name) VALUES ($1, $2)",
+                    migration.version,
+                    migration.name,
+                )
+
+    # --- checkpoints ---------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+    ) -> CheckpointRecord:
+        """Insert one checkpoint and return it with its sequence (see the Store protocol).
+
+        A single ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a
+        duplicate, so no transaction is ever left open or aborted, and an acknowledged row is
+        committed.
+        """
+        args = self._checkpoint_args(namespace, request_id, checkpoint)
+        async with self._connection() as conn:
+            for _ in range(_RACE_ATTEMPTS):
+                row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
+                if row is not None:
+                    return _checkpoint(row)
+                stored = await self._existing_checkpoint(conn, namespace, request_id, checkpoint)
+                if stored is not None:
+                    return stored
+        raise StoreUnavailable("checkpoint write kept racing with a delete; retry")
+
+    async def get_checkpoint(
+        self, namespace: str, execution_id: str, checkpoint_id: str
+    ) -> CheckpointRecord | None:
+        """Return the checkpoint with this id if it belongs to this execution."""
+        async with self._connection() as conn:
+            row = await conn.fetchrow(
+                self._sql.get_checkpoint, namespace, checkpoint_id, execution_id
+            )
+        return None if row is None else _checkpoint(row)
+
+    async def get_latest_checkpoint(
+        self, namespace: str, execution_id: str, *, skip_run_end: bool = False
+    ) -> CheckpointRecord | None:
+        """Return the execution's row with the highest sequence (optionally not a run_end)."""
+        async with self._connection() as conn:
+            if skip_run_end:
+                row = await conn.fetchrow(
+                    self._sql.latest_skip_run_end, namespace, execution_id, RUN_END
+                )
+            else:
+                row = await conn.fetchrow(self._sql.latest, namespace, execution_id)
+        return None if row is None else _checkpoint(row)
+
+    async def list_checkpoints(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        after_sequence: int | None,
+        descending: bool,
+        limit: int,
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` rows of the execution ordered by sequence (keyset paging)."""
+        if limit <= 0:
+            return []
+        if descending:
+            query = self._sql.list_descending
+            bound = _MAX_BIGINT if after_sequence is None else after_sequence
+        else:
+            query = self._sql.list_ascending
+            bound = 0 if after_sequence is None else after_sequence
+        async with self._connection() as conn:
+            rows = await conn.fetch(query, namespace, execution_id, bound, limit)
+        return [_checkpoint(row) for row in rows]
+
+    async def delete_execution(self, namespace: str, execution_id: str) -> DeleteExecutionResult:
+        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
+        transaction; write a ``removed`` event when a pending interrupt went away."""
+        async with self._connection() as conn, conn.transaction():
+            checkpoints = _count(
+                await conn.execute(self._sql.delete_checkpoints, namespace, execution_id)
+            )
+            removed = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
+            results = _count(
+                await conn.execute(self._sql.delete_idempotent, namespace, execution_id)
+            )
+            if removed is not None:
+                await self._write_event(conn, namespace, EventKind.REMOVED, _pending(removed))
+        return DeleteExecutionResult(
+            checkpoints_deleted=checkpoints,
+            pending_interrupt_deleted=removed is not None,
+            idempotency_results_deleted=results,
+        )
+
+    async def prune(self, namespace: str, cutoff: datetime, *, batch_size: int) -> PruneResult:
+        """Delete completed/failed checkpoints and idempotency results older than ``cutoff``.
+
+        Each batch is one statement (its own transaction) of at most ``batch_size`` rows, so
+        other callers never wait long; batches repeat until nothing old is left.
+        """
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        cutoff = _utc_in(cutoff)
+        checkpoints = await self._prune_loop(
+            self._sql.prune_checkpoints, namespace, cutoff, batch_size
+        )
+        results = await self._prune_loop(self._sql.prune_idempotent, namespace, cutoff, batch_size)
+        return PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=results)
+
+    async def _prune_loop(
+        self, query: str, namespace: str, cutoff: datetime, batch_size: int
+    ) -> int:
+        deleted = 0
+        resume_at = _BEGINNING_OF_TIME
+        while True:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(query, namespace, resume_at, cutoff, batch_size)
+            if row is None:  # cannot happen: an aggregate query returns one row
+                raise StoreError("prune batch returned no counts")
+            deleted += int(row["deleted"])
+            if row["candidates"] < batch_size:
+                return deleted
+            resume_at = _utc_out(row["resume_at"])
+
+    # --- interrupts ----------------------------------------------------------------------
+
+    async def record_interrupt(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution already has one, the
+        pending row plus an ``added`` event, all in one transaction (contracts I1, I2)."""
+        if pending.execution_id != checkpoint.execution_id:
+            raise ValueError("the pending row and its checkpoint name different executions")
+        args = self._checkpoint_args(namespace, request_id, checkpoint)
+        async with self._connection() as conn, conn.transaction():
+            stored: CheckpointRecord | None = None
+            for _ in range(_RACE_ATTEMPTS):
+                row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
+                if row is not None:
+                    stored = _checkpoint(row)
+                    break
+                retried = await self._existing_checkpoint(conn, namespace, request_id, checkpoint)
+                if retried is not None:
+                    return await self._retried_interrupt(conn, namespace, retried, pending)
+            if stored is None:
+                raise StoreUnavailable("interrupt write kept racing with a delete; retry")
+
+            for _ in range(_RACE_ATTEMPTS):
+                row = await conn.fetchrow(
+                    self._sql.insert_pending,
+                    namespace,
+                    pending.execution_id,
+                    pending.chain_name,
+                    pending.node_id,
+                    pending.reason,
+                    pending.context_json,
+                    pending.agent_path,
+                    _utc_in(pending.created_at),
+                    stored.checkpoint_id,
+                    stored.sequence,
+                )
+                if row is not None:
+                    added = _pending(row)
+                    await self._write_event(conn, namespace, EventKind.ADDED, added)
+                    return RecordInterruptResult(stored, added, pending_created=True)
+                # I2: the execution already has a pending row; it stays, the checkpoint too.
+                row = await conn.fetchrow(
+                    self._sql.pending_by_execution, namespace, pending.execution_id
+                )
+                if row is not None:
+                    return RecordInterruptResult(stored, _pending(row), pending_created=False)
+                # It was claimed between our insert and our read: insert again.
+        raise StoreUnavailable("interrupt write kept racing with claims; retry")
+
+    async def _retried_interrupt(
+        self, conn: _Conn, namespace: str, stored: CheckpointRecord, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Answer a retried record_interrupt: the stored checkpoint and the pending row now in
+        place. When none is (it was claimed since), the row the first call wrote is rebuilt
+        from the request."""
+        row = await conn.fetchrow(self._sql.pending_by_execution, namespace, stored.execution_id)
+        if row is not None:
+            in_place = _pending(row)
+            created = in_place.checkpoint_id == stored.checkpoint_id
+            return RecordInterruptResult(stored, in_place, pending_created=created)
+        rebuilt = replace(
+            pending,
+            created_at=_utc_in(pending.created_at),
+            checkpoint_id=stored.checkpoint_id,
+            sequence=stored.sequence,
+        )
+        return RecordInterruptResult(stored, rebuilt, pending_created=True)
+
+    async def claim_interrupt(
+        self, namespace: str, execution_id: str, claim_token: str, now: datetime
+    ) -> PendingRecord | None:
+        """Atomically take the execution's pending row; exactly one caller gets it (I3).
+
+        A non-empty ``claim_token`` files the claimed row under that token, so a retry with
+        the same token gets the same row back until :meth:`purge_claims` forgets it.
+        """
+        now = _utc_in(now)
+        async with self._connection() as conn:
+            if claim_token:
+                row = await conn.fetchrow(
+                    self._sql.claim_by_token, namespace, execution_id, claim_token
+                )
+                if row is not None:
+                    return _pending(row)
+            try:
+                async with conn.transaction():
+                    if claim_token:
+                        row = await conn.fetchrow(
+                            self._sql.claim_with_token, namespace, execution_id, claim_token, now
+                        )
+                    else:
+                        row = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
+                    if row is not None:
+                        claimed = _pending(row)
+                        await self._write_event(conn, namespace, EventKind.CLAIMED, claimed)
+                        return claimed
+            except asyncpg.exceptions.UniqueViolationError:
+                # This token already holds an earlier claim of this execution, filed by a
+                # concurrent retry after our first look: everything rolled back, and the
+                # look below returns that claim.
+                pass
+            if not claim_token:
+                return None
+            row = await conn.fetchrow(
+                self._sql.claim_by_token, namespace, execution_id, claim_token
+            )
+        return None if row is None else _pending(row)
+
+    async def purge_claims(self, claimed_before: datetime) -> int:
+        """Forget claims older than the retention time, in batches; return how many went."""
+        claimed_before = _utc_in(claimed_before)
+        purged = 0
+        while True:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(self._sql.purge_claims, claimed_before, _PURGE_BATCH)
+            if row is None:  # cannot happen: an aggregate query returns one row
+                raise StoreError("claim purge returned no counts")
+            purged += int(row["deleted"])
+            if row["candidates"] < _PURGE_BATCH:
+                return purged
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+    ) -> list[PendingRecord]:
+        """Return up to ``limit`` pending rows with sequence < ``before_sequence``, newest
+        first, matching every set filter (the agent_path filter is a plain prefix match; an
+        empty prefix matches everything)."""
+        if limit <= 0:
+            return []
+        prefix = filters.agent_path_prefix or None
+        query = self._sql.list_pending(
+            filters.chain_name is not None, filters.reason is not None, prefix is not None
+        )
+        args: list[object] = [
+            namespace,
+            _MAX_BIGINT if before_sequence is None else before_sequence,
+            limit,
+        ]
+        args += [f for f in (filters.chain_name, filters.reason, prefix) if f is not None]
+        async with self._connection() as conn:
+            rows = await conn.fetch(query, *args)
+        return [_pending(row) for row in rows]
+
+    # --- idempotency ---------------------------------------------------------------------
+
+    async def put_idempotent(
+        self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
+    ) -> None:
+        """Insert or replace the cached result, with created_at = ``now`` (contract D1)."""
+        async with self._connection() as conn:
+            await conn.execute(
+                self._sql.put_idempotent, namespace, execution_id, key, result_json, _utc_in(now)
+            )
+
+    async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
+        """Return the cached JSON text, or None when there is none."""
+        async with self._connection() as conn:
+            value: str | None = await conn.fetchval(
+                self._sql.get_idempotent, namespace, execution_id, key
+            )
+        return value
+
+    # --- helpers -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[_Conn]:
+        """Lend a pooled connection; turn driver failures into store errors."""
+        pool = self._pool
+        if pool is None:
+            raise StoreUnavailable("the Postgres store is not open")
+        try:
+            async with pool.acquire(timeout=self._timeout) as conn:
+                try:
+                    yield conn
+                except Exception as exc:
+                    if _is_broken_connection(exc):
+                        # Whatever broke this connection (a server restart, a failover, an
+                        # administrator) has most likely broken its idle siblings too, and
+                        # asyncpg may not have noticed yet: replace them all on their next
+                        # acquire, so an outage costs one failed call rather than one per
+                        # pooled connection.
+                        with contextlib.suppress(asyncpg.exceptions.InterfaceError):
+                            conn.terminate()  # unless asyncpg already took it back
+                        await pool.expire_connections()
+                    raise
+        except StoreError:
+            raise
+        except Exception as exc:
+            translated = self._translate(exc)
+            if translated is None:
+                raise
+            raise translated from exc
+
+    def _translate(self, exc: Exception) -> StoreError | None:
+        """Map a driver or socket error to a store error whose message has no SQL or secret;
+        None for errors that are not the database's (bugs, bad arguments)."""
+        E = asyncpg.exceptions  # noqa: N806 (a module alias)
+        if isinstance(exc, TimeoutError | E.QueryCanceledError):
+            return StoreUnavailable(f"Postgres did not answer within {self._timeout:g}s")
+        if isinstance(
+            exc,
+            OSError
+            | E.PostgresConnectionError
+            | E.OperatorInterventionError  # admin shutdown, crash recovery, cannot connect now
+            | E.InsufficientResourcesError,  # too many connections, disk full, out of memory
+        ):
+            return StoreUnavailable(f"Postgres is unavailable: {self._describe(exc)}")
+        if isinstance(exc, E.TransactionRollbackError):  # serialization failure, deadlock
+            return StoreUnavailable(
+                f"Postgres aborted a conflicting transaction: {self._describe(exc)}"
+            )
+        if isinstance(exc, E.InternalClientError):
+            return StoreUnavailable(
+                f"Postgres is unavailable: the connection broke ({type(exc).__name__})"
+            )
+        if _is_broken_connection(exc):
+            return StoreUnavailable(f"Postgres is unavailable: {self._describe(exc)}")
+        if isinstance(exc, E.PostgresError):
+            return StoreError(f"Postgres error {exc.sqlstate} ({type(exc).__name__})")
+        if isinstance(exc, E.InterfaceError):
+            return StoreError(f"Postgres client error ({type(exc).__name__})")
+        return None
+
+    def _describe(self, exc: BaseException) -> str:
+        """Return ``Type: first line of message``, shortened and without the password."""
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        if self._password:
+            for secret in {self._password, unquote(self._password)}:
+                text = text.replace(secret, "***")
+        if len(text) > 200:
+            text = text[:197] + "..."
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+    @staticmethod
+    def _checkpoint_args(
+        namespace: str, request_id: str, cp: CheckpointRecord
+    ) -> tuple[object, ...]:
+        return (
+            namespace,
+            cp.execution_id,
+            cp.checkpoint_id,
+            request_id or None,
+            cp.parent_checkpoint_id,
+            cp.chain_name,
+            cp.node_id,
+            cp.node_index,
+            cp.step_type,
+            str(cp.status),
+            cp.state_snapshot_json,
+            cp.node_input_json,
+            cp.node_output_json,
+            cp.iteration,
+            cp.iteration_counters_json,
+            cp.interrupt_reason,
+            cp.interrupt_context_json,
+            cp.agent_path,
+            _utc_in(cp.created_at),
+        )
+
+    async def _existing_checkpoint(
+        self, conn: _Conn, namespace: str, request_id: str, checkpoint: CheckpointRecord
+    ) -> CheckpointRecord | None:
+        """After an insert hit an existing id: the stored row when this is a retry of the call
+        that wrote it; :class:`CheckpointExists` when another request wrote it; None when the
+        row is gone again (the caller inserts once more)."""
+        row = await conn.fetchrow(self._sql.checkpoint_by_id, namespace, checkpoint.checkpoint_id)
+        if row is None:
+            return None
+        if request_id and row["request_id"] == request_id:
+            return _checkpoint(row)
+        raise CheckpointExists(checkpoint.checkpoint_id)
+
+    async def _write_event(
+        self, conn: _Conn, namespace: str, kind: EventKind, pending: PendingRecord
+    ) -> None:
+        """Append an outbox event; must be the last statement of the caller's transaction.
+
+        The advisory lock is held until commit, so events commit in cursor order (see the
+        module docstring). Taking it last means its holder never waits for anything else,
+        so it cannot deadlock with the row locks other writers hold.
+        """
+        await conn.execute(self._sql.advisory_lock, self._event_lock)
+        await conn.execute(
+            self._sql.insert_event,
+            namespace,
+            kind.value,
+            pending.execution_id,
+            pending.chain_name,
+            pending.node_id,
+            pending.reason,
+            pending.context_json,
+            pending.agent_path,
+            pending.created_at,
+            pending.checkpoint_id,
+            pending.sequence,
+        )
