@@ -1,0 +1,27 @@
+"""Fixtures of the contract suite: a client per test on a running server of each backend."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from checkpointd_client import CheckpointdClient, RetryPolicy
+from tests.support.sidecar import Sidecar
+
+# Retries would hide the status a test is looking for; the suite asserts statuses directly.
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+@pytest.fixture
+def client(sidecar: Sidecar) -> Iterator[CheckpointdClient]:
+    """A sync client on the server's Unix socket, in the default namespace."""
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+        yield c
+
+
+@pytest.fixture
+def execution_id() -> str:
+    """A fresh execution id."""
+    return f"exec-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,257 @@
+"""Contract C1-C8: checkpoints through a real server and the real client, on both backends."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+
+from checkpointd_client import (
+    AlreadyExistsError,
+    CheckpointdClient,
+    FailedPreconditionError,
+    IntegrityError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from tests.contract.conftest import NO_RETRY
+from tests.contract.helpers import checkpoint, interrupted
+
+
+def test_c1_put_fills_checkpoint_id_created_at_and_sequence(client, execution_id):
+    """A put without id or created_at is stored with both filled and a sequence assigned."""
+    before = datetime.now(tz=UTC)
+    stored = client.put_checkpoint(checkpoint(execution_id, checkpoint_id=""))
+    assert stored.checkpoint_id
+    assert stored.created_at is not None
+    assert before - timedelta(seconds=5) <= stored.created_at <= datetime.now(tz=UTC)
+    assert stored.sequence > 0
+    assert client.get_checkpoint(execution_id, stored.checkpoint_id) == stored
+
+
+def test_c2_second_write_with_existing_id_is_already_exists_and_changes_nothing(
+    client, execution_id
+):
+    """A different request reusing a checkpoint id fails with ALREADY_EXISTS; the row stays."""
+    first = client.put_checkpoint(checkpoint(execution_id, checkpoint_id="cp-1", node_id="a"))
+    with pytest.raises(AlreadyExistsError) as err:
+        client.put_checkpoint(checkpoint(execution_id, checkpoint_id="cp-1", node_id="b"))
+    assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
+    assert err.value.reason == "CHECKPOINT_EXISTS"
+    assert isinstance(err.value, IntegrityError)
+    assert client.get_checkpoint(execution_id, "cp-1") == first
+    assert [c.node_id for c in client.list_checkpoints(execution_id).checkpoints] == ["a"]
+
+
+def test_c2_retry_with_same_request_id_returns_stored_row(client, execution_id):
+    """Resending a put with the same request id (a lost reply) returns the stored row."""
+    cp = checkpoint(execution_id, checkpoint_id="cp-retry")
+    first = client.put_checkpoint(cp, request_id="req-1")
+    again = client.put_checkpoint(cp, request_id="req-1")
+    assert again == first
+    assert len(client.list_checkpoints(execution_id).checkpoints) == 1
+
+
+def test_c3_latest_is_by_sequence_not_created_at(client, execution_id):
+    """The latest checkpoint is the one written last, even when its created_at is older."""
+    now = datetime.now(tz=UTC)
+    client.put_checkpoint(checkpoint(execution_id, node_id="first", created_at=now))
+    client.put_checkpoint(
+        checkpoint(execution_id, node_id="second", created_at=now - timedelta(days=3))
+    )
+    assert client.get_latest_checkpoint(execution_id).node_id == "second"
+
+
+def test_c3_latest_of_unknown_execution_is_not_found(client, execution_id):
+    """An execution with no checkpoints has no latest: NOT_FOUND."""
+    with pytest.raises(NotFoundError) as err:
+        client.get_latest_checkpoint(execution_id)
+    assert err.value.reason == "NO_CHECKPOINTS"
+
+
+def test_c4_list_reads_a_long_history_completely_in_write_order_both_ways(client, execution_id):
+    """250 rows read 100 at a time come back complete, in write order, in either direction."""
+    written = [
+        client.put_checkpoint(checkpoint(execution_id, node_id=f"n{i}", node_index=250 - i))
+        for i in range(250)
+    ]
+    ids = [c.checkpoint_id for c in written]
+    assert [c.checkpoint_id for c in client.iter_checkpoints(execution_id, page_size=100)] == ids
+    newest_first = client.iter_checkpoints(execution_id, page_size=100, descending=True)
+    assert [c.checkpoint_id for c in newest_first] == ids[::-1]
+    first = client.list_checkpoints(execution_id, page_size=100)
+    assert len(first.checkpoints) == 100
+    assert first.next_page_token
+    last = client.list_checkpoints(execution_id, page_size=100, page_token=first.next_page_token)
+    last = client.list_checkpoints(execution_id, page_size=100, page_token=last.next_page_token)
+    assert len(last.checkpoints) == 50
+    assert last.next_page_token == ""
+
+
+def test_c4_page_token_of_another_request_is_invalid_argument(client, execution_id):
+    """A page token replayed against another execution or order is refused."""
+    for i in range(3):
+        client.put_checkpoint(checkpoint(execution_id, node_id=f"n{i}"))
+    page = client.list_checkpoints(execution_id, page_size=1)
+    with pytest.raises(InvalidArgumentError) as err:
+        client.list_checkpoints("other", page_size=1, page_token=page.next_page_token)
+    assert err.value.reason == "INVALID_PAGE_TOKEN"
+    with pytest.raises(InvalidArgumentError):
+        client.list_checkpoints(
+            execution_id, page_size=1, page_token=page.next_page_token, descending=True
+        )
+
+
+def test_c4_list_of_unknown_execution_is_an_empty_page(client, execution_id):
+    """Listing an execution with no checkpoints is an empty last page, not an error."""
+    page = client.list_checkpoints(execution_id)
+    assert page.checkpoints == []
+    assert page.next_page_token == ""
+
+
+def test_c4_pages_stop_at_the_message_size_limit(sidecar_factory, execution_id):
+    """Rows whose total exceeds the server's message limit are split across pages."""
+    server = sidecar_factory("--max-message-bytes", str(256 * 1024))
+    with CheckpointdClient(server.target, retry=NO_RETRY) as client:
+        blob = "x" * (100 * 1024)
+        for i in range(5):
+            client.put_checkpoint(
+                checkpoint(execution_id, node_id=f"n{i}", state_snapshot={"b": blob})
+            )
+        first = client.list_checkpoints(execution_id, page_size=100)
+        assert 1 <= len(first.checkpoints) < 5
+        assert first.next_page_token
+        everything = list(client.iter_checkpoints(execution_id))
+        assert [c.node_id for c in everything] == [f"n{i}" for i in range(5)]
+
+
+def test_c5_get_by_id(client, execution_id):
+    """A checkpoint is found by execution and id; a missing one, or another execution's, is
+    NOT_FOUND."""
+    stored = client.put_checkpoint(checkpoint(execution_id, checkpoint_id="cp-x"))
+    assert client.get_checkpoint(execution_id, "cp-x") == stored
+    for exec_id, cp_id in [(execution_id, "missing"), ("other-exec", "cp-x")]:
+        with pytest.raises(NotFoundError) as err:
+            client.get_checkpoint(exec_id, cp_id)
+        assert err.value.reason == "CHECKPOINT_NOT_FOUND"
+
+
+def test_c6_delete_execution_removes_checkpoints_pending_and_idempotency(client, execution_id):
+    """Deleting an execution removes all of it, and only it, and reports the counts."""
+    client.put_checkpoint(checkpoint(execution_id))
+    cp, pending = interrupted(execution_id)
+    client.record_interrupt(cp, pending)
+    client.put_idempotent(execution_id, "charge", {"ok": True})
+    client.put_checkpoint(checkpoint("bystander"))
+    client.put_idempotent("bystander", "charge", 1)
+
+    result = client.delete_execution(execution_id)
+
+    assert (result.checkpoints_deleted, result.pending_interrupt_deleted) == (2, True)
+    assert result.idempotency_results_deleted == 1
+    assert client.list_checkpoints(execution_id).checkpoints == []
+    assert client.list_pending_interrupts().pending_interrupts == []
+    assert not client.get_idempotent(execution_id, "charge").found
+    assert client.get_latest_checkpoint("bystander")
+    assert client.get_idempotent("bystander", "charge").found
+    again = client.delete_execution(execution_id)
+    assert (again.checkpoints_deleted, again.pending_interrupt_deleted) == (0, False)
+
+
+def test_c7_prune_deletes_old_finished_rows_only(client):
+    """Prune removes old completed/failed checkpoints and idempotency rows; it keeps
+    interrupted checkpoints, pending interrupts, recent rows, and the idempotency rows of a
+    paused execution."""
+    old = datetime.now(tz=UTC) - timedelta(days=30)
+    client.put_checkpoint(checkpoint("done", status="completed", created_at=old))
+    client.put_checkpoint(checkpoint("done", status="failed", created_at=old))
+    client.put_checkpoint(checkpoint("done", node_id="recent"))
+    cp, pending = interrupted("paused", created_at=old)
+    client.put_checkpoint(checkpoint("paused", status="completed", created_at=old))
+    client.record_interrupt(cp, pending)
+    client.put_idempotent("done", "k", 1)
+    client.put_idempotent("paused", "charge", {"charged": True})
+
+    client.put_idempotent("done", "k", 1)  # replaced now: a fresh row, kept
+    client.put_checkpoint(checkpoint("done", status="completed", created_at=old, node_id="k2"))
+
+    result = client.prune(timedelta(days=1))
+
+    assert result.checkpoints_deleted == 4  # three old "done" rows and the paused run's step
+    assert result.idempotency_results_deleted == 0
+    assert [c.node_id for c in client.list_checkpoints("done").checkpoints] == ["recent"]
+    assert client.get_latest_checkpoint("paused").status == "interrupted"
+    assert len(client.list_pending_interrupts().pending_interrupts) == 1
+    assert client.get_idempotent("paused", "charge").value == {"charged": True}
+    assert client.get_idempotent("done", "k").found
+    everything = client.prune(timedelta(seconds=0))
+    assert everything.idempotency_results_deleted == 1  # "done"/k; the paused run's stays
+    assert client.get_idempotent("paused", "charge").found
+
+
+def test_c7_prune_keeps_rows_newer_than_the_cutoff(client, execution_id):
+    """Rows younger than older_than stay."""
+    client.put_checkpoint(checkpoint(execution_id))
+    client.put_idempotent(execution_id, "k", 1)
+    result = client.prune(timedelta(days=1))
+    assert (result.checkpoints_deleted, result.idempotency_results_deleted) == (0, 0)
+    assert client.get_latest_checkpoint(execution_id)
+
+
+def test_c7_prune_works_through_more_rows_than_one_batch(client, execution_id):
+    """Pruning more rows than a batch holds deletes them all (the batches loop)."""
+    old = datetime.now(tz=UTC) - timedelta(days=2)
+    for i in range(2100):  # above the default batch of 1000, twice
+        client.put_checkpoint(checkpoint(execution_id, node_id=f"n{i}", created_at=old))
+    assert client.prune(timedelta(days=1)).checkpoints_deleted == 2100
+
+
+def test_c8_resume_point_steps_over_a_failed_run_end_and_refuses_a_completed_one(
+    client, execution_id
+):
+    """Resume re-enters at the newest step; a failed run_end is stepped over; a completed
+    run_end is FAILED_PRECONDITION."""
+    client.put_checkpoint(checkpoint(execution_id, node_id="a"))
+    step = client.put_checkpoint(checkpoint(execution_id, node_id="b"))
+    assert client.get_resume_point(execution_id) == step
+    client.put_checkpoint(
+        checkpoint(execution_id, node_id="run_end", step_type="run_end", status="failed")
+    )
+    assert client.get_resume_point(execution_id) == step
+    client.put_checkpoint(
+        checkpoint(execution_id, node_id="run_end", step_type="run_end", status="completed")
+    )
+    with pytest.raises(FailedPreconditionError) as err:
+        client.get_resume_point(execution_id)
+    assert err.value.reason == "RUN_ALREADY_FINISHED"
+    with pytest.raises(NotFoundError):
+        client.get_resume_point("never-ran")
+
+
+def test_c8_fork_point_steps_over_run_end_and_refuses_naming_it(client, execution_id):
+    """Fork branches from the newest step whatever the run_end status; naming run_end is
+    INVALID_ARGUMENT; naming a step returns it."""
+    first = client.put_checkpoint(checkpoint(execution_id, node_id="a"))
+    step = client.put_checkpoint(checkpoint(execution_id, node_id="b"))
+    end = client.put_checkpoint(
+        checkpoint(execution_id, node_id="run_end", step_type="run_end", status="completed")
+    )
+    assert client.get_fork_point(execution_id) == step
+    assert client.get_fork_point(execution_id, checkpoint_id=first.checkpoint_id) == first
+    with pytest.raises(InvalidArgumentError) as err:
+        client.get_fork_point(execution_id, checkpoint_id=end.checkpoint_id)
+    assert err.value.reason == "RUN_END_NOT_FORKABLE"
+    with pytest.raises(NotFoundError):
+        client.get_fork_point(execution_id, checkpoint_id="missing")
+
+
+def test_c8_run_end_only_history_has_no_resume_or_fork_point(client, execution_id):
+    """A run that holds nothing but a failed marker has nothing to re-enter or branch from."""
+    client.put_checkpoint(
+        checkpoint(execution_id, node_id="run_end", step_type="run_end", status="failed")
+    )
+    with pytest.raises(NotFoundError):
+        client.get_resume_point(execution_id)
+    with pytest.raises(NotFoundError):
+        client.get_fork_point(execution_id)

@@ -1,0 +1,82 @@
+"""A loopback TCP proxy that can cut every connection, to stage a database outage.
+
+While down, it closes the open connections and resets every new one at once, which is what
+a client sees when its database restarts or the network drops. Only loopback addresses are
+ever used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+__all__ = ["TcpProxy"]
+
+
+class TcpProxy:
+    """Forwards 127.0.0.1:<port> to an upstream loopback address until told to cut."""
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        assert upstream_host in ("127.0.0.1", "localhost", "::1"), "loopback only"
+        self._upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._down = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        threading.Thread(target=self._accept_forever, daemon=True).start()
+
+    def cut(self) -> None:
+        """Drop every open connection and refuse new ones until :meth:`restore`."""
+        self._down.set()
+        with self._lock:
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
+
+    def restore(self) -> None:
+        """Forward again."""
+        self._down.clear()
+
+    def close(self) -> None:
+        """Stop the proxy."""
+        self._closed.set()
+        self.cut()
+        self._listener.close()
+
+    def _accept_forever(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self._down.is_set():
+                client.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"
+                )
+                client.close()  # a reset, like a database that is not there
+                continue
+            try:
+                upstream = socket.create_connection(self._upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open.update((client, upstream))
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                sink.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,133 @@
+"""The `checkpointd` command: defaults, and one-line errors that say what to fix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from checkpointd import __version__
+
+
+def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 30):
+    return subprocess.run(
+        [sys.executable, "-m", "checkpointd", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_version_prints_the_version():
+    """`checkpointd version` prints the installed version."""
+    result = _run("version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"checkpointd {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["serve", "--store", "mysql://x"], "must start with sqlite:// or postgresql://"),
+        (["serve", "--store", "sqlite://"], "needs a file path"),
+        (["serve", "--max-message-bytes", "-5"], "--max-message-bytes"),
+        (["serve", "--pg-schema", "1bad;drop"], "must be a SQL identifier"),
+        (["serve", "--no-such-flag"], "unrecognized arguments"),
+        (["serve", "--listen", "nonsense"], "must be host:port"),
+    ],
+)
+def test_bad_configuration_is_one_line_and_non_zero(args, expected, tmp_path):
+    """A configuration mistake ends with a short error naming what to fix, never a traceback."""
+    result = _run(*args, env={"CHECKPOINTD_DATA_DIR": str(tmp_path)})
+    assert result.returncode != 0
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_environment_value_is_reported_with_its_name(tmp_path):
+    """A malformed CHECKPOINTD_* variable is named in the error."""
+    result = _run("serve", env={"CHECKPOINTD_MAX_MESSAGE_BYTES": "lots"})
+    assert result.returncode != 0
+    assert "CHECKPOINTD_MAX_MESSAGE_BYTES='lots' is not valid" in result.stderr
+
+
+def test_unreachable_database_exits_1_without_leaking_the_password():
+    """A Postgres that is not there ends the start with one line naming the host, not the
+    password."""
+    result = _run(
+        "serve",
+        "--store",
+        "postgresql://app:s3cret-pw@127.0.0.1:1/db",
+        "--listen",
+        "127.0.0.1:0",
+    )
+    assert result.returncode == 1
+    assert "cannot open the store" in result.stderr
+    assert "127.0.0.1:1" in result.stderr
+    assert "s3cret-pw" not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_unusable_sqlite_path_exits_1(tmp_path):
+    """An SQLite path that cannot be created is reported with the path."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = _run("serve", "--store", f"sqlite://{blocker}/sub/store.db", "--listen", "127.0.0.1:0")
+    assert result.returncode == 1
+    assert str(blocker) in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_listen_address_in_use_exits_1(tmp_path):
+    """A port someone else holds is a one-line error."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = _run(
+            "serve", "--store", f"sqlite://{tmp_path / 's.db'}", "--listen", f"127.0.0.1:{port}"
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
+
+
+def test_defaults_serve_sqlite_in_the_data_dir_and_stop_cleanly_on_sigterm(tmp_path):
+    """With no flags the server keeps its SQLite file in the data directory, listens on the
+    environment's address, and exits 0 on SIGTERM."""
+    data_dir = tmp_path / "data"
+    sock = tmp_path / "s.sock"
+    env = {
+        **os.environ,
+        "CHECKPOINTD_DATA_DIR": str(data_dir),
+        "CHECKPOINTD_LISTEN": f"unix://{sock}",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "checkpointd", "serve"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert sock.exists(), process.stderr.read() if process.poll() is not None else "no socket"
+        assert (data_dir / "checkpointd.db").exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        log = process.stderr.read()
+        assert f"sqlite://{data_dir / 'checkpointd.db'}" in log
+        assert not Path(sock).exists()  # the socket file is removed on exit
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stderr.close()
