@@ -59,11 +59,16 @@ def generate(out_dir: Path) -> None:
     for path in out_dir.rglob("*"):
         if path.suffix in GENERATED_SUFFIXES:
             text = path.read_text()
-            text = text.replace("from checkpointd.v1 import", f"from {IMPORT_PREFIX}checkpointd.v1 import")
+            text = text.replace(
+                "from checkpointd.v1 import", f"from {IMPORT_PREFIX}checkpointd.v1 import"
+            )
             text = text.replace("import checkpointd.v1.", f"import {IMPORT_PREFIX}checkpointd.v1.")
             text = text.replace(" checkpointd.v1.", f" {IMPORT_PREFIX}checkpointd.v1.")
             path.write_text(text)
-    for package in [out_dir, *[p for p in out_dir.rglob("*") if p.is_dir() and p.name != "__pycache__"]]:
+    for package in [
+        out_dir,
+        *[p for p in out_dir.rglob("*") if p.is_dir() and p.name != "__pycache__"],
+    ]:
         (package / "__init__.py").touch()
 
 
@@ -85,7 +90,9 @@ def _differences(expected: Path, actual: Path) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail when the committed code is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="fail when the committed code is stale"
+    )
     args = parser.parse_args()
     if not args.check:
         shutil.rmtree(OUTPUT, ignore_errors=True)
@@ -96,7 +103,9 @@ def main() -> int:
         generate(fresh)
         stale = _differences(fresh, OUTPUT)
     if stale:
-        print("generated protobuf code is stale; run `make gen`:", *stale, sep="\n  ", file=sys.stderr)
+        print(
+            "generated protobuf code is stale; run `make gen`:", *stale, sep="\n  ", file=sys.stderr
+        )
         return 1
     return 0
 

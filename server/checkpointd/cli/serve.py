@@ -1,8 +1,8 @@
-"""The ``checkpointd`` command: ``serve`` and ``version``.
+"""``checkpointd serve``: run the server.
 
-Each flag of ``serve`` has a ``CHECKPOINTD_*`` environment equivalent; the flag wins.
-Configuration mistakes end with one line on stderr saying what to fix, and exit status 2
-(bad flags) or 1 (cannot start).
+Each flag has a ``CHECKPOINTD_*`` environment equivalent; the flag wins. Configuration
+mistakes end with one line on stderr saying what to fix, and exit status 2 (bad flags) or 1
+(cannot start).
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
-from checkpointd import __version__
 from checkpointd.config import (
     DEFAULT_CLAIM_RETENTION_SECONDS,
     DEFAULT_LISTEN,
@@ -26,7 +25,7 @@ from checkpointd.config import (
     default_store_url,
 )
 
-__all__ = ["main"]
+__all__ = ["register"]
 
 T = TypeVar("T")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -73,18 +72,15 @@ def _checked(parse: Callable[[str], T]) -> Callable[[str], T]:
     return parse_arg
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="checkpointd", description="A durability sidecar for AI agents, served over gRPC."
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("version", help="print the version and exit")
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve`` to the command line."""
     serve = commands.add_parser(
         "serve",
         help="run the server",
         description="Run the checkpointd gRPC server. Every flag has a CHECKPOINTD_* "
         "environment variable; the flag wins.",
     )
+    serve.set_defaults(handler=run)
     serve.add_argument(
         "--store",
         default=_env("CHECKPOINTD_STORE", str, default_store_url()),
@@ -147,7 +143,6 @@ def _build_parser() -> argparse.ArgumentParser:
         default=_env("CHECKPOINTD_LOG_LEVEL", str.lower, "info"),
         help="[CHECKPOINTD_LOG_LEVEL; default: %(default)s]",
     )
-    return parser
 
 
 def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Settings:
@@ -181,13 +176,8 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``checkpointd`` console script."""
-    parser = _build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "version":
-        print(f"checkpointd {__version__}")
-        return 0
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Serve until SIGTERM/SIGINT; 1 when the server cannot start."""
     settings = _settings(args, parser)
     logging.basicConfig(
         level=settings.log_level.upper(),
