@@ -18,6 +18,8 @@ __all__ = [
     "CheckpointStatus",
     "DeleteExecutionResult",
     "EventKind",
+    "EventPage",
+    "InterruptEventRecord",
     "PendingFilter",
     "PendingRecord",
     "PruneResult",
@@ -123,3 +125,29 @@ class PruneResult:
 
     checkpoints_deleted: int
     idempotency_results_deleted: int
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptEventRecord:
+    """One row of the interrupt_events outbox: a change to a pending interrupt (I5)."""
+
+    cursor: int
+    """The event's position in the outbox; monotonic per store."""
+    namespace: str
+    kind: EventKind
+    pending: PendingRecord
+    """The pending row as it was when the event was written."""
+    event_at: datetime
+    """When the change was made, by the clock of the server (or database) that made it."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventPage:
+    """Events read from the outbox in one consistent read, with the outbox's bounds then."""
+
+    events: list[InterruptEventRecord]
+    """Ascending by cursor."""
+    purged_through: int
+    """Every event with a cursor at or below this may have been purged (0: none was)."""
+    latest_cursor: int
+    """The highest cursor the store had handed out to a committed event (0: none)."""

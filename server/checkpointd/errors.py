@@ -10,6 +10,10 @@ switch on. Anything not in the table is a bug: it is logged with its traceback a
     ├── InvalidPageToken      INVALID_ARGUMENT     INVALID_PAGE_TOKEN
     ├── RunEndNotForkable     INVALID_ARGUMENT     RUN_END_NOT_FORKABLE
     ├── MessageTooLarge       RESOURCE_EXHAUSTED   MESSAGE_TOO_LARGE (metadata: limit_bytes)
+    ├── WatcherTooSlow        RESOURCE_EXHAUSTED   WATCHER_TOO_SLOW (metadata: buffer_events)
+    ├── CursorExpired         OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
+    │                                                              purged_through)
+    ├── ShuttingDown          UNAVAILABLE          SHUTTING_DOWN
     ├── CheckpointNotFound    NOT_FOUND            CHECKPOINT_NOT_FOUND
     ├── NoCheckpoints         NOT_FOUND            NO_CHECKPOINTS
     ├── NoPendingInterrupt    NOT_FOUND            NO_PENDING_INTERRUPT
@@ -31,6 +35,7 @@ __all__ = [
     "ERROR_DOMAIN",
     "CheckpointNotFound",
     "CheckpointdError",
+    "CursorExpired",
     "InvalidField",
     "InvalidPageToken",
     "MessageTooLarge",
@@ -38,7 +43,9 @@ __all__ = [
     "NoPendingInterrupt",
     "RunAlreadyFinished",
     "RunEndNotForkable",
+    "ShuttingDown",
     "StatusInfo",
+    "WatcherTooSlow",
     "status_for",
 ]
 
@@ -134,6 +141,40 @@ class RunAlreadyFinished(CheckpointdError):
         )
 
 
+class CursorExpired(CheckpointdError):
+    """A watch resumed from a cursor whose following events were purged (I5)."""
+
+    def __init__(self, after_cursor: int, purged_through: int) -> None:
+        super().__init__(
+            f"after_cursor: {after_cursor} is older than the event retention (events up to "
+            f"cursor {purged_through} were purged; --event-retention); watch again without "
+            "after_cursor to get a fresh snapshot",
+            after_cursor=str(after_cursor),
+            purged_through=str(purged_through),
+        )
+
+
+class WatcherTooSlow(CheckpointdError):
+    """A watcher fell further behind than its buffer holds (I5)."""
+
+    def __init__(self, buffer_events: int) -> None:
+        super().__init__(
+            f"the watcher fell more than {buffer_events} events behind (--watch-buffer); "
+            "watch again from the cursor of the last event processed: nothing is lost",
+            buffer_events=str(buffer_events),
+        )
+
+
+class ShuttingDown(CheckpointdError):
+    """The server is stopping; streams end so their clients reconnect elsewhere (I5)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the server is shutting down; watch again from the cursor of the last event "
+            "processed, on this server once it is back or on another one"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class StatusInfo:
     """What an error becomes on the wire."""
@@ -150,6 +191,9 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, str], ...] = (
     (InvalidPageToken, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN"),
     (RunEndNotForkable, grpc.StatusCode.INVALID_ARGUMENT, "RUN_END_NOT_FORKABLE"),
     (MessageTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE"),
+    (WatcherTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED, "WATCHER_TOO_SLOW"),
+    (CursorExpired, grpc.StatusCode.OUT_OF_RANGE, "CURSOR_EXPIRED"),
+    (ShuttingDown, grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN"),
     (CheckpointNotFound, grpc.StatusCode.NOT_FOUND, "CHECKPOINT_NOT_FOUND"),
     (NoCheckpoints, grpc.StatusCode.NOT_FOUND, "NO_CHECKPOINTS"),
     (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, "NO_PENDING_INTERRUPT"),

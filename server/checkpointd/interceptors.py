@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 from google.protobuf import any_pb2
@@ -20,7 +20,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from checkpointd.errors import ERROR_DOMAIN, MessageTooLarge, StatusInfo, status_for
 
-__all__ = ["RequestGuardInterceptor"]
+__all__ = ["RequestGuardInterceptor", "abort_with_error"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,27 @@ async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
         info.message,
         trailing_metadata=((_STATUS_DETAILS_KEY, status.SerializeToString()),),
     )
+
+
+async def abort_with_error(
+    context: grpc.aio.ServicerContext, exc: BaseException, *, method: str
+) -> NoReturn:
+    """End an RPC with the status of ``exc``, exactly as the interceptor does for unary
+    handlers: the table's code and ErrorInfo reason, or INTERNAL with an incident id logged
+    with the traceback. Streaming handlers call it themselves (the interceptor only wraps
+    unary handlers). Always raises (``grpc.aio.AbortError``)."""
+    info = status_for(exc)
+    if info is None:
+        incident = uuid.uuid4().hex[:12]
+        log.error("internal error in %s (incident %s)", method, incident, exc_info=exc)
+        info = StatusInfo(
+            grpc.StatusCode.INTERNAL,
+            "INTERNAL",
+            f"internal error (incident {incident}); see the server log",
+            {"incident": incident},
+        )
+    await _abort(context, info)
+    raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
 
 class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

@@ -156,7 +156,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
         await again.open()  # a fresh open of a migrated schema changes nothing
         await again.close()
         versions = await raw.fetch(f'SELECT version, name FROM "{pg_schema}".schema_migrations')
-        assert [(r["version"], r["name"]) for r in versions] == [(1, "initial")]
+        assert [(r["version"], r["name"]) for r in versions] == [(1, "initial"), (2, "watch")]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
         )
@@ -165,6 +165,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             "idempotency_results",
             "interrupt_claims",
             "interrupt_events",
+            "interrupt_events_purged",
             "pending_interrupts",
             "schema_migrations",
         ]

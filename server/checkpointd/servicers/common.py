@@ -6,9 +6,12 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from checkpointd.store.base import Store
+
+if TYPE_CHECKING:
+    from checkpointd.watch import WatchHub
 
 __all__ = ["ServiceDeps", "shielded", "utc_now"]
 
@@ -32,6 +35,8 @@ class ServiceDeps:
     prune_batch_size: int = 1000
     """Rows per prune transaction (C7)."""
     clock: Callable[[], datetime] = field(default=utc_now)
+    watch_hub: WatchHub | None = None
+    """The fan-out of interrupt events to WatchInterrupts streams (I5); None serves none."""
 
 
 async def shielded(call: Awaitable[T]) -> T:

@@ -1,8 +1,9 @@
-"""InterruptService: record a pause, claim it exactly once, list what is pending."""
+"""InterruptService: record a pause, claim it exactly once, list what is pending, watch it."""
 
 from __future__ import annotations
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from checkpointd import validation as v
 from checkpointd.convert import (
@@ -11,14 +12,73 @@ from checkpointd.convert import (
     pending_from_proto,
     pending_to_proto,
 )
-from checkpointd.domain import CheckpointStatus, PendingFilter
+from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.errors import InvalidField, NoPendingInterrupt
+from checkpointd.interceptors import abort_with_error
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
 
 __all__ = ["InterruptServicer"]
+
+_WATCH_METHOD = "/checkpointd.v1.InterruptService/WatchInterrupts"
+_EVENT_TYPES = {
+    EventKind.ADDED: svc.INTERRUPT_EVENT_TYPE_ADDED,
+    EventKind.CLAIMED: svc.INTERRUPT_EVENT_TYPE_CLAIMED,
+    EventKind.REMOVED: svc.INTERRUPT_EVENT_TYPE_REMOVED,
+}
+
+
+def _pending_filter(
+    request: svc.ListPendingInterruptsRequest | svc.WatchInterruptsRequest,
+) -> PendingFilter:
+    """The validated filters of a listing or a watch."""
+    return PendingFilter(
+        chain_name=v.optional_text(
+            "chain_name",
+            request.chain_name if request.HasField("chain_name") else None,
+            v.CHAIN_NAME_MAX,
+        ),
+        reason=v.optional_text(
+            "reason", request.reason if request.HasField("reason") else None, v.REASON_MAX
+        ),
+        agent_path_prefix=v.optional_text(
+            "agent_path_prefix",
+            request.agent_path_prefix if request.HasField("agent_path_prefix") else None,
+            v.AGENT_PATH_MAX,
+        ),
+    )
+
+
+def _event_to_proto(event: InterruptEventRecord) -> svc.WatchInterruptsResponse:
+    event_time = Timestamp()
+    event_time.FromDatetime(event.event_at)
+    return svc.WatchInterruptsResponse(
+        event=svc.InterruptEvent(
+            cursor=event.cursor,
+            type=_EVENT_TYPES[event.kind],
+            pending=pending_to_proto(event.pending),
+            event_time=event_time,
+        )
+    )
+
+
+def _watch_response(item: WatchItem) -> svc.WatchInterruptsResponse:
+    if isinstance(item, EventItem):
+        # Built once per event, whatever the number of streams it goes to.
+        if not isinstance(item.rendered, svc.WatchInterruptsResponse):
+            item.rendered = _event_to_proto(item.event)
+        return item.rendered
+    if isinstance(item, SnapshotRow):
+        return svc.WatchInterruptsResponse(snapshot=pending_to_proto(item.pending))
+    if isinstance(item, SnapshotDone):
+        return svc.WatchInterruptsResponse(
+            snapshot_complete=svc.SnapshotComplete(cursor=item.cursor)
+        )
+    assert isinstance(item, Progress)
+    return svc.WatchInterruptsResponse(progress=svc.WatchProgress(cursor=item.cursor))
 
 
 class InterruptServicer(svc_grpc.InterruptServiceServicer):
@@ -71,21 +131,7 @@ class InterruptServicer(svc_grpc.InterruptServiceServicer):
     ) -> svc.ListPendingInterruptsResponse:
         namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
-        filters = PendingFilter(
-            chain_name=v.optional_text(
-                "chain_name",
-                request.chain_name if request.HasField("chain_name") else None,
-                v.CHAIN_NAME_MAX,
-            ),
-            reason=v.optional_text(
-                "reason", request.reason if request.HasField("reason") else None, v.REASON_MAX
-            ),
-            agent_path_prefix=v.optional_text(
-                "agent_path_prefix",
-                request.agent_path_prefix if request.HasField("agent_path_prefix") else None,
-                v.AGENT_PATH_MAX,
-            ),
-        )
+        filters = _pending_filter(request)
         scope = (
             "pending",
             namespace,
@@ -112,3 +158,30 @@ class InterruptServicer(svc_grpc.InterruptServiceServicer):
         if len(response.pending_interrupts) < len(rows):
             response.next_page_token = encode_token(last_sequence, scope)
         return response
+
+    # Written with context.write rather than as a generator, so that a write to a client that
+    # stopped reading can be abandoned when the stream must end (see Watch.guard); the stubs
+    # only know the generator form.
+    async def WatchInterrupts(  # type: ignore[override]
+        self, request: svc.WatchInterruptsRequest, context: grpc.aio.ServicerContext
+    ) -> None:
+        hub = self._deps.watch_hub
+        try:
+            namespace = v.namespace(request.namespace)
+            if request.after_cursor < 0:
+                raise InvalidField("after_cursor", "must not be negative")
+            filters = _pending_filter(request)
+            if hub is None:
+                await context.abort(
+                    grpc.StatusCode.UNIMPLEMENTED, "this server does not serve watches"
+                )
+                return
+            async with hub.watch(namespace, request.after_cursor, filters) as watch:
+                async for item in watch:
+                    await watch.guard(context.write(_watch_response(item)))
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            # The interceptor maps errors of unary calls only; a stream maps its own, with
+            # the same status and ErrorInfo.
+            await abort_with_error(context, exc, method=_WATCH_METHOD)

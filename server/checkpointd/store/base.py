@@ -21,19 +21,28 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
+    EventPage,
     PendingFilter,
     PendingRecord,
     PruneResult,
     RecordInterruptResult,
 )
 
-__all__ = ["CheckpointExists", "Store", "StoreError", "StoreUnavailable"]
+__all__ = [
+    "CheckpointExists",
+    "EventNotifier",
+    "PoolState",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+]
 
 
 class StoreError(Exception):
@@ -52,6 +61,40 @@ class CheckpointExists(StoreError):
         self.checkpoint_id = checkpoint_id
 
 
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """How many database connections a pooled backend holds."""
+
+    size: int
+    """Connections open now, busy or idle."""
+    idle: int
+    """Open connections waiting for work."""
+    max_size: int
+    """The most the pool will open."""
+
+
+class EventNotifier(Protocol):
+    """Tells a reader of the outbox when new events may be there (contract I5).
+
+    Postgres: ``LISTEN`` on one dedicated connection, with the writers' ``NOTIFY``; SQLite:
+    ``PRAGMA data_version`` on a dedicated connection (it changes when another connection
+    commits), plus an immediate wake-up on this process's own writes.
+    """
+
+    async def wait(self, max_wait: float) -> None:
+        """Return when events may have been committed (by any process sharing the store)
+        since the previous call returned, or after ``max_wait`` seconds, whichever is first.
+
+        The first call returns at once. Spurious returns are allowed; a missed change is
+        not, except that a lost notification may delay a return until ``max_wait``.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release the notifier's connection. Safe to call twice."""
+        ...
+
+
 @runtime_checkable
 class Store(Protocol):
     """Persistence of checkpoints, pending interrupts, claims, idempotency results and events."""
@@ -66,6 +109,14 @@ class Store(Protocol):
 
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` unless the database answers a trivial query."""
+        ...
+
+    def pool_state(self) -> PoolState | None:
+        """The connection pool's state, or None for a backend without a pool."""
+        ...
+
+    async def count_pending_by_namespace(self) -> dict[str, int]:
+        """Return the number of pending interrupts in each namespace that has any."""
         ...
 
     # --- checkpoints ---------------------------------------------------------------------
@@ -178,4 +229,42 @@ class Store(Protocol):
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
         """Return the cached JSON text, or None when there is none."""
+        ...
+
+    # --- interrupt events (the watch outbox) ---------------------------------------------
+
+    async def snapshot_pending(
+        self, namespace: str, filters: PendingFilter
+    ) -> tuple[list[PendingRecord], int]:
+        """Return every pending row matching the filters, newest first, and the outbox cursor
+        they reflect, read in one consistent snapshot: the events with a higher cursor are
+        exactly the changes made after the snapshot."""
+        ...
+
+    async def read_events(
+        self,
+        *,
+        after_cursor: int,
+        up_to_cursor: int | None,
+        limit: int,
+        namespace: str | None,
+    ) -> EventPage:
+        """Return up to ``limit`` events with ``after_cursor < cursor <= up_to_cursor`` (no
+        upper bound when None), ascending, of one namespace (every namespace when None),
+        together with the outbox's bounds, all read in one consistent snapshot. ``limit`` 0
+        reads only the bounds.
+
+        Events commit in cursor order, so once a reader has seen cursor N no event with a
+        smaller cursor can appear later.
+        """
+        ...
+
+    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
+        """Delete the oldest events, in cursor order, up to the first one written at or after
+        ``written_before``; record the highest deleted cursor as ``purged_through``. Deletes at
+        most ``batch_size`` rows per transaction; returns how many went."""
+        ...
+
+    def event_notifier(self) -> EventNotifier:
+        """A new notifier of outbox changes; the caller closes it."""
         ...

@@ -12,6 +12,11 @@ handed out at insert, not at commit, so without that lock a writer could commit 
 before another commits cursor 7 and a watcher reading "cursor > 7" would skip 7 for ever.
 Holding the lock from the event insert to the commit makes commit order equal cursor order.
 
+Each event insert also sends ``NOTIFY`` on a channel derived from the schema name; Postgres
+delivers it at commit and coalesces repeats. The watch reader ``LISTEN``s on one dedicated
+connection (see :meth:`PostgresStore.event_notifier`) and polls as a fallback, so a lost
+notification delays an event by at most the poll interval and never loses it.
+
 Connection failures, timeouts and a busy database raise
 :class:`~checkpointd.store.base.StoreUnavailable` (retriable) with a short message that names
 neither SQL nor the password. A broken connection is discarded and its pool siblings are
@@ -25,11 +30,12 @@ import asyncio
 import contextlib
 import hashlib
 import importlib.resources
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import asyncpg
@@ -42,14 +48,18 @@ from checkpointd.domain import (
     CheckpointStatus,
     DeleteExecutionResult,
     EventKind,
+    EventPage,
+    InterruptEventRecord,
     PendingFilter,
     PendingRecord,
     PruneResult,
     RecordInterruptResult,
 )
-from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
+from checkpointd.store.base import CheckpointExists, PoolState, StoreError, StoreUnavailable
 
 __all__ = ["PostgresStore"]
+
+log = logging.getLogger(__name__)
 
 _Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 
@@ -77,6 +87,14 @@ _PENDING_COLUMNS: Final = (
     "execution_id, chain_name, node_id, reason, context_json, agent_path, created_at, "
     "checkpoint_id, sequence"
 )
+_EVENT_COLUMNS: Final = (
+    "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
+    "agent_path, pending_created_at, checkpoint_id, sequence, event_at"
+)
+#: Seconds of silence after which the LISTEN connection is checked with a trivial query.
+_LISTEN_CHECK_SECONDS: Final = 30.0
+#: Least seconds between two attempts to open the LISTEN connection.
+_LISTEN_RETRY_SECONDS: Final = 1.0
 _PRUNABLE: Final = ", ".join(
     f"'{s.value}'" for s in (CheckpointStatus.COMPLETED, CheckpointStatus.FAILED)
 )
@@ -90,6 +108,12 @@ def _validate_schema(schema: str) -> str:
             "digits and '_', not starting with a digit"
         )
     return f'"{schema}"'
+
+
+def _notify_channel(schema: str) -> str:
+    """The NOTIFY channel of the outbox of ``schema`` (short enough for any schema name)."""
+    digest = hashlib.blake2b(f"checkpointd:events:{schema}".encode(), digest_size=8).hexdigest()
+    return f"checkpointd_events_{digest}"
 
 
 def _lock_key(purpose: str, schema: str) -> int:
@@ -239,6 +263,26 @@ def _pending(row: asyncpg.Record) -> PendingRecord:
     )
 
 
+def _event(row: asyncpg.Record) -> InterruptEventRecord:
+    return InterruptEventRecord(
+        cursor=row["cursor"],
+        namespace=row["namespace"],
+        kind=EventKind(row["kind"]),
+        pending=PendingRecord(
+            execution_id=row["execution_id"],
+            chain_name=row["chain_name"],
+            node_id=row["node_id"],
+            reason=row["reason"],
+            context_json=row["context_json"],
+            agent_path=row["agent_path"],
+            created_at=_utc_out(row["pending_created_at"]),
+            checkpoint_id=row["checkpoint_id"],
+            sequence=row["sequence"],
+        ),
+        event_at=_utc_out(row["event_at"]),
+    )
+
+
 class _Sql:
     """Every statement of the store, with the quoted schema name filled in once."""
 
@@ -350,11 +394,35 @@ class _Sql:
             )
             SELECT (SELECT count(*) FROM doomed) AS candidates,
                    (SELECT count(*) FROM gone) AS deleted"""
+        # The NOTIFY rides on the insert (one round trip); Postgres sends it at commit.
         self.insert_event = f"""
-            INSERT INTO {events} (
-                namespace, kind, execution_id, chain_name, node_id, reason, context_json,
-                agent_path, pending_created_at, checkpoint_id, sequence
-            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"""
+            WITH added AS (
+                INSERT INTO {events} (
+                    namespace, kind, execution_id, chain_name, node_id, reason, context_json,
+                    agent_path, pending_created_at, checkpoint_id, sequence
+                ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                RETURNING cursor
+            )
+            SELECT pg_notify($12, '') FROM added"""
+        purged = f"{s}.interrupt_events_purged"
+        self.event_bounds = (
+            "SELECT purged_through, greatest(purged_through, "
+            f"coalesce((SELECT max(cursor) FROM {events}), 0)) AS latest "
+            f"FROM {purged} WHERE id = 1"
+        )
+        self.events = (
+            f"SELECT {_EVENT_COLUMNS} FROM {events} "
+            "WHERE cursor > $1 AND cursor <= $2 ORDER BY cursor LIMIT $3"
+        )
+        self.events_of_namespace = (
+            f"SELECT {_EVENT_COLUMNS} FROM {events} "
+            "WHERE namespace = $4 AND cursor > $1 AND cursor <= $2 ORDER BY cursor LIMIT $3"
+        )
+        self.events_head = f"SELECT cursor, event_at FROM {events} ORDER BY cursor LIMIT $1"
+        self.purge_events_through = f"DELETE FROM {events} WHERE cursor <= $1"
+        self.raise_purged_through = (
+            f"UPDATE {purged} SET purged_through = greatest(purged_through, $1) WHERE id = 1"
+        )
 
         # --- idempotency results ---
         self.put_idempotent = f"""
@@ -391,6 +459,7 @@ class _Sql:
                    (SELECT max(created_at) FROM doomed) AS resume_at"""
 
         self._pending_table = pending
+        self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"
         self._list_pending: dict[tuple[bool, bool, bool], str] = {}
 
     def list_pending(self, chain_name: bool, reason: bool, agent_path_prefix: bool) -> str:
@@ -449,6 +518,7 @@ class PostgresStore:
         self._password = _dsn_password(dsn)
         self._migration_lock = _lock_key("migrate", schema)
         self._event_lock = _lock_key("events", schema)
+        self._channel = _notify_channel(schema)
         self._sql = _Sql(self._quoted_schema)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
 
@@ -509,6 +579,21 @@ class PostgresStore:
         """Raise :class:`StoreUnavailable` unless the database answers a trivial query."""
         async with self._connection() as conn:
             await conn.fetchval("SELECT 1")
+
+    def pool_state(self) -> PoolState | None:
+        """The asyncpg pool's size, idle connections and maximum; None while closed."""
+        pool = self._pool
+        if pool is None:
+            return None
+        return PoolState(
+            size=pool.get_size(), idle=pool.get_idle_size(), max_size=pool.get_max_size()
+        )
+
+    async def count_pending_by_namespace(self) -> dict[str, int]:
+        """Return the number of pending interrupts in each namespace that has any."""
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._sql.count_pending)
+        return {str(row[0]): int(row[1]) for row in rows}
 
     async def _migrate(self, migrations: Sequence[_Migration]) -> None:
         timeout = max(self._timeout, _MIN_MIGRATION_TIMEOUT)
@@ -959,4 +1044,187 @@ class PostgresStore:
             pending.created_at,
             pending.checkpoint_id,
             pending.sequence,
+            self._channel,
         )
+
+    # --- interrupt events ----------------------------------------------------------------
+
+    async def _event_bounds(self, conn: _Conn) -> tuple[int, int]:
+        row = await conn.fetchrow(self._sql.event_bounds)
+        if row is None:  # cannot happen: migration 2 writes the row
+            raise StoreError("the interrupt_events_purged row is missing")
+        return int(row["purged_through"]), int(row["latest"])
+
+    async def snapshot_pending(
+        self, namespace: str, filters: PendingFilter
+    ) -> tuple[list[PendingRecord], int]:
+        """Every matching pending row, newest first, and the outbox cursor they reflect, in
+        one REPEATABLE READ transaction (events commit in cursor order, so the events that
+        snapshot sees are exactly those up to that cursor)."""
+        prefix = filters.agent_path_prefix or None
+        query = self._sql.list_pending(
+            filters.chain_name is not None, filters.reason is not None, prefix is not None
+        )
+        args: list[object] = [namespace, _MAX_BIGINT, _MAX_BIGINT]
+        args += [f for f in (filters.chain_name, filters.reason, prefix) if f is not None]
+        async with (
+            self._connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            rows = await conn.fetch(query, *args)
+            _, latest = await self._event_bounds(conn)
+        return [_pending(row) for row in rows], latest
+
+    async def read_events(
+        self,
+        *,
+        after_cursor: int,
+        up_to_cursor: int | None,
+        limit: int,
+        namespace: str | None,
+    ) -> EventPage:
+        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``), with
+        the outbox's bounds, in one REPEATABLE READ transaction."""
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, got {limit}")
+        upper = _MAX_BIGINT if up_to_cursor is None else up_to_cursor
+        rows: list[asyncpg.Record] = []
+        async with (
+            self._connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            purged_through, latest = await self._event_bounds(conn)
+            if limit > 0 and upper > after_cursor:
+                if namespace is None:
+                    rows = await conn.fetch(self._sql.events, after_cursor, upper, limit)
+                else:
+                    rows = await conn.fetch(
+                        self._sql.events_of_namespace, after_cursor, upper, limit, namespace
+                    )
+        return EventPage(
+            events=[_event(row) for row in rows],
+            purged_through=purged_through,
+            latest_cursor=latest,
+        )
+
+    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
+        """Delete the oldest events up to the first one written at or after
+        ``written_before``, at most ``batch_size`` per transaction."""
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        cutoff = _utc_in(written_before)
+        purged = 0
+        while True:
+            async with self._connection() as conn, conn.transaction():
+                head = await conn.fetch(self._sql.events_head, batch_size)
+                doomed = 0
+                through = 0
+                for row in head:
+                    if row["event_at"] >= cutoff:
+                        break
+                    doomed += 1
+                    through = int(row["cursor"])
+                if doomed:
+                    purged += _count(await conn.execute(self._sql.purge_events_through, through))
+                    await conn.execute(self._sql.raise_purged_through, through)
+            if doomed < batch_size:
+                return purged
+
+    def event_notifier(self) -> _PgEventNotifier:
+        """A notifier that LISTENs on its own connection (opened on the first wait)."""
+        return _PgEventNotifier(self)
+
+    async def _listen(self, on_notify: Any, on_lost: Any) -> asyncpg.Connection[Any]:
+        """Open a connection outside the pool that LISTENs to this store's event channel."""
+        server_settings = (
+            {}
+            if _has_application_name(self._dsn)
+            else {"application_name": f"checkpointd:{self._schema}:listen"}
+        )
+        conn: asyncpg.Connection[Any] = await asyncpg.connect(
+            self._dsn, timeout=self._timeout, server_settings=server_settings
+        )
+        try:
+            await conn.add_listener(self._channel, on_notify)
+        except BaseException:
+            conn.terminate()
+            raise
+        conn.add_termination_listener(on_lost)
+        return conn
+
+
+class _PgEventNotifier:
+    """Wakes the outbox reader on ``NOTIFY``: one dedicated ``LISTEN`` connection, re-opened
+    (at most once a second) when it is lost, and checked after 30 s of silence. While it is
+    down, or when a notification is lost, the caller's ``max_wait`` is the fallback poll."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._conn: asyncpg.Connection[Any] | None = None
+        self._heard = asyncio.Event()
+        self._heard.set()  # the first wait returns at once
+        self._next_attempt = 0.0
+        self._checked_at = 0.0
+        self._warned = False
+
+    def _on_notify(self, *_: object) -> None:
+        self._heard.set()
+        self._checked_at = asyncio.get_running_loop().time()
+
+    def _on_lost(self, *_: object) -> None:
+        self._heard.set()  # read once more; the next wait opens a new connection
+
+    async def wait(self, max_wait: float) -> None:
+        """Return on a notification (or a re-opened LISTEN), or after ``max_wait`` seconds."""
+        await self._keep_listening()
+        if self._conn is None:
+            # Not listening: poll, and try to listen again, once per retry interval.
+            max_wait = min(max_wait, _LISTEN_RETRY_SECONDS)
+        if not self._heard.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max_wait):
+                    await self._heard.wait()
+        self._heard.clear()
+
+    async def _keep_listening(self) -> None:
+        now = asyncio.get_running_loop().time()
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            if now - self._checked_at < _LISTEN_CHECK_SECONDS:
+                return
+            try:
+                await conn.fetchval("SELECT 1", timeout=self._store._timeout)
+            except Exception:
+                conn.terminate()
+            else:
+                self._checked_at = now
+                return
+        self._conn = None
+        if now < self._next_attempt:
+            return
+        self._next_attempt = now + _LISTEN_RETRY_SECONDS
+        try:
+            conn = await self._store._listen(self._on_notify, self._on_lost)
+        except Exception as exc:
+            if not self._warned:
+                log.warning(
+                    "cannot LISTEN for interrupt events (%s); polling until it can",
+                    self._store._describe(exc),
+                )
+                self._warned = True
+            return
+        if self._warned:
+            log.info("listening for interrupt events again")
+            self._warned = False
+        self._conn, self._checked_at = conn, now
+        self._heard.set()  # events may have committed while nobody listened
+
+    async def close(self) -> None:
+        """Close the LISTEN connection. Safe to call twice."""
+        conn, self._conn = self._conn, None
+        if conn is None or conn.is_closed():
+            return
+        try:
+            await asyncio.wait_for(conn.close(), timeout=self._store._timeout)
+        except Exception:
+            conn.terminate()

@@ -51,6 +51,8 @@ from checkpointd.domain import (
     CheckpointStatus,
     DeleteExecutionResult,
     EventKind,
+    EventPage,
+    InterruptEventRecord,
     PendingFilter,
     PendingRecord,
     PruneResult,
@@ -174,9 +176,34 @@ _SQL_PURGE_CLAIMS: Final = "DELETE FROM interrupt_claims WHERE claimed_at < ?"
 
 _SQL_INSERT_EVENT: Final = (
     "INSERT INTO interrupt_events (namespace, kind, execution_id, chain_name, node_id, reason, "
-    "context_json, agent_path, pending_created_at, checkpoint_id, event_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "context_json, agent_path, pending_created_at, checkpoint_id, sequence, event_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_EVENT_COLUMNS: Final = (
+    "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
+    "agent_path, pending_created_at, checkpoint_id, sequence, event_at"
+)
+_SQL_EVENTS: Final = (
+    f"SELECT {_EVENT_COLUMNS} FROM interrupt_events "
+    "WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
+)
+_SQL_EVENTS_OF_NAMESPACE: Final = (
+    f"SELECT {_EVENT_COLUMNS} FROM interrupt_events "
+    "WHERE namespace = ? AND cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
+)
+# sqlite_sequence keeps the highest cursor ever assigned, even after every event is purged.
+_SQL_EVENT_BOUNDS: Final = (
+    "SELECT purged_through, coalesce("
+    "(SELECT seq FROM sqlite_sequence WHERE name = 'interrupt_events'), 0) AS latest "
+    "FROM interrupt_events_purged WHERE id = 1"
+)
+_SQL_EVENTS_HEAD: Final = "SELECT cursor, event_at FROM interrupt_events ORDER BY cursor LIMIT ?"
+_SQL_PURGE_EVENTS_THROUGH: Final = "DELETE FROM interrupt_events WHERE cursor <= ?"
+_SQL_RAISE_PURGED_THROUGH: Final = (
+    "UPDATE interrupt_events_purged SET purged_through = max(purged_through, ?) WHERE id = 1"
+)
+#: How often the notifier looks at ``PRAGMA data_version`` for other processes' commits.
+_DATA_VERSION_POLL_SECONDS: Final = 0.05
 
 _SQL_PUT_IDEMPOTENT: Final = (
     "INSERT OR REPLACE INTO idempotency_results "
@@ -206,6 +233,7 @@ _SQL_RECORD_MIGRATION: Final = (
     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
 )
 _SQL_PING: Final = "SELECT 1 FROM schema_migrations LIMIT 1"
+_SQL_COUNT_PENDING: Final = "SELECT namespace, COUNT(*) FROM pending_interrupts GROUP BY namespace"
 
 # --- migrations ----------------------------------------------------------------------------
 
@@ -398,9 +426,68 @@ async def _insert_event(
             pending.agent_path,
             _to_us(pending.created_at),
             pending.checkpoint_id,
+            pending.sequence,
             event_at_us,
         ),
     )
+
+
+def _event_from_row(row: sqlite3.Row) -> InterruptEventRecord:
+    return InterruptEventRecord(
+        cursor=row["cursor"],
+        namespace=row["namespace"],
+        kind=EventKind(row["kind"]),
+        pending=PendingRecord(
+            execution_id=row["execution_id"],
+            chain_name=row["chain_name"],
+            node_id=row["node_id"],
+            reason=row["reason"],
+            context_json=row["context_json"],
+            agent_path=row["agent_path"],
+            created_at=_from_us(row["pending_created_at"]),
+            checkpoint_id=row["checkpoint_id"],
+            sequence=row["sequence"],
+        ),
+        event_at=_from_us(row["event_at"]),
+    )
+
+
+class _SQLiteEventNotifier:
+    """Wakes the outbox reader when the file changed: ``PRAGMA data_version`` on the events
+    connection every 50 ms (it changes when any other connection, in any process, commits),
+    and at once when this process commits an event."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self._local = asyncio.Event()
+        self._local.set()  # the first wait returns at once
+        self._version: int | None = None
+        store._event_wakeups.add(self._local)
+
+    async def wait(self, max_wait: float) -> None:
+        """Return when the file may hold new events, or after ``max_wait`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_wait
+        if self._version is None:
+            # The baseline is taken before the first return, so the caller's first read
+            # covers every commit that the next wait would not notice.
+            self._version = await self._store._data_version()
+        while not self._local.is_set():
+            version = await self._store._data_version()
+            if version != self._version:
+                self._version = version
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(_DATA_VERSION_POLL_SECONDS, remaining)):
+                    await self._local.wait()
+        self._local.clear()
+
+    async def close(self) -> None:
+        """Stop listening to this process's writes."""
+        self._store._event_wakeups.discard(self._local)
 
 
 def _probe_open(path: str) -> None:
@@ -440,6 +527,12 @@ class SQLiteStore:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        # The outbox reader's connection: its multi-statement read transactions and its
+        # data_version polls never share a connection with other callers' reads.
+        self._events_conn: aiosqlite.Connection | None = None
+        self._events_lock = asyncio.Lock()
+        self._event_wakeups: set[asyncio.Event] = set()
+        self._event_in_transaction = False
         self._cleanups: set[asyncio.Future[None]] = set()
 
     @property
@@ -459,6 +552,7 @@ class SQLiteStore:
         migrations = _load_migrations()
         writer: aiosqlite.Connection | None = None
         reader: aiosqlite.Connection | None = None
+        events: aiosqlite.Connection | None = None
         try:
             async with asyncio.timeout(self._timeout):
                 writer = await self._connect()
@@ -473,8 +567,10 @@ class SQLiteStore:
                 reader = await self._connect()
                 await _run(reader, "PRAGMA query_only = ON", ())
                 await _fetch(reader, _SQL_PING, ())
+                events = await self._connect()
+                await _run(events, "PRAGMA query_only = ON", ())
         except BaseException as exc:
-            for conn in (reader, writer):
+            for conn in (events, reader, writer):
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await conn.close()
@@ -489,14 +585,17 @@ class SQLiteStore:
                     f"cannot open SQLite database at {self._path}: {_describe(exc)}"
                 ) from exc
             raise
-        self._writer, self._reader = writer, reader
+        self._writer, self._reader, self._events_conn = writer, reader, events
 
     async def close(self) -> None:
         """Close both connections, after the write in progress (if any). Safe to call twice."""
-        reader, writer = self._reader, self._writer
-        self._reader = self._writer = None
+        reader, writer, events = self._reader, self._writer, self._events_conn
+        self._reader = self._writer = self._events_conn = None
         if reader is not None:
             await reader.close()
+        if events is not None:
+            async with self._events_lock:
+                await events.close()
         if writer is not None:
             async with self._write_lock:
                 await writer.close()
@@ -505,6 +604,16 @@ class SQLiteStore:
         """Raise :class:`StoreUnavailable` unless the file answers a trivial query."""
         async with self._call():
             await _fetch(self._read_conn(), _SQL_PING, ())
+
+    def pool_state(self) -> None:
+        """None: the SQLite store holds two fixed connections, not a pool."""
+        return None
+
+    async def count_pending_by_namespace(self) -> dict[str, int]:
+        """Return the number of pending interrupts in each namespace that has any."""
+        async with self._call():
+            rows = await _fetch(self._read_conn(), _SQL_COUNT_PENDING, ())
+        return {str(row[0]): int(row[1]) for row in rows}
 
     async def _connect(self) -> aiosqlite.Connection:
         # Probe with plain sqlite3 first: when aiosqlite's own connect fails, its worker
@@ -610,8 +719,12 @@ class SQLiteStore:
         await self._write_lock.acquire()
         try:
             await _run(conn, "BEGIN IMMEDIATE", ())
+            self._event_in_transaction = False
             yield conn
             await _run(conn, "COMMIT", ())
+            if self._event_in_transaction:
+                for wakeup in self._event_wakeups:
+                    wakeup.set()
         except asyncio.CancelledError:
             task = asyncio.ensure_future(self._rollback_and_release(conn))
             self._cleanups.add(task)
@@ -622,6 +735,18 @@ class SQLiteStore:
             raise
         else:
             self._write_lock.release()
+
+    async def _append_event(
+        self,
+        conn: aiosqlite.Connection,
+        namespace: str,
+        kind: EventKind,
+        pending: PendingRecord,
+        event_at_us: int,
+    ) -> None:
+        """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
+        await _insert_event(conn, namespace, kind, pending, event_at_us)
+        self._event_in_transaction = True
 
     async def _rollback_and_release(self, conn: aiosqlite.Connection) -> None:
         """End the writer's transaction, if one is open, and free the write lock."""
@@ -753,7 +878,7 @@ class SQLiteStore:
             idempotency = await _run(conn, _SQL_DELETE_IDEMPOTENT_OF_EXECUTION, key)
             if pending_rows:
                 pending = _pending_from_row(pending_rows[0])
-                await _insert_event(conn, namespace, EventKind.REMOVED, pending, _now_us())
+                await self._append_event(conn, namespace, EventKind.REMOVED, pending, _now_us())
         return DeleteExecutionResult(
             checkpoints_deleted=checkpoints,
             pending_interrupt_deleted=pending_deleted,
@@ -815,7 +940,7 @@ class SQLiteStore:
                     )
                 return RecordInterruptResult(stored, proposed, pending_created=False)
             await _run(conn, _SQL_INSERT_PENDING, (namespace, *_pending_params(proposed)))
-            await _insert_event(conn, namespace, EventKind.ADDED, proposed, _now_us())
+            await self._append_event(conn, namespace, EventKind.ADDED, proposed, _now_us())
             return RecordInterruptResult(stored, proposed, pending_created=True)
 
     async def claim_interrupt(
@@ -846,7 +971,7 @@ class SQLiteStore:
                         _SQL_INSERT_CLAIM,
                         (namespace, claim_token, now_us, *_pending_params(pending)),
                     )
-                await _insert_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+                await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
                 return pending
 
     async def purge_claims(self, claimed_before: datetime) -> int:
@@ -910,3 +1035,119 @@ class SQLiteStore:
                 self._read_conn(), _SQL_GET_IDEMPOTENT, (namespace, execution_id, key)
             )
         return str(rows[0]["result_json"]) if rows else None
+
+    # --- interrupt events ----------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _events_read(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One read transaction on the events connection: every query in it sees the same
+        committed state (WAL readers neither block nor are blocked by writers)."""
+        conn = self._events_conn
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        await self._events_lock.acquire()
+        try:
+            await _run(conn, "BEGIN", ())
+            yield conn
+            await _run(conn, "COMMIT", ())
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._end_events_read(conn))
+            self._cleanups.add(task)
+            task.add_done_callback(self._cleanups.discard)
+            raise
+        except BaseException:
+            await self._end_events_read(conn)
+            raise
+        else:
+            self._events_lock.release()
+
+    async def _end_events_read(self, conn: aiosqlite.Connection) -> None:
+        try:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await conn.rollback()
+        finally:
+            self._events_lock.release()
+
+    async def _data_version(self) -> int:
+        """``PRAGMA data_version`` of the events connection: it changes whenever another
+        connection (this process's writer, or any other process) commits."""
+        conn = self._events_conn
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        async with self._call(), self._events_lock:
+            rows = await _fetch(conn, "PRAGMA data_version", ())
+        return int(rows[0][0])
+
+    @staticmethod
+    async def _event_bounds(conn: aiosqlite.Connection) -> tuple[int, int]:
+        rows = await _fetch(conn, _SQL_EVENT_BOUNDS, ())
+        purged_through = int(rows[0]["purged_through"])
+        return purged_through, max(purged_through, int(rows[0]["latest"]))
+
+    async def snapshot_pending(
+        self, namespace: str, filters: PendingFilter
+    ) -> tuple[list[PendingRecord], int]:
+        """Every matching pending row, newest first, and the outbox cursor they reflect, in
+        one read transaction."""
+        sql, params = self._list_pending_query(namespace, None, -1, filters)  # -1: no limit
+        async with self._call(), self._events_read() as conn:
+            rows = await _fetch(conn, sql, params)
+            _, latest = await self._event_bounds(conn)
+        return [_pending_from_row(row) for row in rows], latest
+
+    async def read_events(
+        self,
+        *,
+        after_cursor: int,
+        up_to_cursor: int | None,
+        limit: int,
+        namespace: str | None,
+    ) -> EventPage:
+        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``), with
+        the outbox's bounds, in one read transaction."""
+        if limit < 0:
+            raise ValueError("limit must not be negative")
+        upper = _MAX_SEQUENCE if up_to_cursor is None else up_to_cursor
+        rows: list[sqlite3.Row] = []
+        async with self._call(), self._events_read() as conn:
+            purged_through, latest = await self._event_bounds(conn)
+            if limit > 0 and upper > after_cursor:
+                if namespace is None:
+                    rows = await _fetch(conn, _SQL_EVENTS, (after_cursor, upper, limit))
+                else:
+                    rows = await _fetch(
+                        conn, _SQL_EVENTS_OF_NAMESPACE, (namespace, after_cursor, upper, limit)
+                    )
+        return EventPage(
+            events=[_event_from_row(row) for row in rows],
+            purged_through=purged_through,
+            latest_cursor=latest,
+        )
+
+    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
+        """Delete the oldest events up to the first one written at or after
+        ``written_before``, at most ``batch_size`` per transaction."""
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        cutoff_us = _to_us(written_before)
+        purged = 0
+        while True:
+            async with self._call(), self._write() as conn:
+                head = await _fetch(conn, _SQL_EVENTS_HEAD, (batch_size,))
+                doomed = 0
+                through = 0
+                for row in head:
+                    if row["event_at"] >= cutoff_us:
+                        break
+                    doomed += 1
+                    through = row["cursor"]
+                if doomed:
+                    await _run(conn, _SQL_PURGE_EVENTS_THROUGH, (through,))
+                    await _run(conn, _SQL_RAISE_PURGED_THROUGH, (through,))
+            purged += doomed
+            if doomed < batch_size:
+                return purged
+
+    def event_notifier(self) -> _SQLiteEventNotifier:
+        """A notifier that polls ``PRAGMA data_version`` and hears this process's writes."""
+        return _SQLiteEventNotifier(self)

@@ -23,27 +23,40 @@ _sym_db = _symbol_database.Default()
 
 
 from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as checkpointd_dot_v1_dot_checkpoint__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&checkpointd/v1/interrupt_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\"\xa2\x01\n\x16RecordInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x04 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\x95\x01\n\x17RecordInterruptResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fpending_created\x18\x03 \x01(\x08\"i\n\x15\x43laimInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63laim_token\x18\x04 \x01(\t\"K\n\x16\x43laimInterruptResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd6\x01\n\x1cListPendingInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"v\n\x1dListPendingInterruptsResponse\x12<\n\x12pending_interrupts\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xcd\x02\n\x10InterruptService\x12\x62\n\x0fRecordInterrupt\x12&.checkpointd.v1.RecordInterruptRequest\x1a\'.checkpointd.v1.RecordInterruptResponse\x12_\n\x0e\x43laimInterrupt\x12%.checkpointd.v1.ClaimInterruptRequest\x1a&.checkpointd.v1.ClaimInterruptResponse\x12t\n\x15ListPendingInterrupts\x12,.checkpointd.v1.ListPendingInterruptsRequest\x1a-.checkpointd.v1.ListPendingInterruptsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&checkpointd/v1/interrupt_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n\x0eInterruptEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12\x30\n\x04type\x18\x02 \x01(\x0e\x32\".checkpointd.v1.InterruptEventType\x12\x31\n\x07pending\x18\x03 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12.\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbf\x01\n\x16WatchInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03\x12\x17\n\nchain_name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"\"\n\x10SnapshotComplete\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\x1f\n\rWatchProgress\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\xfa\x01\n\x17WatchInterruptsResponse\x12\x34\n\x08snapshot\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterruptH\x00\x12=\n\x11snapshot_complete\x18\x02 \x01(\x0b\x32 .checkpointd.v1.SnapshotCompleteH\x00\x12/\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x1e.checkpointd.v1.InterruptEventH\x00\x12\x31\n\x08progress\x18\x04 \x01(\x0b\x32\x1d.checkpointd.v1.WatchProgressH\x00\x42\x06\n\x04item\"\xa2\x01\n\x16RecordInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x04 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\x95\x01\n\x17RecordInterruptResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fpending_created\x18\x03 \x01(\x08\"i\n\x15\x43laimInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63laim_token\x18\x04 \x01(\t\"K\n\x16\x43laimInterruptResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd6\x01\n\x1cListPendingInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"v\n\x1dListPendingInterruptsResponse\x12<\n\x12pending_interrupts\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x9e\x01\n\x12InterruptEventType\x12$\n INTERRUPT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aINTERRUPT_EVENT_TYPE_ADDED\x10\x01\x12 \n\x1cINTERRUPT_EVENT_TYPE_CLAIMED\x10\x02\x12 \n\x1cINTERRUPT_EVENT_TYPE_REMOVED\x10\x03\x32\xb3\x03\n\x10InterruptService\x12\x62\n\x0fRecordInterrupt\x12&.checkpointd.v1.RecordInterruptRequest\x1a\'.checkpointd.v1.RecordInterruptResponse\x12_\n\x0e\x43laimInterrupt\x12%.checkpointd.v1.ClaimInterruptRequest\x1a&.checkpointd.v1.ClaimInterruptResponse\x12t\n\x15ListPendingInterrupts\x12,.checkpointd.v1.ListPendingInterruptsRequest\x1a-.checkpointd.v1.ListPendingInterruptsResponse\x12\x64\n\x0fWatchInterrupts\x12&.checkpointd.v1.WatchInterruptsRequest\x1a\'.checkpointd.v1.WatchInterruptsResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'checkpointd.v1.interrupt_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECORDINTERRUPTREQUEST']._serialized_start=92
-  _globals['_RECORDINTERRUPTREQUEST']._serialized_end=254
-  _globals['_RECORDINTERRUPTRESPONSE']._serialized_start=257
-  _globals['_RECORDINTERRUPTRESPONSE']._serialized_end=406
-  _globals['_CLAIMINTERRUPTREQUEST']._serialized_start=408
-  _globals['_CLAIMINTERRUPTREQUEST']._serialized_end=513
-  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_start=515
-  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_end=590
-  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_start=593
-  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_end=807
-  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_start=809
-  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_end=927
-  _globals['_INTERRUPTSERVICE']._serialized_start=930
-  _globals['_INTERRUPTSERVICE']._serialized_end=1263
+  _globals['_INTERRUPTEVENTTYPE']._serialized_start=1663
+  _globals['_INTERRUPTEVENTTYPE']._serialized_end=1821
+  _globals['_INTERRUPTEVENT']._serialized_start=125
+  _globals['_INTERRUPTEVENT']._serialized_end=306
+  _globals['_WATCHINTERRUPTSREQUEST']._serialized_start=309
+  _globals['_WATCHINTERRUPTSREQUEST']._serialized_end=500
+  _globals['_SNAPSHOTCOMPLETE']._serialized_start=502
+  _globals['_SNAPSHOTCOMPLETE']._serialized_end=536
+  _globals['_WATCHPROGRESS']._serialized_start=538
+  _globals['_WATCHPROGRESS']._serialized_end=569
+  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_start=572
+  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_end=822
+  _globals['_RECORDINTERRUPTREQUEST']._serialized_start=825
+  _globals['_RECORDINTERRUPTREQUEST']._serialized_end=987
+  _globals['_RECORDINTERRUPTRESPONSE']._serialized_start=990
+  _globals['_RECORDINTERRUPTRESPONSE']._serialized_end=1139
+  _globals['_CLAIMINTERRUPTREQUEST']._serialized_start=1141
+  _globals['_CLAIMINTERRUPTREQUEST']._serialized_end=1246
+  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_start=1248
+  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_end=1323
+  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_start=1326
+  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_end=1540
+  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_start=1542
+  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_end=1660
+  _globals['_INTERRUPTSERVICE']._serialized_start=1824
+  _globals['_INTERRUPTSERVICE']._serialized_end=2259
 # @@protoc_insertion_point(module_scope)

@@ -7,7 +7,9 @@ from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as _checkpoi
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -18,6 +20,211 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _InterruptEventType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _InterruptEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_InterruptEventType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    INTERRUPT_EVENT_TYPE_UNSPECIFIED: _InterruptEventType.ValueType  # 0
+    """Never sent."""
+    INTERRUPT_EVENT_TYPE_ADDED: _InterruptEventType.ValueType  # 1
+    """A run paused: a pending interrupt was recorded."""
+    INTERRUPT_EVENT_TYPE_CLAIMED: _InterruptEventType.ValueType  # 2
+    """A resumer claimed the pending interrupt; it is no longer pending."""
+    INTERRUPT_EVENT_TYPE_REMOVED: _InterruptEventType.ValueType  # 3
+    """The pending interrupt was deleted with its execution."""
+
+class InterruptEventType(_InterruptEventType, metaclass=_InterruptEventTypeEnumTypeWrapper):
+    """InterruptEventType says what happened to a pending interrupt."""
+
+INTERRUPT_EVENT_TYPE_UNSPECIFIED: InterruptEventType.ValueType  # 0
+"""Never sent."""
+INTERRUPT_EVENT_TYPE_ADDED: InterruptEventType.ValueType  # 1
+"""A run paused: a pending interrupt was recorded."""
+INTERRUPT_EVENT_TYPE_CLAIMED: InterruptEventType.ValueType  # 2
+"""A resumer claimed the pending interrupt; it is no longer pending."""
+INTERRUPT_EVENT_TYPE_REMOVED: InterruptEventType.ValueType  # 3
+"""The pending interrupt was deleted with its execution."""
+Global___InterruptEventType: _TypeAlias = InterruptEventType  # noqa: Y015
+
+@_typing.final
+class InterruptEvent(_message.Message):
+    """InterruptEvent is one change to a pending interrupt, read from the outbox."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURSOR_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.int
+    """The position of the event in the store's outbox; monotonic per store."""
+    type: Global___InterruptEventType.ValueType
+    """What happened."""
+    @_builtins.property
+    def pending(self) -> _checkpoint_pb2.PendingInterrupt:
+        """The pending interrupt the event is about, as it was when the event was written."""
+
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """When the change was committed, by the clock of the server that made it."""
+
+    def __init__(
+        self,
+        *,
+        cursor: _builtins.int = ...,
+        type: Global___InterruptEventType.ValueType = ...,
+        pending: _checkpoint_pb2.PendingInterrupt | None = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time", "pending", b"pending"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "event_time", b"event_time", "pending", b"pending", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InterruptEvent: _TypeAlias = InterruptEvent  # noqa: Y015
+
+@_typing.final
+class WatchInterruptsRequest(_message.Message):
+    """WatchInterruptsRequest is the input of WatchInterrupts."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    AFTER_CURSOR_FIELD_NUMBER: _builtins.int
+    CHAIN_NAME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    AGENT_PATH_PREFIX_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace to watch; empty means "default"."""
+    after_cursor: _builtins.int
+    """Resume after this cursor (the cursor of the last event processed); 0 starts with a
+    snapshot of the pending set. Must not be negative.
+    """
+    chain_name: _builtins.str
+    """Only interrupts with exactly this chain name, when set."""
+    reason: _builtins.str
+    """Only interrupts with exactly this reason, when set."""
+    agent_path_prefix: _builtins.str
+    """Only interrupts whose agent_path starts with this prefix, when set."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        after_cursor: _builtins.int = ...,
+        chain_name: _builtins.str | None = ...,
+        reason: _builtins.str | None = ...,
+        agent_path_prefix: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "reason", b"reason"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "after_cursor", b"after_cursor", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "namespace", b"namespace", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__agent_path_prefix: _TypeAlias = _typing.Literal["agent_path_prefix"]  # noqa: Y015
+    _WhichOneofArgType__agent_path_prefix: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix"]  # noqa: Y015
+    _WhichOneofReturnType__chain_name: _TypeAlias = _typing.Literal["chain_name"]  # noqa: Y015
+    _WhichOneofArgType__chain_name: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name"]  # noqa: Y015
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__agent_path_prefix) -> _WhichOneofReturnType__agent_path_prefix | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__chain_name) -> _WhichOneofReturnType__chain_name | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+
+Global___WatchInterruptsRequest: _TypeAlias = WatchInterruptsRequest  # noqa: Y015
+
+@_typing.final
+class SnapshotComplete(_message.Message):
+    """SnapshotComplete marks the end of the snapshot part of a watch stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.int
+    """The cursor the snapshot was taken at; live events follow with cursors above it."""
+    def __init__(
+        self,
+        *,
+        cursor: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnapshotComplete: _TypeAlias = SnapshotComplete  # noqa: Y015
+
+@_typing.final
+class WatchProgress(_message.Message):
+    """WatchProgress tells a watcher how far the server has read while no event matched."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.int
+    """Every event up to this cursor has been considered for this stream."""
+    def __init__(
+        self,
+        *,
+        cursor: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchProgress: _TypeAlias = WatchProgress  # noqa: Y015
+
+@_typing.final
+class WatchInterruptsResponse(_message.Message):
+    """WatchInterruptsResponse is one message of a WatchInterrupts stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    SNAPSHOT_COMPLETE_FIELD_NUMBER: _builtins.int
+    EVENT_FIELD_NUMBER: _builtins.int
+    PROGRESS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def snapshot(self) -> _checkpoint_pb2.PendingInterrupt:
+        """A pending interrupt that existed when the snapshot was taken."""
+
+    @_builtins.property
+    def snapshot_complete(self) -> Global___SnapshotComplete:
+        """The snapshot is complete."""
+
+    @_builtins.property
+    def event(self) -> Global___InterruptEvent:
+        """A change after the snapshot (or after the requested cursor)."""
+
+    @_builtins.property
+    def progress(self) -> Global___WatchProgress:
+        """The server has read up to a cursor without a matching event."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: _checkpoint_pb2.PendingInterrupt | None = ...,
+        snapshot_complete: Global___SnapshotComplete | None = ...,
+        event: Global___InterruptEvent | None = ...,
+        progress: Global___WatchProgress | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "item", b"item", "progress", b"progress", "snapshot", b"snapshot", "snapshot_complete", b"snapshot_complete"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "item", b"item", "progress", b"progress", "snapshot", b"snapshot", "snapshot_complete", b"snapshot_complete"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["snapshot", "snapshot_complete", "event", "progress"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___WatchInterruptsResponse: _TypeAlias = WatchInterruptsResponse  # noqa: Y015
 
 @_typing.final
 class RecordInterruptRequest(_message.Message):

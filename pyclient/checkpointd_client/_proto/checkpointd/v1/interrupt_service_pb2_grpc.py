@@ -52,6 +52,11 @@ class InterruptServiceStub:
                 request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListPendingInterruptsRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListPendingInterruptsResponse.FromString,
                 _registered_method=True)
+        self.WatchInterrupts = channel.unary_stream(
+                '/checkpointd.v1.InterruptService/WatchInterrupts',
+                request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsResponse.FromString,
+                _registered_method=True)
 
 
 class InterruptServiceServicer:
@@ -96,6 +101,40 @@ class InterruptServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchInterrupts(self, request, context):
+        """Streams the pending interrupts of a namespace and every change to them.
+
+        Every change to a pending interrupt (added by RecordInterrupt, claimed by ClaimInterrupt,
+        removed by DeleteExecution) is written to an outbox in the same transaction as the
+        change and numbered by a cursor that is monotonic per store. The stream is:
+
+        1. Without after_cursor (0): first the current pending set matching the filters, one
+        `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
+        cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
+        is missed or repeated between the snapshot and the live part.
+        2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
+        matches the filters, exactly once, in cursor order, then live events. A client that
+        reconnects with the cursor of the last event it processed loses nothing.
+
+        Events that do not match the filters are skipped; the server sends a `progress` message
+        with the cursor it has read up to at least every few seconds while nothing matches, so a
+        filtered watcher can reconnect from a recent cursor. Events from every server process
+        that shares the store reach every watcher.
+
+        The stream ends with a status, never silently:
+        * OUT_OF_RANGE (reason CURSOR_EXPIRED): after_cursor is older than the event retention
+        (--event-retention, default 7 days). Reconnect without after_cursor to re-snapshot.
+        * RESOURCE_EXHAUSTED (reason WATCHER_TOO_SLOW): the watcher fell more than the server's
+        buffer behind (--watch-buffer events). Reconnect with the last cursor; nothing is lost.
+        * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
+        its store. Reconnect with the last cursor, to this server or another.
+        * INVALID_ARGUMENT: a bad namespace, filter or cursor.
+        Keepalive pings detect dead peers on both sides.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InterruptServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -113,6 +152,11 @@ def add_InterruptServiceServicer_to_server(servicer, server):
                     servicer.ListPendingInterrupts,
                     request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListPendingInterruptsRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListPendingInterruptsResponse.SerializeToString,
+            ),
+            'WatchInterrupts': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchInterrupts,
+                    request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -199,6 +243,33 @@ class InterruptService:
             '/checkpointd.v1.InterruptService/ListPendingInterrupts',
             checkpointd_dot_v1_dot_interrupt__service__pb2.ListPendingInterruptsRequest.SerializeToString,
             checkpointd_dot_v1_dot_interrupt__service__pb2.ListPendingInterruptsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchInterrupts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/checkpointd.v1.InterruptService/WatchInterrupts',
+            checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsRequest.SerializeToString,
+            checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsResponse.FromString,
             options,
             channel_credentials,
             insecure,

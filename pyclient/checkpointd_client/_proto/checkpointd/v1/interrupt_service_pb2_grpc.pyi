@@ -59,6 +59,36 @@ class InterruptServiceStub:
     """
     ListPendingInterrupts: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListPendingInterruptsRequest, _interrupt_service_pb2.ListPendingInterruptsResponse]
     """Lists pending interrupts, newest first, one page at a time, optionally filtered."""
+    WatchInterrupts: _grpc.UnaryStreamMultiCallable[_interrupt_service_pb2.WatchInterruptsRequest, _interrupt_service_pb2.WatchInterruptsResponse]
+    """Streams the pending interrupts of a namespace and every change to them.
+
+    Every change to a pending interrupt (added by RecordInterrupt, claimed by ClaimInterrupt,
+    removed by DeleteExecution) is written to an outbox in the same transaction as the
+    change and numbered by a cursor that is monotonic per store. The stream is:
+
+    1. Without after_cursor (0): first the current pending set matching the filters, one
+       `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
+       cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
+       is missed or repeated between the snapshot and the live part.
+    2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
+       matches the filters, exactly once, in cursor order, then live events. A client that
+       reconnects with the cursor of the last event it processed loses nothing.
+
+    Events that do not match the filters are skipped; the server sends a `progress` message
+    with the cursor it has read up to at least every few seconds while nothing matches, so a
+    filtered watcher can reconnect from a recent cursor. Events from every server process
+    that shares the store reach every watcher.
+
+    The stream ends with a status, never silently:
+    * OUT_OF_RANGE (reason CURSOR_EXPIRED): after_cursor is older than the event retention
+      (--event-retention, default 7 days). Reconnect without after_cursor to re-snapshot.
+    * RESOURCE_EXHAUSTED (reason WATCHER_TOO_SLOW): the watcher fell more than the server's
+      buffer behind (--watch-buffer events). Reconnect with the last cursor; nothing is lost.
+    * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
+      its store. Reconnect with the last cursor, to this server or another.
+    * INVALID_ARGUMENT: a bad namespace, filter or cursor.
+    Keepalive pings detect dead peers on both sides.
+    """
 
 @_typing.type_check_only
 class InterruptServiceAsyncStub(InterruptServiceStub):
@@ -91,6 +121,36 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     """
     ListPendingInterrupts: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListPendingInterruptsRequest, _interrupt_service_pb2.ListPendingInterruptsResponse]  # type: ignore[assignment]
     """Lists pending interrupts, newest first, one page at a time, optionally filtered."""
+    WatchInterrupts: _aio.UnaryStreamMultiCallable[_interrupt_service_pb2.WatchInterruptsRequest, _interrupt_service_pb2.WatchInterruptsResponse]  # type: ignore[assignment]
+    """Streams the pending interrupts of a namespace and every change to them.
+
+    Every change to a pending interrupt (added by RecordInterrupt, claimed by ClaimInterrupt,
+    removed by DeleteExecution) is written to an outbox in the same transaction as the
+    change and numbered by a cursor that is monotonic per store. The stream is:
+
+    1. Without after_cursor (0): first the current pending set matching the filters, one
+       `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
+       cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
+       is missed or repeated between the snapshot and the live part.
+    2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
+       matches the filters, exactly once, in cursor order, then live events. A client that
+       reconnects with the cursor of the last event it processed loses nothing.
+
+    Events that do not match the filters are skipped; the server sends a `progress` message
+    with the cursor it has read up to at least every few seconds while nothing matches, so a
+    filtered watcher can reconnect from a recent cursor. Events from every server process
+    that shares the store reach every watcher.
+
+    The stream ends with a status, never silently:
+    * OUT_OF_RANGE (reason CURSOR_EXPIRED): after_cursor is older than the event retention
+      (--event-retention, default 7 days). Reconnect without after_cursor to re-snapshot.
+    * RESOURCE_EXHAUSTED (reason WATCHER_TOO_SLOW): the watcher fell more than the server's
+      buffer behind (--watch-buffer events). Reconnect with the last cursor; nothing is lost.
+    * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
+      its store. Reconnect with the last cursor, to this server or another.
+    * INVALID_ARGUMENT: a bad namespace, filter or cursor.
+    Keepalive pings detect dead peers on both sides.
+    """
 
 class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
     """InterruptService records runs that paused for a human and hands each one to exactly one
@@ -138,5 +198,41 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_interrupt_service_pb2.ListPendingInterruptsResponse, _abc.Awaitable[_interrupt_service_pb2.ListPendingInterruptsResponse]]:
         """Lists pending interrupts, newest first, one page at a time, optionally filtered."""
+
+    @_abc_1.abstractmethod
+    def WatchInterrupts(
+        self,
+        request: _interrupt_service_pb2.WatchInterruptsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_interrupt_service_pb2.WatchInterruptsResponse], _abc.AsyncIterator[_interrupt_service_pb2.WatchInterruptsResponse]]:
+        """Streams the pending interrupts of a namespace and every change to them.
+
+        Every change to a pending interrupt (added by RecordInterrupt, claimed by ClaimInterrupt,
+        removed by DeleteExecution) is written to an outbox in the same transaction as the
+        change and numbered by a cursor that is monotonic per store. The stream is:
+
+        1. Without after_cursor (0): first the current pending set matching the filters, one
+           `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
+           cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
+           is missed or repeated between the snapshot and the live part.
+        2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
+           matches the filters, exactly once, in cursor order, then live events. A client that
+           reconnects with the cursor of the last event it processed loses nothing.
+
+        Events that do not match the filters are skipped; the server sends a `progress` message
+        with the cursor it has read up to at least every few seconds while nothing matches, so a
+        filtered watcher can reconnect from a recent cursor. Events from every server process
+        that shares the store reach every watcher.
+
+        The stream ends with a status, never silently:
+        * OUT_OF_RANGE (reason CURSOR_EXPIRED): after_cursor is older than the event retention
+          (--event-retention, default 7 days). Reconnect without after_cursor to re-snapshot.
+        * RESOURCE_EXHAUSTED (reason WATCHER_TOO_SLOW): the watcher fell more than the server's
+          buffer behind (--watch-buffer events). Reconnect with the last cursor; nothing is lost.
+        * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
+          its store. Reconnect with the last cursor, to this server or another.
+        * INVALID_ARGUMENT: a bad namespace, filter or cursor.
+        Keepalive pings detect dead peers on both sides.
+        """
 
 def add_InterruptServiceServicer_to_server(servicer: InterruptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,476 @@
+"""The interrupt watch hub (contract I5): one outbox reader per server process, fanned out to
+every open WatchInterrupts stream.
+
+The hub's reader waits on the store's :class:`~checkpointd.store.base.EventNotifier` (Postgres
+``LISTEN/NOTIFY``, SQLite ``PRAGMA data_version``; both with a fallback poll), reads the
+events after its cursor in batches (one read per batch, whatever the number of watchers), and
+appends each event to the bounded queue of every registered watcher of its namespace whose
+filters it matches. Appending never waits: a watcher whose queue is full is failed with
+:class:`~checkpointd.errors.WatcherTooSlow`, so writers and other watchers never wait for a
+slow one.
+
+A stream starts from a cursor C: the snapshot's cursor, or the client's ``after_cursor``. It
+first catches up from the store on its own (events after C, up to the hub's cursor), then
+registers with the hub, in the same step of the event loop in which it saw that its position
+had reached the hub's cursor. From then on the hub hands it every event above its position.
+So every event after C reaches the stream exactly once and in cursor order, with no gap
+between the catch-up and the live part.
+
+Ending: a failure (too slow, shutting down, store lost for longer than ``outage_grace``,
+cursor purged) is raised from the stream's iterator and from :meth:`Watch.guard`, which races
+each write to the client against it, so even a stream blocked on a client that stopped
+reading ends at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from dataclasses import dataclass
+
+from checkpointd.domain import EventPage, InterruptEventRecord, PendingFilter, PendingRecord
+from checkpointd.errors import CursorExpired, InvalidField, ShuttingDown, WatcherTooSlow
+from checkpointd.store.base import Store, StoreError, StoreUnavailable
+
+__all__ = [
+    "EventItem",
+    "Progress",
+    "SnapshotDone",
+    "SnapshotRow",
+    "Watch",
+    "WatchHub",
+    "WatchItem",
+    "matches",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """A pending interrupt that existed when the snapshot was taken."""
+
+    pending: PendingRecord
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotDone:
+    """The snapshot is complete; live events follow with cursors above ``cursor``."""
+
+    cursor: int
+
+
+class EventItem:
+    """An outbox event for a stream. One object is shared by every watcher the hub hands the
+    event to, so whatever a sender caches in ``rendered`` is built once per event."""
+
+    __slots__ = ("event", "rendered")
+
+    def __init__(self, event: InterruptEventRecord) -> None:
+        self.event = event
+        self.rendered: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Every event up to ``cursor`` has been considered for the stream; none matched since the
+    last message."""
+
+    cursor: int
+
+
+WatchItem = SnapshotRow | SnapshotDone | EventItem | Progress
+
+#: What may end a stream (mapped to a status by the error table).
+_Failure = WatcherTooSlow | ShuttingDown | CursorExpired | StoreUnavailable
+
+
+def matches(filters: PendingFilter, pending: PendingRecord) -> bool:
+    """Whether a pending row passes the filters (as ListPendingInterrupts applies them: exact
+    chain name and reason; agent_path prefix, where an empty prefix matches every row)."""
+    if filters.chain_name is not None and pending.chain_name != filters.chain_name:
+        return False
+    if filters.reason is not None and pending.reason != filters.reason:
+        return False
+    prefix = filters.agent_path_prefix
+    return not prefix or (pending.agent_path is not None and pending.agent_path.startswith(prefix))
+
+
+class Watch:
+    """One open stream: iterate it for the items to send, and send each through :meth:`guard`.
+
+    Use it as an async context manager (``async with hub.watch(...) as watch``) so it leaves
+    the hub however the stream ends, including a cancelled call.
+    """
+
+    def __init__(
+        self, hub: WatchHub, namespace: str, after_cursor: int, filters: PendingFilter
+    ) -> None:
+        self._hub = hub
+        self.namespace = namespace
+        self._after_cursor = after_cursor
+        self.filters = filters
+        self._queue: collections.deque[EventItem] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[object] | None = None
+        self._writing = False
+        self._interrupted_write = False
+        self._failure: _Failure | None = None
+        #: The hub hands this stream the events with a cursor above this (once registered).
+        self.live_after = 0
+        self._last_cursor = 0
+        self._last_sent_at = 0.0
+        self._items_gen: AsyncGenerator[WatchItem, None] | None = None
+
+    async def __aenter__(self) -> Watch:
+        self._task = asyncio.current_task()
+        self._hub._streams.add(self)
+        if self._hub._closing:
+            self.fail(ShuttingDown())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._hub._forget(self)
+        if self._items_gen is not None:
+            await self._items_gen.aclose()
+
+    # --- called by the hub -----------------------------------------------------------------
+
+    def offer(self, item: EventItem) -> bool:
+        """Queue an event without waiting; False (and the stream failed) when the queue is
+        full."""
+        if len(self._queue) >= self._hub.buffer_events:
+            self.fail(WatcherTooSlow(self._hub.buffer_events))
+            return False
+        self._queue.append(item)
+        self._wakeup.set()
+        return True
+
+    def fail(self, failure: _Failure) -> None:
+        """End the stream with ``failure`` (the first failure wins)."""
+        if self._failure is not None:
+            return
+        self._failure = failure
+        self._wakeup.set()
+        if isinstance(failure, WatcherTooSlow) and self._writing and self._task is not None:
+            # The sender is blocked writing to a client that stopped reading: interrupt that
+            # write (see guard). Any other failure lets an in-flight write finish first: a
+            # write cancelled mid-send leaves its operation pending in gRPC, and the status
+            # that ends the stream could then not be sent at all.
+            self._interrupted_write = True
+            self._task.cancel()
+
+    # --- called by the sender --------------------------------------------------------------
+
+    async def guard(self, write: Awaitable[None]) -> None:
+        """Await a write to the client unless the stream fails first; then abandon the write
+        and raise the failure (a client that stopped reading cannot hold the stream open).
+
+        Must be awaited by the task that entered the watch: :meth:`fail` cancels that task
+        while it is blocked here, and the cancellation is turned back into the failure.
+        """
+        self._writing = True
+        try:
+            await write
+        except asyncio.CancelledError:
+            if not self._interrupted_write:
+                raise
+            self._interrupted_write = False
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            self._raise_if_failed()
+            raise
+        finally:
+            self._writing = False
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def __aiter__(self) -> AsyncIterator[WatchItem]:
+        if self._items_gen is None:
+            self._items_gen = self._items()
+        return self._items_gen
+
+    async def _items(self) -> AsyncGenerator[WatchItem, None]:
+        hub = self._hub
+        store = hub.store
+        loop = asyncio.get_running_loop()
+        self._raise_if_failed()
+        if self._after_cursor == 0:
+            rows, position = await store.snapshot_pending(self.namespace, self.filters)
+            for row in rows:
+                self._raise_if_failed()
+                yield SnapshotRow(row)
+            self._raise_if_failed()
+            yield SnapshotDone(position)
+        else:
+            position = self._after_cursor
+            bounds = await store.read_events(
+                after_cursor=position, up_to_cursor=position, limit=0, namespace=None
+            )
+            if position < bounds.purged_through:
+                raise CursorExpired(position, bounds.purged_through)
+            if position > bounds.latest_cursor:
+                raise InvalidField(
+                    "after_cursor",
+                    f"{position} is beyond the newest event of this store "
+                    f"({bounds.latest_cursor}); send a cursor this store returned, or 0",
+                )
+        self._last_cursor = position
+        self._last_sent_at = loop.time()
+
+        # Catch up from the store until this stream's position reaches the hub's cursor.
+        while True:
+            self._raise_if_failed()
+            hub_cursor = await hub.cursor()
+            if position >= hub_cursor:
+                # No await between the comparison and the registration: the hub cannot read a
+                # batch in between, so it hands over exactly the events above ``position``.
+                self.live_after = position
+                hub._register(self)
+                break
+            page = await store.read_events(
+                after_cursor=position,
+                up_to_cursor=hub_cursor,
+                limit=hub.batch_size,
+                namespace=self.namespace,
+            )
+            if position < page.purged_through:
+                raise CursorExpired(position, page.purged_through)
+            for event in page.events:
+                if matches(self.filters, event.pending):
+                    self._raise_if_failed()
+                    self._last_cursor = event.cursor
+                    self._last_sent_at = loop.time()
+                    yield EventItem(event)
+            full = len(page.events) == hub.batch_size
+            position = page.events[-1].cursor if full else hub_cursor
+            progress = self._progress(position, loop.time())
+            if progress is not None:
+                yield progress
+
+        # Live: the hub fills the queue.
+        while True:
+            self._raise_if_failed()
+            if self._queue:
+                item = self._queue.popleft()
+                self._last_cursor = item.event.cursor
+                self._last_sent_at = loop.time()
+                yield item
+                continue
+            self._wakeup.clear()
+            wait = self._last_sent_at + hub.progress_interval - loop.time()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(wait, 0.0)):
+                    await self._wakeup.wait()
+            if not self._queue and self._failure is None:
+                # The queue is empty, so every event up to the hub's cursor has been seen.
+                progress = self._progress(max(self.live_after, hub.current_cursor), loop.time())
+                if progress is not None:
+                    yield progress
+
+    def _progress(self, position: int, now: float) -> Progress | None:
+        """A progress message when the interval has passed without a message; the interval
+        restarts either way."""
+        if now - self._last_sent_at < self._hub.progress_interval:
+            return None
+        self._last_sent_at = now
+        if position <= self._last_cursor:
+            return None
+        self._last_cursor = position
+        return Progress(position)
+
+
+class WatchHub:
+    """Reads the outbox once per batch and fans the events out to every open stream.
+
+    ``buffer_events`` bounds each stream's queue; ``poll_interval`` is the fallback read when
+    no notification arrives; ``progress_interval`` the longest silence of a stream whose
+    filters match nothing; ``outage_grace`` how long the store may fail before the open
+    streams end with ``UNAVAILABLE`` (the reader itself keeps retrying).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        buffer_events: int,
+        batch_size: int = 500,
+        poll_interval: float = 1.0,
+        progress_interval: float = 2.0,
+        outage_grace: float = 5.0,
+        ready_timeout: float = 10.0,
+    ) -> None:
+        if buffer_events <= 0 or batch_size <= 0:
+            raise ValueError("buffer_events and batch_size must be positive")
+        self.store = store
+        self.buffer_events = buffer_events
+        self.batch_size = batch_size
+        self.poll_interval = poll_interval
+        self.progress_interval = progress_interval
+        self._outage_grace = outage_grace
+        self._ready_timeout = ready_timeout
+        self._cursor: int | None = None
+        self._ready = asyncio.Event()
+        self._streams: set[Watch] = set()
+        self._by_namespace: dict[str, set[Watch]] = {}
+        self._registered = 0
+        self._closing = False
+        self._reader: asyncio.Task[None] | None = None
+
+    @property
+    def current_cursor(self) -> int:
+        """The cursor up to which every event has been handed to the registered streams."""
+        return self._cursor or 0
+
+    @property
+    def stream_count(self) -> int:
+        """Open streams (snapshot, catch-up or live)."""
+        return len(self._streams)
+
+    def registered_count(self) -> int:
+        """Streams in their live part, handed events by the reader."""
+        return self._registered
+
+    def start(self) -> None:
+        """Start the reader (it retries until the store answers)."""
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read_forever(), name="watch-hub")
+
+    async def close(self) -> None:
+        """End every open stream with ``UNAVAILABLE`` (SHUTTING_DOWN), refuse new ones, and
+        stop the reader."""
+        self._closing = True
+        self._ready.set()  # release streams still waiting in cursor(); they see _closing
+        for stream in list(self._streams):
+            stream.fail(ShuttingDown())
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    def watch(self, namespace: str, after_cursor: int, filters: PendingFilter) -> Watch:
+        """A new stream of ``namespace`` from ``after_cursor`` (0: snapshot first)."""
+        return Watch(self, namespace, after_cursor, filters)
+
+    async def cursor(self) -> int:
+        """The hub's cursor, once the reader has reached the store."""
+        if self._cursor is None:
+            try:
+                async with asyncio.timeout(self._ready_timeout):
+                    await self._ready.wait()
+            except TimeoutError:
+                raise StoreUnavailable("the watch reader cannot reach the store yet") from None
+        if self._closing or self._cursor is None:
+            raise ShuttingDown()
+        return self._cursor
+
+    # --- registration ------------------------------------------------------------------------
+
+    def _register(self, stream: Watch) -> None:
+        self._by_namespace.setdefault(stream.namespace, set()).add(stream)
+        self._registered += 1
+
+    def _unregister(self, stream: Watch) -> None:
+        streams = self._by_namespace.get(stream.namespace)
+        if streams is None or stream not in streams:
+            return
+        streams.discard(stream)
+        self._registered -= 1
+        if not streams:
+            del self._by_namespace[stream.namespace]
+
+    def _forget(self, stream: Watch) -> None:
+        self._unregister(stream)
+        self._streams.discard(stream)
+
+    def _fail_registered(self, failure: _Failure) -> None:
+        for streams in list(self._by_namespace.values()):
+            for stream in list(streams):
+                stream.fail(failure)
+                self._unregister(stream)
+
+    # --- the reader --------------------------------------------------------------------------
+
+    async def _read_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        notifier = self.store.event_notifier()
+        failing_since: float | None = None
+        backoff = 0.05
+        try:
+            while True:
+                try:
+                    if self._cursor is None:
+                        page = await self.store.read_events(
+                            after_cursor=0, up_to_cursor=0, limit=0, namespace=None
+                        )
+                        self._cursor = page.latest_cursor
+                        self._ready.set()
+                    await notifier.wait(self.poll_interval)
+                    await self._read_available()
+                except StoreError as exc:
+                    now = loop.time()
+                    if failing_since is None:
+                        failing_since = now
+                        log.warning("watch reader cannot read interrupt events: %s", exc)
+                    elif now - failing_since >= self._outage_grace and self._registered:
+                        self._fail_registered(StoreUnavailable(str(exc)))
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 2.0)
+                else:
+                    if failing_since is not None:
+                        log.info("watch reader reads interrupt events again")
+                    failing_since = None
+                    backoff = 0.05
+        finally:
+            with contextlib.suppress(Exception):
+                await notifier.close()
+
+    async def _read_available(self) -> None:
+        """Read and hand out every event after the hub's cursor, one batch per read."""
+        while True:
+            cursor = self.current_cursor
+            if not self._registered:
+                # Nobody to hand events to: move the cursor on without reading the rows
+                # (streams catch up from the store by themselves before they register).
+                page = await self.store.read_events(
+                    after_cursor=cursor, up_to_cursor=cursor, limit=0, namespace=None
+                )
+                if self.registered_count() == 0:
+                    self._cursor = max(cursor, page.latest_cursor)
+                    return
+                continue  # a stream registered meanwhile: read the rows after all
+            page = await self.store.read_events(
+                after_cursor=cursor, up_to_cursor=None, limit=self.batch_size, namespace=None
+            )
+            self._fan_out(cursor, page)
+            if len(page.events) < self.batch_size:
+                return
+
+    def _fan_out(self, cursor: int, page: EventPage) -> None:
+        """Hand a batch to the registered streams (synchronously: no stream registers in the
+        middle of a batch)."""
+        if cursor < page.purged_through:
+            # The reader fell behind the retention time (a store outage longer than it):
+            # those streams' cursors are gone too.
+            self._fail_registered(CursorExpired(cursor, page.purged_through))
+            self._cursor = max(cursor, page.purged_through)
+            return
+        for event in page.events:
+            streams = self._by_namespace.get(event.namespace)
+            if streams:
+                item = EventItem(event)
+                for stream in list(streams):
+                    if (
+                        event.cursor > stream.live_after
+                        and matches(stream.filters, event.pending)
+                        and not stream.offer(item)
+                    ):
+                        self._unregister(stream)
+            self._cursor = event.cursor

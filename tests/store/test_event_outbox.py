@@ -1,0 +1,204 @@
+"""Contract I5 at the store: reading the outbox, purging it, and noticing new events, on both
+backends, with two store instances on one database standing for two server processes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from checkpointd.domain import (
+    CheckpointRecord,
+    CheckpointStatus,
+    EventKind,
+    PendingFilter,
+    PendingRecord,
+)
+from checkpointd.store.base import Store
+from checkpointd.store.postgres import PostgresStore
+from checkpointd.store.sqlite import SQLiteStore
+from tests.support.sidecar import StoreSpec
+
+NS = "default"
+#: Bounds a wait that must end; reached only when a test is failing.
+PATIENCE = 30.0
+
+
+def _open(spec: StoreSpec) -> Store:
+    if spec.backend == "sqlite":
+        return SQLiteStore(spec.url.removeprefix("sqlite://"))
+    return PostgresStore(spec.url, schema=spec.pg_schema)
+
+
+@pytest.fixture
+async def stores(store_spec: StoreSpec) -> AsyncIterator[tuple[Store, Store]]:
+    """Two open stores on one database, as two server processes would hold."""
+    first, second = _open(store_spec), _open(store_spec)
+    await first.open()
+    await second.open()
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def _record(store: Store, execution_id: str, *, chain_name: str = "flow") -> None:
+    now = datetime.now(UTC)
+    checkpoint = CheckpointRecord(
+        execution_id=execution_id,
+        checkpoint_id=uuid.uuid4().hex,
+        parent_checkpoint_id=None,
+        chain_name=chain_name,
+        node_id="review",
+        node_index=0,
+        step_type=None,
+        status=CheckpointStatus.INTERRUPTED,
+        state_snapshot_json="{}",
+        node_input_json="{}",
+        node_output_json="{}",
+        iteration=0,
+        iteration_counters_json="{}",
+        interrupt_reason="approve",
+        interrupt_context_json="{}",
+        agent_path=None,
+        created_at=now,
+    )
+    pending = PendingRecord(
+        execution_id=execution_id,
+        chain_name=chain_name,
+        node_id="review",
+        reason="approve",
+        context_json='{"n": 1}',
+        agent_path="a/b",
+        created_at=now,
+        checkpoint_id="",
+    )
+    await store.record_interrupt(NS, "", checkpoint, pending)
+
+
+async def test_i5_read_events_returns_complete_events_in_cursor_order(
+    stores: tuple[Store, Store],
+) -> None:
+    """Events come back ascending, with their pending rows, bounded by cursor, limit and
+    namespace, and the bounds name the newest cursor."""
+    first, second = stores
+    await _record(first, "e1")
+    await _record(second, "e2", chain_name="other")
+    await first.claim_interrupt(NS, "e1", "", datetime.now(UTC))
+    page = await second.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=NS)
+    assert [(e.kind, e.pending.execution_id) for e in page.events] == [
+        (EventKind.ADDED, "e1"),
+        (EventKind.ADDED, "e2"),
+        (EventKind.CLAIMED, "e1"),
+    ]
+    cursors = [e.cursor for e in page.events]
+    assert cursors == sorted(cursors)
+    assert (page.latest_cursor, page.purged_through) == (cursors[-1], 0)
+    added = page.events[1].pending
+    assert (added.chain_name, added.context_json, added.agent_path) == ("other", '{"n": 1}', "a/b")
+    assert added.sequence > 0
+    some = await first.read_events(
+        after_cursor=cursors[0], up_to_cursor=cursors[1], limit=10, namespace=NS
+    )
+    assert [e.cursor for e in some.events] == [cursors[1]]
+    assert (
+        await first.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace="elsewhere")
+    ).events == []
+    bounds = await first.read_events(after_cursor=0, up_to_cursor=None, limit=0, namespace=None)
+    assert (bounds.events, bounds.latest_cursor) == ([], cursors[-1])
+    rows, cursor = await second.snapshot_pending(NS, PendingFilter(chain_name="other"))
+    assert ([r.execution_id for r in rows], cursor) == (["e2"], cursors[-1])
+
+
+async def test_i5_purge_drops_the_old_prefix_and_remembers_how_far(
+    stores: tuple[Store, Store],
+) -> None:
+    """Purging deletes events in cursor order up to the first young one, in batches, and
+    purged_through stays exact after every event is gone."""
+    first, second = stores
+    await _record(first, "old-1")
+    await _record(second, "old-2")
+    cutoff = datetime.now(UTC)
+    await asyncio.sleep(0.01)
+    await _record(first, "young")
+    everything = await first.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=NS)
+    old_2, young = everything.events[1].cursor, everything.events[2].cursor
+    assert await second.purge_events(cutoff, batch_size=1) == 2
+    page = await first.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=NS)
+    assert [e.cursor for e in page.events] == [young]
+    assert (page.purged_through, page.latest_cursor) == (old_2, young)
+    assert await first.purge_events(cutoff, batch_size=100) == 0
+    assert await first.purge_events(datetime.now(UTC), batch_size=100) == 1
+    page = await second.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=None)
+    assert (page.events, page.purged_through, page.latest_cursor) == ([], young, young)
+    _, cursor = await first.snapshot_pending(NS, PendingFilter())
+    assert cursor == young
+    await _record(second, "next")
+    page = await first.read_events(after_cursor=young, up_to_cursor=None, limit=10, namespace=NS)
+    [event] = page.events
+    assert (event.pending.execution_id, event.cursor > young) == ("next", True)
+
+
+async def test_i5_notifier_wakes_on_commits_of_this_and_other_instances(
+    stores: tuple[Store, Store],
+) -> None:
+    """The first wait returns at once; later waits return when either instance commits an
+    event, long before their fallback time."""
+    first, second = stores
+    notifier = first.event_notifier()
+    try:
+        async with asyncio.timeout(PATIENCE):
+            await notifier.wait(3600)
+        for writer, execution_id in ((second, "from-other"), (first, "from-self")):
+            waiting = asyncio.create_task(notifier.wait(3600))
+            await asyncio.sleep(0.1)
+            await _record(writer, execution_id)
+            async with asyncio.timeout(PATIENCE):
+                await waiting
+            page = await first.read_events(
+                after_cursor=0, up_to_cursor=None, limit=10, namespace=NS
+            )
+            assert page.events[-1].pending.execution_id == execution_id
+    finally:
+        await notifier.close()
+
+
+@pytest.mark.postgres
+async def test_i5_listen_connection_is_reopened_after_it_is_terminated(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """When the LISTEN connection is killed, the notifier opens a new one and hears later
+    commits again."""
+    store = PostgresStore(pg_dsn, schema=pg_schema)
+    await store.open()
+    notifier = store.event_notifier()
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        await notifier.wait(3600)
+        killed = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = $1",
+            f"checkpointd:{pg_schema}:listen",
+        )
+        assert killed == 1
+        async with asyncio.timeout(PATIENCE):
+            # Lost connection, then the retry interval: each ends a wait, none hangs.
+            while True:
+                await notifier.wait(3600)
+                reopened = await admin.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                    f"checkpointd:{pg_schema}:listen",
+                )
+                if reopened == 1:
+                    break
+            waiting = asyncio.create_task(notifier.wait(3600))
+            await asyncio.sleep(0.1)
+            await _record(store, "after-reconnect")
+            await waiting
+    finally:
+        await admin.close()
+        await notifier.close()
+        await store.close()
