@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -59,21 +60,78 @@ def test_bad_environment_value_is_reported_with_its_name(tmp_path):
     assert "CHECKPOINTD_MAX_MESSAGE_BYTES='lots' is not valid" in result.stderr
 
 
-def test_unreachable_database_exits_1_without_leaking_the_password():
-    """A Postgres that is not there ends the start with one line naming the host, not the
-    password."""
+@pytest.mark.parametrize("wait", ["0", "0.5"])
+def test_unreachable_database_with_a_store_wait_exits_1_without_leaking_the_password(wait):
+    """With --store-wait 0 (fail fast) or a short wait, a Postgres that is not there ends the
+    start with one line naming the host, not the password."""
     result = _run(
         "serve",
         "--store",
         "postgresql://app:s3cret-pw@127.0.0.1:1/db",
         "--listen",
         "127.0.0.1:0",
+        "--store-wait",
+        wait,
     )
     assert result.returncode == 1
     assert "cannot open the store" in result.stderr
     assert "127.0.0.1:1" in result.stderr
     assert "s3cret-pw" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+    assert ("gave up after" in result.stderr) == (wait != "0")
+
+
+def test_unreachable_database_by_default_waits_not_serving_and_stops_on_sigterm(tmp_path):
+    """By default the server waits for the database: it listens, logs what it waits for
+    (without the password), and still stops cleanly (exit 0) on SIGTERM."""
+    sock = tmp_path / "s.sock"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "checkpointd",
+            "serve",
+            "--store",
+            "postgresql://app:s3cret-pw@127.0.0.1:1/db",
+            "--listen",
+            f"unix://{sock}",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        lines: list[str] = []
+        for line in process.stderr:
+            lines.append(line)
+            if "waiting for the store" in line:
+                break
+        assert "waiting for the store postgresql://app:***@127.0.0.1:1/db" in lines[-1]
+        assert sock.exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+        log = "".join(lines) + process.stderr.read()
+        assert "s3cret-pw" not in log
+        assert not sock.exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def test_serve_help_names_the_environment_variable_of_every_flag():
+    """`checkpointd serve --help` documents each flag with its CHECKPOINTD_* variable."""
+    result = _run("serve", "--help")
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    flags = sorted(set(re.findall(r"(--[a-z][a-z0-9-]+)", text)) - {"--help"})
+    assert "--metrics-listen" in flags
+    assert "--store-wait" in flags
+    for flag in flags:
+        variable = "CHECKPOINTD_" + flag[2:].upper().replace("-", "_")
+        assert variable in text, flag
 
 
 def test_unusable_sqlite_path_exits_1(tmp_path):

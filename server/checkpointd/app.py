@@ -1,18 +1,38 @@
-"""Build the gRPC server, wire the services, run until a signal, shut down cleanly."""
+"""Build the gRPC server, wire the services, run until a signal, shut down cleanly.
+
+Start: bind every listener and answer at once (health ``NOT_SERVING``, checkpointd calls
+``UNAVAILABLE``) while the store is opened, retrying until the database is there or
+``--store-wait`` runs out; then ``SERVING``. Shutdown on SIGTERM/SIGINT: health goes
+``NOT_SERVING``, new calls are refused, in-flight calls get ``--shutdown-grace`` seconds,
+then the store is closed and the socket files removed. A second signal exits at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import os
 import signal
 from datetime import timedelta
 
 import grpc
+from grpc_health.v1 import health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
 
+from checkpointd import __version__
 from checkpointd.config import Settings, redact_dsn
+from checkpointd.health import (
+    HEALTH_SERVICE,
+    HealthService,
+    StoreGateInterceptor,
+    StoreMonitor,
+    StoreNeverCameUp,
+    cancel_and_wait,
+)
 from checkpointd.interceptors import RequestGuardInterceptor
-from checkpointd.listeners import Listener, ListenerError, parse_listen
+from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
+from checkpointd.logging_setup import event
+from checkpointd.metrics import Metrics, MetricsInterceptor, MetricsServer, instrument_store
 from checkpointd.servicers import (
     CheckpointServicer,
     IdempotencyServicer,
@@ -21,19 +41,32 @@ from checkpointd.servicers import (
 )
 from checkpointd.servicers.common import utc_now
 from checkpointd.store.base import Store, StoreError
+from checkpointd.watch import WatchHub
 from checkpointd_client._proto.checkpointd.v1 import (
+    checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,
+    idempotency_service_pb2,
     idempotency_service_pb2_grpc,
+    interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
 
-__all__ = ["StartupError", "build_store", "serve"]
+__all__ = ["SERVICE_NAMES", "StartupError", "build_store", "serve"]
 
 log = logging.getLogger("checkpointd")
 
 # The transport refuses requests far above the configured limit before parsing them; between
 # the two, the guard answers with a message that names the setting to raise.
 _TRANSPORT_SLACK_BYTES = 16 * 1024 * 1024
+
+#: The checkpointd services, by full name (each has its own health status).
+SERVICE_NAMES: tuple[str, ...] = tuple(
+    service.full_name
+    for module in (checkpoint_service_pb2, interrupt_service_pb2, idempotency_service_pb2)
+    for service in module.DESCRIPTOR.services_by_name.values()
+)
+# Calls that answer whether or not the store is there.
+_ALWAYS_ANSWERED = ("/grpc.health.v1.", "/grpc.reflection.")
 
 
 class StartupError(Exception):
@@ -64,10 +97,25 @@ def build_store(settings: Settings) -> Store:
     )
 
 
-def _build_server(settings: Settings, deps: ServiceDeps) -> grpc.aio.Server:
+def _build_server(
+    settings: Settings,
+    deps: ServiceDeps,
+    *,
+    health: HealthService,
+    monitor: StoreMonitor,
+    metrics: Metrics | None,
+) -> grpc.aio.Server:
     transport_limit = settings.max_message_bytes + _TRANSPORT_SLACK_BYTES
+    # Outermost first: metrics see the final status of every call; the guard maps the errors
+    # raised inside it, including the gate's "store not open yet".
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        RequestGuardInterceptor(max_message_bytes=settings.max_message_bytes),
+        StoreGateInterceptor(monitor, exempt_prefixes=_ALWAYS_ANSWERED),
+    ]
+    if metrics is not None:
+        interceptors.insert(0, MetricsInterceptor(metrics))
     server = grpc.aio.server(
-        interceptors=[RequestGuardInterceptor(max_message_bytes=settings.max_message_bytes)],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", transport_limit),
             ("grpc.max_send_message_length", transport_limit),
@@ -91,19 +139,27 @@ def _build_server(settings: Settings, deps: ServiceDeps) -> grpc.aio.Server:
     idempotency_service_pb2_grpc.add_IdempotencyServiceServicer_to_server(
         IdempotencyServicer(deps), server
     )
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, HEALTH_SERVICE, reflection.SERVICE_NAME), server
+    )
     return server
 
 
-def _bind(server: grpc.aio.Server, listeners: list[Listener], owned: list[Listener]) -> list[str]:
+def _bind(
+    server: grpc.aio.Server, listeners: list[Listener], owned: list[Listener], *, mode: int
+) -> list[str]:
     """Bind every listener; ``owned`` collects those whose socket files are ours to remove."""
     bound: list[str] = []
     for listener in listeners:
         listener.prepare()
         try:
-            port = server.add_insecure_port(listener.address)
+            with private_files():
+                port = server.add_insecure_port(listener.address)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {listener.address}: {exc}") from None
         owned.append(listener)
+        listener.apply_mode(mode)
         if listener.unix_path is None:
             host = listener.address.rpartition(":")[0]
             bound.append(f"{host}:{port}")
@@ -125,55 +181,187 @@ async def _purge_claims_forever(store: Store, retention: timedelta) -> None:
             log.warning("claim purge skipped: %s", exc)
 
 
+async def _purge_events_forever(store: Store, retention: timedelta, batch_size: int) -> None:
+    """Drop interrupt events past their retention time, a few times per retention period."""
+    interval = max(1.0, min(retention.total_seconds() / 4, 600.0))
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            purged = await store.purge_events(utc_now() - retention, batch_size=batch_size)
+            if purged:
+                log.info("purged %d interrupt events past their retention", purged)
+        except StoreError as exc:
+            log.warning("event purge skipped: %s", exc)
+
+
+def _log_config(settings: Settings) -> None:
+    """One line with the whole configuration, the store URL without its password."""
+    fields: dict[str, object] = {
+        "version": __version__,
+        "store": redact_dsn(settings.store),
+        "listen": list(settings.listen),
+        "unix_socket_mode": f"{settings.unix_socket_mode:04o}",
+        "max_message_bytes": settings.max_message_bytes,
+        "store_timeout_s": settings.store_timeout,
+        "store_wait_s": "forever" if settings.store_wait is None else settings.store_wait,
+        "health_interval_s": settings.health_interval,
+        "shutdown_grace_s": settings.shutdown_grace,
+        "claim_retention_s": settings.claim_retention_seconds,
+        "event_retention_s": settings.event_retention_seconds,
+        "watch_buffer": settings.watch_buffer,
+        "metrics_listen": settings.metrics_listen or "off",
+        "log_level": settings.log_level,
+        "log_format": settings.log_format,
+    }
+    if settings.is_postgres:
+        fields.update(pg_schema=settings.pg_schema, pg_pool_max=settings.pg_pool_max)
+    else:
+        fields.update(sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
+    summary = " ".join(f"{key}={value}" for key, value in fields.items())
+    event(log, logging.INFO, "config", f"checkpointd {__version__} starting: {summary}", **fields)
+
+
+def _start_metrics(address: str, metrics: Metrics) -> MetricsServer:
+    listener = parse_listen(address)
+    host, _, port = listener.address.rpartition(":")
+    try:
+        return MetricsServer.start(metrics, host.strip("[]"), int(port))
+    except OSError as exc:
+        raise StartupError(f"cannot serve metrics on {address}: {exc.strerror or exc}") from None
+
+
 async def serve(settings: Settings) -> None:
-    """Open the store, serve until SIGTERM/SIGINT, then drain and close."""
+    """Serve until SIGTERM/SIGINT, waiting for the store as configured, then drain and close."""
     try:
         listeners = [parse_listen(address) for address in settings.listen]
     except ListenerError as exc:
         raise StartupError(str(exc)) from None
+    _log_config(settings)
     store = build_store(settings)
-    try:
-        await store.open()
-    except StoreError as exc:
-        raise StartupError(f"cannot open the store {redact_dsn(settings.store)}: {exc}") from None
+    description = redact_dsn(settings.store)
+    metrics = Metrics() if settings.metrics_listen else None
+    if metrics is not None:
+        instrument_store(store, metrics)
     retention = timedelta(seconds=settings.claim_retention_seconds)
+    watch_hub = WatchHub(store, buffer_events=settings.watch_buffer)
     deps = ServiceDeps(
         store=store,
         max_message_bytes=settings.max_message_bytes,
         claim_retention=retention,
         prune_batch_size=settings.prune_batch_size,
+        watch_hub=watch_hub,
     )
-    server = _build_server(settings, deps)
-    janitor: asyncio.Task[None] | None = None
-    owned: list[Listener] = []
-    try:
-        try:
-            bound = _bind(server, listeners, owned)
-        except ListenerError as exc:
-            raise StartupError(str(exc)) from None
-        await server.start()
+    background: list[asyncio.Task[object]] = []
+    bound: list[str] = []
+
+    async def store_is_open() -> None:
         log.info(
             "serving on %s (store %s, max message %d bytes)",
             ", ".join(bound),
-            redact_dsn(settings.store),
+            description,
             settings.max_message_bytes,
         )
-        janitor = asyncio.create_task(_purge_claims_forever(store, retention))
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        await stop.wait()
-        log.info(
-            "shutting down: finishing in-flight calls for up to %.1fs", settings.shutdown_grace
+        background.append(asyncio.create_task(_purge_claims_forever(store, retention)))
+        event_retention = timedelta(seconds=settings.event_retention_seconds)
+        background.append(
+            asyncio.create_task(
+                _purge_events_forever(store, event_retention, settings.prune_batch_size)
+            )
         )
-    finally:
-        if janitor is not None:
-            janitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await janitor
-        await server.stop(settings.shutdown_grace)
-        await store.close()
+        watch_hub.start()
+
+    health = HealthService(SERVICE_NAMES)
+    monitor = StoreMonitor(
+        store,
+        health,
+        description=description,
+        interval=settings.health_interval,
+        wait=settings.store_wait,
+        on_first_open=store_is_open,
+    )
+    server = _build_server(settings, deps, health=health, monitor=monitor, metrics=metrics)
+    owned: list[Listener] = []
+    metrics_server: MetricsServer | None = None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        if not stop.is_set():
+            stop.set()
+            return
+        # A second signal: the operator wants out now. Acknowledged writes are already
+        # durable (E1); only the socket files need removing.
+        event(
+            log,
+            logging.WARNING,
+            "shutdown_forced",
+            f"second {signal.Signals(signum).name}: exiting at once",
+        )
         for listener in owned:
             listener.cleanup()
-        log.info("stopped")
+        logging.shutdown()
+        os._exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal, signum)
+    monitor_task: asyncio.Task[None] | None = None
+    try:
+        try:
+            bound.extend(_bind(server, listeners, owned, mode=settings.unix_socket_mode))
+        except ListenerError as exc:
+            raise StartupError(str(exc)) from None
+        if metrics is not None and settings.metrics_listen:
+            metrics_server = _start_metrics(settings.metrics_listen, metrics)
+            metrics.watch_store(store, loop, is_open=lambda: monitor.opened)
+            metrics.store_up.set_function(lambda: 1.0 if monitor.up else 0.0)
+            event(
+                log,
+                logging.INFO,
+                "metrics_listening",
+                f"metrics on http://{metrics_server.address}/metrics",
+                address=metrics_server.address,
+            )
+        await server.start()
+        event(
+            log,
+            logging.INFO,
+            "listening",
+            f"listening on {', '.join(bound)}; health NOT_SERVING until the store "
+            f"{description} is open",
+            addresses=bound,
+        )
+        monitor_task = asyncio.create_task(monitor.run())
+        stop_task = asyncio.create_task(stop.wait())
+        background.append(stop_task)
+        await asyncio.wait((monitor_task, stop_task), return_when=asyncio.FIRST_COMPLETED)
+        if monitor_task.done():
+            failure = monitor_task.exception()
+            if isinstance(failure, StoreNeverCameUp):
+                raise StartupError(str(failure)) from None
+            if failure is not None:
+                raise failure
+        event(
+            log,
+            logging.INFO,
+            "shutdown_started",
+            f"shutting down: health NOT_SERVING, finishing in-flight calls for up to "
+            f"{settings.shutdown_grace:g}s",
+            grace_s=settings.shutdown_grace,
+        )
+    finally:
+        await health.enter_shutdown()
+        # Watch streams never finish by themselves: end them now, with UNAVAILABLE
+        # (SHUTTING_DOWN), so their clients reconnect from their cursors.
+        await watch_hub.close()
+        await server.stop(settings.shutdown_grace)
+        await cancel_and_wait(monitor_task)
+        for task in background:
+            await cancel_and_wait(task)
+        await store.close()
+        if metrics_server is not None:
+            await metrics_server.stop()
+        for listener in owned:
+            listener.cleanup()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        event(log, logging.INFO, "stopped", "stopped")

@@ -25,6 +25,8 @@ DEFAULT_PORT = 7470
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_CLAIM_RETENTION_SECONDS = 24 * 3600
+DEFAULT_EVENT_RETENTION_SECONDS = 7 * 24 * 3600
+DEFAULT_WATCH_BUFFER = 1000
 DEFAULT_PG_SCHEMA = "checkpointd"
 PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -84,12 +86,32 @@ class Settings:
     claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS
     """Seconds a claim token keeps answering retries with the claimed row
     (CHECKPOINTD_CLAIM_RETENTION)."""
+    event_retention_seconds: int = DEFAULT_EVENT_RETENTION_SECONDS
+    """Seconds interrupt events stay in the outbox; a watch resuming from an older cursor gets
+    OUT_OF_RANGE (CHECKPOINTD_EVENT_RETENTION)."""
+    watch_buffer: int = DEFAULT_WATCH_BUFFER
+    """Events a watcher may fall behind before its stream ends with RESOURCE_EXHAUSTED
+    (CHECKPOINTD_WATCH_BUFFER)."""
     prune_batch_size: int = 1000
     """Rows deleted per prune transaction (CHECKPOINTD_PRUNE_BATCH_SIZE)."""
     shutdown_grace: float = 10.0
     """Seconds in-flight RPCs get to finish on SIGTERM (CHECKPOINTD_SHUTDOWN_GRACE)."""
     log_level: str = "info"
     """debug, info, warning or error (CHECKPOINTD_LOG_LEVEL)."""
+    log_format: str = "text"
+    """``text`` (one readable line per event) or ``json`` (one object per line)
+    (CHECKPOINTD_LOG_FORMAT)."""
+    unix_socket_mode: int = 0o600
+    """Permissions of the Unix socket files the server creates (CHECKPOINTD_UNIX_SOCKET_MODE)."""
+    health_interval: float = 2.0
+    """Seconds between the store pings that decide the health status
+    (CHECKPOINTD_HEALTH_INTERVAL)."""
+    store_wait: float | None = None
+    """Seconds to wait at start for a database that is not there yet; None waits forever, 0
+    fails at once (CHECKPOINTD_STORE_WAIT)."""
+    metrics_listen: str | None = None
+    """``host:port`` of the Prometheus endpoint; None leaves it off
+    (CHECKPOINTD_METRICS_LISTEN)."""
 
     @property
     def is_postgres(self) -> bool:

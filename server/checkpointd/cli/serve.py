@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
 from collections.abc import Callable
@@ -17,13 +16,22 @@ from typing import TypeVar
 
 from checkpointd.config import (
     DEFAULT_CLAIM_RETENTION_SECONDS,
+    DEFAULT_EVENT_RETENTION_SECONDS,
     DEFAULT_LISTEN,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PG_SCHEMA,
+    DEFAULT_WATCH_BUFFER,
     PG_SCHEMA_RE,
     Settings,
     default_store_url,
 )
+from checkpointd.listeners import (
+    DEFAULT_UNIX_SOCKET_MODE,
+    ListenerError,
+    parse_listen,
+    parse_socket_mode,
+)
+from checkpointd.logging_setup import LOG_FORMATS, configure_logging
 
 __all__ = ["register"]
 
@@ -53,6 +61,32 @@ def _positive_float(text: str) -> float:
     if not value > 0:
         raise ValueError("must be a positive number")
     return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise ValueError("must be zero or a positive number")
+    return value
+
+
+def _store_wait(text: str) -> float | None:
+    if text.strip().lower() == "forever":
+        return None
+    try:
+        return _non_negative_float(text)
+    except ValueError:
+        raise ValueError("must be a number of seconds (0 = fail at once) or 'forever'") from None
+
+
+def _tcp_address(text: str) -> str:
+    if text.startswith("unix:"):
+        raise ValueError("must be host:port (metrics are served over HTTP on TCP)")
+    try:
+        parse_listen(text)
+    except ListenerError as exc:
+        raise ValueError(str(exc)) from None
+    return text
 
 
 def _address_list(text: str) -> list[str]:
@@ -125,6 +159,20 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "[CHECKPOINTD_CLAIM_RETENTION; default: %(default)s]",
     )
     serve.add_argument(
+        "--event-retention",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_EVENT_RETENTION", _positive_int, DEFAULT_EVENT_RETENTION_SECONDS),
+        help="seconds interrupt events are kept for watchers resuming from a cursor "
+        "[CHECKPOINTD_EVENT_RETENTION; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--watch-buffer",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_WATCH_BUFFER", _positive_int, DEFAULT_WATCH_BUFFER),
+        help="events a watcher may fall behind before its stream ends with RESOURCE_EXHAUSTED "
+        "[CHECKPOINTD_WATCH_BUFFER; default: %(default)s]",
+    )
+    serve.add_argument(
         "--store-timeout",
         type=_checked(_positive_float),
         default=_env("CHECKPOINTD_STORE_TIMEOUT", _positive_float, 10.0),
@@ -142,6 +190,47 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         choices=LOG_LEVELS,
         default=_env("CHECKPOINTD_LOG_LEVEL", str.lower, "info"),
         help="[CHECKPOINTD_LOG_LEVEL; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=_env("CHECKPOINTD_LOG_FORMAT", str.lower, "text"),
+        help="text: one readable line per event; json: one JSON object per line "
+        "[CHECKPOINTD_LOG_FORMAT; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--unix-socket-mode",
+        type=_checked(parse_socket_mode),
+        default=_env("CHECKPOINTD_UNIX_SOCKET_MODE", parse_socket_mode, DEFAULT_UNIX_SOCKET_MODE),
+        metavar="MODE",
+        help="octal permissions of the Unix socket files (0660 lets the group connect) "
+        f"[CHECKPOINTD_UNIX_SOCKET_MODE; default: {DEFAULT_UNIX_SOCKET_MODE:04o}]",
+    )
+    serve.add_argument(
+        "--health-interval",
+        type=_checked(_positive_float),
+        default=_env("CHECKPOINTD_HEALTH_INTERVAL", _positive_float, 2.0),
+        metavar="SECONDS",
+        help="seconds between the store pings that decide the grpc.health.v1 status "
+        "[CHECKPOINTD_HEALTH_INTERVAL; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--store-wait",
+        type=_checked(_store_wait),
+        default=_env("CHECKPOINTD_STORE_WAIT", _store_wait, None),
+        metavar="SECONDS",
+        help="how long to wait at start for a database that is not there yet, serving "
+        "NOT_SERVING meanwhile; 0 fails at once (exit 1) "
+        "[CHECKPOINTD_STORE_WAIT; default: forever]",
+    )
+    serve.add_argument(
+        "--metrics-listen",
+        type=_checked(_tcp_address),
+        default=_env("CHECKPOINTD_METRICS_LISTEN", _tcp_address, None),
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics over HTTP at http://HOST:PORT/metrics; keep it on "
+        "loopback (e.g. 127.0.0.1:9464) unless the network is trusted "
+        "[CHECKPOINTD_METRICS_LISTEN; default: off]",
     )
 
 
@@ -162,6 +251,8 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         )
     if args.log_level not in LOG_LEVELS:
         parser.error(f"CHECKPOINTD_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
+    if args.log_format not in LOG_FORMATS:
+        parser.error(f"CHECKPOINTD_LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}")
     return Settings(
         store=store,
         listen=tuple(listen) or (DEFAULT_LISTEN,),
@@ -171,19 +262,22 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         store_timeout=args.store_timeout,
         max_message_bytes=args.max_message_bytes,
         claim_retention_seconds=args.claim_retention,
+        event_retention_seconds=args.event_retention,
+        watch_buffer=args.watch_buffer,
         shutdown_grace=args.shutdown_grace,
         log_level=args.log_level,
+        log_format=args.log_format,
+        unix_socket_mode=args.unix_socket_mode,
+        health_interval=args.health_interval,
+        store_wait=args.store_wait,
+        metrics_listen=args.metrics_listen,
     )
 
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Serve until SIGTERM/SIGINT; 1 when the server cannot start."""
     settings = _settings(args, parser)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(settings.log_level, settings.log_format)
     from checkpointd.app import StartupError, serve
 
     try:

@@ -1,0 +1,319 @@
+"""Readiness: the standard ``grpc.health.v1`` service, driven by whether the store answers.
+
+:class:`StoreMonitor` opens the store (retrying with backoff while the database is not there
+yet), then pings it every few seconds. The health status of the whole server (service ``""``,
+which Kubernetes' gRPC probes ask for) and of each checkpointd service is ``SERVING`` only
+while the store answers; ``NOT_SERVING`` while it is unreachable and, for good, once shutdown
+begins. Until the store has been opened, :class:`StoreGateInterceptor` answers every
+checkpointd call ``UNAVAILABLE`` (reason ``STORE_UNAVAILABLE``), as for any store outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from checkpointd.interceptors import abort_with_error
+from checkpointd.logging_setup import event
+from checkpointd.store.base import Store, StoreError, StoreUnavailable
+
+__all__ = [
+    "HEALTH_SERVICE",
+    "HealthService",
+    "StoreGateInterceptor",
+    "StoreMonitor",
+    "StoreNeverCameUp",
+    "cancel_and_wait",
+]
+
+log = logging.getLogger("checkpointd")
+
+HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+SERVICE_UNKNOWN = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+
+# Waiting for the store: the first retry comes quickly, later ones at most this far apart.
+_FIRST_RETRY_S = 0.25
+_MAX_RETRY_S = 5.0
+# While waiting, the same failure is logged again at most this often.
+_REPEAT_LOG_S = 30.0
+
+
+class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+    """``grpc.health.v1.Health`` for ``""`` and each named service, all with one status.
+
+    ``Watch`` sends the current status, then every change; once shutdown has begun it sends
+    ``NOT_SERVING`` and ends the stream with OK, so a watcher never holds the drain open.
+    """
+
+    def __init__(self, services: Sequence[str]) -> None:
+        self._status: dict[str, int] = dict.fromkeys(("", *services), NOT_SERVING)
+        self._changed = asyncio.Condition()
+        self._closing = False
+
+    @property
+    def serving(self) -> bool:
+        """Whether the server answers SERVING now."""
+        return bool(self._status[""] == SERVING)
+
+    async def set_serving(self, serving: bool) -> None:
+        """Set every service SERVING or NOT_SERVING; ignored once shutdown has begun."""
+        if not self._closing:
+            await self._set_all(SERVING if serving else NOT_SERVING)
+
+    async def enter_shutdown(self) -> None:
+        """NOT_SERVING for good, and end every Watch stream."""
+        self._closing = True
+        await self._set_all(NOT_SERVING)
+
+    async def _set_all(self, status: int) -> None:
+        async with self._changed:
+            for name in self._status:
+                self._status[name] = status
+            self._changed.notify_all()
+
+    def _moved(self, service: str, last: int | None) -> bool:
+        return self._closing or self._status.get(service) != last
+
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> health_pb2.HealthCheckResponse:
+        """Return the status of ``request.service``; NOT_FOUND for an unknown name."""
+        status = self._status.get(request.service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=status)
+
+    async def Watch(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> None:
+        """Send the current status, then each change, until shutdown or the caller leaves."""
+        last: int | None = None
+        while True:
+            async with self._changed:
+                await self._changed.wait_for(functools.partial(self._moved, request.service, last))
+                status = self._status.get(request.service, SERVICE_UNKNOWN)
+                closing = self._closing
+            if status != last:
+                await context.write(health_pb2.HealthCheckResponse(status=status))
+                last = status
+            if closing:
+                return
+
+
+class StoreNeverCameUp(Exception):
+    """The store could not be opened within ``--store-wait``, or cannot be opened at all."""
+
+
+class StoreMonitor:
+    """Opens the store, waiting for it, then watches it and drives the health status."""
+
+    def __init__(
+        self,
+        store: Store,
+        health: HealthService,
+        *,
+        description: str,
+        interval: float,
+        wait: float | None,
+        on_first_open: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._store = store
+        self._health = health
+        self._description = description
+        self._interval = interval
+        self._wait = wait
+        self._on_first_open = on_first_open
+        self.opened = False
+        """True once :meth:`Store.open` has succeeded; calls are refused before."""
+        self.up = False
+        """True while the last open or ping succeeded."""
+
+    async def run(self) -> None:
+        """Open the store (waiting as configured), then ping it forever."""
+        await self._open()
+        while True:
+            await asyncio.sleep(self._interval)
+            try:
+                await self._store.ping()
+            except StoreError as exc:
+                await self._mark_down(exc)
+            else:
+                await self._mark_up()
+
+    async def _open(self) -> None:
+        started = time.monotonic()
+        delay = _FIRST_RETRY_S
+        last_logged: tuple[str, float] | None = None
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self._store.open()
+                break
+            except StoreUnavailable as exc:
+                waited = time.monotonic() - started
+                if self._wait is not None and waited + delay > self._wait:
+                    raise StoreNeverCameUp(
+                        f"cannot open the store {self._description}: {exc}"
+                        + (f" (gave up after {waited:.1f}s)" if self._wait else "")
+                    ) from None
+                message = str(exc)
+                now = time.monotonic()
+                if (
+                    last_logged is None
+                    or last_logged[0] != message
+                    or now - last_logged[1] >= _REPEAT_LOG_S
+                ):
+                    event(
+                        log,
+                        logging.WARNING,
+                        "store_waiting",
+                        f"waiting for the store {self._description}: {message}; "
+                        f"retrying (attempt {attempt}, {waited:.1f}s so far)",
+                        store=self._description,
+                        error=message,
+                        attempt=attempt,
+                        waited_s=round(waited, 1),
+                    )
+                    last_logged = (message, now)
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, _MAX_RETRY_S)
+            except StoreError as exc:
+                raise StoreNeverCameUp(
+                    f"cannot open the store {self._description}: {exc}"
+                ) from None
+        waited = time.monotonic() - started
+        event(
+            log,
+            logging.INFO,
+            "store_connected",
+            f"store connected: {self._description} (after {attempt} attempt(s), {waited:.2f}s)",
+            store=self._description,
+            attempts=attempt,
+            waited_s=round(waited, 3),
+        )
+        self.opened = True
+        self.up = True
+        await self._health.set_serving(True)
+        if self._on_first_open is not None:
+            await self._on_first_open()
+
+    async def _mark_down(self, exc: StoreError) -> None:
+        if self.up:
+            event(
+                log,
+                logging.WARNING,
+                "store_lost",
+                f"store lost: {exc}; answering NOT_SERVING until it answers again",
+                store=self._description,
+                error=str(exc),
+            )
+        self.up = False
+        await self._health.set_serving(False)
+
+    async def _mark_up(self) -> None:
+        if not self.up:
+            event(
+                log,
+                logging.INFO,
+                "store_recovered",
+                f"store recovered: {self._description}",
+                store=self._description,
+            )
+        self.up = True
+        await self._health.set_serving(True)
+
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+
+
+class StoreGateInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Answers checkpointd calls ``UNAVAILABLE`` until the store has been opened.
+
+    Health and reflection calls always pass. A unary call raises :class:`StoreUnavailable`
+    for the error interceptor (placed before this one) to map; a streaming call is answered
+    here.
+    """
+
+    def __init__(self, monitor: StoreMonitor, *, exempt_prefixes: Sequence[str]) -> None:
+        self._monitor = monitor
+        self._exempt = tuple(exempt_prefixes)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler_call_details.method.startswith(self._exempt):
+            return handler
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._gate_unary(handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._gate_stream(handler_call_details.method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # checkpointd has no client-streaming RPCs
+
+    def _refusal(self) -> StoreUnavailable:
+        return StoreUnavailable("the server is still waiting for its database to come up")
+
+    def _gate_unary(self, inner: Handler) -> Handler:
+        async def gated(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if not self._monitor.opened:
+                raise self._refusal()
+            return await inner(request, context)
+
+        return gated
+
+    def _gate_stream(self, method: str, inner: Handler) -> Handler:
+        async def refuse(context: grpc.aio.ServicerContext) -> None:
+            await abort_with_error(context, self._refusal(), method=method)
+
+        if inspect.isasyncgenfunction(inner):
+
+            async def gated_generator(
+                request: Any, context: grpc.aio.ServicerContext
+            ) -> AsyncIterator[Any]:
+                if not self._monitor.opened:
+                    await refuse(context)
+                async for response in inner(request, context):
+                    yield response
+
+            return gated_generator
+
+        async def gated(request: Any, context: grpc.aio.ServicerContext) -> None:
+            if not self._monitor.opened:
+                await refuse(context)
+            await inner(request, context)
+
+        return gated
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a background task and wait until it has ended (its own failure is its
+    owner's to report)."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

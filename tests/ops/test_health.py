@@ -1,0 +1,89 @@
+"""Health: SERVING only while the store answers, from a start before the database exists
+through an outage and back (contract E3), on both backends."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from checkpointd_client import CheckpointdClient, RetryPolicy, UnavailableError
+from tests.contract.helpers import checkpoint
+from tests.ops.helpers import NOT_SERVING, SERVING, EarlySidecar, HealthProbe, Outage, next_status
+
+SERVICES = (
+    "",
+    "checkpointd.v1.CheckpointService",
+    "checkpointd.v1.InterruptService",
+    "checkpointd.v1.IdempotencyService",
+)
+
+
+def test_e3_server_waits_for_a_missing_database_then_serves_without_restart(store_spec):
+    """Started while the database is away, the server answers NOT_SERVING and UNAVAILABLE
+    (STORE_UNAVAILABLE, never INTERNAL), says what it waits for, then serves when it comes."""
+    with Outage.around(store_spec) as outage:
+        outage.begin()
+        server = EarlySidecar(
+            outage.spec,
+            extra_args=["--health-interval", "0.2", "--sqlite-busy-timeout-ms", "100"],
+        )
+        try:
+            server.start()
+            server.wait_for_log("waiting for the store")
+            probe = HealthProbe(server.target)
+            for service in SERVICES:
+                assert probe.check(service) == NOT_SERVING, service
+            no_retry = RetryPolicy(max_attempts=1)
+            with CheckpointdClient(server.target, retry=no_retry) as client:
+                with pytest.raises(UnavailableError) as refused:
+                    client.get_latest_checkpoint("run-1")
+                assert refused.value.reason == "STORE_UNAVAILABLE"
+                with pytest.raises(UnavailableError) as refused_watch:
+                    next(iter(client.watch_interrupts(reconnect=False)))
+                assert refused_watch.value.reason == "STORE_UNAVAILABLE"
+                watch = probe.watch()
+                next_status(watch, NOT_SERVING)
+                outage.end()
+                next_status(watch, SERVING)
+                watch.cancel()
+                for service in SERVICES:
+                    assert probe.check(service) == SERVING, service
+                stored = client.put_checkpoint(checkpoint(f"run-{uuid.uuid4().hex}"))
+                assert client.get_latest_checkpoint(stored.execution_id) == stored
+            probe.close()
+            log = server.log_text()
+            assert "store connected" in log
+            assert "serving on" in log
+            assert server.stop() == 0
+        finally:
+            server.close()
+
+
+@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+def test_e3_health_goes_not_serving_while_postgres_is_lost_and_back_when_it_returns(store_spec):
+    """A database lost after start turns health NOT_SERVING and back to SERVING by itself;
+    both transitions are logged once."""
+    with Outage.around(store_spec) as outage:
+        server = EarlySidecar(outage.spec, extra_args=["--health-interval", "0.2"])
+        try:
+            server.start()
+            probe = HealthProbe(server.target)
+            watch = probe.watch()
+            next_status(watch, SERVING)
+            outage.begin()
+            next_status(watch, NOT_SERVING)
+            with CheckpointdClient(server.target, retry=RetryPolicy(max_attempts=1)) as client:
+                with pytest.raises(UnavailableError) as refused:
+                    client.get_latest_checkpoint("run-1")
+                assert refused.value.reason == "STORE_UNAVAILABLE"
+                outage.end()
+                next_status(watch, SERVING)
+                watch.cancel()
+                client.put_checkpoint(checkpoint("run-after-outage"))
+            probe.close()
+            log = server.log_text()
+            assert log.count("store lost") == 1
+            assert log.count("store recovered") == 1
+        finally:
+            server.close()
