@@ -8,7 +8,8 @@
         stored = client.put_checkpoint(Checkpoint(execution_id="run-1", node_id="start"))
         latest = client.get_latest_checkpoint("run-1")
 
-:class:`AsyncCheckpointdClient` has the same methods for asyncio. The fastaiagent adapter
+:class:`AsyncCheckpointdClient` has the same methods for asyncio. ``watch_interrupts`` streams
+the pending interrupts and every change to them, reconnecting by itself. The fastaiagent adapter
 lives in :mod:`checkpointd_client.fastaiagent` (install the ``fastaiagent`` extra); it is not
 imported here, so this package needs only grpcio and protobuf.
 """
@@ -37,16 +38,23 @@ from checkpointd_client.models import (
     CheckpointPage,
     DeleteExecutionResult,
     IdempotencyResult,
+    InterruptEvent,
     PendingInterrupt,
     PendingInterruptPage,
     PruneResult,
     RecordInterruptResult,
+    SnapshotComplete,
+    SnapshotItem,
+    WatchItem,
+    WatchProgress,
 )
+from checkpointd_client.watch import AsyncInterruptWatch, InterruptWatch
 
 __all__ = [
     "DEFAULT_TARGET",
     "AlreadyExistsError",
     "AsyncCheckpointdClient",
+    "AsyncInterruptWatch",
     "Checkpoint",
     "CheckpointPage",
     "CheckpointdClient",
@@ -57,6 +65,8 @@ __all__ = [
     "IdempotencyResult",
     "IntegrityError",
     "InternalError",
+    "InterruptEvent",
+    "InterruptWatch",
     "InvalidArgumentError",
     "NotFoundError",
     "OutOfRangeError",
@@ -67,6 +77,10 @@ __all__ = [
     "RecordInterruptResult",
     "ResourceExhaustedError",
     "RetryPolicy",
+    "SnapshotComplete",
+    "SnapshotItem",
     "UnauthenticatedError",
     "UnavailableError",
+    "WatchItem",
+    "WatchProgress",
 ]

@@ -4,6 +4,7 @@ the retry decision. The two clients only add the transport (blocking or awaited 
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -13,6 +14,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import grpc
+
 from checkpointd_client import _convert
 from checkpointd_client._proto.checkpointd.v1 import (
     checkpoint_service_pb2,
@@ -20,6 +23,13 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
 )
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
+from checkpointd_client.errors import (
+    CheckpointdError,
+    DeadlineExceededError,
+    OutOfRangeError,
+    ResourceExhaustedError,
+    UnavailableError,
+)
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
@@ -29,7 +39,13 @@ from checkpointd_client.models import (
     PendingInterruptPage,
     PruneResult,
     RecordInterruptResult,
+    SnapshotComplete,
+    SnapshotItem,
+    WatchItem,
+    WatchProgress,
 )
+
+_log = logging.getLogger("checkpointd_client.watch")
 
 #: Call metadata: ``(key, value)`` pairs; keys ending in ``-bin`` carry bytes.
 Metadata = Sequence[tuple[str, str | bytes]]
@@ -46,6 +62,10 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+    # Reconnect to a restarted server within about two seconds, not gRPC's default of up to
+    # two minutes: retried calls and watches (P4) resume as soon as the server is back.
+    ("grpc.initial_reconnect_backoff_ms", 250),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
     # The client retries UNAVAILABLE itself, reusing request ids (P3); gRPC's own retries
     # would multiply attempts and ignore our policy.
     ("grpc.enable_retries", 0),
@@ -332,3 +352,154 @@ def idempotency_result(
     if not response.found:
         return IdempotencyResult(found=False, value=None)
     return IdempotencyResult(found=True, value=_convert.load_json(response.result_json))
+
+
+# --- the interrupt watch ----------------------------------------------------------------
+
+#: The reason of the OUT_OF_RANGE that says a watch cursor is older than the event retention.
+CURSOR_EXPIRED = "CURSOR_EXPIRED"
+#: The reason of the RESOURCE_EXHAUSTED that ends the stream of a watcher that fell behind.
+WATCHER_TOO_SLOW = "WATCHER_TOO_SLOW"
+
+
+class WatchState:
+    """Everything about an interrupt watch that is not transport (contract I5, P4).
+
+    It builds the request of each connection from the last cursor delivered, turns responses
+    into :data:`~checkpointd_client.WatchItem`\\ s, and decides what a broken stream means:
+    reconnect from the cursor after a backoff (UNAVAILABLE, WATCHER_TOO_SLOW, a dropped or
+    ended stream), re-snapshot (CURSOR_EXPIRED), or raise.
+    """
+
+    __slots__ = (
+        "_core",
+        "_delivered",
+        "_failures",
+        "_resnapshot",
+        "agent_path_prefix",
+        "chain_name",
+        "cursor",
+        "deadline",
+        "reason",
+        "reconnect",
+    )
+
+    def __init__(
+        self,
+        core: ClientCore,
+        *,
+        after_cursor: int,
+        chain_name: str | None,
+        reason: str | None,
+        agent_path_prefix: str | None,
+        reconnect: bool,
+        timeout: float | None,
+    ) -> None:
+        if isinstance(after_cursor, bool) or not isinstance(after_cursor, int):
+            raise TypeError(f"after_cursor must be an int, got {type(after_cursor).__name__}")
+        if after_cursor < 0:
+            raise ValueError(
+                f"after_cursor must be >= 0 (0 starts with a snapshot), got {after_cursor}"
+            )
+        self._core = core
+        self.cursor = after_cursor  # the last cursor delivered: where a reconnect resumes
+        self.chain_name = chain_name
+        self.reason = reason
+        self.agent_path_prefix = agent_path_prefix
+        self.reconnect = reconnect
+        self.deadline = None if timeout is None else core.deadline(timeout)
+        self._delivered = False  # whether any item has been handed to the caller
+        self._resnapshot = False  # whether the snapshot being sent replaces an earlier one
+        self._failures = 0  # connection failures since the last item received
+
+    def request(self) -> interrupt_service_pb2.WatchInterruptsRequest:
+        """Build the request of the next connection, resuming after the last cursor."""
+        if self.cursor == 0 and self._delivered:
+            # A snapshot again: what the caller built from earlier items must be replaced.
+            self._resnapshot = True
+        return interrupt_service_pb2.WatchInterruptsRequest(
+            namespace=self._core.namespace,
+            after_cursor=self.cursor,
+            chain_name=self.chain_name,
+            reason=self.reason,
+            agent_path_prefix=self.agent_path_prefix,
+        )
+
+    def call_timeout(self) -> float | None:
+        """The gRPC deadline of the next connection: what is left of the watch's timeout."""
+        if self.deadline is None:
+            return None
+        return max(ClientCore.remaining(self.deadline), 0.001)
+
+    def accept(self, response: interrupt_service_pb2.WatchInterruptsResponse) -> WatchItem | None:
+        """Turn one response into the item to deliver (``None``: nothing to deliver)."""
+        self._failures = 0
+        item: WatchItem
+        kind = response.WhichOneof("item")
+        if kind == "snapshot":
+            item = SnapshotItem(
+                pending=_convert.pending_from_proto(response.snapshot),
+                resnapshot=self._resnapshot,
+            )
+        elif kind == "snapshot_complete":
+            item = SnapshotComplete(
+                cursor=response.snapshot_complete.cursor, resnapshot=self._resnapshot
+            )
+            self.cursor = item.cursor
+            self._resnapshot = False
+        elif kind == "event":
+            event = _convert.interrupt_event_from_proto(response.event)
+            item = event if event is not None else WatchProgress(cursor=response.event.cursor)
+            self.cursor = item.cursor
+        elif kind == "progress":
+            item = WatchProgress(cursor=response.progress.cursor)
+            self.cursor = max(self.cursor, item.cursor)
+        else:  # an item kind added by a newer server: nothing this client can deliver
+            return None
+        self._delivered = True
+        return item
+
+    def after_stream_end(self, error: CheckpointdError | None) -> float | None:
+        """Decide what to do when a stream ended, with ``error`` or cleanly (``None``).
+
+        Returns the seconds to wait before reconnecting, or ``None`` when the watch is over
+        (a clean end with reconnecting off). Raises ``error`` when it cannot be recovered
+        from, or when the wait would pass the watch's deadline.
+        """
+        if not self.reconnect:
+            if error is not None:
+                raise error
+            return None
+        if isinstance(error, OutOfRangeError) and error.reason == CURSOR_EXPIRED:
+            _log.info("watch cursor %d expired; taking a new snapshot", self.cursor)
+            self.cursor = 0
+            self._delivered = True  # the snapshot that follows replaces the caller's view
+            return 0.0
+        if not self.retriable(error):
+            assert error is not None
+            raise error
+        self._failures += 1
+        delay = self._core.retry.backoff(self._failures, rng=self._core._rng)
+        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            if error is not None:
+                raise error
+            raise DeadlineExceededError(
+                "the watch's timeout passed", code=grpc.StatusCode.DEADLINE_EXCEEDED
+            )
+        _log.info(
+            "watch stream ended (%s); reconnecting after cursor %d in %.2f s",
+            "it ended" if error is None else error,
+            self.cursor,
+            delay,
+        )
+        return delay
+
+    @staticmethod
+    def retriable(error: CheckpointdError | None) -> bool:
+        """Whether a watch that ended with ``error`` resumes from its cursor."""
+        if error is None or isinstance(error, UnavailableError):
+            return True  # a stream that ended, a dropped connection, a server going away
+        if isinstance(error, ResourceExhaustedError):
+            return error.reason == WATCHER_TOO_SLOW
+        # Cancelled by the server or a proxy (not by us: a closed watch never gets here).
+        return bool(error.code == grpc.StatusCode.CANCELLED)

@@ -14,8 +14,14 @@ from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2
-from checkpointd_client.models import CHECKPOINT_STATUSES, Checkpoint, PendingInterrupt
+from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2, interrupt_service_pb2
+from checkpointd_client.models import (
+    CHECKPOINT_STATUSES,
+    Checkpoint,
+    InterruptEvent,
+    InterruptEventType,
+    PendingInterrupt,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -25,6 +31,12 @@ _STATUS_TO_PROTO: dict[str, checkpoint_pb2.CheckpointStatus.ValueType] = {
     "failed": checkpoint_pb2.CHECKPOINT_STATUS_FAILED,
 }
 _STATUS_FROM_PROTO: dict[int, str] = {v: k for k, v in _STATUS_TO_PROTO.items()}
+
+_EVENT_TYPE_FROM_PROTO: dict[int, InterruptEventType] = {
+    interrupt_service_pb2.INTERRUPT_EVENT_TYPE_ADDED: "added",
+    interrupt_service_pb2.INTERRUPT_EVENT_TYPE_CLAIMED: "claimed",
+    interrupt_service_pb2.INTERRUPT_EVENT_TYPE_REMOVED: "removed",
+}
 
 
 # --- JSON -------------------------------------------------------------------------------
@@ -177,4 +189,18 @@ def pending_from_proto(msg: checkpoint_pb2.PendingInterrupt) -> PendingInterrupt
         agent_path=msg.agent_path if msg.HasField("agent_path") else None,
         created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
         checkpoint_id=msg.checkpoint_id,
+    )
+
+
+def interrupt_event_from_proto(msg: interrupt_service_pb2.InterruptEvent) -> InterruptEvent | None:
+    """Build an interrupt event from its wire message; ``None`` for a type this client does
+    not know (a newer server), which the watch then passes over as progress."""
+    kind = _EVENT_TYPE_FROM_PROTO.get(msg.type)
+    if kind is None:
+        return None
+    return InterruptEvent(
+        cursor=msg.cursor,
+        type=kind,
+        pending=pending_from_proto(msg.pending),
+        event_time=timestamp_to_datetime(msg.event_time),
     )

@@ -51,6 +51,7 @@ from checkpointd_client.models import (
     PruneResult,
     RecordInterruptResult,
 )
+from checkpointd_client.watch import AsyncInterruptWatch, InterruptWatch
 
 __all__ = ["AsyncCheckpointdClient", "CheckpointdClient"]
 
@@ -402,6 +403,48 @@ class CheckpointdClient:
             token = page.next_page_token
             if not token:
                 return
+
+    def watch_interrupts(
+        self,
+        *,
+        after_cursor: int = 0,
+        chain_name: str | None = None,
+        reason: str | None = None,
+        agent_path_prefix: str | None = None,
+        reconnect: bool = True,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> InterruptWatch:
+        """Watch the namespace's pending interrupts: a snapshot, then every change (I5, P4).
+
+        Returns a closeable iterator of :data:`~checkpointd_client.WatchItem`. With
+        ``after_cursor`` 0 it starts with a snapshot (:class:`~checkpointd_client.SnapshotItem`
+        per pending interrupt, then :class:`~checkpointd_client.SnapshotComplete`); with the
+        cursor of the last event processed it continues after it, without a snapshot. The
+        filters match as in :meth:`list_pending_interrupts`.
+
+        With ``reconnect`` (the default) a broken stream is resumed from the last cursor
+        delivered, after the client's retry backoff, for as long as the watch is open; an
+        expired cursor (OUT_OF_RANGE) leads to a new snapshot whose items are flagged
+        ``resnapshot``. Without it the first error is raised. ``timeout`` bounds the whole
+        watch, reconnects included (``None``, the default: no bound; the client's default
+        timeout does not apply to a watch).
+        """
+        state = _base.WatchState(
+            self._core,
+            after_cursor=after_cursor,
+            chain_name=chain_name,
+            reason=reason,
+            agent_path_prefix=agent_path_prefix,
+            reconnect=reconnect,
+            timeout=timeout,
+        )
+        return InterruptWatch(
+            lambda: self._interrupts.WatchInterrupts,
+            state,
+            self._core.call_metadata(metadata),
+            lambda: self._closed,
+        )
 
     # --- idempotency --------------------------------------------------------------------
 
@@ -789,6 +832,38 @@ class AsyncCheckpointdClient:
             token = page.next_page_token
             if not token:
                 return
+
+    def watch_interrupts(
+        self,
+        *,
+        after_cursor: int = 0,
+        chain_name: str | None = None,
+        reason: str | None = None,
+        agent_path_prefix: str | None = None,
+        reconnect: bool = True,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> AsyncInterruptWatch:
+        """Watch the namespace's pending interrupts (I5, P4): ``async for item in ...``.
+
+        The same as the sync client's :meth:`CheckpointdClient.watch_interrupts`; the stream
+        opens on the first ``__anext__``, in the running event loop.
+        """
+        state = _base.WatchState(
+            self._core,
+            after_cursor=after_cursor,
+            chain_name=chain_name,
+            reason=reason,
+            agent_path_prefix=agent_path_prefix,
+            reconnect=reconnect,
+            timeout=timeout,
+        )
+        return AsyncInterruptWatch(
+            lambda: self._interrupts.WatchInterrupts,
+            state,
+            self._core.call_metadata(metadata),
+            lambda: self._closed,
+        )
 
     # --- idempotency --------------------------------------------------------------------
 

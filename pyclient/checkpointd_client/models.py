@@ -10,18 +10,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "CHECKPOINT_STATUSES",
+    "INTERRUPT_EVENT_TYPES",
     "Checkpoint",
     "CheckpointPage",
     "DeleteExecutionResult",
     "IdempotencyResult",
+    "InterruptEvent",
+    "InterruptEventType",
     "PendingInterrupt",
     "PendingInterruptPage",
     "PruneResult",
     "RecordInterruptResult",
+    "SnapshotComplete",
+    "SnapshotItem",
+    "WatchItem",
+    "WatchProgress",
 ]
 
 #: The values :attr:`Checkpoint.status` may take.
@@ -159,3 +166,66 @@ class IdempotencyResult:
     """Whether a result is cached. A cached JSON ``null`` is found with ``value`` ``None``."""
     value: Any = None
     """The cached result, when found."""
+
+
+# --- the interrupt watch (contract I5, P4) ---------------------------------------------------
+
+#: What happened to a pending interrupt.
+InterruptEventType: TypeAlias = Literal["added", "claimed", "removed"]
+#: The values :attr:`InterruptEvent.type` may take.
+INTERRUPT_EVENT_TYPES: tuple[InterruptEventType, ...] = ("added", "claimed", "removed")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotItem:
+    """One pending interrupt that existed when the watch took its snapshot."""
+
+    pending: PendingInterrupt
+    """The pending interrupt."""
+    resnapshot: bool = False
+    """``True`` when this snapshot replaces what the watch delivered before (its cursor had
+    expired, or the connection broke mid-snapshot): forget the pending set you built and
+    rebuild it from this snapshot."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SnapshotComplete:
+    """The snapshot is complete: every pending interrupt matching the filters was delivered."""
+
+    cursor: int
+    """The cursor the snapshot was taken at; live events follow with cursors above it."""
+    resnapshot: bool = False
+    """``True`` when the snapshot just completed replaced an earlier one (see
+    :attr:`SnapshotItem.resnapshot`): pending interrupts not in it are gone."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InterruptEvent:
+    """One change to a pending interrupt, in cursor order."""
+
+    cursor: int
+    """The position of the event in the store's outbox; monotonic per store."""
+    type: InterruptEventType
+    """``"added"`` (a run paused), ``"claimed"`` (a resumer won it) or ``"removed"`` (its
+    execution was deleted)."""
+    pending: PendingInterrupt
+    """The pending interrupt the event is about, as it was when the event was written."""
+    event_time: datetime
+    """When the change was committed, by the clock of the server that made it (UTC)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WatchProgress:
+    """The server has read up to ``cursor`` without an event matching the watch's filters."""
+
+    cursor: int
+    """Every event up to this cursor has been considered for this watch."""
+
+
+#: One item of an interrupt watch; match on the class::
+#:
+#:     match item:
+#:         case SnapshotItem(pending=p) | InterruptEvent(type="added", pending=p): ...
+#:         case InterruptEvent(type="claimed" | "removed", pending=p): ...
+#:         case SnapshotComplete() | WatchProgress(): ...
+WatchItem: TypeAlias = SnapshotItem | SnapshotComplete | InterruptEvent | WatchProgress

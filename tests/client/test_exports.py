@@ -21,6 +21,7 @@ PUBLIC_NAMES = [
     "DEFAULT_TARGET",
     "AlreadyExistsError",
     "AsyncCheckpointdClient",
+    "AsyncInterruptWatch",
     "Checkpoint",
     "CheckpointPage",
     "CheckpointdClient",
@@ -31,6 +32,8 @@ PUBLIC_NAMES = [
     "IdempotencyResult",
     "IntegrityError",
     "InternalError",
+    "InterruptEvent",
+    "InterruptWatch",
     "InvalidArgumentError",
     "NotFoundError",
     "OutOfRangeError",
@@ -41,8 +44,12 @@ PUBLIC_NAMES = [
     "RecordInterruptResult",
     "ResourceExhaustedError",
     "RetryPolicy",
+    "SnapshotComplete",
+    "SnapshotItem",
     "UnauthenticatedError",
     "UnavailableError",
+    "WatchItem",
+    "WatchProgress",
 ]
 
 

@@ -1,0 +1,324 @@
+"""``checkpointd interrupts list|watch``: the pending interrupts of a namespace, for people.
+
+``list`` prints an aligned table, newest first. ``watch`` prints the pending set and then one
+line per change as it happens (``--json``: one JSON object per line, for machines), and
+reconnects by itself when the server goes away. Both talk to a running server through the
+Python client; ``--target`` defaults to ``$CHECKPOINTD_TARGET``, then 127.0.0.1:7470.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any
+
+from checkpointd_client import (
+    CheckpointdClient,
+    CheckpointdError,
+    InterruptEvent,
+    PendingInterrupt,
+    SnapshotComplete,
+    SnapshotItem,
+    WatchItem,
+    WatchProgress,
+)
+
+__all__ = ["format_age", "format_table", "register"]
+
+COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "AGE")
+#: The most rows ``list`` asks for per page (the server's cap).
+PAGE_CAP = 1000
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
+    return value
+
+
+def _common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="the server: host:port or unix:///path "
+        "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
+    )
+    parser.add_argument(
+        "--namespace", default="default", help="the namespace to read [default: %(default)s]"
+    )
+    parser.add_argument("--chain", help="only interrupts of this chain name")
+    parser.add_argument("--reason", help="only interrupts with this reason")
+    parser.add_argument(
+        "--agent-path-prefix", help="only interrupts whose agent_path starts with this"
+    )
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``interrupts list`` and ``interrupts watch`` to the command line."""
+    interrupts = commands.add_parser(
+        "interrupts",
+        help="list or watch pending interrupts",
+        description="Read the runs that paused for a human, from a running server.",
+    )
+    actions = interrupts.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    listing = actions.add_parser(
+        "list",
+        help="print the pending interrupts as a table, newest first",
+        description="Print the pending interrupts of a namespace as a table, newest first.",
+    )
+    _common_arguments(listing)
+    listing.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=100,
+        help="the most rows to print [default: %(default)s]",
+    )
+    listing.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        help="seconds each request may take [default: %(default)s]",
+    )
+    listing.set_defaults(handler=run_list)
+
+    watch = actions.add_parser(
+        "watch",
+        help="print the pending interrupts, then every change as it happens",
+        description="Print the pending interrupts of a namespace, then one line per change "
+        "(added, claimed, removed) until interrupted. Reconnects by itself after a server "
+        "restart, losing nothing.",
+    )
+    _common_arguments(watch)
+    watch.add_argument(
+        "--after-cursor",
+        type=_non_negative_int,
+        default=0,
+        help="continue after this cursor (from an earlier --json line) instead of starting "
+        "with a snapshot [default: 0, a snapshot]",
+    )
+    watch.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per line: kind snapshot, snapshot_complete, event or progress",
+    )
+    watch.set_defaults(handler=run_watch)
+
+
+# --- formatting ---------------------------------------------------------------------------
+
+
+def format_age(created_at: datetime | None, now: datetime) -> str:
+    """Return a short age: ``42s``, ``5m``, ``3h``, ``2d`` (``-`` when unknown)."""
+    if created_at is None:
+        return "-"
+    seconds = max(int((now - created_at).total_seconds()), 0)
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
+    """Return the header and one line per row, each column as wide as its widest cell."""
+    cells = [
+        (
+            p.execution_id,
+            p.chain_name or "-",
+            p.reason or "-",
+            p.node_id or "-",
+            p.agent_path or "-",
+            format_age(p.created_at, now),
+        )
+        for p in rows
+    ]
+    widths = [max(len(c[i]) for c in [COLUMNS, *cells]) for i in range(len(COLUMNS))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [COLUMNS, *cells]
+    ]
+
+
+def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
+    """Return a pending interrupt as a JSON object (times as ISO 8601 UTC)."""
+    return {
+        "execution_id": pending.execution_id,
+        "chain_name": pending.chain_name,
+        "node_id": pending.node_id,
+        "reason": pending.reason,
+        "context": pending.context,
+        "agent_path": pending.agent_path,
+        "created_at": pending.created_at.isoformat() if pending.created_at else None,
+        "checkpoint_id": pending.checkpoint_id,
+    }
+
+
+def item_json(item: WatchItem) -> dict[str, Any]:
+    """Return one watch item as the JSON object ``watch --json`` prints."""
+    match item:
+        case SnapshotItem():
+            return {
+                "kind": "snapshot",
+                "resnapshot": item.resnapshot,
+                "pending": pending_json(item.pending),
+            }
+        case SnapshotComplete():
+            return {
+                "kind": "snapshot_complete",
+                "cursor": item.cursor,
+                "resnapshot": item.resnapshot,
+            }
+        case InterruptEvent():
+            return {
+                "kind": "event",
+                "cursor": item.cursor,
+                "type": item.type,
+                "event_time": item.event_time.isoformat(),
+                "pending": pending_json(item.pending),
+            }
+        case WatchProgress():
+            return {"kind": "progress", "cursor": item.cursor}
+
+
+def _describe(pending: PendingInterrupt) -> str:
+    parts = [
+        pending.execution_id,
+        f"chain={pending.chain_name or '-'}",
+        f"reason={pending.reason or '-'}",
+        f"node={pending.node_id or '-'}",
+    ]
+    if pending.agent_path:
+        parts.append(f"agent_path={pending.agent_path}")
+    return " ".join(parts)
+
+
+def item_line(item: WatchItem, now: datetime) -> str | None:
+    """Return the human line for one watch item (``None``: nothing to print on stdout)."""
+    match item:
+        case SnapshotItem():
+            age = format_age(item.pending.created_at, now)
+            return f"{'pending':<8} {_describe(item.pending)} age={age}"
+        case InterruptEvent():
+            when = item.event_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            return f"{item.type:<8} {_describe(item.pending)} at={when} cursor={item.cursor}"
+        case _:
+            return None
+
+
+# --- commands -----------------------------------------------------------------------------
+
+
+def _fail(exc: CheckpointdError | ValueError) -> int:
+    print(f"checkpointd: error: {exc}", file=sys.stderr)
+    return 1
+
+
+def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Print the pending interrupts as a table; 1 when the server answers an error."""
+    rows: list[PendingInterrupt] = []
+    more = False
+    try:
+        with CheckpointdClient(
+            args.target, namespace=args.namespace, timeout=args.timeout
+        ) as client:
+            token = ""
+            while len(rows) < args.limit:
+                page = client.list_pending_interrupts(
+                    page_size=min(args.limit - len(rows), PAGE_CAP),
+                    page_token=token,
+                    chain_name=args.chain,
+                    reason=args.reason,
+                    agent_path_prefix=args.agent_path_prefix,
+                )
+                rows.extend(page.pending_interrupts)
+                token = page.next_page_token
+                if not token:
+                    break
+            more = bool(token)
+    except (CheckpointdError, ValueError) as exc:
+        return _fail(exc)
+    if not rows:
+        print(f"no pending interrupts in namespace {args.namespace!r}", file=sys.stderr)
+        return 0
+    for line in format_table(rows[: args.limit], datetime.now(UTC)):
+        print(line)
+    if more:
+        print(f"(showing the newest {args.limit}; raise --limit for more)", file=sys.stderr)
+    return 0
+
+
+def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Print the pending set and every change until Ctrl-C or SIGTERM, then exit 0."""
+    logging.basicConfig(level=logging.WARNING, format="checkpointd: %(message)s")
+    logging.getLogger("checkpointd_client.watch").setLevel(logging.INFO)
+    try:
+        client = CheckpointdClient(args.target, namespace=args.namespace)
+    except ValueError as exc:
+        return _fail(exc)
+    with client:
+        try:
+            watch = client.watch_interrupts(
+                after_cursor=args.after_cursor,
+                chain_name=args.chain,
+                reason=args.reason,
+                agent_path_prefix=args.agent_path_prefix,
+            )
+        except ValueError as exc:
+            return _fail(exc)
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            watch.close()
+
+        previous = signal.signal(signal.SIGTERM, stop)
+        try:
+            for item in watch:
+                _print_item(item, args.json)
+        except KeyboardInterrupt:
+            watch.close()
+        except CheckpointdError as exc:
+            return _fail(exc)
+        except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to do
+            sys.stderr.close()
+            return 0
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def _print_item(item: WatchItem, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(item_json(item), ensure_ascii=False, sort_keys=True), flush=True)
+        return
+    line = item_line(item, datetime.now(UTC))
+    if line is not None:
+        print(line, flush=True)
+    elif isinstance(item, SnapshotComplete):
+        note = "new snapshot complete" if item.resnapshot else "snapshot complete"
+        print(f"-- {note} at cursor {item.cursor}; watching for changes --", file=sys.stderr)

@@ -1,0 +1,353 @@
+"""The Python watch iterators over a real server (contract I5, P4), on both backends.
+
+The sync :class:`~checkpointd_client.InterruptWatch` and the asyncio
+:class:`~checkpointd_client.AsyncInterruptWatch` see the snapshot, its marker and then live
+events; they reconnect by themselves after the server is killed or restarted, delivering every
+event exactly once, in outbox order; and they take a new snapshot, flagged as such, when their
+cursor has expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from checkpointd_client import (
+    AsyncCheckpointdClient,
+    CheckpointdClient,
+    InterruptEvent,
+    InterruptWatch,
+    InvalidArgumentError,
+    OutOfRangeError,
+    RetryPolicy,
+    SnapshotComplete,
+    SnapshotItem,
+    UnavailableError,
+    WatchItem,
+    WatchProgress,
+)
+from tests.support.sidecar import Sidecar
+
+from .helpers import interrupted
+
+#: Reconnect quickly: a test waits for the server to come back, not for a long backoff.
+FAST = RetryPolicy(initial_backoff=0.02, max_backoff=0.2)
+#: The bound of every watch here: a broken server fails the test instead of hanging it.
+WATCH_TIMEOUT = 60.0
+
+
+def record(client: CheckpointdClient, execution_id: str, **fields: object) -> None:
+    """Record an interrupt for ``execution_id``."""
+    cp, pending = interrupted(execution_id, **fields)
+    client.record_interrupt(cp, pending)
+
+
+def events_only(items: list[WatchItem]) -> list[InterruptEvent]:
+    """The events among watch items."""
+    return [i for i in items if isinstance(i, InterruptEvent)]
+
+
+def key(event: InterruptEvent) -> tuple[int, str, str]:
+    """What identifies an event in the outbox: its cursor, type and execution."""
+    return (event.cursor, event.type, event.pending.execution_id)
+
+
+def next_event(watch: Iterator[WatchItem]) -> InterruptEvent:
+    """The next event of a watch, passing over progress."""
+    for item in watch:
+        if isinstance(item, InterruptEvent):
+            return item
+        assert isinstance(item, WatchProgress), item
+    raise AssertionError("the watch ended")
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` otherwise."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class Collector:
+    """Runs a sync watch in a thread and keeps every item it yields."""
+
+    def __init__(self, watch: InterruptWatch) -> None:
+        self.watch = watch
+        self.items: list[WatchItem] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for item in self.watch:
+                self.items.append(item)
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+
+    def events(self) -> list[InterruptEvent]:
+        return events_only(list(self.items))
+
+    def wait_events(self, count: int) -> list[InterruptEvent]:
+        wait_until(lambda: len(self.events()) >= count or self.error is not None, f"{count} events")
+        assert self.error is None, self.error
+        return self.events()
+
+    def stop(self) -> None:
+        self.watch.close()
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "close() did not end the iteration"
+        assert self.error is None, self.error
+
+
+def replay(target: str, after_cursor: int, count: int) -> list[InterruptEvent]:
+    """Read ``count`` events after ``after_cursor`` from the outbox with a fresh watch."""
+    with CheckpointdClient(target) as client:
+        watch = client.watch_interrupts(
+            after_cursor=after_cursor, reconnect=False, timeout=WATCH_TIMEOUT
+        )
+        with watch:
+            return [next_event(watch) for _ in range(count)]
+
+
+def test_i5_p4_sync_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar):
+    """The sync iterator yields the pending set newest first, the marker, then each change."""
+    with CheckpointdClient(sidecar.target, retry=FAST) as client:
+        record(client, "old-1")
+        record(client, "old-2")
+        record(client, "other", chain_name="elsewhere")
+        with client.watch_interrupts(chain_name="flow", timeout=WATCH_TIMEOUT) as watch:
+            first = [next(watch), next(watch), next(watch)]
+            assert [type(i) for i in first] == [SnapshotItem, SnapshotItem, SnapshotComplete]
+            assert [i.pending.execution_id for i in first[:2]] == ["old-2", "old-1"]  # type: ignore[union-attr]
+            assert not any(i.resnapshot for i in first)  # type: ignore[union-attr]
+            marker = first[2]
+            assert isinstance(marker, SnapshotComplete)
+            assert watch.cursor == marker.cursor
+
+            record(client, "new-1", interrupt_context={"amount": 2**70})
+            record(client, "other-2", chain_name="elsewhere")  # filtered out
+            client.claim_interrupt("old-1")
+            client.delete_execution("old-2")
+            events = [next_event(watch) for _ in range(3)]
+            assert [(e.type, e.pending.execution_id) for e in events] == [
+                ("added", "new-1"),
+                ("claimed", "old-1"),
+                ("removed", "old-2"),
+            ]
+            assert events[0].pending.context == {"amount": 2**70}
+            cursors = [marker.cursor, *(e.cursor for e in events)]
+            assert cursors == sorted(set(cursors)), "cursors must increase"
+            assert watch.cursor == events[-1].cursor
+            assert all(e.event_time.tzinfo is not None for e in events)
+        assert watch.closed
+        assert list(watch) == []
+
+
+async def test_i5_p4_async_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar):
+    """The async iterator yields the same shape: snapshot, marker, then live events."""
+    async with AsyncCheckpointdClient(sidecar.target, retry=FAST) as client:
+        cp, pending = interrupted("old-1")
+        await client.record_interrupt(cp, pending)
+        async with client.watch_interrupts(timeout=WATCH_TIMEOUT) as watch:
+            seen: list[WatchItem] = []
+            async for item in watch:
+                seen.append(item)
+                if isinstance(item, SnapshotComplete):
+                    cp, pending = interrupted("new-1")
+                    await client.record_interrupt(cp, pending)
+                    await client.claim_interrupt("new-1")
+                if len(events_only(seen)) == 2:
+                    break
+            assert isinstance(seen[0], SnapshotItem)
+            assert seen[0].pending.execution_id == "old-1"
+            assert isinstance(seen[1], SnapshotComplete)
+            assert [(e.type, e.pending.execution_id) for e in events_only(seen)] == [
+                ("added", "new-1"),
+                ("claimed", "new-1"),
+            ]
+            assert watch.cursor == events_only(seen)[-1].cursor
+
+
+def test_p4_sync_watch_survives_kill_9_with_no_gap_or_duplicate(
+    sidecar_factory: Callable[..., Sidecar],
+):
+    """Killed mid-stream and restarted, the watched server's stream resumes from the cursor:
+    the events delivered equal the outbox, in order, while writes went on through a replica."""
+    watched, writer_server = sidecar_factory(), sidecar_factory()
+    with (
+        CheckpointdClient(writer_server.target, retry=FAST) as writer,
+        CheckpointdClient(watched.target, retry=FAST) as client,
+    ):
+        record(writer, "before")
+        collector = Collector(client.watch_interrupts(timeout=WATCH_TIMEOUT))
+        wait_until(lambda: any(isinstance(i, SnapshotComplete) for i in collector.items), "marker")
+        marker = next(i for i in collector.items if isinstance(i, SnapshotComplete))
+
+        expected: list[tuple[str, str]] = []
+        for n in range(4):
+            record(writer, f"live-{n}")
+            expected.append(("added", f"live-{n}"))
+        collector.wait_events(4)
+
+        watched.kill()  # the stream breaks mid-flight; the watch keeps retrying
+        for n in range(4):
+            record(writer, f"gap-{n}")
+            expected.append(("added", f"gap-{n}"))
+        writer.claim_interrupt("live-0")
+        expected.append(("claimed", "live-0"))
+        writer.delete_execution("before")
+        expected.append(("removed", "before"))
+        watched.start()
+        record(writer, "after")
+        expected.append(("added", "after"))
+
+        delivered = collector.wait_events(len(expected))
+        collector.stop()
+        assert [(e.type, e.pending.execution_id) for e in delivered] == expected
+        outbox = replay(writer_server.target, marker.cursor, len(expected))
+        assert [key(e) for e in delivered] == [key(e) for e in outbox]
+        assert not any(isinstance(i, SnapshotItem) for i in collector.items[2:])
+
+
+async def test_p4_async_watch_resumes_after_a_graceful_restart(
+    sidecar_factory: Callable[..., Sidecar],
+):
+    """A server stopped with SIGTERM ends the stream; the async watch reconnects from its
+    cursor to the restarted server and misses none of the events a replica wrote meanwhile."""
+    watched, writer_server = sidecar_factory(), sidecar_factory()
+    async with (
+        AsyncCheckpointdClient(watched.target, retry=FAST) as client,
+        AsyncCheckpointdClient(writer_server.target, retry=FAST) as writer,
+    ):
+        seen: list[WatchItem] = []
+        first_event = asyncio.Event()
+
+        async def consume() -> None:
+            async with client.watch_interrupts(timeout=WATCH_TIMEOUT) as watch:
+                async for item in watch:
+                    seen.append(item)
+                    if isinstance(item, InterruptEvent):
+                        first_event.set()
+                    if len(events_only(seen)) == 3:
+                        return
+
+        task = asyncio.create_task(consume())
+        for name in ("one", "two", "three"):
+            cp, pending = interrupted(name)
+            await writer.record_interrupt(cp, pending)
+            if name == "one":
+                await asyncio.wait_for(first_event.wait(), WATCH_TIMEOUT)
+                await asyncio.to_thread(watched.stop)
+            elif name == "two":
+                await asyncio.to_thread(watched.start)
+        await asyncio.wait_for(task, WATCH_TIMEOUT)
+        events = events_only(seen)
+        assert [e.pending.execution_id for e in events] == ["one", "two", "three"]
+        assert [e.cursor for e in events] == sorted({e.cursor for e in events})
+        assert isinstance(seen[0], SnapshotComplete)
+        assert not any(isinstance(i, SnapshotItem) for i in seen)
+
+
+def test_p4_close_from_another_thread_ends_a_blocked_iteration(sidecar: Sidecar):
+    """close() while next() waits for an event ends the iteration; the client still works."""
+    with CheckpointdClient(sidecar.target) as client:
+        collector = Collector(client.watch_interrupts(timeout=WATCH_TIMEOUT))
+        wait_until(lambda: bool(collector.items), "the marker")
+        collector.stop()
+        assert [type(i) for i in collector.items] == [SnapshotComplete]
+        assert client.list_pending_interrupts().pending_interrupts == []
+
+
+async def test_p4_aclose_from_another_task_ends_a_waiting_iteration(sidecar: Sidecar):
+    """aclose() while __anext__ waits ends the iteration with StopAsyncIteration."""
+    async with AsyncCheckpointdClient(sidecar.target) as client:
+        watch = client.watch_interrupts(timeout=WATCH_TIMEOUT)
+        assert isinstance(await anext(watch), SnapshotComplete)
+        waiting = asyncio.create_task(anext(watch))
+        await asyncio.sleep(0.1)
+        await watch.aclose()
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(waiting, 10)
+        assert (await client.list_pending_interrupts()).pending_interrupts == []
+
+
+def test_p4_errors_that_are_not_transient_are_raised(sidecar: Sidecar):
+    """A bad namespace is raised at once, not retried; without reconnect a lost server is
+    raised as UNAVAILABLE; a negative cursor is refused before anything is sent."""
+    bad = CheckpointdClient(sidecar.target, namespace="Bad Namespace!", retry=FAST)
+    with bad, pytest.raises(InvalidArgumentError):
+        next(bad.watch_interrupts(timeout=WATCH_TIMEOUT))
+    with CheckpointdClient(sidecar.target, retry=FAST) as client:
+        with pytest.raises(ValueError, match="after_cursor"):
+            client.watch_interrupts(after_cursor=-1)
+        watch = client.watch_interrupts(reconnect=False, timeout=WATCH_TIMEOUT)
+        assert isinstance(next(watch), SnapshotComplete)
+        sidecar.kill()
+        with pytest.raises(UnavailableError):
+            next(watch)
+        assert list(watch) == []
+
+
+def test_p4_namespaces_are_watched_apart(sidecar: Sidecar):
+    """A watch sees its own namespace only (N1)."""
+    ns = f"ns-{uuid.uuid4().hex[:8]}"
+    with (
+        CheckpointdClient(sidecar.target) as default,
+        CheckpointdClient(sidecar.target, namespace=ns) as other,
+    ):
+        record(other, "theirs")
+        with default.watch_interrupts(timeout=WATCH_TIMEOUT) as watch:
+            assert isinstance(next(watch), SnapshotComplete)
+            record(other, "theirs-2")
+            record(default, "mine")
+            assert next_event(watch).pending.execution_id == "mine"
+
+
+def test_p4_i5_expired_cursor_leads_to_a_flagged_resnapshot(
+    sidecar_factory: Callable[..., Sidecar],
+):
+    """A cursor older than --event-retention is OUT_OF_RANGE; the reconnecting watch answers
+    it with a new snapshot whose items and marker say resnapshot, then goes on live."""
+    server = sidecar_factory("--event-retention", "1")
+    with CheckpointdClient(server.target, retry=FAST) as client:
+        record(client, "a")
+        with client.watch_interrupts(reconnect=False, timeout=WATCH_TIMEOUT) as first:
+            assert isinstance(next(first), SnapshotItem)
+            marker = next(first)
+            assert isinstance(marker, SnapshotComplete)
+        record(client, "b")
+        reasons: list[str] = []
+
+        def expired() -> bool:
+            probe = client.watch_interrupts(
+                after_cursor=marker.cursor, reconnect=False, timeout=WATCH_TIMEOUT
+            )
+            with probe:
+                try:
+                    next(probe)
+                except OutOfRangeError as exc:
+                    reasons.append(exc.reason)
+                    return True
+                return False
+
+        wait_until(expired, "the events to expire", timeout=WATCH_TIMEOUT)
+        assert reasons == ["CURSOR_EXPIRED"]
+        with client.watch_interrupts(after_cursor=marker.cursor, timeout=WATCH_TIMEOUT) as watch:
+            again = [next(watch), next(watch), next(watch)]
+            assert [type(i) for i in again] == [SnapshotItem, SnapshotItem, SnapshotComplete]
+            assert [i.pending.execution_id for i in again[:2]] == ["b", "a"]  # type: ignore[union-attr]
+            assert all(i.resnapshot for i in again)  # type: ignore[union-attr]
+            resnapshot_cursor = watch.cursor
+            assert resnapshot_cursor > marker.cursor
+            client.claim_interrupt("a")
+            claimed = next_event(watch)
+            assert (claimed.type, claimed.pending.execution_id) == ("claimed", "a")
+            assert claimed.cursor > resnapshot_cursor

@@ -1,0 +1,200 @@
+"""`checkpointd interrupts list|watch` against a real server, as a person or a script runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+from checkpointd.cli.interrupts import format_age
+from checkpointd_client import CheckpointdClient
+from tests.contract.helpers import interrupted
+from tests.support.sidecar import Sidecar
+
+TIMEOUT = 30
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `checkpointd ...` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "checkpointd", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def record(client: CheckpointdClient, execution_id: str, **fields: Any) -> None:
+    cp, pending = interrupted(execution_id, **fields)
+    client.record_interrupt(cp, pending)
+
+
+def test_i4_interrupts_list_prints_an_aligned_table_newest_first(sidecar: Sidecar):
+    """The table has a header, one row per pending interrupt, newest first, columns aligned;
+    filters and --limit apply; the target comes from $CHECKPOINTD_TARGET."""
+    old = datetime.now(UTC) - timedelta(hours=3)
+    with CheckpointdClient(sidecar.target, namespace="team") as client:
+        record(client, "exec-a", created_at=old)
+        record(client, "exec-long-identifier-b", chain_name="refunds", agent_path="swarm:s/a:x")
+        record(client, "exec-c", node_id="review")
+
+    result = cli(
+        "interrupts", "list", "--namespace", "team", env={"CHECKPOINTD_TARGET": sidecar.target}
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "AGE"]
+    assert [line.split()[0] for line in lines[1:]] == ["exec-c", "exec-long-identifier-b", "exec-a"]
+    starts = [lines[0].index(col) for col in ("CHAIN", "REASON", "NODE", "AGENT_PATH", "AGE")]
+    for line in lines[1:]:
+        for start in starts:
+            assert line[start - 2 : start] == "  ", (line, start)
+            assert line[start] != " ", (line, start)
+    assert lines[2].split()[1:5] == ["refunds", "manager_approval", "node", "swarm:s/a:x"]
+    assert lines[3].split()[-1] == "3h"
+
+    only = cli(
+        "interrupts",
+        "list",
+        "--target",
+        sidecar.target,
+        "--namespace",
+        "team",
+        "--chain",
+        "refunds",
+    )
+    assert [line.split()[0] for line in only.stdout.splitlines()[1:]] == ["exec-long-identifier-b"]
+    limited = cli(
+        "interrupts", "list", "--target", sidecar.target, "--namespace", "team", "--limit", "1"
+    )
+    assert len(limited.stdout.splitlines()) == 2
+    assert "raise --limit" in limited.stderr
+    empty = cli("interrupts", "list", "--target", sidecar.target, "--namespace", "nobody")
+    assert (empty.returncode, empty.stdout) == (0, "")
+    assert "no pending interrupts" in empty.stderr
+
+
+def test_interrupts_commands_fail_with_one_line(sidecar: Sidecar):
+    """A bad namespace, a bad flag or an unreachable server is one line on stderr, never a
+    traceback."""
+    bad_ns = cli("interrupts", "list", "--target", sidecar.target, "--namespace", "Bad Name!")
+    assert bad_ns.returncode == 1
+    assert bad_ns.stderr.startswith("checkpointd: error:")
+    assert "namespace" in bad_ns.stderr
+    bad_flag = cli("interrupts", "watch", "--target", sidecar.target, "--after-cursor", "-1")
+    assert bad_flag.returncode == 2
+    assert "--after-cursor" in bad_flag.stderr
+    sidecar.kill()
+    down = cli("interrupts", "list", "--target", sidecar.target, "--timeout", "1")
+    assert down.returncode == 1
+    assert "UNAVAILABLE" in down.stderr
+    for result in (bad_ns, bad_flag, down):
+        assert "Traceback" not in result.stderr
+
+
+def _lines(stream: IO[str], out: queue.Queue[str]) -> None:
+    for line in stream:
+        out.put(line)
+
+
+def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_c(
+    sidecar: Sidecar,
+):
+    """--json prints one object per line (snapshot, marker, events); Ctrl-C exits 0; a later
+    watch with --after-cursor continues after the cursor without a snapshot."""
+    with CheckpointdClient(sidecar.target) as client:
+        record(client, "paused-1")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "checkpointd",
+                "interrupts",
+                "watch",
+                "--json",
+                "--target",
+                sidecar.target,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+        try:
+            snapshot = json.loads(lines.get(timeout=TIMEOUT))
+            marker = json.loads(lines.get(timeout=TIMEOUT))
+            record(client, "paused-2", interrupt_context={"amount": 12.5, "who": "zoë"})
+            client.claim_interrupt("paused-1")
+            added = json.loads(lines.get(timeout=TIMEOUT))
+            claimed = json.loads(lines.get(timeout=TIMEOUT))
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert snapshot["kind"] == "snapshot"
+    assert snapshot["resnapshot"] is False
+    assert snapshot["pending"]["execution_id"] == "paused-1"
+    assert snapshot["pending"]["context"] == {"amount": 500}
+    assert marker["kind"] == "snapshot_complete"
+    assert (added["kind"], added["type"], added["pending"]["execution_id"]) == (
+        "event",
+        "added",
+        "paused-2",
+    )
+    assert added["pending"]["context"] == {"amount": 12.5, "who": "zoë"}
+    assert (claimed["type"], claimed["pending"]["execution_id"]) == ("claimed", "paused-1")
+    assert marker["cursor"] < added["cursor"] < claimed["cursor"]
+    datetime.fromisoformat(added["event_time"])
+
+    # Continue after the "added" event: only the claim comes again, with no snapshot.
+    again = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "checkpointd",
+            "interrupts",
+            "watch",
+            "--json",
+            "--target",
+            sidecar.target,
+            "--after-cursor",
+            str(added["cursor"]),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    more: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(again.stdout, more), daemon=True).start()
+    try:
+        first = json.loads(more.get(timeout=TIMEOUT))
+    finally:
+        again.send_signal(signal.SIGTERM)
+        _, stderr = again.communicate(timeout=TIMEOUT)
+    assert again.returncode == 0, stderr
+    assert (first["kind"], first["cursor"]) == ("event", claimed["cursor"])
+
+
+def test_interrupts_age_is_short_and_never_negative():
+    """Ages read 42s, 5m, 3h, 2d; a creation time ahead of this clock reads 0s."""
+    now = datetime(2024, 1, 2, tzinfo=UTC)
+    assert [
+        format_age(now - timedelta(seconds=s), now) for s in (42, 300, 3 * 3600, 2 * 86400)
+    ] == [
+        "42s",
+        "5m",
+        "3h",
+        "2d",
+    ]
+    assert format_age(now + timedelta(seconds=5), now) == "0s"
+    assert format_age(None, now) == "-"
