@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from checkpointd import __version__
-from checkpointd.cli import serve
+from checkpointd.cli import import_cmd, interrupts, serve
 
 __all__ = ["main"]
 
@@ -25,6 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("version", help="print the version and exit").set_defaults(handler=_version)
     serve.register(commands)
+    interrupts.register(commands)
+    import_cmd.register(commands)
     return parser
 
 
