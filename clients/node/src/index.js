@@ -1,0 +1,363 @@
+'use strict';
+/**
+ * A small Node.js client for checkpointd, loaded at run time from the repository's proto/.
+ *
+ * Choices (see README.md beside this folder):
+ * - Field names are kept as written in the .proto files (keepCase): `execution_id`,
+ *   `state_snapshot_json`, so code reads like docs/protocol.md.
+ * - int64 fields (`sequence`, `node_index`, cursors, counts) are decimal strings, so a cursor
+ *   above 2^53 is exact. Enums are their names ("CHECKPOINT_STATUS_COMPLETED").
+ * - JSON fields stay text; ./json.js parses and writes them without losing big integers.
+ * - Every call has a deadline (timeoutMs, default 10 s) and is retried on UNAVAILABLE with
+ *   backoff inside it, carrying the same request id (and checkpoint id / claim token), which
+ *   the server answers like the first call. Failures are CheckpointdError with `reason`.
+ */
+
+const crypto = require('node:crypto');
+const path = require('node:path');
+const grpc = require('@grpc/grpc-js');
+const protoLoader = require('@grpc/proto-loader');
+const json = require('./json');
+const { CheckpointdError, fromServiceError } = require('./status');
+
+const DEFAULT_TARGET = '127.0.0.1:7470';
+const PROTO_ROOT = path.resolve(__dirname, '..', '..', '..', 'proto');
+const PROTO_FILES = [
+  'checkpointd/v1/checkpoint_service.proto',
+  'checkpointd/v1/interrupt_service.proto',
+  'checkpointd/v1/idempotency_service.proto',
+];
+const LOADER_OPTIONS = {
+  keepCase: true,
+  longs: String,
+  enums: String,
+  defaults: true,
+  oneofs: true,
+  includeDirs: [PROTO_ROOT],
+};
+
+let cachedPackage = null;
+
+/** The checkpointd.v1 package (service constructors and message types), loaded once. */
+function loadProtocol() {
+  if (cachedPackage === null) {
+    const definition = protoLoader.loadSync(PROTO_FILES, LOADER_OPTIONS);
+    cachedPackage = grpc.loadPackageDefinition(definition).checkpointd.v1;
+  }
+  return cachedPackage;
+}
+
+/** A fresh UUID4, used for request ids, checkpoint ids and claim tokens. */
+function newId() {
+  return crypto.randomUUID();
+}
+
+/** A google.protobuf.Timestamp for a Date (millisecond precision). */
+function timestampFromDate(date) {
+  const ms = date.getTime();
+  const seconds = Math.floor(ms / 1000);
+  return { seconds: String(seconds), nanos: (ms - seconds * 1000) * 1e6 };
+}
+
+/** A Date for a google.protobuf.Timestamp (microseconds and finer are dropped). */
+function dateFromTimestamp(ts) {
+  return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6));
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A checkpointd client over one gRPC channel. */
+class CheckpointdClient {
+  /**
+   * @param {object} [options]
+   * @param {string} [options.target] gRPC target ("127.0.0.1:7470", "unix:///run/cpd.sock");
+   *   default $CHECKPOINTD_TARGET, then 127.0.0.1:7470.
+   * @param {string} [options.namespace] sent with every request; default "default".
+   * @param {number} [options.timeoutMs] default deadline of a call, retries included.
+   * @param {object} [options.retry] { maxAttempts: 5, initialBackoffMs: 50, maxBackoffMs: 2000,
+   *   multiplier: 2 }: how UNAVAILABLE is retried within the deadline.
+   * @param {grpc.ChannelCredentials} [options.credentials] default insecure.
+   * @param {object} [options.channelOptions] grpc-js channel options.
+   */
+  constructor(options = {}) {
+    this.target = options.target || process.env.CHECKPOINTD_TARGET || DEFAULT_TARGET;
+    this.namespace = options.namespace ?? 'default';
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.retry = { maxAttempts: 5, initialBackoffMs: 50, maxBackoffMs: 2_000, multiplier: 2, ...options.retry };
+    const pkg = loadProtocol();
+    const credentials = options.credentials ?? grpc.credentials.createInsecure();
+    const channelOptions = {
+      'grpc.keepalive_time_ms': 30_000,
+      'grpc.keepalive_timeout_ms': 10_000,
+      ...options.channelOptions,
+    };
+    this.checkpoints = new pkg.CheckpointService(this.target, credentials, channelOptions);
+    const channelOverride = this.checkpoints.getChannel();
+    const shared = { ...channelOptions, channelOverride };
+    this.interrupts = new pkg.InterruptService(this.target, credentials, shared);
+    this.idempotency = new pkg.IdempotencyService(this.target, credentials, shared);
+  }
+
+  /** Close the channel; calls in flight are cancelled. */
+  close() {
+    this.checkpoints.close();
+  }
+
+  /**
+   * Send one unary request, retrying UNAVAILABLE within the call's deadline.
+   * The request (and so its request id) is the same on every attempt.
+   */
+  async call(stub, method, request, { timeoutMs } = {}) {
+    const deadline = Date.now() + (timeoutMs ?? this.timeoutMs);
+    let backoff = this.retry.initialBackoffMs;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return await new Promise((resolve, reject) => {
+          stub[method](request, { deadline }, (err, response) => (err ? reject(err) : resolve(response)));
+        });
+      } catch (err) {
+        const error = fromServiceError(err);
+        const delay = Math.min(backoff * (0.5 + Math.random() / 2), deadline - Date.now());
+        const retriable = error instanceof CheckpointdError && error.code === grpc.status.UNAVAILABLE;
+        if (!retriable || attempt >= this.retry.maxAttempts || delay <= 0) {
+          throw error;
+        }
+        await sleep(delay);
+        backoff = Math.min(backoff * this.retry.multiplier, this.retry.maxBackoffMs);
+      }
+    }
+  }
+
+  // --- checkpoints ------------------------------------------------------------------------
+
+  /**
+   * Store a checkpoint; returns the stored row. An empty checkpoint_id is filled with a
+   * UUID here, before the first attempt, so that a retry writes the same row.
+   */
+  async putCheckpoint(checkpoint, { requestId = newId(), timeoutMs } = {}) {
+    const row = { ...checkpoint, checkpoint_id: checkpoint.checkpoint_id || newId() };
+    const request = { namespace: this.namespace, request_id: requestId, checkpoint: row };
+    return (await this.call(this.checkpoints, 'PutCheckpoint', request, { timeoutMs })).checkpoint;
+  }
+
+  /** Return one checkpoint by id; NOT_FOUND (CHECKPOINT_NOT_FOUND) when missing. */
+  async getCheckpoint(executionId, checkpointId, { timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId, checkpoint_id: checkpointId };
+    return (await this.call(this.checkpoints, 'GetCheckpoint', request, { timeoutMs })).checkpoint;
+  }
+
+  /** Return the newest checkpoint (by sequence); NOT_FOUND (NO_CHECKPOINTS) when none. */
+  async getLatestCheckpoint(executionId, { timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId };
+    return (await this.call(this.checkpoints, 'GetLatestCheckpoint', request, { timeoutMs })).checkpoint;
+  }
+
+  /** Return one page of history: { checkpoints, next_page_token }. */
+  async listCheckpoints(executionId, { pageSize = 0, pageToken = '', descending = false, timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      execution_id: executionId,
+      page_size: pageSize,
+      page_token: pageToken,
+      descending,
+    };
+    return this.call(this.checkpoints, 'ListCheckpoints', request, { timeoutMs });
+  }
+
+  /** Iterate over the whole history of an execution, page after page. */
+  async *iterCheckpoints(executionId, { pageSize = 0, descending = false, timeoutMs } = {}) {
+    let pageToken = '';
+    do {
+      const page = await this.listCheckpoints(executionId, { pageSize, pageToken, descending, timeoutMs });
+      yield* page.checkpoints;
+      pageToken = page.next_page_token;
+    } while (pageToken);
+  }
+
+  /** Delete an execution's checkpoints, pending interrupt and idempotency results. */
+  async deleteExecution(executionId, { requestId = newId(), timeoutMs } = {}) {
+    const request = { namespace: this.namespace, request_id: requestId, execution_id: executionId };
+    return this.call(this.checkpoints, 'DeleteExecution', request, { timeoutMs });
+  }
+
+  /** Prune completed and failed rows older than olderThanSeconds; returns the counts. */
+  async pruneCheckpoints(olderThanSeconds, { requestId = newId(), timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      older_than: { seconds: String(Math.floor(olderThanSeconds)), nanos: 0 },
+    };
+    return this.call(this.checkpoints, 'PruneCheckpoints', request, { timeoutMs });
+  }
+
+  /** Return the checkpoint a resume re-enters at (FAILED_PRECONDITION when finished). */
+  async getResumePoint(executionId, { timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId };
+    return (await this.call(this.checkpoints, 'GetResumePoint', request, { timeoutMs })).checkpoint;
+  }
+
+  /** Return the checkpoint a fork branches from (the newest step, or checkpointId). */
+  async getForkPoint(executionId, { checkpointId = '', timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId, checkpoint_id: checkpointId };
+    return (await this.call(this.checkpoints, 'GetForkPoint', request, { timeoutMs })).checkpoint;
+  }
+
+  // --- interrupts -------------------------------------------------------------------------
+
+  /**
+   * Record a paused run: its interrupted checkpoint and its pending row, atomically.
+   * Returns { checkpoint, pending, pending_created }.
+   */
+  async recordInterrupt(checkpoint, pending, { requestId = newId(), timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      checkpoint: {
+        ...checkpoint,
+        checkpoint_id: checkpoint.checkpoint_id || newId(),
+        status: 'CHECKPOINT_STATUS_INTERRUPTED',
+      },
+      pending: { ...pending, execution_id: pending.execution_id || checkpoint.execution_id },
+    };
+    return this.call(this.interrupts, 'RecordInterrupt', request, { timeoutMs });
+  }
+
+  /**
+   * Claim an execution's pending interrupt; exactly one caller wins. Losers get a
+   * CheckpointdError with code NOT_FOUND and reason NO_PENDING_INTERRUPT. Pass the same
+   * claimToken to retry a claim whose reply was lost.
+   */
+  async claimInterrupt(executionId, { claimToken = newId(), requestId = newId(), timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      execution_id: executionId,
+      claim_token: claimToken,
+    };
+    return (await this.call(this.interrupts, 'ClaimInterrupt', request, { timeoutMs })).pending;
+  }
+
+  /** Return one page of pending interrupts, newest first: { pending_interrupts, next_page_token }. */
+  async listPendingInterrupts({ pageSize = 0, pageToken = '', chainName, reason, agentPathPrefix, timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      page_size: pageSize,
+      page_token: pageToken,
+      chain_name: chainName,
+      reason,
+      agent_path_prefix: agentPathPrefix,
+    };
+    return this.call(this.interrupts, 'ListPendingInterrupts', request, { timeoutMs });
+  }
+
+  /**
+   * Open a WatchInterrupts stream. Returns an async iterable of responses, each with
+   * `item` naming the one field set ("snapshot", "snapshot_complete", "event", "progress"),
+   * and cancel() to end it. Iteration throws a CheckpointdError when the stream ends with an
+   * error status and ends quietly after cancel(). It does not reconnect: see watch().
+   */
+  watchInterrupts({ afterCursor = '0', chainName, reason, agentPathPrefix } = {}) {
+    const request = {
+      namespace: this.namespace,
+      after_cursor: String(afterCursor),
+      chain_name: chainName,
+      reason,
+      agent_path_prefix: agentPathPrefix,
+    };
+    const call = this.interrupts.WatchInterrupts(request);
+    // Errors reach the iterator; this listener only keeps an un-iterated, cancelled stream
+    // from raising an unhandled 'error' event.
+    call.on('error', () => {});
+    let cancelled = false;
+    async function* messages() {
+      try {
+        for await (const message of call) yield message;
+      } catch (err) {
+        if (cancelled && err.code === grpc.status.CANCELLED) return;
+        throw fromServiceError(err);
+      } finally {
+        cancelled = true;
+        call.cancel();
+      }
+    }
+    const iterator = messages();
+    return {
+      [Symbol.asyncIterator]: () => iterator,
+      cancel() {
+        cancelled = true;
+        call.cancel();
+      },
+    };
+  }
+
+  /**
+   * Watch pending interrupts for as long as the caller iterates, reconnecting by itself.
+   *
+   * It keeps the cursor of the last snapshot_complete, event or progress it yielded and
+   * reconnects with it after UNAVAILABLE, RESOURCE_EXHAUSTED or a stream that ended without
+   * a status, so nothing is lost or repeated; after OUT_OF_RANGE (CURSOR_EXPIRED) it starts
+   * over with a fresh snapshot (yielded again, after a { item: "resync" } marker). Other
+   * errors are thrown. Pass `signal` (an AbortSignal) to stop.
+   */
+  async *watch({ afterCursor = '0', signal, backoffMs = 100, maxBackoffMs = 5_000, ...filters } = {}) {
+    let cursor = String(afterCursor);
+    let backoff = backoffMs;
+    while (!signal?.aborted) {
+      const stream = this.watchInterrupts({ ...filters, afterCursor: cursor });
+      const onAbort = () => stream.cancel();
+      signal?.addEventListener('abort', onAbort);
+      try {
+        for await (const message of stream) {
+          backoff = backoffMs;
+          const item = message[message.item];
+          if (message.item !== 'snapshot') cursor = item.cursor;
+          yield message;
+        }
+      } catch (err) {
+        if (err.code === grpc.status.OUT_OF_RANGE) {
+          cursor = '0';
+          yield { item: 'resync' };
+          continue;
+        }
+        if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.RESOURCE_EXHAUSTED) throw err;
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
+      if (signal?.aborted) return;
+      await sleep(backoff * (0.5 + Math.random() / 2));
+      backoff = Math.min(backoff * 2, maxBackoffMs);
+    }
+  }
+
+  // --- idempotency ------------------------------------------------------------------------
+
+  /** Cache resultJson (JSON text, "null" included) for (executionId, key). */
+  async putIdempotencyResult(executionId, key, resultJson, { requestId = newId(), timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      execution_id: executionId,
+      key,
+      result_json: resultJson,
+    };
+    await this.call(this.idempotency, 'PutIdempotencyResult', request, { timeoutMs });
+  }
+
+  /** Return { found, result_json } for (executionId, key). */
+  async getIdempotencyResult(executionId, key, { timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId, key };
+    return this.call(this.idempotency, 'GetIdempotencyResult', request, { timeoutMs });
+  }
+}
+
+module.exports = {
+  CheckpointdClient,
+  CheckpointdError,
+  DEFAULT_TARGET,
+  PROTO_ROOT,
+  dateFromTimestamp,
+  json,
+  loadProtocol,
+  newId,
+  timestampFromDate,
+};
