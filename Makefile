@@ -9,17 +9,24 @@ BIN := $(VENV)/bin
 export CHECKPOINTD_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install run gen test lint fmt typecheck check clean
+.PHONY: help install run gen test lint fmt typecheck check bench clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-install: $(VENV)/.installed ## Create .venv with both packages (editable) and the dev tools.
+# The Node.js client's packages (clients/node/package-lock.json), installed only where npm is.
+NODE_DEPS := $(if $(shell command -v npm 2>/dev/null),clients/node/node_modules/.installed)
+
+install: $(VENV)/.installed $(NODE_DEPS) ## Create .venv (both packages, dev tools); npm ci in clients/node if npm exists.
+
+clients/node/node_modules/.installed: clients/node/package.json clients/node/package-lock.json
+	cd clients/node && npm ci --no-audit --no-fund
+	touch $@
 
 $(VENV)/.installed: pyproject.toml pyclient/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e './pyclient[fastaiagent]' -e '.[test,dev]'
+	$(PY) -m pip install --quiet -e './pyclient[fastaiagent]' -e '.[test,dev,bench]'
 	touch $@
 
 run: install ## Serve on the embedded SQLite default (see README: Configuration).
@@ -31,10 +38,12 @@ gen: install ## Regenerate the protobuf code from proto/.
 test: install ## Run the test suite (both backends).
 	$(PY) -m pytest
 
-lint: install ## ruff and buf lint.
+lint: install ## ruff, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/buf lint
+	$(BIN)/buf breaking --against proto/buf-images/v1.binpb
+	$(BIN)/hadolint Dockerfile
 
 fmt: install ## Format the code.
 	$(BIN)/ruff format .
@@ -44,6 +53,9 @@ typecheck: install ## mypy --strict over the server and the client.
 	$(BIN)/mypy
 
 check: lint typecheck test ## Everything CI runs.
+
+bench: install ## The sidecar against fastaiagent's in-process checkpointers, both backends (minutes; bench/README.md).
+	$(PY) bench/run.py
 
 clean: ## Remove the virtualenv and caches.
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,776 @@
+"""checkpointd benchmark: fastaiagent's calls through the sidecar against fastaiagent's own
+in-process checkpointers, on SQLite and on Postgres, measured in the same run.
+
+Usage: python bench/run.py [--quick] [--iterations N] [--no-scale] [--no-rss] [--output PATH]
+
+For each backend it starts a real ``checkpointd serve`` subprocess (Unix socket) and, in the
+same process as the callers, fastaiagent's ``SQLiteCheckpointer`` or ``PostgresCheckpointer``
+on the same kind of store (the same Postgres server, in a schema of its own). Every case runs
+at each concurrency level through ``SidecarCheckpointer`` (threads) and through
+``AsyncCheckpointdClient`` (asyncio tasks), and through the in-process checkpointer (threads).
+Then, per backend, a scale series (get_last and claim with 1k to 1M stored rows, seeded with
+bulk SQL) and the server's RSS idle and with open WatchInterrupts streams. It prints a table
+and the targets, and writes the same figures as JSON (schema in bench/README.md).
+"""
+
+# ruff: noqa: E402  (the imports below need the repository root on sys.path first)
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import asyncpg
+import grpc
+from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
+from fastaiagent.checkpointers import PendingInterrupt as FastPending
+from fastaiagent.checkpointers import SQLiteCheckpointer
+from fastaiagent.checkpointers.postgres import PostgresCheckpointer
+
+from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
+from checkpointd_client._proto.checkpointd.v1 import (
+    interrupt_service_pb2,
+    interrupt_service_pb2_grpc,
+)
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from tests.support.sidecar import Sidecar, StoreSpec
+
+DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+DEFAULT_OUTPUT = ROOT / "bench" / "results" / "latest.json"
+BACKENDS = ("sqlite", "postgres")
+#: About 2 KB of JSON: 16 chat messages of 100 characters.
+STATE: dict[str, Any] = {"messages": [{"role": "user", "content": "x" * 100}] * 16}
+#: The state of the seeded rows of the scale series: small, so 1M rows seed in seconds.
+SEED_STATE = json.dumps({"messages": [{"role": "user", "content": "seeded"}]})
+#: Checkpoints per seeded execution; the last one is interrupted and has a pending row.
+SEED_RUN_LENGTH = 10
+
+
+# --- measuring ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Latencies of one (case, runner, concurrency) and the throughput over its wall time."""
+
+    p50_us: float
+    p99_us: float
+    ops_s: float
+    ops: int
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """The nearest-rank percentile ``q`` (0-100) of ``samples``."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _measurement(samples: list[float], elapsed: float) -> Measurement:
+    return Measurement(
+        p50_us=percentile(samples, 50),
+        p99_us=percentile(samples, 99),
+        ops_s=len(samples) / elapsed,
+        ops=len(samples),
+    )
+
+
+def run_threads(op: Callable[[int, int], None], concurrency: int, ops: int) -> Measurement:
+    """Run ``op(worker, i)`` for i in range(ops), spread over ``concurrency`` threads."""
+    ops = max(ops, concurrency)
+    samples: list[list[float]] = [[] for _ in range(concurrency)]
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(concurrency + 1)
+
+    def worker(w: int) -> None:
+        barrier.wait()
+        try:
+            for i in range(w, ops, concurrency):
+                started = time.perf_counter_ns()
+                op(w, i)
+                samples[w].append((time.perf_counter_ns() - started) / 1000)
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if failures:
+        raise failures[0]
+    return _measurement([s for worker_samples in samples for s in worker_samples], elapsed)
+
+
+async def run_tasks(
+    op: Callable[[int, int], Awaitable[None]], concurrency: int, ops: int
+) -> Measurement:
+    """Run ``await op(worker, i)`` for i in range(ops), spread over ``concurrency`` tasks."""
+    ops = max(ops, concurrency)
+    samples: list[float] = []
+
+    async def worker(w: int) -> None:
+        for i in range(w, ops, concurrency):
+            started = time.perf_counter_ns()
+            await op(w, i)
+            samples.append((time.perf_counter_ns() - started) / 1000)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return _measurement(samples, time.perf_counter() - started)
+
+
+# --- the cases ----------------------------------------------------------------------------
+
+CASES = ("put (2 KB state)", "get_last", "list(100)", "record + claim", "put/get idempotent")
+
+
+def _fast_checkpoint(execution_id: str, i: int, state: dict[str, Any]) -> FastCheckpoint:
+    return FastCheckpoint(
+        execution_id=execution_id, node_id=f"n{i}", node_index=i, state_snapshot=state
+    )
+
+
+def setup_reads(cp: Any, base: str) -> None:
+    """Write what the read cases read: a run of 10 checkpoints and a run of 100."""
+    for i in range(10):
+        cp.put(_fast_checkpoint(f"{base}-last", i, STATE))
+    for i in range(100):
+        cp.put(_fast_checkpoint(f"{base}-hist", i, STATE))
+
+
+def sync_ops(cp: Any, reads: str, writes: str) -> dict[str, Callable[[int, int], None]]:
+    """One operation per case over a fastaiagent ``Checkpointer``: the read cases read the
+    runs of ``setup_reads(cp, reads)``, the others write new runs named after ``writes``."""
+
+    def put(w: int, i: int) -> None:
+        cp.put(_fast_checkpoint(f"{writes}-w{w}", i, STATE))
+
+    def get_last(w: int, i: int) -> None:
+        assert cp.get_last(f"{reads}-last") is not None
+
+    def list_100(w: int, i: int) -> None:
+        assert len(cp.list(f"{reads}-hist", limit=100)) == 100
+
+    def record_claim(w: int, i: int) -> None:
+        run = f"{writes}-pause-{i}"
+        cp.record_interrupt(
+            FastCheckpoint(execution_id=run, node_id="review", status="interrupted"),
+            FastPending(execution_id=run, chain_name="c", node_id="review", reason="approval"),
+        )
+        assert cp.delete_pending_interrupt_atomic(run) is not None
+
+    def idempotent(w: int, i: int) -> None:
+        value = {"charge_id": f"ch-{i}", "amount": i}
+        cp.put_idempotent(f"{writes}-w{w}", f"charge:{i}", value)
+        assert cp.get_idempotent(f"{writes}-w{w}", f"charge:{i}") == value
+
+    return dict(zip(CASES, (put, get_last, list_100, record_claim, idempotent), strict=True))
+
+
+def async_ops(
+    client: AsyncCheckpointdClient, reads: str, writes: str
+) -> dict[str, Callable[[int, int], Awaitable[None]]]:
+    """The same operations through the asyncio client."""
+
+    async def put(w: int, i: int) -> None:
+        checkpoint = Checkpoint(
+            execution_id=f"{writes}-w{w}", node_id=f"n{i}", node_index=i, state_snapshot=STATE
+        )
+        await client.put_checkpoint(checkpoint)
+
+    async def get_last(w: int, i: int) -> None:
+        await client.get_latest_checkpoint(f"{reads}-last")
+
+    async def list_100(w: int, i: int) -> None:
+        page = await client.list_checkpoints(f"{reads}-hist", page_size=100, descending=True)
+        assert len(page.checkpoints) == 100
+
+    async def record_claim(w: int, i: int) -> None:
+        run = f"{writes}-pause-{i}"
+        await client.record_interrupt(
+            Checkpoint(execution_id=run, node_id="review", status="interrupted"),
+            PendingInterrupt(execution_id=run, chain_name="c", node_id="review", reason="approval"),
+        )
+        await client.claim_interrupt(run)
+
+    async def idempotent(w: int, i: int) -> None:
+        value = {"charge_id": f"ch-{i}", "amount": i}
+        await client.put_idempotent(f"{writes}-w{w}", f"charge:{i}", value)
+        assert (await client.get_idempotent(f"{writes}-w{w}", f"charge:{i}")).value == value
+
+    return dict(zip(CASES, (put, get_last, list_100, record_claim, idempotent), strict=True))
+
+
+Results = dict[tuple[str, int], Measurement]
+
+
+def measure_sync(cp: Any, levels: Sequence[int], ops: int, label: str) -> Results:
+    """Every case at every concurrency level through one fastaiagent ``Checkpointer``."""
+    base = f"{label}-{uuid.uuid4().hex[:8]}"
+    setup_reads(cp, base)
+    for op in sync_ops(cp, base, f"{base}-warm").values():
+        run_threads(op, 1, min(ops, 20))  # warm-up, not recorded
+    results: Results = {}
+    for level in levels:
+        level_ops = sync_ops(cp, base, f"{base}-c{level}")
+        for case in CASES:
+            results[(case, level)] = run_threads(level_ops[case], level, ops)
+    return results
+
+
+def measure_async(target: str, levels: Sequence[int], ops: int) -> Results:
+    """Every case at every concurrency level through ``AsyncCheckpointdClient``."""
+
+    async def main() -> Results:
+        base = f"async-{uuid.uuid4().hex[:8]}"
+        async with AsyncCheckpointdClient(target) as client:
+            for run, count in ((f"{base}-last", 10), (f"{base}-hist", 100)):
+                for i in range(count):
+                    await client.put_checkpoint(
+                        Checkpoint(execution_id=run, node_id=f"n{i}", state_snapshot=STATE)
+                    )
+            for op in async_ops(client, base, f"{base}-warm").values():
+                await run_tasks(op, 1, min(ops, 20))  # warm-up, not recorded
+            results: Results = {}
+            for level in levels:
+                level_ops = async_ops(client, base, f"{base}-c{level}")
+                for case in CASES:
+                    results[(case, level)] = await run_tasks(level_ops[case], level, ops)
+            return results
+
+    return asyncio.run(main())
+
+
+# --- stores -------------------------------------------------------------------------------
+
+
+@dataclass
+class Stores:
+    """Where one run keeps its data; every Postgres schema it names is dropped at the end."""
+
+    workdir: Path
+    pg_dsn: str
+    schemas: list[str]
+
+    def spec(self, backend: str, label: str) -> StoreSpec:
+        """A fresh, empty store for one sidecar."""
+        if backend == "sqlite":
+            return StoreSpec("sqlite", f"sqlite://{self.workdir / f'{label}.db'}")
+        schema = f"cpdbench_{label}_{uuid.uuid4().hex[:8]}"
+        self.schemas.append(schema)
+        return StoreSpec("postgres", self.pg_dsn, pg_schema=schema)
+
+    def baseline(self, backend: str) -> Any:
+        """fastaiagent's in-process checkpointer of the backend, on a fresh store."""
+        if backend == "sqlite":
+            return SQLiteCheckpointer(db_path=str(self.workdir / "inprocess.db"))
+        schema = f"cpdbench_fastaiagent_{uuid.uuid4().hex[:8]}"
+        self.schemas.append(schema)
+        return PostgresCheckpointer(self.pg_dsn, schema=schema)
+
+    def drop_schemas(self) -> None:
+        """Drop every Postgres schema this run created."""
+        if not self.schemas:
+            return
+
+        async def drop() -> None:
+            conn = await asyncpg.connect(self.pg_dsn)
+            try:
+                for schema in self.schemas:
+                    await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+            finally:
+                await conn.close()
+
+        asyncio.run(drop())
+        self.schemas.clear()
+
+
+BASELINE_NAMES = {
+    "sqlite": "fastaiagent SQLiteCheckpointer",
+    "postgres": "fastaiagent PostgresCheckpointer",
+}
+
+
+@contextmanager
+def running(spec: StoreSpec) -> Iterator[Sidecar]:
+    """A started sidecar on ``spec``, closed on exit."""
+    server = Sidecar(spec).start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def benchmark_backend(
+    backend: str, stores: Stores, levels: Sequence[int], ops: int
+) -> list[dict[str, Any]]:
+    """The case rows of one backend: sidecar (threads and tasks) against in-process."""
+    baseline_cp = stores.baseline(backend)
+    try:
+        baseline_cp.setup()
+        baseline = measure_sync(baseline_cp, levels, ops, "inproc")
+    finally:
+        baseline_cp.close()
+    with running(stores.spec(backend, "cases")) as server:
+        with SidecarCheckpointer(server.target) as adapter:
+            sidecar = measure_sync(adapter, levels, ops, "sidecar")
+        tasks = measure_async(server.target, levels, ops)
+    rows = []
+    for client, results in (("sync", sidecar), ("async", tasks)):
+        for case in CASES:
+            for level in levels:
+                side, base = results[(case, level)], baseline[(case, level)]
+                rows.append(
+                    {
+                        "case": case if client == "sync" else f"{case} [async]",
+                        "backend": backend,
+                        "client": client,
+                        "concurrency": level,
+                        "ops": side.ops,
+                        "sidecar_p50_us": round(side.p50_us, 1),
+                        "sidecar_p99_us": round(side.p99_us, 1),
+                        "sidecar_ops_s": round(side.ops_s, 1),
+                        "baseline": BASELINE_NAMES[backend],
+                        "baseline_p50_us": round(base.p50_us, 1),
+                        "baseline_p99_us": round(base.p99_us, 1),
+                        "baseline_ops_s": round(base.ops_s, 1),
+                        "ratio_p50": round(side.p50_us / base.p50_us, 3),
+                        "ratio_ops_s": round(side.ops_s / base.ops_s, 3),
+                    }
+                )
+    return rows
+
+
+# --- scale series -------------------------------------------------------------------------
+
+_SEED_COLUMNS = (
+    "namespace",
+    "execution_id",
+    "checkpoint_id",
+    "chain_name",
+    "node_id",
+    "node_index",
+    "status",
+    "state_snapshot_json",
+    "node_input_json",
+    "node_output_json",
+    "iteration",
+    "iteration_counters_json",
+    "interrupt_reason",
+    "interrupt_context_json",
+    "created_at",
+)
+#: Every seeded run's interrupted checkpoint becomes its pending interrupt, as RecordInterrupt
+#: would write it ({after} is the highest sequence before the batch).
+_SEED_PENDING = """
+INSERT INTO {prefix}pending_interrupts
+    (namespace, execution_id, chain_name, node_id, reason, context_json, agent_path,
+     created_at, checkpoint_id, sequence)
+SELECT namespace, execution_id, chain_name, node_id, interrupt_reason, interrupt_context_json,
+       agent_path, created_at, checkpoint_id, sequence
+FROM {prefix}checkpoints
+WHERE namespace = 'default' AND status = 'interrupted' AND sequence > {after}
+"""
+
+
+def _seed_rows(first_run: int, runs: int, created_at: Any) -> Iterator[tuple[Any, ...]]:
+    for r in range(first_run, first_run + runs):
+        run = f"scale-{r:07d}"
+        for j in range(SEED_RUN_LENGTH):
+            last = j == SEED_RUN_LENGTH - 1
+            yield (
+                "default",
+                run,
+                f"{run}-{j}",
+                "scale",
+                f"n{j}",
+                j,
+                "interrupted" if last else "completed",
+                SEED_STATE,
+                "{}",
+                "{}",
+                0,
+                "{}",
+                "approval" if last else None,
+                "{}",
+                created_at,
+            )
+
+
+def seed_sqlite(path: str, first_run: int, runs: int) -> None:
+    """Append ``runs`` seeded runs to the sidecar's SQLite file in one transaction."""
+    conn = sqlite3.connect(path, timeout=60)
+    try:
+        after = conn.execute("SELECT coalesce(max(sequence), 0) FROM checkpoints").fetchone()[0]
+        now_us = int(time.time() * 1_000_000)
+        columns = ", ".join(_SEED_COLUMNS)
+        marks = ", ".join("?" * len(_SEED_COLUMNS))
+        with conn:
+            conn.executemany(
+                f"INSERT INTO checkpoints ({columns}) VALUES ({marks})",
+                _seed_rows(first_run, runs, now_us),
+            )
+            conn.execute(_SEED_PENDING.format(prefix="", after=int(after)))
+    finally:
+        conn.close()
+
+
+def seed_postgres(dsn: str, schema: str, first_run: int, runs: int) -> None:
+    """Append ``runs`` seeded runs to the sidecar's Postgres schema with COPY."""
+
+    async def seed() -> None:
+        conn = await asyncpg.connect(dsn)
+        try:
+            after = await conn.fetchval(
+                f'SELECT coalesce(max(sequence), 0) FROM "{schema}".checkpoints'
+            )
+            async with conn.transaction():
+                await conn.copy_records_to_table(
+                    "checkpoints",
+                    schema_name=schema,
+                    columns=_SEED_COLUMNS,
+                    records=_seed_rows(first_run, runs, datetime.now(UTC)),
+                )
+                await conn.execute(_SEED_PENDING.format(prefix=f'"{schema}".', after=int(after)))
+            # What autovacuum does soon after a bulk load; the planner needs the new sizes.
+            await conn.execute(f'ANALYZE "{schema}".checkpoints')
+            await conn.execute(f'ANALYZE "{schema}".pending_interrupts')
+        finally:
+            await conn.close()
+
+    asyncio.run(seed())
+
+
+def scale_series(
+    backend: str, stores: Stores, points: Sequence[int], ops: int
+) -> list[dict[str, Any]]:
+    """get_last and claim latency (one caller, through the adapter) as the store grows."""
+    spec = stores.spec(backend, "scale")
+    rows = []
+    with running(spec) as server, SidecarCheckpointer(server.target) as adapter:
+        seeded_runs = 0
+        claimed: set[int] = set()
+        rng = random.Random(7)
+        for point in points:
+            runs = max(point // SEED_RUN_LENGTH - seeded_runs, 0)
+            started = time.perf_counter()
+            if backend == "sqlite":
+                seed_sqlite(spec.url.removeprefix("sqlite://"), seeded_runs, runs)
+            else:
+                seed_postgres(spec.url, spec.pg_schema, seeded_runs, runs)
+            seed_s = time.perf_counter() - started
+            seeded_runs += runs
+            available = [r for r in range(seeded_runs) if r not in claimed]
+            picks = rng.sample(available, min(len(available), ops))
+            claimed.update(picks)
+
+            def get_last(w: int, i: int, picks: list[int] = picks) -> None:
+                assert adapter.get_last(f"scale-{picks[i % len(picks)]:07d}") is not None
+
+            def claim(w: int, i: int, picks: list[int] = picks) -> None:
+                assert adapter.delete_pending_interrupt_atomic(f"scale-{picks[i]:07d}") is not None
+
+            run_threads(get_last, 1, 5)  # warm-up
+            last = run_threads(get_last, 1, ops)
+            claims = run_threads(claim, 1, len(picks))
+            rows.append(
+                {
+                    "backend": backend,
+                    "rows": seeded_runs * SEED_RUN_LENGTH,
+                    "pending": len(available),
+                    "seed_s": round(seed_s, 2),
+                    "get_last_p50_us": round(last.p50_us, 1),
+                    "get_last_p99_us": round(last.p99_us, 1),
+                    "claim_p50_us": round(claims.p50_us, 1),
+                    "claim_p99_us": round(claims.p99_us, 1),
+                }
+            )
+            print(
+                f"  scale {backend:<8} {rows[-1]['rows']:>9} rows (seeded in {seed_s:5.1f}s): "
+                f"get_last p50 {last.p50_us:7.0f}us  claim p50 {claims.p50_us:7.0f}us",
+                flush=True,
+            )
+    return rows
+
+
+# --- server memory ------------------------------------------------------------------------
+
+
+def rss_mb(pid: int) -> float:
+    """The resident set size of a process, in MiB, from /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[Any], list[Any]]:
+    """Open ``streams`` WatchInterrupts calls over ``channels`` channels; wait for each to
+    deliver its first message (the end of the empty snapshot)."""
+    opened = [
+        grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+        for _ in range(channels)
+    ]
+    calls = []
+    for i in range(streams):
+        stub = interrupt_service_pb2_grpc.InterruptServiceStub(opened[i % channels])
+        request = interrupt_service_pb2.WatchInterruptsRequest(namespace="bench-watch")
+        calls.append(stub.WatchInterrupts(request))
+    return opened, calls
+
+
+def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
+    """The server's RSS idle (after a few calls) and with ``streams`` open watch streams."""
+    with running(stores.spec(backend, "rss")) as server:
+        assert server.process is not None
+        pid = server.process.pid
+        with SidecarCheckpointer(server.target) as adapter:
+            setup_reads(adapter, "rss")
+            for i in range(50):
+                assert adapter.get_last("rss-last") is not None
+                adapter.put(_fast_checkpoint("rss-w", i, STATE))
+        time.sleep(0.5)
+        row: dict[str, Any] = {
+            "backend": backend,
+            "idle_rss_mb": round(rss_mb(pid), 1),
+            "watch_streams": streams,
+            "watch_rss_mb": None,
+            "watch_error": None,
+        }
+
+        async def watch() -> None:
+            channels, calls = await _open_watches(server.target, streams, max(1, streams // 100))
+            try:
+                await asyncio.wait_for(asyncio.gather(*(call.read() for call in calls)), 30)
+                await asyncio.sleep(1.0)
+                row["watch_rss_mb"] = round(rss_mb(pid), 1)
+            finally:
+                for call in calls:
+                    call.cancel()
+                for channel in channels:
+                    await channel.close()
+
+        try:
+            asyncio.run(watch())
+        except (grpc.RpcError, TimeoutError) as exc:
+            detail = exc.details() if isinstance(exc, grpc.aio.AioRpcError) else "timed out"
+            row["watch_error"] = f"{type(exc).__name__}: {detail}"
+        return row
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem_kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "cpu_model": cpu,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+    }
+
+
+def targets(
+    cases: list[dict[str, Any]], scale: list[dict[str, Any]], rss: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The targets of the issue, each PASS or MISS from this run's figures."""
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, backend: str, value: float | None, limit: float, higher: bool) -> None:
+        passed = value is not None and (value >= limit if higher else value <= limit)
+        out.append(
+            {
+                "target": name,
+                "backend": backend,
+                "value": value,
+                "limit": limit,
+                "result": "PASS" if passed else "MISS",
+            }
+        )
+
+    def row(backend: str, case: str, level: int) -> dict[str, Any] | None:
+        return next(
+            (
+                r
+                for r in cases
+                if r["backend"] == backend and r["case"] == case and r["concurrency"] == level
+            ),
+            None,
+        )
+
+    for backend, limit in (("sqlite", 1.5), ("postgres", 1.0)):
+        put = row(backend, CASES[0], 1)
+        if put:
+            add("put p50 / in-process p50", backend, put["ratio_p50"], limit, higher=False)
+    for backend in BACKENDS:
+        put32 = row(backend, CASES[0], 32)
+        if put32:
+            add("32 writers ops/s / in-process", backend, put32["ratio_ops_s"], 3.0, higher=True)
+    for backend in BACKENDS:
+        series = sorted((r for r in scale if r["backend"] == backend), key=lambda r: r["rows"])
+        if len(series) >= 2:
+            small, large = series[0], series[-1]
+            for op in ("get_last", "claim"):
+                ratio = round(large[f"{op}_p50_us"] / small[f"{op}_p50_us"], 3)
+                name = f"{op} p50 at {large['rows']} rows / at {small['rows']}"
+                add(name, backend, ratio, 1.2, higher=False)
+    for r in rss:
+        name = f"server RSS MB with {r['watch_streams']} watch streams"
+        add(name, r["backend"], r["watch_rss_mb"], 100.0, higher=False)
+    return out
+
+
+def print_cases(rows: list[dict[str, Any]]) -> None:
+    """The case table: sidecar against in-process, ratios sidecar / in-process."""
+    header = (
+        f"{'case':<30} {'backend':<8} {'conc':>4} {'p50 us':>8} {'p99 us':>8} {'ops/s':>8} "
+        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['case']:<30} {r['backend']:<8} {r['concurrency']:>4} "
+            f"{r['sidecar_p50_us']:>8.0f} {r['sidecar_p99_us']:>8.0f} {r['sidecar_ops_s']:>8.0f} "
+            f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} "
+            f"{r['ratio_p50']:>6.2f} {r['ratio_ops_s']:>7.2f}"
+        )
+
+
+def print_targets(rows: list[dict[str, Any]]) -> None:
+    """The targets with PASS/MISS."""
+    print(f"\n{'target':<48} {'backend':<8} {'value':>8} {'limit':>7}  result")
+    for t in rows:
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        print(f"{t['target']:<48} {t['backend']:<8} {value:>8} {t['limit']:>7.1f}  {t['result']}")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line; --quick changes the defaults of the counts, never an explicit flag."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts; scale 1k and 10k rows")
+    parser.add_argument("--iterations", type=int, help="operations per case and level")
+    parser.add_argument("--concurrency", default="1,8,32", help="comma-separated caller counts")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="sqlite,postgres")
+    parser.add_argument(
+        "--pg-dsn", default=os.environ.get("CHECKPOINTD_TEST_PG_DSN", DEFAULT_PG_DSN)
+    )
+    parser.add_argument("--scale-rows", help="comma-separated stored-row counts")
+    parser.add_argument("--scale-ops", type=int, help="get_last and claim calls per scale point")
+    parser.add_argument("--no-scale", action="store_true", help="skip the scale series")
+    parser.add_argument(
+        "--watch-streams", type=int, default=1000, help="streams for the RSS figure"
+    )
+    parser.add_argument("--no-rss", action="store_true", help="skip the server RSS figures")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON file")
+    args = parser.parse_args(argv)
+    if args.iterations is None:
+        args.iterations = 100 if args.quick else 1000
+    if args.scale_rows is None:
+        args.scale_rows = "1000,10000" if args.quick else "1000,100000,1000000"
+    if args.scale_ops is None:
+        args.scale_ops = 30 if args.quick else 300
+    args.levels = [int(x) for x in args.concurrency.split(",")]
+    args.scale_points = [int(x) for x in args.scale_rows.split(",")]
+    args.backend_list = [b for b in args.backends.split(",") if b]
+    unknown = set(args.backend_list) - set(BACKENDS)
+    if unknown or args.iterations < 1 or min(args.levels) < 1:
+        parser.error(f"bad --backends/--iterations/--concurrency ({sorted(unknown)})")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    info = machine()
+    mode = "quick" if args.quick else "full"
+    print(
+        f"machine: {info['nproc']} CPUs ({info['cpu_model']}), {info['memory_gib']} GiB, "
+        f"load {info['load_average']}, Python {info['python']}; mode {mode}, "
+        f"{args.iterations} ops per case and level",
+        flush=True,
+    )
+    stores = Stores(Path(tempfile.mkdtemp(prefix="cpd-bench-")), args.pg_dsn, [])
+    cases: list[dict[str, Any]] = []
+    scale: list[dict[str, Any]] = []
+    rss: list[dict[str, Any]] = []
+    try:
+        for backend in args.backend_list:
+            print(f"cases on {backend} ...", flush=True)
+            cases += benchmark_backend(backend, stores, args.levels, args.iterations)
+            if not args.no_scale:
+                scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
+            if not args.no_rss:
+                rss.append(measure_rss(backend, stores, args.watch_streams))
+                r = rss[-1]
+                print(
+                    f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
+                    f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
+                    flush=True,
+                )
+            stores.drop_schemas()
+    finally:
+        stores.drop_schemas()
+        shutil.rmtree(stores.workdir, ignore_errors=True)
+    print()
+    print_cases(cases)
+    results = targets(cases, scale, rss)
+    print_targets(results)
+    report = {
+        "machine": info,
+        "mode": mode,
+        "iterations": args.iterations,
+        "created_at": datetime.now(UTC).isoformat(),
+        "cases": cases,
+        "scale": scale,
+        "rss": rss,
+        "targets": results,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwritten: {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

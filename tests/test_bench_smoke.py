@@ -1,0 +1,96 @@
+"""The benchmark harness runs end to end on both backends and writes the documented JSON.
+
+It checks that bench/run.py works, never how fast anything is: the figures themselves are
+for ``make bench`` to print.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import asyncpg
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CASE_KEYS = {
+    "case",
+    "backend",
+    "concurrency",
+    "sidecar_p50_us",
+    "sidecar_p99_us",
+    "sidecar_ops_s",
+    "baseline",
+    "baseline_p50_us",
+    "baseline_ops_s",
+    "ratio_p50",
+    "ratio_ops_s",
+}
+CASES = {"put (2 KB state)", "get_last", "list(100)", "record + claim", "put/get idempotent"}
+
+
+def _bench_schemas(dsn: str) -> set[str]:
+    async def query() -> set[str]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            rows = await conn.fetch(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'cpdbench%'"
+            )
+        finally:
+            await conn.close()
+        return {row["nspname"] for row in rows}
+
+    return asyncio.run(query())
+
+
+def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> None:
+    """A tiny --quick run covers every case, both clients and both backends, seeds the scale
+    series through the store's own tables, measures RSS with open watch streams, and drops
+    every Postgres schema it created."""
+    schemas_before = _bench_schemas(pg_dsn)
+    output = tmp_path / "latest.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "run.py"),
+            "--quick",
+            "--iterations=5",
+            "--concurrency=1,4",
+            "--scale-rows=100,200",
+            "--scale-ops=3",
+            "--watch-streams=20",
+            f"--pg-dsn={pg_dsn}",
+            f"--output={output}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+        cwd=tmp_path,  # fastaiagent writes its local folder into the working directory
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "machine: " in result.stdout.splitlines()[0]
+    report = json.loads(output.read_text())
+
+    assert {"nproc", "memory_gib", "cpu_model"} <= report["machine"].keys()
+    cases = report["cases"]
+    assert all(row.keys() >= CASE_KEYS for row in cases)
+    for backend in ("sqlite", "postgres"):
+        rows = [r for r in cases if r["backend"] == backend]
+        assert {r["case"] for r in rows} == CASES | {f"{c} [async]" for c in CASES}
+        assert {r["concurrency"] for r in rows} == {1, 4}
+        assert all(r["sidecar_p50_us"] > 0 and r["baseline_p50_us"] > 0 for r in rows)
+        assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
+        scale = [r for r in report["scale"] if r["backend"] == backend]
+        assert [r["rows"] for r in scale] == [100, 200]
+        assert all(r["get_last_p50_us"] > 0 and r["claim_p50_us"] > 0 for r in scale)
+        (rss,) = [r for r in report["rss"] if r["backend"] == backend]
+        assert rss["watch_error"] is None
+        assert rss["idle_rss_mb"] > 0
+        assert rss["watch_rss_mb"] > 0
+    assert {t["result"] for t in report["targets"]} <= {"PASS", "MISS"}
+    assert len(report["targets"]) == 8  # the 32-writer targets need --concurrency 32
+    assert _bench_schemas(pg_dsn) <= schemas_before
