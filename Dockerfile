@@ -1,7 +1,8 @@
 # checkpointd, the durability sidecar, as a slim container image.
 #
 #   docker build -t checkpointd:0.1.0 .
-#   docker run --rm -p 7470:7470 -v checkpointd-data:/var/lib/checkpointd checkpointd:0.1.0
+#   docker run --rm -p 7470:7470 -v checkpointd-data:/var/lib/checkpointd \
+#       -e CHECKPOINTD_AUTH_TOKEN="$(openssl rand -hex 32)" checkpointd:0.1.0
 #
 # Two stages: the builder turns the two distributions of this repository (pyclient/ is
 # checkpointd-client, . is checkpointd) into wheels and installs them, with their
@@ -68,5 +69,7 @@ STOPSIGNAL SIGTERM
 # Outside a container checkpointd listens on loopback only. Inside one, 0.0.0.0 is the
 # container's own network namespace: other containers of the pod reach it through the Unix
 # socket or localhost, the kubelet's gRPC probes through the pod IP, and nothing outside the
-# pod unless a Service or a published port says so.
+# pod unless a Service or a published port says so. Listening there needs a token
+# (CHECKPOINTD_AUTH_TOKEN, or --auth-tokens-file), TLS, or CHECKPOINTD_INSECURE=1 saying the
+# network is the boundary; without one the server refuses to start (SECURITY.md).
 CMD ["checkpointd", "serve", "--listen", "0.0.0.0:7470", "--listen", "unix:///var/run/checkpointd/checkpointd.sock"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from checkpointd_client.client import AsyncCheckpointdClient, CheckpointdClient
 from checkpointd_client.config import DEFAULT_TARGET, RetryPolicy
+from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import (
     AlreadyExistsError,
     CheckpointdError,
@@ -79,6 +80,7 @@ __all__ = [
     "RetryPolicy",
     "SnapshotComplete",
     "SnapshotItem",
+    "TlsConfig",
     "UnauthenticatedError",
     "UnavailableError",
     "WatchItem",

@@ -23,6 +23,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
 )
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
+from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
 from checkpointd_client.errors import (
     CheckpointdError,
     DeadlineExceededError,
@@ -101,7 +102,16 @@ def _check_page_size(page_size: int) -> int:
 class ClientCore:
     """The settings of one client and everything about a call that is not transport."""
 
-    __slots__ = ("_rng", "channel_options", "metadata", "namespace", "retry", "target", "timeout")
+    __slots__ = (
+        "_rng",
+        "channel_options",
+        "metadata",
+        "namespace",
+        "retry",
+        "target",
+        "timeout",
+        "tls",
+    )
 
     def __init__(
         self,
@@ -112,12 +122,16 @@ class ClientCore:
         retry: RetryPolicy | None,
         metadata: Metadata,
         channel_options: Sequence[tuple[str, Any]],
+        token: str | None = None,
+        tls: TlsConfig | bool | None = None,
     ) -> None:
         self.target = resolve_target(target)
         self.namespace = namespace
         self.timeout = _check_timeout("timeout", timeout)
         self.retry = retry if retry is not None else DEFAULT_RETRY_POLICY
-        self.metadata: tuple[tuple[str, str | bytes], ...] = tuple(metadata)
+        # The token (argument, else $CHECKPOINTD_TOKEN) rides on every call, watches included.
+        self.metadata: tuple[tuple[str, str | bytes], ...] = auth_metadata(token) + tuple(metadata)
+        self.tls = resolve_tls(tls, self.target)
         self.channel_options = merge_channel_options(channel_options)
         self._rng = random.Random()
 

@@ -26,9 +26,6 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Self
 
-import grpc
-import grpc.aio
-
 from checkpointd_client import _base, _convert
 from checkpointd_client._base import Metadata
 from checkpointd_client._proto.checkpointd.v1 import (
@@ -40,6 +37,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2_grpc,
 )
 from checkpointd_client.config import RetryPolicy
+from checkpointd_client.credentials import TlsConfig, open_aio_channel, open_channel
 from checkpointd_client.errors import UnavailableError, map_rpc_errors
 from checkpointd_client.models import (
     Checkpoint,
@@ -68,6 +66,11 @@ class CheckpointdClient:
     retries included. ``metadata`` is sent with every call, before the call's own.
     ``channel_options`` replace the defaults of the same key.
 
+    ``token`` (default: ``$CHECKPOINTD_TOKEN``) is sent as ``authorization: Bearer`` on every
+    call, watches included, for servers that require one. ``tls`` connects over TLS to a TCP
+    target: a :class:`~checkpointd_client.TlsConfig` (the server's CA, and a client
+    certificate for mutual TLS) or ``True`` for the system's roots.
+
     Use it as a context manager, or call :meth:`close`.
     """
 
@@ -80,6 +83,8 @@ class CheckpointdClient:
         retry: RetryPolicy | None = None,
         metadata: Metadata = (),
         channel_options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: TlsConfig | bool | None = None,
     ) -> None:
         self._core = _base.ClientCore(
             target,
@@ -88,9 +93,11 @@ class CheckpointdClient:
             retry=retry,
             metadata=metadata,
             channel_options=channel_options,
+            token=token,
+            tls=tls,
         )
-        self._channel: Any = grpc.insecure_channel(
-            self._core.target, options=self._core.channel_options
+        self._channel: Any = open_channel(
+            self._core.target, self._core.channel_options, self._core.tls
         )
         self._checkpoints = checkpoint_service_pb2_grpc.CheckpointServiceStub(self._channel)
         self._interrupts = interrupt_service_pb2_grpc.InterruptServiceStub(self._channel)
@@ -498,6 +505,8 @@ class AsyncCheckpointdClient:
         retry: RetryPolicy | None = None,
         metadata: Metadata = (),
         channel_options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: TlsConfig | bool | None = None,
     ) -> None:
         self._core = _base.ClientCore(
             target,
@@ -506,6 +515,8 @@ class AsyncCheckpointdClient:
             retry=retry,
             metadata=metadata,
             channel_options=channel_options,
+            token=token,
+            tls=tls,
         )
         # A grpc.aio channel binds to the event loop it is created in, so it is created on
         # first use, inside the loop that awaits the calls.
@@ -518,8 +529,8 @@ class AsyncCheckpointdClient:
         if self._closed:
             raise RuntimeError(_CLOSED)
         if self._stubs is None:
-            self._channel = grpc.aio.insecure_channel(
-                self._core.target, options=self._core.channel_options
+            self._channel = open_aio_channel(
+                self._core.target, self._core.channel_options, self._core.tls
             )
             self._stubs = (
                 checkpoint_service_pb2_grpc.CheckpointServiceStub(self._channel),

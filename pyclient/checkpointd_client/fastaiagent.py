@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Self
 from checkpointd_client._base import new_id
 from checkpointd_client.client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
+from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import NotFoundError
 from checkpointd_client.models import Checkpoint, PendingInterrupt
 
@@ -166,8 +167,9 @@ class SidecarCheckpointer:
     The arguments are those of :class:`~checkpointd_client.CheckpointdClient`: ``target``
     defaults to ``$CHECKPOINTD_TARGET`` or ``127.0.0.1:7470``, every row lives in
     ``namespace``, every call has a deadline of ``timeout`` seconds and is retried on
-    ``UNAVAILABLE`` by ``retry``. Server errors other than "not found" surface as
-    :class:`~checkpointd_client.CheckpointdError` subclasses.
+    ``UNAVAILABLE`` by ``retry``; ``token`` (default ``$CHECKPOINTD_TOKEN``) and ``tls``
+    authenticate it to a server that requires them. Server errors other than "not found"
+    surface as :class:`~checkpointd_client.CheckpointdError` subclasses.
     """
 
     def __init__(
@@ -179,6 +181,8 @@ class SidecarCheckpointer:
         retry: RetryPolicy | None = None,
         metadata: Sequence[tuple[str, str | bytes]] = (),
         channel_options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: TlsConfig | bool | None = None,
     ) -> None:
         _fastaiagent_models()  # fail here, not mid-run, when fastaiagent is missing
         self._client = CheckpointdClient(
@@ -188,6 +192,8 @@ class SidecarCheckpointer:
             retry=retry,
             metadata=metadata,
             channel_options=channel_options,
+            token=token,
+            tls=tls,
         )
 
     @property

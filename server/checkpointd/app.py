@@ -20,6 +20,14 @@ from grpc_health.v1 import health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from checkpointd import __version__
+from checkpointd.auth import (
+    Authenticator,
+    AuthInterceptor,
+    Grant,
+    TokenFileError,
+    env_grant,
+    load_tokens_file,
+)
 from checkpointd.config import Settings, redact_dsn
 from checkpointd.health import (
     HEALTH_SERVICE,
@@ -33,6 +41,7 @@ from checkpointd.interceptors import RequestGuardInterceptor
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
 from checkpointd.logging_setup import event
 from checkpointd.metrics import Metrics, MetricsInterceptor, MetricsServer, instrument_store
+from checkpointd.security import ExposureError, TlsError, TlsFiles, check_exposure
 from checkpointd.servicers import (
     CheckpointServicer,
     IdempotencyServicer,
@@ -104,6 +113,7 @@ def _build_server(
     health: HealthService,
     monitor: StoreMonitor,
     metrics: Metrics | None,
+    authenticator: Authenticator | None = None,
 ) -> grpc.aio.Server:
     transport_limit = settings.max_message_bytes + _TRANSPORT_SLACK_BYTES
     # Outermost first: metrics see the final status of every call; the guard maps the errors
@@ -112,6 +122,9 @@ def _build_server(
         RequestGuardInterceptor(max_message_bytes=settings.max_message_bytes),
         StoreGateInterceptor(monitor, exempt_prefixes=_ALWAYS_ANSWERED),
     ]
+    if authenticator is not None:
+        # Before everything but metrics: a caller without a valid token learns nothing else.
+        interceptors.insert(0, AuthInterceptor(authenticator, exempt_prefixes=_ALWAYS_ANSWERED))
     if metrics is not None:
         interceptors.insert(0, MetricsInterceptor(metrics))
     server = grpc.aio.server(
@@ -147,15 +160,25 @@ def _build_server(
 
 
 def _bind(
-    server: grpc.aio.Server, listeners: list[Listener], owned: list[Listener], *, mode: int
+    server: grpc.aio.Server,
+    listeners: list[Listener],
+    owned: list[Listener],
+    *,
+    mode: int,
+    tls: grpc.ServerCredentials | None = None,
 ) -> list[str]:
-    """Bind every listener; ``owned`` collects those whose socket files are ours to remove."""
+    """Bind every listener (TCP ones with ``tls`` when given; Unix sockets always plaintext,
+    guarded by their file mode); ``owned`` collects those whose socket files are ours to
+    remove."""
     bound: list[str] = []
     for listener in listeners:
         listener.prepare()
         try:
             with private_files():
-                port = server.add_insecure_port(listener.address)
+                if tls is not None and listener.unix_path is None:
+                    port = server.add_secure_port(listener.address, tls)
+                else:
+                    port = server.add_insecure_port(listener.address)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {listener.address}: {exc}") from None
         owned.append(listener)
@@ -209,6 +232,12 @@ def _log_config(settings: Settings) -> None:
         "claim_retention_s": settings.claim_retention_seconds,
         "event_retention_s": settings.event_retention_seconds,
         "watch_buffer": settings.watch_buffer,
+        "max_watch_streams": settings.max_watch_streams,
+        "max_watch_streams_per_peer": settings.max_watch_streams_per_peer,
+        "watch_max_lifetime_s": settings.watch_max_lifetime,
+        "auth": _auth_summary(settings),
+        "tls": "mutual" if settings.tls_client_ca else "on" if settings.tls_cert else "off",
+        "insecure": settings.insecure,
         "metrics_listen": settings.metrics_listen or "off",
         "log_level": settings.log_level,
         "log_format": settings.log_format,
@@ -219,6 +248,35 @@ def _log_config(settings: Settings) -> None:
         fields.update(sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     summary = " ".join(f"{key}={value}" for key, value in fields.items())
     event(log, logging.INFO, "config", f"checkpointd {__version__} starting: {summary}", **fields)
+
+
+def _auth_summary(settings: Settings) -> str:
+    """Where the tokens come from (never the tokens)."""
+    sources = []
+    if settings.auth_tokens_file is not None:
+        sources.append(f"file:{settings.auth_tokens_file}")
+    if settings.auth_token:
+        sources.append("env:CHECKPOINTD_AUTH_TOKEN")
+    return "+".join(sources) or "off"
+
+
+def _authenticator(settings: Settings) -> Authenticator | None:
+    """The tokens of the file and of CHECKPOINTD_AUTH_TOKEN; None when there are none."""
+    grants: list[Grant] = []
+    try:
+        if settings.auth_tokens_file is not None:
+            grants.extend(load_tokens_file(settings.auth_tokens_file))
+        if settings.auth_token:
+            extra = env_grant(settings.auth_token)
+            if any(grant.digest == extra.digest for grant in grants):
+                raise TokenFileError(
+                    "CHECKPOINTD_AUTH_TOKEN is also a token of the tokens file; use one or the "
+                    "other"
+                )
+            grants.append(extra)
+    except TokenFileError as exc:
+        raise StartupError(str(exc)) from None
+    return Authenticator(grants) if grants else None
 
 
 def _start_metrics(address: str, metrics: Metrics) -> MetricsServer:
@@ -237,13 +295,34 @@ async def serve(settings: Settings) -> None:
     except ListenerError as exc:
         raise StartupError(str(exc)) from None
     _log_config(settings)
+    authenticator = _authenticator(settings)
+    try:
+        tls_files = TlsFiles.from_settings(
+            settings.tls_cert, settings.tls_key, settings.tls_client_ca
+        )
+        tls = tls_files.credentials() if tls_files is not None else None
+        check_exposure(
+            listeners,
+            auth=authenticator is not None,
+            tls=tls is not None,
+            mutual_tls=tls_files is not None and tls_files.client_ca is not None,
+            insecure=settings.insecure,
+        )
+    except (TlsError, ExposureError) as exc:
+        raise StartupError(str(exc)) from None
     store = build_store(settings)
     description = redact_dsn(settings.store)
     metrics = Metrics() if settings.metrics_listen else None
     if metrics is not None:
         instrument_store(store, metrics)
     retention = timedelta(seconds=settings.claim_retention_seconds)
-    watch_hub = WatchHub(store, buffer_events=settings.watch_buffer)
+    watch_hub = WatchHub(
+        store,
+        buffer_events=settings.watch_buffer,
+        max_streams=settings.max_watch_streams,
+        max_streams_per_peer=settings.max_watch_streams_per_peer,
+        max_lifetime=settings.watch_max_lifetime,
+    )
     deps = ServiceDeps(
         store=store,
         max_message_bytes=settings.max_message_bytes,
@@ -279,7 +358,14 @@ async def serve(settings: Settings) -> None:
         wait=settings.store_wait,
         on_first_open=store_is_open,
     )
-    server = _build_server(settings, deps, health=health, monitor=monitor, metrics=metrics)
+    server = _build_server(
+        settings,
+        deps,
+        health=health,
+        monitor=monitor,
+        metrics=metrics,
+        authenticator=authenticator,
+    )
     owned: list[Listener] = []
     metrics_server: MetricsServer | None = None
     stop = asyncio.Event()
@@ -307,7 +393,7 @@ async def serve(settings: Settings) -> None:
     monitor_task: asyncio.Task[None] | None = None
     try:
         try:
-            bound.extend(_bind(server, listeners, owned, mode=settings.unix_socket_mode))
+            bound.extend(_bind(server, listeners, owned, mode=settings.unix_socket_mode, tls=tls))
         except ListenerError as exc:
             raise StartupError(str(exc)) from None
         if metrics is not None and settings.metrics_listen:

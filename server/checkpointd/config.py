@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,6 +27,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_CLAIM_RETENTION_SECONDS = 24 * 3600
 DEFAULT_EVENT_RETENTION_SECONDS = 7 * 24 * 3600
 DEFAULT_WATCH_BUFFER = 1000
+DEFAULT_MAX_WATCH_STREAMS = 1000
+DEFAULT_MAX_WATCH_STREAMS_PER_PEER = 100
+DEFAULT_WATCH_MAX_LIFETIME_SECONDS = 3600.0
 DEFAULT_PG_SCHEMA = "checkpointd"
 PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 
@@ -112,6 +115,28 @@ class Settings:
     metrics_listen: str | None = None
     """``host:port`` of the Prometheus endpoint; None leaves it off
     (CHECKPOINTD_METRICS_LISTEN)."""
+    auth_tokens_file: Path | None = None
+    """The JSON file of tokens and their grants (CHECKPOINTD_AUTH_TOKENS_FILE); see
+    :mod:`checkpointd.auth`."""
+    auth_token: str | None = field(default=None, repr=False)
+    """One read-write token for every namespace (CHECKPOINTD_AUTH_TOKEN only, never a flag)."""
+    tls_cert: Path | None = None
+    """PEM certificate (chain) of the TCP listeners (CHECKPOINTD_TLS_CERT)."""
+    tls_key: Path | None = None
+    """PEM private key of ``tls_cert`` (CHECKPOINTD_TLS_KEY)."""
+    tls_client_ca: Path | None = None
+    """PEM CA bundle; when set, TCP clients must present a certificate it signed
+    (CHECKPOINTD_TLS_CLIENT_CA)."""
+    insecure: bool = False
+    """Allow a non-loopback TCP listener without token or TLS (CHECKPOINTD_INSECURE=1)."""
+    max_watch_streams: int = DEFAULT_MAX_WATCH_STREAMS
+    """Open WatchInterrupts streams per server; 0: no limit (CHECKPOINTD_MAX_WATCH_STREAMS)."""
+    max_watch_streams_per_peer: int = DEFAULT_MAX_WATCH_STREAMS_PER_PEER
+    """Open WatchInterrupts streams per connection; 0: no limit
+    (CHECKPOINTD_MAX_WATCH_STREAMS_PER_PEER)."""
+    watch_max_lifetime: float = DEFAULT_WATCH_MAX_LIFETIME_SECONDS
+    """Seconds after which a watch stream ends with UNAVAILABLE (WATCH_EXPIRED) and the client
+    resumes from its cursor; 0: never (CHECKPOINTD_WATCH_MAX_LIFETIME)."""
 
     @property
     def is_postgres(self) -> bool:

@@ -9,11 +9,19 @@ switch on. Anything not in the table is a bug: it is logged with its traceback a
     ├── InvalidField          INVALID_ARGUMENT     INVALID_FIELD (metadata: field, rule)
     ├── InvalidPageToken      INVALID_ARGUMENT     INVALID_PAGE_TOKEN
     ├── RunEndNotForkable     INVALID_ARGUMENT     RUN_END_NOT_FORKABLE
+    ├── MalformedRequest      INVALID_ARGUMENT     MALFORMED_REQUEST
     ├── MessageTooLarge       RESOURCE_EXHAUSTED   MESSAGE_TOO_LARGE (metadata: limit_bytes)
     ├── WatcherTooSlow        RESOURCE_EXHAUSTED   WATCHER_TOO_SLOW (metadata: buffer_events)
+    ├── TooManyWatchStreams   RESOURCE_EXHAUSTED   TOO_MANY_WATCH_STREAMS (metadata: limit, scope)
     ├── CursorExpired         OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
     │                                                              purged_through)
     ├── ShuttingDown          UNAVAILABLE          SHUTTING_DOWN
+    ├── WatchExpired          UNAVAILABLE          WATCH_EXPIRED (metadata: max_lifetime_s)
+    ├── MissingToken          UNAUTHENTICATED      MISSING_TOKEN
+    ├── InvalidToken          UNAUTHENTICATED      INVALID_TOKEN
+    ├── NamespaceNotAllowed   PERMISSION_DENIED    NAMESPACE_NOT_ALLOWED (metadata: namespace,
+    │                                                                     token_name)
+    ├── ReadOnlyToken         PERMISSION_DENIED    READ_ONLY_TOKEN (metadata: method, token_name)
     ├── CheckpointNotFound    NOT_FOUND            CHECKPOINT_NOT_FOUND
     ├── NoCheckpoints         NOT_FOUND            NO_CHECKPOINTS
     ├── NoPendingInterrupt    NOT_FOUND            NO_PENDING_INTERRUPT
@@ -38,13 +46,20 @@ __all__ = [
     "CursorExpired",
     "InvalidField",
     "InvalidPageToken",
+    "InvalidToken",
+    "MalformedRequest",
     "MessageTooLarge",
+    "MissingToken",
+    "NamespaceNotAllowed",
     "NoCheckpoints",
     "NoPendingInterrupt",
+    "ReadOnlyToken",
     "RunAlreadyFinished",
     "RunEndNotForkable",
     "ShuttingDown",
     "StatusInfo",
+    "TooManyWatchStreams",
+    "WatchExpired",
     "WatcherTooSlow",
     "status_for",
 ]
@@ -87,6 +102,18 @@ class RunEndNotForkable(CheckpointdError):
             f"checkpoint_id: {checkpoint_id!r} is the run-end marker, not a step of the run; "
             "pick a step from ListCheckpoints or leave checkpoint_id empty",
             field="checkpoint_id",
+        )
+
+
+class MalformedRequest(CheckpointdError):
+    """The request bytes are not a valid protobuf encoding of the method's request message."""
+
+    def __init__(self, message_type: str) -> None:
+        super().__init__(
+            f"the request is not a valid {message_type} message (malformed protobuf encoding, "
+            "or a string field that is not UTF-8); send a message built from the "
+            "checkpointd.v1 protocol",
+            message_type=message_type,
         )
 
 
@@ -175,6 +202,71 @@ class ShuttingDown(CheckpointdError):
         )
 
 
+class TooManyWatchStreams(CheckpointdError):
+    """A new watch would pass the server's or the peer's stream limit."""
+
+    def __init__(self, limit: int, scope: str) -> None:
+        flag = "--max-watch-streams" if scope == "server" else "--max-watch-streams-per-peer"
+        who = "this server" if scope == "server" else "this connection"
+        super().__init__(
+            f"{who} already has {limit} open watch streams ({flag}); close one, share one "
+            "watch between consumers, or raise the limit",
+            limit=str(limit),
+            scope=scope,
+        )
+
+
+class WatchExpired(CheckpointdError):
+    """A watch reached its maximum lifetime; the client reconnects from its cursor."""
+
+    def __init__(self, max_lifetime: float) -> None:
+        super().__init__(
+            f"the watch stream reached its maximum lifetime of {max_lifetime:g}s "
+            "(--watch-max-lifetime); watch again from the cursor of the last event processed: "
+            "nothing is lost",
+            max_lifetime_s=f"{max_lifetime:g}",
+        )
+
+
+class MissingToken(CheckpointdError):
+    """The call carries no bearer token and the server requires one."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this server requires a token: send the metadata 'authorization: Bearer <token>' "
+            "(the Python client: token= or CHECKPOINTD_TOKEN)"
+        )
+
+
+class InvalidToken(CheckpointdError):
+    """The call carries a token that the server does not know (never echoed back)."""
+
+    def __init__(self, detail: str = "the token is not valid on this server") -> None:
+        super().__init__(detail)
+
+
+class NamespaceNotAllowed(CheckpointdError):
+    """The token is valid but not granted the request's namespace."""
+
+    def __init__(self, namespace: str, token_name: str) -> None:
+        super().__init__(
+            f"token {token_name!r} is not granted namespace {namespace!r}",
+            namespace=namespace,
+            token_name=token_name,
+        )
+
+
+class ReadOnlyToken(CheckpointdError):
+    """A read-only token was used for a call that writes."""
+
+    def __init__(self, method: str, token_name: str) -> None:
+        super().__init__(
+            f"token {token_name!r} is read-only and {method} writes",
+            method=method,
+            token_name=token_name,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class StatusInfo:
     """What an error becomes on the wire."""
@@ -190,10 +282,17 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, str], ...] = (
     (InvalidField, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD"),
     (InvalidPageToken, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN"),
     (RunEndNotForkable, grpc.StatusCode.INVALID_ARGUMENT, "RUN_END_NOT_FORKABLE"),
+    (MalformedRequest, grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST"),
     (MessageTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE"),
     (WatcherTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED, "WATCHER_TOO_SLOW"),
+    (TooManyWatchStreams, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_WATCH_STREAMS"),
     (CursorExpired, grpc.StatusCode.OUT_OF_RANGE, "CURSOR_EXPIRED"),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN"),
+    (WatchExpired, grpc.StatusCode.UNAVAILABLE, "WATCH_EXPIRED"),
+    (MissingToken, grpc.StatusCode.UNAUTHENTICATED, "MISSING_TOKEN"),
+    (InvalidToken, grpc.StatusCode.UNAUTHENTICATED, "INVALID_TOKEN"),
+    (NamespaceNotAllowed, grpc.StatusCode.PERMISSION_DENIED, "NAMESPACE_NOT_ALLOWED"),
+    (ReadOnlyToken, grpc.StatusCode.PERMISSION_DENIED, "READ_ONLY_TOKEN"),
     (CheckpointNotFound, grpc.StatusCode.NOT_FOUND, "CHECKPOINT_NOT_FOUND"),
     (NoCheckpoints, grpc.StatusCode.NOT_FOUND, "NO_CHECKPOINTS"),
     (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, "NO_PENDING_INTERRUPT"),

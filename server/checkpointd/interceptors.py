@@ -8,9 +8,11 @@ exception text (which could hold SQL or paths).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import grpc
@@ -18,7 +20,13 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
-from checkpointd.errors import ERROR_DOMAIN, MessageTooLarge, StatusInfo, status_for
+from checkpointd.errors import (
+    ERROR_DOMAIN,
+    MalformedRequest,
+    MessageTooLarge,
+    StatusInfo,
+    status_for,
+)
 
 __all__ = ["RequestGuardInterceptor", "abort_with_error"]
 
@@ -27,6 +35,30 @@ log = logging.getLogger(__name__)
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """A request whose bytes did not parse. gRPC would answer such a call ``UNKNOWN`` with
+    the parser's exception text; the guard answers it ``INVALID_ARGUMENT`` instead."""
+
+    message_type: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """Wrap a request deserializer so that bytes that do not parse become :class:`_Undecodable`."""
+    if deserializer is None:
+        return None
+    descriptor = getattr(getattr(deserializer, "__self__", None), "DESCRIPTOR", None)
+    message_type = str(getattr(descriptor, "full_name", "request"))
+
+    def parse(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except Exception:  # DecodeError, or anything else the parser raises on bad bytes
+            return _Undecodable(message_type)
+
+    return parse
 
 
 async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
@@ -75,20 +107,50 @@ class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
         method = handler_call_details.method
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._guard_stream(method, handler.unary_stream),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_unary is None:
+            return handler
         return grpc.unary_unary_rpc_method_handler(
             self._guard(method, handler.unary_unary),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
+
+    @staticmethod
+    def _guard_stream(method: str, inner: Callable[..., Any]) -> Handler:
+        """Answer an undecodable stream request INVALID_ARGUMENT; run the others as they are."""
+
+        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> None:
+            if isinstance(request, _Undecodable):
+                await abort_with_error(
+                    context, MalformedRequest(request.message_type), method=method
+                )
+            result = inner(request, context)
+            if inspect.isasyncgen(result):
+                async for response in result:
+                    await context.write(response)
+            else:
+                await result
+
+        return guarded
 
     def _guard(self, method: str, inner: Handler) -> Handler:
         limit = self._max_message_bytes
 
-        async def guarded(request: Message, context: grpc.aio.ServicerContext) -> Any:
+        async def guarded(
+            request: Message | _Undecodable, context: grpc.aio.ServicerContext
+        ) -> Any:
             try:
+                if isinstance(request, _Undecodable):
+                    raise MalformedRequest(request.message_type)
                 size = request.ByteSize()
                 if size > limit:
                     raise MessageTooLarge(size, limit)

@@ -16,10 +16,15 @@ had reached the hub's cursor. From then on the hub hands it every event above it
 So every event after C reaches the stream exactly once and in cursor order, with no gap
 between the catch-up and the live part.
 
+Limits: the hub refuses a stream beyond ``max_streams`` open streams, or beyond
+``max_streams_per_peer`` from one peer (``RESOURCE_EXHAUSTED``, ``TOO_MANY_WATCH_STREAMS``),
+and ends a stream older than ``max_lifetime`` seconds with ``UNAVAILABLE``
+(``WATCH_EXPIRED``), from which the client resumes at its cursor like after any reconnect.
+
 Ending: a failure (too slow, shutting down, store lost for longer than ``outage_grace``,
-cursor purged) is raised from the stream's iterator and from :meth:`Watch.guard`, which races
-each write to the client against it, so even a stream blocked on a client that stopped
-reading ends at once.
+cursor purged, lifetime reached) is raised from the stream's iterator and from
+:meth:`Watch.guard`, which races each write to the client against it, so even a stream
+blocked on a client that stopped reading ends at once.
 """
 
 from __future__ import annotations
@@ -32,7 +37,14 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 
 from checkpointd.domain import EventPage, InterruptEventRecord, PendingFilter, PendingRecord
-from checkpointd.errors import CursorExpired, InvalidField, ShuttingDown, WatcherTooSlow
+from checkpointd.errors import (
+    CursorExpired,
+    InvalidField,
+    ShuttingDown,
+    TooManyWatchStreams,
+    WatcherTooSlow,
+    WatchExpired,
+)
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
 
 __all__ = [
@@ -85,7 +97,14 @@ class Progress:
 WatchItem = SnapshotRow | SnapshotDone | EventItem | Progress
 
 #: What may end a stream (mapped to a status by the error table).
-_Failure = WatcherTooSlow | ShuttingDown | CursorExpired | StoreUnavailable
+_Failure = WatcherTooSlow | ShuttingDown | CursorExpired | StoreUnavailable | WatchExpired
+
+
+def _is_network_peer(peer: str) -> bool:
+    """Whether ``peer`` names one TCP connection. gRPC names every Unix-socket client the same
+    ("unix:" plus the socket path), so a per-peer limit there would cap all local clients
+    together; they are bounded by the per-server limit and the socket's file mode instead."""
+    return peer.startswith(("ipv4:", "ipv6:"))
 
 
 def matches(filters: PendingFilter, pending: PendingRecord) -> bool:
@@ -107,10 +126,17 @@ class Watch:
     """
 
     def __init__(
-        self, hub: WatchHub, namespace: str, after_cursor: int, filters: PendingFilter
+        self,
+        hub: WatchHub,
+        namespace: str,
+        after_cursor: int,
+        filters: PendingFilter,
+        peer: str = "",
     ) -> None:
         self._hub = hub
         self.namespace = namespace
+        self.peer = peer
+        self._expiry: asyncio.TimerHandle | None = None
         self._after_cursor = after_cursor
         self.filters = filters
         self._queue: collections.deque[EventItem] = collections.deque()
@@ -126,13 +152,23 @@ class Watch:
         self._items_gen: AsyncGenerator[WatchItem, None] | None = None
 
     async def __aenter__(self) -> Watch:
+        hub = self._hub
+        if not hub._closing:
+            hub._check_limits(self.peer)
         self._task = asyncio.current_task()
-        self._hub._streams.add(self)
-        if self._hub._closing:
+        hub._streams.add(self)
+        hub._per_peer[self.peer] = hub._per_peer.get(self.peer, 0) + 1
+        if hub._closing:
             self.fail(ShuttingDown())
+        elif hub.max_lifetime:
+            self._expiry = asyncio.get_running_loop().call_later(
+                hub.max_lifetime, self.fail, WatchExpired(hub.max_lifetime)
+            )
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
         self._hub._forget(self)
         if self._items_gen is not None:
             await self._items_gen.aclose()
@@ -292,7 +328,9 @@ class WatchHub:
     ``buffer_events`` bounds each stream's queue; ``poll_interval`` is the fallback read when
     no notification arrives; ``progress_interval`` the longest silence of a stream whose
     filters match nothing; ``outage_grace`` how long the store may fail before the open
-    streams end with ``UNAVAILABLE`` (the reader itself keeps retrying).
+    streams end with ``UNAVAILABLE`` (the reader itself keeps retrying). ``max_streams`` and
+    ``max_streams_per_peer`` bound the open streams (0: no bound); ``max_lifetime`` ends a
+    stream after that many seconds (0: never).
     """
 
     def __init__(
@@ -305,12 +343,23 @@ class WatchHub:
         progress_interval: float = 2.0,
         outage_grace: float = 5.0,
         ready_timeout: float = 10.0,
+        max_streams: int = 0,
+        max_streams_per_peer: int = 0,
+        max_lifetime: float = 0.0,
     ) -> None:
         if buffer_events <= 0 or batch_size <= 0:
             raise ValueError("buffer_events and batch_size must be positive")
+        if max_streams < 0 or max_streams_per_peer < 0 or max_lifetime < 0:
+            raise ValueError("stream limits must not be negative (0 means no limit)")
+        self.max_streams = max_streams
+        self.max_streams_per_peer = max_streams_per_peer
+        self.max_lifetime = max_lifetime
+        self._per_peer: dict[str, int] = {}
         self.store = store
         self.buffer_events = buffer_events
-        self.batch_size = batch_size
+        # A batch is handed to every watcher at once, so a batch larger than a watcher's whole
+        # buffer would end even a watcher that keeps up; read at most a buffer's worth.
+        self.batch_size = min(batch_size, buffer_events)
         self.poll_interval = poll_interval
         self.progress_interval = progress_interval
         self._outage_grace = outage_grace
@@ -355,9 +404,24 @@ class WatchHub:
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
 
-    def watch(self, namespace: str, after_cursor: int, filters: PendingFilter) -> Watch:
-        """A new stream of ``namespace`` from ``after_cursor`` (0: snapshot first)."""
-        return Watch(self, namespace, after_cursor, filters)
+    def watch(
+        self, namespace: str, after_cursor: int, filters: PendingFilter, *, peer: str = ""
+    ) -> Watch:
+        """A new stream of ``namespace`` from ``after_cursor`` (0: snapshot first), opened
+        by ``peer`` (the connection, as gRPC names it), whose streams count against
+        ``max_streams_per_peer``."""
+        return Watch(self, namespace, after_cursor, filters, peer)
+
+    def _check_limits(self, peer: str) -> None:
+        """Refuse one more stream past the server's or the peer's limit."""
+        if self.max_streams and len(self._streams) >= self.max_streams:
+            raise TooManyWatchStreams(self.max_streams, "server")
+        if (
+            self.max_streams_per_peer
+            and _is_network_peer(peer)
+            and self._per_peer.get(peer, 0) >= self.max_streams_per_peer
+        ):
+            raise TooManyWatchStreams(self.max_streams_per_peer, "peer")
 
     async def cursor(self) -> int:
         """The hub's cursor, once the reader has reached the store."""
@@ -388,7 +452,13 @@ class WatchHub:
 
     def _forget(self, stream: Watch) -> None:
         self._unregister(stream)
-        self._streams.discard(stream)
+        if stream in self._streams:
+            self._streams.discard(stream)
+            left = self._per_peer.get(stream.peer, 1) - 1
+            if left > 0:
+                self._per_peer[stream.peer] = left
+            else:
+                self._per_peer.pop(stream.peer, None)
 
     def _fail_registered(self, failure: _Failure) -> None:
         for streams in list(self._by_namespace.values()):

@@ -46,6 +46,7 @@ PUBLIC_NAMES = [
     "RetryPolicy",
     "SnapshotComplete",
     "SnapshotItem",
+    "TlsConfig",
     "UnauthenticatedError",
     "UnavailableError",
     "WatchItem",

@@ -124,6 +124,9 @@ def test_checkpointd_is_a_native_sidecar_sharing_its_socket(name: str):
     assert "emptyDir" in volumes[socket_volume]
     assert _mounts(app)[socket_volume] == SOCKET_DIR
     assert _env(app)["CHECKPOINTD_TARGET"] == TARGET
+    # The image listens on 0.0.0.0, which starts only with a token or an explicit opt-in.
+    sidecar_env = _env(sidecar)
+    assert sidecar_env.get("CHECKPOINTD_INSECURE") == "1" or "CHECKPOINTD_AUTH_TOKEN" in sidecar_env
 
     uid, gid = image_user()
     security = pod["securityContext"]

@@ -176,7 +176,9 @@ class InterruptServicer(svc_grpc.InterruptServiceServicer):
                     grpc.StatusCode.UNIMPLEMENTED, "this server does not serve watches"
                 )
                 return
-            async with hub.watch(namespace, request.after_cursor, filters) as watch:
+            async with hub.watch(
+                namespace, request.after_cursor, filters, peer=context.peer()
+            ) as watch:
                 async for item in watch:
                     await watch.guard(context.write(_watch_response(item)))
         except grpc.aio.AbortError:

@@ -1,0 +1,236 @@
+"""Token authentication and per-namespace, per-role authorization (contract E2: UNAUTHENTICATED,
+PERMISSION_DENIED; N1 namespaces), for unary calls and the watch stream, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from checkpointd_client import (
+    AsyncCheckpointdClient,
+    CheckpointdClient,
+    CheckpointdError,
+    InterruptEvent,
+    NotFoundError,
+    PermissionDeniedError,
+    SnapshotComplete,
+    SnapshotItem,
+    UnauthenticatedError,
+)
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from tests.contract.helpers import checkpoint, interrupted
+from tests.security.conftest import NO_RETRY, Tokens
+from tests.support.sidecar import Sidecar
+
+
+def _client(server: Sidecar, token: str | None, namespace: str = "default") -> CheckpointdClient:
+    return CheckpointdClient(server.target, namespace=namespace, token=token, retry=NO_RETRY)
+
+
+def _first_watch_item(client: CheckpointdClient) -> Any:
+    with client.watch_interrupts(reconnect=False, timeout=10) as watch:
+        return next(iter(watch))
+
+
+def _every_rpc(client: CheckpointdClient, run: str) -> dict[str, Callable[[], Any]]:
+    """One call of each RPC (the writes first), watch included."""
+    cp, pending = interrupted(run)
+    return {
+        "PutCheckpoint": lambda: client.put_checkpoint(checkpoint(run)),
+        "DeleteExecution": lambda: client.delete_execution(run),
+        "PruneCheckpoints": lambda: client.prune(timedelta(days=1)),
+        "RecordInterrupt": lambda: client.record_interrupt(cp, pending),
+        "ClaimInterrupt": lambda: client.claim_interrupt(run),
+        "PutIdempotencyResult": lambda: client.put_idempotent(run, "k", 1),
+        "GetCheckpoint": lambda: client.get_checkpoint(run, "missing"),
+        "GetLatestCheckpoint": lambda: client.get_latest_checkpoint(run),
+        "ListCheckpoints": lambda: client.list_checkpoints(run),
+        "GetResumePoint": lambda: client.get_resume_point(run),
+        "GetForkPoint": lambda: client.get_fork_point(run),
+        "ListPendingInterrupts": lambda: client.list_pending_interrupts(),
+        "GetIdempotencyResult": lambda: client.get_idempotent(run, "k"),
+        "WatchInterrupts": lambda: _first_watch_item(client),
+    }
+
+
+WRITES = (
+    "PutCheckpoint",
+    "DeleteExecution",
+    "PruneCheckpoints",
+    "RecordInterrupt",
+    "ClaimInterrupt",
+    "PutIdempotencyResult",
+)
+
+
+def _log_lines(server: Sidecar) -> list[str]:
+    return server.log_path.read_text(errors="replace").splitlines()
+
+
+def test_e2_calls_without_a_valid_token_are_unauthenticated_and_no_token_is_logged(
+    auth_sidecar: Sidecar, tokens: Tokens
+):
+    """Every RPC, watch included, is UNAUTHENTICATED without a token (MISSING_TOKEN) or with
+    an unknown or malformed one (INVALID_TOKEN); nothing is written; health and reflection
+    answer without a token; no token appears in any log line or error message."""
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    with _client(auth_sidecar, None) as anonymous, _client(auth_sidecar, tokens.wrong) as wrong:
+        for client, reason in ((anonymous, "MISSING_TOKEN"), (wrong, "INVALID_TOKEN")):
+            for name, call in _every_rpc(client, run).items():
+                with pytest.raises(UnauthenticatedError) as refused:
+                    call()
+                assert refused.value.code == grpc.StatusCode.UNAUTHENTICATED, name
+                assert refused.value.reason == reason, name
+                assert tokens.wrong not in str(refused.value), name
+
+    not_bearer = [("authorization", f"Basic {tokens.admin}")]
+    with _client(auth_sidecar, None) as raw:
+        with pytest.raises(UnauthenticatedError) as malformed:
+            raw.get_latest_checkpoint(run, metadata=not_bearer)
+        assert malformed.value.reason == "INVALID_TOKEN"
+        assert tokens.admin not in str(malformed.value)
+
+    with grpc.insecure_channel(auth_sidecar.target) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        status = health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+        assert status == health_pb2.HealthCheckResponse.SERVING
+        reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        (answer,) = list(reflect.ServerReflectionInfo(iter([request]), timeout=5))
+        services = {s.name for s in answer.list_services_response.service}
+        assert "checkpointd.v1.CheckpointService" in services
+
+    with _client(auth_sidecar, tokens.admin) as admin:
+        assert admin.list_pending_interrupts().pending_interrupts == []
+        with pytest.raises(NotFoundError):
+            admin.get_latest_checkpoint(run)
+        assert admin.get_idempotent(run, "k").found is False
+
+    lines = _log_lines(auth_sidecar)
+    assert any("MISSING_TOKEN" in line for line in lines)
+    assert any("INVALID_TOKEN" in line for line in lines)
+    for token in tokens.all():
+        leaked = [line for line in lines if token in line or token[4:20] in line]
+        assert leaked == [], leaked
+
+
+def test_e2_n1_namespace_outside_the_grant_is_permission_denied_for_unary_and_watch(
+    auth_sidecar: Sidecar, tokens: Tokens
+):
+    """A token granted team-a works there; in team-b and in the default namespace every RPC,
+    watch included, is PERMISSION_DENIED (NAMESPACE_NOT_ALLOWED) and nothing is written."""
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    with _client(auth_sidecar, tokens.bot, "team-a") as allowed:
+        stored = allowed.put_checkpoint(checkpoint(run))
+        assert allowed.get_latest_checkpoint(run).checkpoint_id == stored.checkpoint_id
+        assert isinstance(_first_watch_item(allowed), SnapshotComplete)
+
+    for namespace in ("team-b", "default", ""):
+        with _client(auth_sidecar, tokens.bot, namespace) as outside:
+            for name, call in _every_rpc(outside, run).items():
+                with pytest.raises(PermissionDeniedError) as denied:
+                    call()
+                assert denied.value.reason == "NAMESPACE_NOT_ALLOWED", (namespace, name)
+                assert denied.value.metadata == {
+                    "namespace": namespace or "default",
+                    "token_name": "bot",
+                }
+
+    with _client(auth_sidecar, tokens.admin, "team-b") as admin:
+        with pytest.raises(NotFoundError):
+            admin.get_latest_checkpoint(run)
+        assert admin.list_pending_interrupts().pending_interrupts == []
+    with _client(auth_sidecar, tokens.admin, "team-a") as admin:
+        assert [c.checkpoint_id for c in admin.iter_checkpoints(run)] == [stored.checkpoint_id]
+
+
+def test_e2_read_only_token_reads_and_watches_but_cannot_write(
+    auth_sidecar: Sidecar, tokens: Tokens
+):
+    """A read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN) for each write RPC, which
+    changes nothing, and reads and watches, seeing what a read-write token writes."""
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    with _client(auth_sidecar, tokens.bot, "team-a") as writer:
+        writer.put_checkpoint(checkpoint(run))
+        writer.put_idempotent(run, "k", {"charge": 1})
+        cp, pending = interrupted(f"{run}-paused")
+        writer.record_interrupt(cp, pending)
+
+    with _client(auth_sidecar, tokens.viewer, "team-a") as viewer:
+        calls = _every_rpc(viewer, f"{run}-paused")
+        for name in WRITES:
+            with pytest.raises(PermissionDeniedError) as denied:
+                calls[name]()
+            assert denied.value.reason == "READ_ONLY_TOKEN", name
+            assert denied.value.metadata == {"method": name, "token_name": "viewer"}
+
+        assert viewer.get_latest_checkpoint(run).execution_id == run
+        assert viewer.get_idempotent(run, "k").value == {"charge": 1}
+        assert [p.execution_id for p in viewer.list_pending_interrupts().pending_interrupts] == [
+            f"{run}-paused"
+        ]
+        assert len(list(viewer.iter_checkpoints(run))) == 1  # the refused writes left no trace
+
+        with viewer.watch_interrupts(timeout=30) as watch:
+            items = iter(watch)
+            first = next(items)
+            assert isinstance(first, SnapshotItem)
+            assert first.pending.execution_id == f"{run}-paused"
+            assert isinstance(next(items), SnapshotComplete)
+            with _client(auth_sidecar, tokens.bot, "team-a") as writer:
+                writer.claim_interrupt(f"{run}-paused")
+            event = next(i for i in items if isinstance(i, InterruptEvent))
+            assert (event.type, event.pending.execution_id) == ("claimed", f"{run}-paused")
+
+
+def test_e2_environment_token_and_clients_configured_by_environment(
+    sidecar_factory: Callable[..., Sidecar], tokens: Tokens, monkeypatch: pytest.MonkeyPatch
+):
+    """CHECKPOINTD_AUTH_TOKEN is read-write in every namespace; the sync, asyncio and
+    fastaiagent clients send CHECKPOINTD_TOKEN on every call, the watch included."""
+    server = sidecar_factory(CHECKPOINTD_AUTH_TOKEN=tokens.admin)
+    monkeypatch.setenv("CHECKPOINTD_TOKEN", tokens.admin)
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    for namespace in ("default", "team-z"):
+        with CheckpointdClient(server.target, namespace=namespace, retry=NO_RETRY) as client:
+            client.put_checkpoint(checkpoint(run))
+            assert isinstance(_first_watch_item(client), SnapshotComplete)
+
+    async def watch_and_write() -> str:
+        async with (
+            AsyncCheckpointdClient(server.target, namespace="team-z") as client,
+            client.watch_interrupts(timeout=30) as watch,
+        ):
+            items = aiter(watch)
+            assert isinstance(await anext(items), SnapshotComplete)
+            cp, pending = interrupted(f"{run}-async")
+            await client.record_interrupt(cp, pending)
+            event = await anext(items)
+            assert isinstance(event, InterruptEvent)
+            return event.pending.execution_id
+
+    assert asyncio.run(watch_and_write()) == f"{run}-async"
+
+    with SidecarCheckpointer(server.target, namespace="team-z") as adapter:
+        assert adapter.get_last(run) is not None
+
+    monkeypatch.delenv("CHECKPOINTD_TOKEN")
+    with (
+        SidecarCheckpointer(server.target, token=tokens.wrong, retry=NO_RETRY) as adapter,
+        pytest.raises(UnauthenticatedError),
+    ):
+        adapter.get_last(run)
+    with (
+        CheckpointdClient(server.target, retry=NO_RETRY) as client,
+        pytest.raises(CheckpointdError) as anonymous,
+    ):
+        client.get_latest_checkpoint(run)
+    assert anonymous.value.reason == "MISSING_TOKEN"

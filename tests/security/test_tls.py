@@ -1,0 +1,173 @@
+"""TLS and mutual TLS on TCP listeners; Unix sockets stay plaintext.
+
+The transport does not depend on the store, so these run on the SQLite backend only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from checkpointd.security import TlsError, TlsFiles
+from checkpointd_client import (
+    CheckpointdClient,
+    SnapshotComplete,
+    TlsConfig,
+    UnauthenticatedError,
+    UnavailableError,
+)
+from tests.contract.helpers import checkpoint
+from tests.security.certs import Pki
+from tests.security.conftest import NO_RETRY, Tokens
+from tests.support.sidecar import Sidecar, StoreSpec
+
+
+@pytest.fixture
+def sqlite_sidecar(tmp_path: Path) -> Iterator[Callable[..., Sidecar]]:
+    """Start servers on one SQLite file."""
+    started: list[Sidecar] = []
+    spec = StoreSpec("sqlite", f"sqlite://{tmp_path / 'store.db'}")
+
+    def start(*extra_args: str, **extra_env: str) -> Sidecar:
+        server = Sidecar(spec, extra_args=list(extra_args), extra_env=dict(extra_env))
+        started.append(server)
+        return server.start()
+
+    yield start
+    for server in started:
+        server.close()
+
+
+def _round_trip(client: CheckpointdClient) -> None:
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    stored = client.put_checkpoint(checkpoint(run))
+    assert client.get_latest_checkpoint(run).checkpoint_id == stored.checkpoint_id
+    with client.watch_interrupts(reconnect=False, timeout=10) as watch:
+        assert isinstance(next(iter(watch)), SnapshotComplete)
+
+
+def test_tls_listener_refuses_plaintext_and_serves_tls_clients(
+    sqlite_sidecar: Callable[..., Sidecar], pki: Pki
+):
+    """With --tls-cert/--tls-key the TCP listener speaks only TLS: a plaintext client and a
+    client that does not trust the server's CA fail; a client trusting it works, watch
+    included; the Unix socket stays plaintext."""
+    server = sqlite_sidecar("--tls-cert", str(pki.server_cert), "--tls-key", str(pki.server_key))
+    untrusted = TlsConfig.from_files(ca=pki.rogue_ca)
+    for tls in (None, untrusted):
+        with (
+            CheckpointdClient(server.tcp_target, tls=tls, retry=NO_RETRY, timeout=3) as client,
+            pytest.raises(UnavailableError),
+        ):
+            client.get_latest_checkpoint("run-1")
+    trusted = TlsConfig.from_files(ca=pki.ca)
+    with CheckpointdClient(server.tcp_target, tls=trusted, retry=NO_RETRY) as client:
+        _round_trip(client)
+    localhost = f"localhost:{server.tcp_target.rpartition(':')[2]}"
+    with CheckpointdClient(localhost, tls=trusted, retry=NO_RETRY) as client:
+        _round_trip(client)
+    with CheckpointdClient(server.target, retry=NO_RETRY) as over_socket:
+        _round_trip(over_socket)
+    with pytest.raises(ValueError, match="TCP targets"):
+        CheckpointdClient(server.target, tls=trusted)
+
+
+def test_mutual_tls_requires_a_client_certificate_from_the_client_ca(
+    sqlite_sidecar: Callable[..., Sidecar], pki: Pki, tokens: Tokens, tokens_file: Path
+):
+    """With --tls-client-ca a client without a certificate, or with one from another CA,
+    cannot connect; one with a certificate from the CA can, and tokens still apply on top."""
+    server = sqlite_sidecar(
+        "--tls-cert",
+        str(pki.server_cert),
+        "--tls-key",
+        str(pki.server_key),
+        "--tls-client-ca",
+        str(pki.ca),
+        "--auth-tokens-file",
+        str(tokens_file),
+    )
+    target = server.tcp_target
+    no_cert = TlsConfig.from_files(ca=pki.ca)
+    foreign = TlsConfig.from_files(ca=pki.ca, cert=pki.rogue_client_cert, key=pki.rogue_client_key)
+    for tls in (no_cert, foreign):
+        with (
+            CheckpointdClient(target, tls=tls, token=tokens.admin, retry=NO_RETRY, timeout=3) as c,
+            pytest.raises(UnavailableError),
+        ):
+            c.get_latest_checkpoint("run-1")
+    mutual = TlsConfig.from_files(ca=pki.ca, cert=pki.client_cert, key=pki.client_key)
+    assert "PRIVATE" not in repr(mutual)
+    with CheckpointdClient(target, tls=mutual, token=tokens.admin, retry=NO_RETRY) as client:
+        _round_trip(client)
+    with (
+        CheckpointdClient(target, tls=mutual, retry=NO_RETRY) as without_token,
+        pytest.raises(UnauthenticatedError),
+    ):
+        without_token.get_latest_checkpoint("run-1")
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (("cert", None, None), "--tls-key is missing"),
+        ((None, "key", None), "--tls-cert is missing"),
+        ((None, None, "ca"), "--tls-client-ca needs --tls-cert and --tls-key"),
+        (("key", "key", None), "--tls-cert"),
+        (("cert", "missing", None), "cannot read it"),
+        (("cert", "key", "key"), "--tls-client-ca"),
+    ],
+)
+def test_tls_settings_that_cannot_work_are_refused(
+    pki: Pki, tmp_path: Path, files: tuple[str | None, str | None, str | None], message: str
+):
+    """A half-configured TLS setup, an unreadable file or a file of the wrong kind is refused
+    with a message naming the flag to fix."""
+    paths = {
+        "cert": pki.server_cert,
+        "key": pki.server_key,
+        "ca": pki.ca,
+        "missing": tmp_path / "nope.pem",
+    }
+    cert, key, client_ca = (None if name is None else paths[name] for name in files)
+
+    def configure() -> None:
+        tls = TlsFiles.from_settings(cert, key, client_ca)
+        assert tls is not None
+        tls.credentials()
+
+    with pytest.raises(TlsError) as refused:
+        configure()
+    assert message in str(refused.value)
+
+
+def test_a_tls_mistake_stops_the_start_with_one_line(pki: Pki, tmp_path: Path):
+    """The command exits 1 with one line naming the missing flag."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "checkpointd",
+            "serve",
+            "--store",
+            f"sqlite://{tmp_path / 'store.db'}",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            str(pki.server_cert),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (
+        "checkpointd: error: TLS needs both --tls-cert and --tls-key; --tls-key is missing"
+    )
