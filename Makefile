@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export CHECKPOINTD_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install run gen test lint fmt typecheck check bench clean
+.PHONY: help install run gen test test-reliability lint fmt typecheck check bench clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ gen: install ## Regenerate the protobuf code from proto/.
 
 test: install ## Run the test suite (both backends).
 	$(PY) -m pytest
+
+test-reliability: install ## The fault suites at full size: crashes, outages, lost replies, fuzz (long; README).
+	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability
 
 lint: install ## ruff, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
