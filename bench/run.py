@@ -317,9 +317,9 @@ BASELINE_NAMES = {
 
 
 @contextmanager
-def running(spec: StoreSpec) -> Iterator[Sidecar]:
-    """A started sidecar on ``spec``, closed on exit."""
-    server = Sidecar(spec).start()
+def running(spec: StoreSpec, *extra_args: str) -> Iterator[Sidecar]:
+    """A started sidecar on ``spec`` (with ``extra_args`` for ``serve``), closed on exit."""
+    server = Sidecar(spec, extra_args=list(extra_args)).start()
     try:
         yield server
     finally:
@@ -546,7 +546,10 @@ async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[
 
 def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
     """The server's RSS idle (after a few calls) and with ``streams`` open watch streams."""
-    with running(stores.spec(backend, "rss")) as server:
+    # Every stream comes from this one process, which the per-client limit would refuse
+    # (over a Unix socket all clients are one peer); the figure is memory, not the limit.
+    no_watch_limits = ("--max-watch-streams", "0", "--max-watch-streams-per-peer", "0")
+    with running(stores.spec(backend, "rss"), *no_watch_limits) as server:
         assert server.process is not None
         pid = server.process.pid
         with SidecarCheckpointer(server.target) as adapter:

@@ -17,6 +17,17 @@ delivers it at commit and coalesces repeats. The watch reader ``LISTEN``s on one
 connection (see :meth:`PostgresStore.event_notifier`) and polls as a fallback, so a lost
 notification delays an event by at most the poll interval and never loses it.
 
+Group commit (:mod:`checkpointd.store.group_commit`): concurrent ``put_checkpoint`` calls
+are written by one multi-row ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING``
+(one statement, one round trip, one commit for up to ``_GROUP_COMMIT_MAX`` rows), and
+concurrent ``put_idempotent`` calls by one multi-row upsert. When the store is idle the first
+write goes at once, alone; the writes that arrive meanwhile form the next statement. Each caller
+is answered after that statement has committed (E1). A row whose id is already taken is left
+out by ``ON CONFLICT DO NOTHING`` (the other rows are written) and its caller then takes the
+single-row path: a retry gets the stored row, another request's id :class:`CheckpointExists`.
+Rows with the same key never share a statement. Interrupts, claims and deletes keep a
+transaction each.
+
 Connection failures, timeouts and a busy database raise
 :class:`~checkpointd.store.base.StoreUnavailable` (retriable) with a short message that names
 neither SQL nor the password. A broken connection is discarded and its pool siblings are
@@ -56,6 +67,7 @@ from checkpointd.domain import (
     RecordInterruptResult,
 )
 from checkpointd.store.base import CheckpointExists, PoolState, StoreError, StoreUnavailable
+from checkpointd.store.group_commit import GroupCommit
 
 __all__ = ["PostgresStore"]
 
@@ -75,6 +87,8 @@ _PURGE_BATCH: Final = 1000
 _RACE_ATTEMPTS: Final = 5
 #: Migrations may wait for another replica's migration and may build indexes.
 _MIN_MIGRATION_TIMEOUT: Final = 60.0
+#: Most rows one group-commit statement writes.
+_GROUP_COMMIT_MAX: Final = 128
 
 # Column lists, in one place so every SELECT/RETURNING builds the same records.
 _CHECKPOINT_COLUMNS: Final = (
@@ -305,6 +319,22 @@ class _Sql:
                       $17, $18, $19)
             ON CONFLICT (namespace, checkpoint_id) DO NOTHING
             RETURNING {cols}"""
+        # Group commit: the rows of many put_checkpoint calls, one array per column (the
+        # statement text never changes, so it stays prepared).
+        self.insert_checkpoints = f"""
+            INSERT INTO {cp} (
+                namespace, execution_id, checkpoint_id, request_id, parent_checkpoint_id,
+                chain_name, node_id, node_index, step_type, status, state_snapshot_json,
+                node_input_json, node_output_json, iteration, iteration_counters_json,
+                interrupt_reason, interrupt_context_json, agent_path, created_at
+            )
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                                 $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[],
+                                 $11::text[], $12::text[], $13::text[], $14::bigint[],
+                                 $15::text[], $16::text[], $17::text[], $18::text[],
+                                 $19::timestamptz[])
+            ON CONFLICT (namespace, checkpoint_id) DO NOTHING
+            RETURNING namespace, {cols}"""
         self.checkpoint_by_id = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND checkpoint_id = $2"
         )
@@ -430,6 +460,12 @@ class _Sql:
             VALUES ($1, $2, $3, $4, $5)
             ON CONFLICT (namespace, execution_id, key)
             DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
+        self.put_idempotents = f"""
+            INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+                                 $5::timestamptz[])
+            ON CONFLICT (namespace, execution_id, key)
+            DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
         self.get_idempotent = (
             f"SELECT result_json FROM {idem} "
             "WHERE namespace = $1 AND execution_id = $2 AND key = $3"
@@ -521,6 +557,20 @@ class PostgresStore:
         self._channel = _notify_channel(schema)
         self._sql = _Sql(self._quoted_schema)
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
+        # Keys: (namespace, checkpoint_id) and (namespace, execution_id, key), so no two rows
+        # of one statement collide.
+        self._checkpoint_group: GroupCommit[tuple[object, ...], CheckpointRecord | None] = (
+            GroupCommit(
+                self._insert_checkpoints,
+                max_batch=_GROUP_COMMIT_MAX,
+                key=lambda args: (args[0], args[2]),
+            )
+        )
+        self._idempotent_group: GroupCommit[tuple[object, ...], None] = GroupCommit(
+            self._put_idempotents,
+            max_batch=_GROUP_COMMIT_MAX,
+            key=lambda args: (args[0], args[1], args[2]),
+        )
 
     @property
     def schema(self) -> str:
@@ -634,11 +684,15 @@ class PostgresStore:
     ) -> CheckpointRecord:
         """Insert one checkpoint and return it with its sequence (see the Store protocol).
 
-        A single ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a
-        duplicate, so no transaction is ever left open or aborted, and an acknowledged row is
-        committed.
+        The row goes into the next group-commit statement; when its id is taken, the
+        single-row path below tells a retry (the stored row) from a duplicate. Each is an
+        ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a duplicate,
+        so no transaction is ever left open or aborted, and an acknowledged row is committed.
         """
         args = self._checkpoint_args(namespace, request_id, checkpoint)
+        stored = await self._checkpoint_group.submit(args)
+        if stored is not None:
+            return stored
         async with self._connection() as conn:
             for _ in range(_RACE_ATTEMPTS):
                 row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
@@ -897,11 +951,37 @@ class PostgresStore:
     async def put_idempotent(
         self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
     ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (contract D1)."""
+        """Insert or replace the cached result, with created_at = ``now`` (contract D1), in
+        the next group-commit statement."""
+        await self._idempotent_group.submit(
+            (namespace, execution_id, key, result_json, _utc_in(now))
+        )
+
+    async def _insert_checkpoints(
+        self, batch: list[tuple[object, ...]]
+    ) -> list[CheckpointRecord | None]:
+        """Write a group of checkpoint rows in one statement; None for a row whose id was
+        already taken (nothing of it was written). A group of one uses the one-row INSERT."""
+        if len(batch) == 1:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(self._sql.insert_checkpoint, *batch[0])
+            return [None if row is None else _checkpoint(row)]
+        columns = [list(column) for column in zip(*batch, strict=True)]
         async with self._connection() as conn:
-            await conn.execute(
-                self._sql.put_idempotent, namespace, execution_id, key, result_json, _utc_in(now)
-            )
+            rows = await conn.fetch(self._sql.insert_checkpoints, *columns)
+        written = {(row["namespace"], row["checkpoint_id"]): _checkpoint(row) for row in rows}
+        return [written.get((args[0], args[2])) for args in batch]
+
+    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[None]:
+        """Upsert a group of idempotency results in one statement (one row: the one-row
+        upsert)."""
+        async with self._connection() as conn:
+            if len(batch) == 1:
+                await conn.execute(self._sql.put_idempotent, *batch[0])
+            else:
+                columns = [list(column) for column in zip(*batch, strict=True)]
+                await conn.execute(self._sql.put_idempotents, *columns)
+        return [None] * len(batch)
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
         """Return the cached JSON text, or None when there is none."""
