@@ -175,7 +175,10 @@ def test_defaults_serve_sqlite_in_the_data_dir_and_stop_cleanly_on_sigterm(tmp_p
     )
     try:
         deadline = time.monotonic() + 30
-        while not sock.exists() and time.monotonic() < deadline and process.poll() is None:
+        database = data_dir / "checkpointd.db"
+        while time.monotonic() < deadline and process.poll() is None:
+            if sock.exists() and database.exists():
+                break
             time.sleep(0.05)
         assert sock.exists(), process.stderr.read() if process.poll() is not None else "no socket"
         assert (data_dir / "checkpointd.db").exists()

@@ -327,12 +327,10 @@ def test_i5_stalled_watcher_never_blocks_writers_and_ends_too_slow(
     """A watcher that stops reading does not hold up writes or another watcher; its stream
     ends RESOURCE_EXHAUSTED (WATCHER_TOO_SLOW) and a resume from its last cursor gets every
     later event."""
-    server = sidecar_factory("--watch-buffer", "4")
+    server = sidecar_factory("--watch-buffer", "16")
     big = "x" * 32_768  # fills the transport's buffers with few events
     total = 250
-    stalled = Stream(
-        server.target, stalled=True, timeout=120, options=[("grpc.http2.bdp_probe", 0)]
-    )
+    stalled = Stream(server.target, stalled=True, timeout=60, options=[("grpc.http2.bdp_probe", 0)])
     try:
         first = next(stalled.call)
         assert first.HasField("snapshot_complete")

@@ -228,18 +228,23 @@ async def test_p4_async_watch_resumes_after_a_graceful_restart(
         AsyncCheckpointdClient(writer_server.target, retry=FAST) as writer,
     ):
         seen: list[WatchItem] = []
+        live = asyncio.Event()
         first_event = asyncio.Event()
 
         async def consume() -> None:
             async with client.watch_interrupts(timeout=WATCH_TIMEOUT) as watch:
                 async for item in watch:
                     seen.append(item)
+                    if isinstance(item, SnapshotComplete):
+                        live.set()
                     if isinstance(item, InterruptEvent):
                         first_event.set()
                     if len(events_only(seen)) == 3:
                         return
 
         task = asyncio.create_task(consume())
+        # Write only once the snapshot is complete, so "one" arrives as a live event.
+        await asyncio.wait_for(live.wait(), WATCH_TIMEOUT)
         for name in ("one", "two", "three"):
             cp, pending = interrupted(name)
             await writer.record_interrupt(cp, pending)
