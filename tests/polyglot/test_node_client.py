@@ -1,10 +1,14 @@
-"""The Node.js client's own test suite (``node --test`` in clients/node) against each backend."""
+"""The Node.js client's own test suite (``node --test`` in clients/node) against real servers."""
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import subprocess
+from collections.abc import Callable, Mapping
+
+import pytest
 
 from tests.support.sidecar import Sidecar
 
@@ -13,13 +17,18 @@ from .conftest import NODE_CLIENT
 NODE_TEST_TIMEOUT_S = 100
 
 
-def run_node_tests(node: str, target: str) -> subprocess.CompletedProcess[str]:
-    """Run ``node --test`` in clients/node with the TAP reporter, against ``target``."""
-    env = {**os.environ, "CHECKPOINTD_TARGET": target}
+def run_node_tests(
+    node: str, target: str, *files: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``node --test`` (all test files, or ``files``) in clients/node with the TAP reporter,
+    against ``target``, without the caller's $CHECKPOINTD_TOKEN; ``env`` adds variables."""
+    full_env = {**os.environ, "CHECKPOINTD_TARGET": target}
+    full_env.pop("CHECKPOINTD_TOKEN", None)
+    full_env.update(env or {})
     return subprocess.run(
-        [node, "--test", "--test-reporter=tap"],
+        [node, "--test", "--test-reporter=tap", *files],
         cwd=NODE_CLIENT,
-        env=env,
+        env=full_env,
         capture_output=True,
         text=True,
         timeout=NODE_TEST_TIMEOUT_S,
@@ -42,3 +51,28 @@ def test_j1_c2_i3_i5_node_client_suite_passes(node: str, sidecar: Sidecar) -> No
     assert tap_count(output, "fail") == 0, output
     assert tap_count(output, "skipped") == 0, output
     assert tap_count(output, "pass") >= 10, output
+
+
+@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+def test_e2_i5_node_client_sends_its_token_on_every_call_and_watch_reconnect(
+    node: str, sidecar_factory: Callable[..., Sidecar]
+) -> None:
+    """test/auth.test.js against a server with CHECKPOINTD_AUTH_TOKEN: no token is
+    MISSING_TOKEN, a wrong one INVALID_TOKEN, the right one (option or $CHECKPOINTD_TOKEN)
+    puts, gets and watches across forced reconnects. SQLite only: tokens are checked by an
+    interceptor before any store is reached, and the Node suite above covers both stores."""
+    token = secrets.token_urlsafe(24)
+    server = sidecar_factory("--watch-max-lifetime", "0.5", CHECKPOINTD_AUTH_TOKEN=token)
+    result = run_node_tests(
+        node, server.target, "test/auth.test.js", env={"CHECKPOINTD_TEST_AUTH_TOKEN": token}
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert tap_count(output, "fail") == 0, output
+    assert tap_count(output, "skipped") == 0, output
+    assert tap_count(output, "pass") >= 6, output
+    log = server.log_path.read_text(errors="replace")
+    assert "MISSING_TOKEN" in log, log
+    assert "INVALID_TOKEN" in log, log
+    assert token not in log, "the server log shows the token"
+    assert "wrong-" not in log, "the server log shows the wrong token"

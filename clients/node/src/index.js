@@ -11,6 +11,9 @@
  * - Every call has a deadline (timeoutMs, default 10 s) and is retried on UNAVAILABLE with
  *   backoff inside it, carrying the same request id (and checkpoint id / claim token), which
  *   the server answers like the first call. Failures are CheckpointdError with `reason`.
+ * - A token (option `token`, else $CHECKPOINTD_TOKEN) is sent as `authorization: Bearer <token>`
+ *   on every call and every watch stream; it is kept in a private field, out of util.inspect,
+ *   logs and error messages.
  */
 
 const crypto = require('node:crypto');
@@ -21,6 +24,8 @@ const json = require('./json');
 const { CheckpointdError, fromServiceError } = require('./status');
 
 const DEFAULT_TARGET = '127.0.0.1:7470';
+/** The environment variable the token is read from when the `token` option is absent. */
+const TOKEN_ENV_VAR = 'CHECKPOINTD_TOKEN';
 const PROTO_ROOT = path.resolve(__dirname, '..', '..', '..', 'proto');
 const PROTO_FILES = [
   'checkpointd/v1/checkpoint_service.proto',
@@ -64,15 +69,38 @@ function dateFromTimestamp(ts) {
   return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1e6));
 }
 
+/**
+ * The metadata that carries `token` (else $CHECKPOINTD_TOKEN; an empty variable counts as
+ * unset); null without one. A token that cannot travel in a header is refused with a message
+ * that does not repeat it.
+ */
+function authMetadata(token) {
+  const given = token ?? (process.env[TOKEN_ENV_VAR] || null);
+  if (given === null) return null;
+  if (typeof given !== 'string') throw new TypeError(`token must be a string, got ${typeof given}`);
+  const text = given.trim();
+  if (!/^[\x21-\x7e]+$/.test(text)) {
+    throw new TypeError('the token must be non-empty printable ASCII without spaces');
+  }
+  const metadata = new grpc.Metadata();
+  metadata.set('authorization', `Bearer ${text}`);
+  return metadata;
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A checkpointd client over one gRPC channel. */
 class CheckpointdClient {
+  /** The authorization metadata, or null: private, so util.inspect and logs never show it. */
+  #auth;
+
   /**
    * @param {object} [options]
    * @param {string} [options.target] gRPC target ("127.0.0.1:7470", "unix:///run/cpd.sock");
    *   default $CHECKPOINTD_TARGET, then 127.0.0.1:7470.
    * @param {string} [options.namespace] sent with every request; default "default".
+   * @param {string} [options.token] sent as `authorization: Bearer <token>` on every call and
+   *   watch stream; default $CHECKPOINTD_TOKEN, then none.
    * @param {number} [options.timeoutMs] default deadline of a call, retries included.
    * @param {object} [options.retry] { maxAttempts: 5, initialBackoffMs: 50, maxBackoffMs: 2000,
    *   multiplier: 2 }: how UNAVAILABLE is retried within the deadline.
@@ -82,6 +110,7 @@ class CheckpointdClient {
   constructor(options = {}) {
     this.target = options.target || process.env.CHECKPOINTD_TARGET || DEFAULT_TARGET;
     this.namespace = options.namespace ?? 'default';
+    this.#auth = authMetadata(options.token);
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.retry = { maxAttempts: 5, initialBackoffMs: 50, maxBackoffMs: 2_000, multiplier: 2, ...options.retry };
     const pkg = loadProtocol();
@@ -96,6 +125,11 @@ class CheckpointdClient {
     const shared = { ...channelOptions, channelOverride };
     this.interrupts = new pkg.InterruptService(this.target, credentials, shared);
     this.idempotency = new pkg.IdempotencyService(this.target, credentials, shared);
+  }
+
+  /** Fresh metadata for one call (grpc-js may add to what it is given). */
+  #metadata() {
+    return this.#auth === null ? new grpc.Metadata() : this.#auth.clone();
   }
 
   /** Close the channel; calls in flight are cancelled. */
@@ -113,7 +147,7 @@ class CheckpointdClient {
     for (let attempt = 1; ; attempt += 1) {
       try {
         return await new Promise((resolve, reject) => {
-          stub[method](request, { deadline }, (err, response) => (err ? reject(err) : resolve(response)));
+          stub[method](request, this.#metadata(), { deadline }, (err, response) => (err ? reject(err) : resolve(response)));
         });
       } catch (err) {
         const error = fromServiceError(err);
@@ -264,7 +298,7 @@ class CheckpointdClient {
       reason,
       agent_path_prefix: agentPathPrefix,
     };
-    const call = this.interrupts.WatchInterrupts(request);
+    const call = this.interrupts.WatchInterrupts(request, this.#metadata());
     // Errors reach the iterator; this listener only keeps an un-iterated, cancelled stream
     // from raising an unhandled 'error' event.
     call.on('error', () => {});
@@ -355,6 +389,7 @@ module.exports = {
   CheckpointdError,
   DEFAULT_TARGET,
   PROTO_ROOT,
+  TOKEN_ENV_VAR,
   dateFromTimestamp,
   json,
   loadProtocol,
