@@ -192,14 +192,19 @@ def _bind(
 
 
 async def _purge_claims_forever(store: Store, retention: timedelta) -> None:
-    """Forget claim tokens past their retention time, a few times per retention period."""
+    """Forget claim tokens and the request ids of applied idempotency puts past their
+    retention time (the claim retention), a few times per retention period."""
     interval = max(1.0, min(retention.total_seconds() / 4, 600.0))
     while True:
         await asyncio.sleep(interval)
         try:
-            purged = await store.purge_claims(utc_now() - retention)
+            cutoff = utc_now() - retention
+            purged = await store.purge_claims(cutoff)
             if purged:
                 log.info("purged %d expired claim tokens", purged)
+            forgotten = await store.purge_applied_requests(cutoff)
+            if forgotten:
+                log.info("purged %d expired idempotency request ids", forgotten)
         except StoreError as exc:
             log.warning("claim purge skipped: %s", exc)
 

@@ -156,10 +156,6 @@ def test_d1_idempotency_put_retried_after_lost_reply_stores_the_value(proxy, cli
     assert client.get_idempotent(execution_id, "charge").value == {"id": 2**64 + 1}
 
 
-@pytest.mark.xfail(
-    reason="PutIdempotencyResult ignores request_id: a late retry is applied as a second write",
-    strict=True,
-)
 def test_d1_late_retry_of_an_idempotency_put_does_not_undo_a_newer_put(proxy, sidecar):
     """A put whose reply was lost, retried after another caller stored a newer value for the
     same key, is answered like the first call and does not write again (the newer value

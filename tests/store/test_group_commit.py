@@ -148,7 +148,7 @@ async def test_d1_concurrent_idempotency_puts_of_one_key_keep_one_of_the_values(
     for i in range(60):
         key, value = f"k{i % 10}", json.dumps(i)
         values[key].add(value)
-        calls.append(store.put_idempotent(NS, "exec", key, value, T0))
+        calls.append(store.put_idempotent(NS, "", "exec", key, value, T0))
     assert await asyncio.gather(*calls) == [None] * 60
     for key, written in values.items():
         assert await store.get_idempotent(NS, "exec", key) in written
@@ -172,7 +172,7 @@ async def main(args):
             i += 1
             if n % 4 == 0:
                 key = f"w{n}-{i}"
-                await store.put_idempotent("default", "exec-i", key, json.dumps(key),
+                await store.put_idempotent("default", "", "exec-i", key, json.dumps(key),
                                            datetime.now(UTC))
                 print("i", key, flush=True)
             else:

@@ -156,11 +156,16 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
         await again.open()  # a fresh open of a migrated schema changes nothing
         await again.close()
         versions = await raw.fetch(f'SELECT version, name FROM "{pg_schema}".schema_migrations')
-        assert [(r["version"], r["name"]) for r in versions] == [(1, "initial"), (2, "watch")]
+        assert [(r["version"], r["name"]) for r in versions] == [
+            (1, "initial"),
+            (2, "watch"),
+            (3, "applied_requests"),
+        ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
         )
         assert [r["tablename"] for r in tables] == [
+            "applied_requests",
             "checkpoints",
             "idempotency_results",
             "interrupt_claims",
@@ -246,7 +251,7 @@ async def test_j1_round_trip_preserves_every_field(store: PostgresStore) -> None
     listed = await store.list_pending(NS, before_sequence=None, limit=5, filters=PendingFilter())
     assert listed == [result.pending]
 
-    await store.put_idempotent(NS, "exé-1", "key ✓", state, T0)
+    await store.put_idempotent(NS, "", "exé-1", "key ✓", state, T0)
     assert await store.get_idempotent(NS, "exé-1", "key ✓") == state
 
 
@@ -403,10 +408,10 @@ async def test_c6_delete_execution_counts_and_removed_event(
     for _ in range(3):
         await store.put_checkpoint(NS, "", make_checkpoint("e"))
     await record(store, "e")
-    await store.put_idempotent(NS, "e", "k1", "1", T0)
-    await store.put_idempotent(NS, "e", "k2", "2", T0)
+    await store.put_idempotent(NS, "", "e", "k1", "1", T0)
+    await store.put_idempotent(NS, "", "e", "k2", "2", T0)
     keep = await store.put_checkpoint(NS, "", make_checkpoint("keep"))
-    await store.put_idempotent(NS, "keep", "k1", "1", T0)
+    await store.put_idempotent(NS, "", "keep", "k1", "1", T0)
     await store.put_checkpoint("ns-b", "", make_checkpoint("e"))
 
     result = await store.delete_execution(NS, "e")
@@ -455,9 +460,9 @@ async def test_c7_prune_batches_and_never_deletes_protected_rows(
 
     await record(store, "waiting")  # an interrupted checkpoint and a pending row
     for i in range(5):
-        await store.put_idempotent(NS, "waiting", f"k{i}", "1", old)
-        await store.put_idempotent(NS, "done", f"k{i}", "1", old)
-    await store.put_idempotent(NS, "done", "fresh", "1", T0)
+        await store.put_idempotent(NS, "", "waiting", f"k{i}", "1", old)
+        await store.put_idempotent(NS, "", "done", f"k{i}", "1", old)
+    await store.put_idempotent(NS, "", "done", "fresh", "1", T0)
 
     batches = 0
     original = store._connection
@@ -663,10 +668,10 @@ async def test_i4_list_pending_newest_first_paged_and_filtered(store: PostgresSt
 async def test_d1_put_replaces_and_get_returns_exact_text(store: PostgresStore) -> None:
     """Put replaces the cached value; get returns its exact text, and a cached null is found."""
     assert await store.get_idempotent(NS, "e", "k") is None
-    await store.put_idempotent(NS, "e", "k", "null", T0)
+    await store.put_idempotent(NS, "", "e", "k", "null", T0)
     assert await store.get_idempotent(NS, "e", "k") == "null"
-    await store.put_idempotent(NS, "e", "k", '{"b": 1,  "a": 2}', T0)
-    await store.put_idempotent(NS, "e", "k", '{"b": 1,  "a": 2}', T0)  # a retry
+    await store.put_idempotent(NS, "", "e", "k", '{"b": 1,  "a": 2}', T0)
+    await store.put_idempotent(NS, "", "e", "k", '{"b": 1,  "a": 2}', T0)  # a retry
     assert await store.get_idempotent(NS, "e", "k") == '{"b": 1,  "a": 2}'
     assert await store.get_idempotent("ns-b", "e", "k") is None
 
@@ -752,8 +757,13 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
             FROM generate_series(1, 5000) AS i"""
     )
     await raw.execute(
+        f"""INSERT INTO {s}.applied_requests
+            SELECT 'ns', 'r' || i, timestamptz '2025-01-01' + i * interval '1 minute'
+            FROM generate_series(1, 5000) AS i"""
+    )
+    await raw.execute(
         f"ANALYZE {s}.checkpoints, {s}.pending_interrupts, {s}.idempotency_results,"
-        f" {s}.interrupt_claims"
+        f" {s}.interrupt_claims, {s}.applied_requests"
     )
     sql = store._sql
     early = datetime(2025, 1, 1, 3, tzinfo=UTC)
@@ -783,9 +793,16 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("prune_checkpoints", sql.prune_checkpoints, ("ns", start, early, 100)),
         ("prune_idempotent", sql.prune_idempotent, ("ns", start, early, 100)),
         ("purge_claims", sql.purge_claims, (early, 1000)),
+        ("purge_applied_requests", sql.purge_applied_requests, (early, 1000)),
         ("get_idempotent", sql.get_idempotent, ("ns", "e5", "k5")),
     ]
-    tables = ("checkpoints", "pending_interrupts", "idempotency_results", "interrupt_claims")
+    tables = (
+        "checkpoints",
+        "pending_interrupts",
+        "idempotency_results",
+        "interrupt_claims",
+        "applied_requests",
+    )
     # Prune may hash the (small) pending set to skip executions with a pending interrupt;
     # its driving scan over idempotency_results is still an index range scan.
     allowed_seq_scans = {("prune_idempotent", "pending_interrupts")}

@@ -241,7 +241,7 @@ async def test_n1_same_ids_in_two_namespaces_are_separate(store: SQLiteStore) ->
     assert await store.get_checkpoint("team-a", "e", "c") == a
     assert await store.get_checkpoint("team-b", "e", "c") == b
     assert await store.get_latest_checkpoint("team-c", "e") is None
-    await store.put_idempotent("team-a", "e", "k", "1", NOW)
+    await store.put_idempotent("team-a", "", "e", "k", "1", NOW)
     assert await store.get_idempotent("team-b", "e", "k") is None
     await interrupt(store, "e", namespace="team-a")
     assert await store.claim_interrupt("team-b", "e", "tok", NOW) is None
@@ -330,10 +330,10 @@ async def test_c6_delete_execution_removes_everything_and_emits_removed(
     for i in range(3):
         await store.put_checkpoint(NS, "", ckpt("e", f"c{i}"))
     recorded = await interrupt(store, "e")
-    await store.put_idempotent(NS, "e", "k1", "1", NOW)
-    await store.put_idempotent(NS, "e", "k2", "2", NOW)
+    await store.put_idempotent(NS, "", "e", "k1", "1", NOW)
+    await store.put_idempotent(NS, "", "e", "k2", "2", NOW)
     keep = await store.put_checkpoint(NS, "", ckpt("keep", "k"))
-    await store.put_idempotent(NS, "keep", "k1", "1", NOW)
+    await store.put_idempotent(NS, "", "keep", "k1", "1", NOW)
 
     result = await store.delete_execution(NS, "e")
 
@@ -383,13 +383,13 @@ async def test_c7_prune_deletes_old_rows_in_batches_and_keeps_protected_ones(
         await store.put_checkpoint(
             NS, "", ckpt(f"e{i % 3}", f"old{i}", status=status, created_at=old)
         )
-        await store.put_idempotent(NS, f"e{i % 3}", f"k{i}", "1", old)
+        await store.put_idempotent(NS, "", f"e{i % 3}", f"k{i}", "1", old)
     fresh = await store.put_checkpoint(NS, "", ckpt("e0", "fresh", created_at=new))
-    await store.put_idempotent(NS, "e0", "fresh", "1", new)
+    await store.put_idempotent(NS, "", "e0", "fresh", "1", new)
     other_ns = await store.put_checkpoint("other", "", ckpt("e0", "old-other", created_at=old))
-    await store.put_idempotent("other", "e0", "k", "1", old)
+    await store.put_idempotent("other", "", "e0", "k", "1", old)
     held = await interrupt(store, "held", created_at=old)
-    await store.put_idempotent(NS, "held", "side-effect", '"done"', old)
+    await store.put_idempotent(NS, "", "held", "side-effect", '"done"', old)
     interrupted_only = await store.put_checkpoint(
         NS, "", ckpt("e1", "int", status=CheckpointStatus.INTERRUPTED, created_at=old)
     )
@@ -666,10 +666,10 @@ async def test_i4_list_pending_newest_first_paged_and_filtered(store: SQLiteStor
 async def test_d1_put_replaces_and_get_returns_exact_json(store: SQLiteStore) -> None:
     """Put replaces the cached value; get returns the exact text, a cached null included."""
     assert await store.get_idempotent(NS, "e", "k") is None
-    await store.put_idempotent(NS, "e", "k", '{"n": 1180591620717411303424}', NOW)
+    await store.put_idempotent(NS, "", "e", "k", '{"n": 1180591620717411303424}', NOW)
     assert await store.get_idempotent(NS, "e", "k") == '{"n": 1180591620717411303424}'
-    await store.put_idempotent(NS, "e", "k", "null", NOW)
-    await store.put_idempotent(NS, "e", "k", "null", NOW)
+    await store.put_idempotent(NS, "", "e", "k", "null", NOW)
+    await store.put_idempotent(NS, "", "e", "k", "null", NOW)
     assert await store.get_idempotent(NS, "e", "k") == "null"
     assert await store.get_idempotent(NS, "e", "other") is None
 

@@ -23,13 +23,14 @@ class IdempotencyServicer(svc_grpc.IdempotencyServiceServicer):
         self, request: svc.PutIdempotencyResultRequest, context: grpc.aio.ServicerContext
     ) -> svc.PutIdempotencyResultResponse:
         namespace = v.namespace(request.namespace)
-        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         key = v.identifier("key", request.key, v.IDEMPOTENCY_KEY_MAX)
         result_json = v.json_value("result_json", request.result_json)
+        # A retry of an applied request id writes nothing (contract D1).
         await shielded(
             self._store.put_idempotent(
-                namespace, execution_id, key, result_json, self._deps.clock()
+                namespace, request_id, execution_id, key, result_json, self._deps.clock()
             )
         )
         return svc.PutIdempotencyResultResponse()

@@ -15,6 +15,8 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
 * ``interrupt_claims``: ``(namespace, execution_id, claim_token)`` with the claimed row and
   ``claimed_at``, so a retried claim returns the same row (contract I3).
 * ``idempotency_results``: primary key ``(namespace, execution_id, key)``.
+* ``applied_requests``: primary key ``(namespace, request_id)``; the request ids of applied
+  idempotency puts with ``applied_at``, so a retry is never a second write (contract D1).
 * ``interrupt_events``: the outbox; one row per added/claimed/removed pending interrupt,
   written in the same transaction as the change (contract I1), with a monotonic ``cursor``.
 """
@@ -207,6 +209,12 @@ class Store(Protocol):
         """Forget claims older than the retention time; return how many went."""
         ...
 
+    async def purge_applied_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids of idempotency puts applied before ``applied_before`` (the
+        claim retention time: a retry arriving later is applied as a new write); return how
+        many went."""
+        ...
+
     async def list_pending(
         self,
         namespace: str,
@@ -222,9 +230,21 @@ class Store(Protocol):
     # --- idempotency ---------------------------------------------------------------------
 
     async def put_idempotent(
-        self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        key: str,
+        result_json: str,
+        now: datetime,
     ) -> None:
-        """Insert or replace the cached result, with created_at = ``now``."""
+        """Insert or replace the cached result, with created_at = ``now``.
+
+        With a non-empty ``request_id`` the id is recorded in ``applied_requests`` (with
+        ``applied_at = now``) in the same transaction; when it was already recorded nothing
+        is written: a retry is answered like the first call, so a late retry never undoes a
+        newer put. An empty ``request_id`` is a plain upsert.
+        """
         ...
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:

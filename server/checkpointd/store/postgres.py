@@ -20,7 +20,8 @@ notification delays an event by at most the poll interval and never loses it.
 Group commit (:mod:`checkpointd.store.group_commit`): concurrent ``put_checkpoint`` calls
 are written by one multi-row ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING``
 (one statement, one round trip, one commit for up to ``_GROUP_COMMIT_MAX`` rows), and
-concurrent ``put_idempotent`` calls by one multi-row upsert. When the store is idle the first
+concurrent ``put_idempotent`` calls by one multi-row upsert (which records their request ids
+and skips the rows whose id was already recorded: retries). When the store is idle the first
 write goes at once, alone; the writes that arrive meanwhile form the next statement. Each caller
 is answered after that statement has committed (E1). A row whose id is already taken is left
 out by ``ON CONFLICT DO NOTHING`` (the other rows are written) and its caller then takes the
@@ -303,6 +304,7 @@ class _Sql:
     def __init__(self, s: str) -> None:
         cp, pending, claims = f"{s}.checkpoints", f"{s}.pending_interrupts", f"{s}.interrupt_claims"
         idem, events = f"{s}.idempotency_results", f"{s}.interrupt_events"
+        applied = f"{s}.applied_requests"
         cols, pcols = _CHECKPOINT_COLUMNS, _PENDING_COLUMNS
 
         self.migrations_table = f"{s}.schema_migrations"
@@ -424,6 +426,16 @@ class _Sql:
             )
             SELECT (SELECT count(*) FROM doomed) AS candidates,
                    (SELECT count(*) FROM gone) AS deleted"""
+        self.purge_applied_requests = f"""
+            WITH doomed AS (
+                SELECT ctid FROM {applied} WHERE applied_at < $1 LIMIT $2
+            ), gone AS (
+                DELETE FROM {applied}
+                WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND applied_at < $1
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM doomed) AS candidates,
+                   (SELECT count(*) FROM gone) AS deleted"""
         # The NOTIFY rides on the insert (one round trip); Postgres sends it at commit.
         self.insert_event = f"""
             WITH added AS (
@@ -460,10 +472,41 @@ class _Sql:
             VALUES ($1, $2, $3, $4, $5)
             ON CONFLICT (namespace, execution_id, key)
             DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
-        self.put_idempotents = f"""
+        # With a request id (contract D1): the id is recorded in the statement of the upsert,
+        # which runs only when the id is new; a retry finds it (a concurrent first call's
+        # insert is waited for) and writes nothing. Parameters as put_idempotent, then $6 the
+        # request id.
+        self.put_idempotent_once = f"""
+            WITH fresh AS (
+                INSERT INTO {applied} (namespace, request_id, applied_at)
+                VALUES ($1, $6, $5)
+                ON CONFLICT (namespace, request_id) DO NOTHING
+                RETURNING 1
+            )
             INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
-                                 $5::timestamptz[])
+            SELECT $1::text, $2::text, $3::text, $4::text, $5::timestamptz
+            WHERE EXISTS (SELECT 1 FROM fresh)
+            ON CONFLICT (namespace, execution_id, key)
+            DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
+        # A group: rows with an empty request id are upserted; the others only when their
+        # request id was recorded by this statement (the caller sends each id once).
+        self.put_idempotents = f"""
+            WITH u AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+                                     $5::timestamptz[], $6::text[])
+                    AS u (namespace, execution_id, key, result_json, created_at, request_id)
+            ), fresh AS (
+                INSERT INTO {applied} (namespace, request_id, applied_at)
+                SELECT namespace, request_id, created_at FROM u WHERE request_id <> ''
+                ON CONFLICT (namespace, request_id) DO NOTHING
+                RETURNING namespace, request_id
+            )
+            INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
+            SELECT u.namespace, u.execution_id, u.key, u.result_json, u.created_at FROM u
+            WHERE u.request_id = '' OR EXISTS (
+                SELECT 1 FROM fresh AS f
+                WHERE f.namespace = u.namespace AND f.request_id = u.request_id
+            )
             ON CONFLICT (namespace, execution_id, key)
             DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
         self.get_idempotent = (
@@ -919,6 +962,22 @@ class PostgresStore:
             if row["candidates"] < _PURGE_BATCH:
                 return purged
 
+    async def purge_applied_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids of idempotency puts applied before ``applied_before``, in
+        batches; return how many went."""
+        applied_before = _utc_in(applied_before)
+        purged = 0
+        while True:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(
+                    self._sql.purge_applied_requests, applied_before, _PURGE_BATCH
+                )
+            if row is None:  # cannot happen: an aggregate query returns one row
+                raise StoreError("applied request purge returned no counts")
+            purged += int(row["deleted"])
+            if row["candidates"] < _PURGE_BATCH:
+                return purged
+
     async def list_pending(
         self,
         namespace: str,
@@ -949,12 +1008,19 @@ class PostgresStore:
     # --- idempotency ---------------------------------------------------------------------
 
     async def put_idempotent(
-        self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        key: str,
+        result_json: str,
+        now: datetime,
     ) -> None:
         """Insert or replace the cached result, with created_at = ``now`` (contract D1), in
-        the next group-commit statement."""
+        the next group-commit statement; a retry of a recorded ``request_id`` writes
+        nothing."""
         await self._idempotent_group.submit(
-            (namespace, execution_id, key, result_json, _utc_in(now))
+            (namespace, execution_id, key, result_json, _utc_in(now), request_id)
         )
 
     async def _insert_checkpoints(
@@ -974,13 +1040,25 @@ class PostgresStore:
 
     async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[None]:
         """Upsert a group of idempotency results in one statement (one row: the one-row
-        upsert)."""
+        upsert). A later row of the group with the request id of an earlier one is a retry
+        of it and is left out."""
+        rows: list[tuple[object, ...]] = []
+        seen: set[tuple[object, object]] = set()
+        for args in batch:
+            request = (args[0], args[5])
+            if args[5]:
+                if request in seen:
+                    continue
+                seen.add(request)
+            rows.append(args)
         async with self._connection() as conn:
-            if len(batch) == 1:
-                await conn.execute(self._sql.put_idempotent, *batch[0])
-            else:
-                columns = [list(column) for column in zip(*batch, strict=True)]
+            if len(rows) > 1:
+                columns = [list(column) for column in zip(*rows, strict=True)]
                 await conn.execute(self._sql.put_idempotents, *columns)
+            elif rows[0][5]:
+                await conn.execute(self._sql.put_idempotent_once, *rows[0])
+            else:
+                await conn.execute(self._sql.put_idempotent, *rows[0][:5])
         return [None] * len(batch)
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:

@@ -185,6 +185,7 @@ _SQL_INSERT_CLAIM: Final = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_PURGE_CLAIMS: Final = "DELETE FROM interrupt_claims WHERE claimed_at < ?"
+_SQL_PURGE_APPLIED_REQUESTS: Final = "DELETE FROM applied_requests WHERE applied_at < ?"
 
 _SQL_INSERT_EVENT: Final = (
     "INSERT INTO interrupt_events (namespace, kind, execution_id, chain_name, node_id, reason, "
@@ -220,6 +221,10 @@ _DATA_VERSION_POLL_SECONDS: Final = 0.05
 _SQL_PUT_IDEMPOTENT: Final = (
     "INSERT OR REPLACE INTO idempotency_results "
     "(namespace, execution_id, key, result_json, created_at) VALUES (?, ?, ?, ?, ?)"
+)
+_SQL_RECORD_APPLIED_REQUEST: Final = (
+    "INSERT INTO applied_requests (namespace, request_id, applied_at) VALUES (?, ?, ?) "
+    "ON CONFLICT (namespace, request_id) DO NOTHING"
 )
 _SQL_GET_IDEMPOTENT: Final = (
     "SELECT result_json FROM idempotency_results "
@@ -1019,6 +1024,12 @@ class SQLiteStore:
         async with self._call(), self._write() as conn:
             return await _run(conn, _SQL_PURGE_CLAIMS, (_to_us(claimed_before),))
 
+    async def purge_applied_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids of idempotency puts applied before ``applied_before``;
+        return how many went."""
+        async with self._call(), self._write() as conn:
+            return await _run(conn, _SQL_PURGE_APPLIED_REQUESTS, (_to_us(applied_before),))
+
     async def list_pending(
         self,
         namespace: str,
@@ -1061,12 +1072,25 @@ class SQLiteStore:
     # --- idempotency ---------------------------------------------------------------------
 
     async def put_idempotent(
-        self, namespace: str, execution_id: str, key: str, result_json: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        key: str,
+        result_json: str,
+        now: datetime,
     ) -> None:
-        """Insert or replace the cached result, with created_at = ``now``."""
-        params = (namespace, execution_id, key, result_json, _to_us(now))
+        """Insert or replace the cached result, with created_at = ``now`` (group commit).
+        A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
+        recorded writes nothing (contract D1)."""
+        now_us = _to_us(now)
+        params = (namespace, execution_id, key, result_json, now_us)
 
         async def write(conn: aiosqlite.Connection) -> None:
+            if request_id and not await _run(
+                conn, _SQL_RECORD_APPLIED_REQUEST, (namespace, request_id, now_us)
+            ):
+                return  # a retry: the first call's write stands
             await _fetch(conn, _SQL_PUT_IDEMPOTENT, params)
 
         async with self._call():

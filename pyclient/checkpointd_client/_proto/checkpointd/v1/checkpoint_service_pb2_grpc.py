@@ -40,10 +40,13 @@ class CheckpointServiceStub:
     retry detection off.
     * Errors. Failures carry a google.rpc.ErrorInfo (domain "checkpointd.v1") in the
     grpc-status-details-bin trailer. Its reason is one of: INVALID_FIELD (metadata "field"
-    and "rule"), INVALID_PAGE_TOKEN, MESSAGE_TOO_LARGE (metadata "limit_bytes"),
-    CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT, CHECKPOINT_EXISTS,
-    RUN_ALREADY_FINISHED, RUN_END_NOT_FORKABLE, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL.
-    UNAVAILABLE and DEADLINE_EXCEEDED may be retried with the same request_id.
+    and "rule"), INVALID_PAGE_TOKEN, MALFORMED_REQUEST, MESSAGE_TOO_LARGE (metadata
+    "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
+    CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, RUN_END_NOT_FORKABLE, MISSING_TOKEN,
+    INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
+    INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
+    TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
+    DEADLINE_EXCEEDED may be retried with the same request_id.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
     negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
     message size limit. next_page_token is empty on the last page. A page_token is opaque
@@ -115,10 +118,13 @@ class CheckpointServiceServicer:
     retry detection off.
     * Errors. Failures carry a google.rpc.ErrorInfo (domain "checkpointd.v1") in the
     grpc-status-details-bin trailer. Its reason is one of: INVALID_FIELD (metadata "field"
-    and "rule"), INVALID_PAGE_TOKEN, MESSAGE_TOO_LARGE (metadata "limit_bytes"),
-    CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT, CHECKPOINT_EXISTS,
-    RUN_ALREADY_FINISHED, RUN_END_NOT_FORKABLE, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL.
-    UNAVAILABLE and DEADLINE_EXCEEDED may be retried with the same request_id.
+    and "rule"), INVALID_PAGE_TOKEN, MALFORMED_REQUEST, MESSAGE_TOO_LARGE (metadata
+    "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
+    CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, RUN_END_NOT_FORKABLE, MISSING_TOKEN,
+    INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
+    INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
+    TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
+    DEADLINE_EXCEEDED may be retried with the same request_id.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
     negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
     message size limit. next_page_token is empty on the last page. A page_token is opaque
@@ -282,10 +288,13 @@ class CheckpointService:
     retry detection off.
     * Errors. Failures carry a google.rpc.ErrorInfo (domain "checkpointd.v1") in the
     grpc-status-details-bin trailer. Its reason is one of: INVALID_FIELD (metadata "field"
-    and "rule"), INVALID_PAGE_TOKEN, MESSAGE_TOO_LARGE (metadata "limit_bytes"),
-    CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT, CHECKPOINT_EXISTS,
-    RUN_ALREADY_FINISHED, RUN_END_NOT_FORKABLE, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL.
-    UNAVAILABLE and DEADLINE_EXCEEDED may be retried with the same request_id.
+    and "rule"), INVALID_PAGE_TOKEN, MALFORMED_REQUEST, MESSAGE_TOO_LARGE (metadata
+    "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
+    CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, RUN_END_NOT_FORKABLE, MISSING_TOKEN,
+    INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
+    INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
+    TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
+    DEADLINE_EXCEEDED may be retried with the same request_id.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
     negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
     message size limit. next_page_token is empty on the last page. A page_token is opaque

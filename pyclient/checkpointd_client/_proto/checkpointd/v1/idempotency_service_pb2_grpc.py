@@ -58,7 +58,9 @@ class IdempotencyServiceServicer:
     def PutIdempotencyResult(self, request, context):
         """Stores the result for (execution_id, key), replacing any earlier value.
 
-        Repeating the call stores the same value again, so a retry is safe.
+        A retry with the same request_id, for the server's retention of answered requests
+        (--claim-retention, default 24 hours), writes nothing: a late retry cannot undo a newer
+        value stored by another call in between.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
