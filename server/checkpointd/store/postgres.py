@@ -67,6 +67,7 @@ from checkpointd.domain import (
     PruneResult,
     RecordInterruptResult,
 )
+from checkpointd.store import rows
 from checkpointd.store.base import CheckpointExists, PoolState, StoreError, StoreUnavailable
 from checkpointd.store.group_commit import GroupCommit
 
@@ -242,60 +243,15 @@ def _count(status: str) -> int:
 
 
 def _checkpoint(row: asyncpg.Record) -> CheckpointRecord:
-    return CheckpointRecord(
-        execution_id=row["execution_id"],
-        checkpoint_id=row["checkpoint_id"],
-        parent_checkpoint_id=row["parent_checkpoint_id"],
-        chain_name=row["chain_name"],
-        node_id=row["node_id"],
-        node_index=row["node_index"],
-        step_type=row["step_type"],
-        status=CheckpointStatus(row["status"]),
-        state_snapshot_json=row["state_snapshot_json"],
-        node_input_json=row["node_input_json"],
-        node_output_json=row["node_output_json"],
-        iteration=row["iteration"],
-        iteration_counters_json=row["iteration_counters_json"],
-        interrupt_reason=row["interrupt_reason"],
-        interrupt_context_json=row["interrupt_context_json"],
-        agent_path=row["agent_path"],
-        created_at=_utc_out(row["created_at"]),
-        sequence=row["sequence"],
-    )
+    return rows.checkpoint_from_row(row, _utc_out)
 
 
 def _pending(row: asyncpg.Record) -> PendingRecord:
-    return PendingRecord(
-        execution_id=row["execution_id"],
-        chain_name=row["chain_name"],
-        node_id=row["node_id"],
-        reason=row["reason"],
-        context_json=row["context_json"],
-        agent_path=row["agent_path"],
-        created_at=_utc_out(row["created_at"]),
-        checkpoint_id=row["checkpoint_id"],
-        sequence=row["sequence"],
-    )
+    return rows.pending_from_row(row, _utc_out)
 
 
 def _event(row: asyncpg.Record) -> InterruptEventRecord:
-    return InterruptEventRecord(
-        cursor=row["cursor"],
-        namespace=row["namespace"],
-        kind=EventKind(row["kind"]),
-        pending=PendingRecord(
-            execution_id=row["execution_id"],
-            chain_name=row["chain_name"],
-            node_id=row["node_id"],
-            reason=row["reason"],
-            context_json=row["context_json"],
-            agent_path=row["agent_path"],
-            created_at=_utc_out(row["pending_created_at"]),
-            checkpoint_id=row["checkpoint_id"],
-            sequence=row["sequence"],
-        ),
-        event_at=_utc_out(row["event_at"]),
-    )
+    return rows.event_from_row(row, _utc_out)
 
 
 class _Sql:

@@ -59,7 +59,6 @@ import aiosqlite
 from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
-    CheckpointStatus,
     DeleteExecutionResult,
     EventKind,
     EventPage,
@@ -69,6 +68,7 @@ from checkpointd.domain import (
     PruneResult,
     RecordInterruptResult,
 )
+from checkpointd.store import rows
 from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
 from checkpointd.store.group_commit import GroupCommit
 
@@ -354,40 +354,11 @@ def _describe(exc: sqlite3.Error) -> str:
 
 
 def _checkpoint_from_row(row: sqlite3.Row) -> CheckpointRecord:
-    return CheckpointRecord(
-        execution_id=row["execution_id"],
-        checkpoint_id=row["checkpoint_id"],
-        parent_checkpoint_id=row["parent_checkpoint_id"],
-        chain_name=row["chain_name"],
-        node_id=row["node_id"],
-        node_index=row["node_index"],
-        step_type=row["step_type"],
-        status=CheckpointStatus(row["status"]),
-        state_snapshot_json=row["state_snapshot_json"],
-        node_input_json=row["node_input_json"],
-        node_output_json=row["node_output_json"],
-        iteration=row["iteration"],
-        iteration_counters_json=row["iteration_counters_json"],
-        interrupt_reason=row["interrupt_reason"],
-        interrupt_context_json=row["interrupt_context_json"],
-        agent_path=row["agent_path"],
-        created_at=_from_us(row["created_at"]),
-        sequence=row["sequence"],
-    )
+    return rows.checkpoint_from_row(row, _from_us)
 
 
 def _pending_from_row(row: sqlite3.Row) -> PendingRecord:
-    return PendingRecord(
-        execution_id=row["execution_id"],
-        chain_name=row["chain_name"],
-        node_id=row["node_id"],
-        reason=row["reason"],
-        context_json=row["context_json"],
-        agent_path=row["agent_path"],
-        created_at=_from_us(row["created_at"]),
-        checkpoint_id=row["checkpoint_id"],
-        sequence=row["sequence"],
-    )
+    return rows.pending_from_row(row, _from_us)
 
 
 def _pending_params(pending: PendingRecord) -> tuple[Any, ...]:
@@ -456,23 +427,7 @@ async def _insert_event(
 
 
 def _event_from_row(row: sqlite3.Row) -> InterruptEventRecord:
-    return InterruptEventRecord(
-        cursor=row["cursor"],
-        namespace=row["namespace"],
-        kind=EventKind(row["kind"]),
-        pending=PendingRecord(
-            execution_id=row["execution_id"],
-            chain_name=row["chain_name"],
-            node_id=row["node_id"],
-            reason=row["reason"],
-            context_json=row["context_json"],
-            agent_path=row["agent_path"],
-            created_at=_from_us(row["pending_created_at"]),
-            checkpoint_id=row["checkpoint_id"],
-            sequence=row["sequence"],
-        ),
-        event_at=_from_us(row["event_at"]),
-    )
+    return rows.event_from_row(row, _from_us)
 
 
 class _SQLiteEventNotifier:
