@@ -91,74 +91,49 @@ def _check_limit(limit: int) -> int:
     return limit
 
 
+# The fields both models carry under the same name and type; created_at differs (an ISO
+# string in fastaiagent, a datetime here) and is converted on its own.
+_CHECKPOINT_FIELDS = (
+    "execution_id",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "chain_name",
+    "node_id",
+    "node_index",
+    "step_type",
+    "status",
+    "state_snapshot",
+    "node_input",
+    "node_output",
+    "iteration",
+    "iteration_counters",
+    "interrupt_reason",
+    "interrupt_context",
+    "agent_path",
+)
+_PENDING_FIELDS = ("execution_id", "chain_name", "node_id", "reason", "context", "agent_path")
+
+
 def _to_checkpoint(cp: FastCheckpoint) -> Checkpoint:
-    return Checkpoint(
-        execution_id=cp.execution_id,
-        checkpoint_id=cp.checkpoint_id,
-        parent_checkpoint_id=cp.parent_checkpoint_id,
-        chain_name=cp.chain_name,
-        node_id=cp.node_id,
-        node_index=cp.node_index,
-        step_type=cp.step_type,
-        status=cp.status,
-        state_snapshot=cp.state_snapshot,
-        node_input=cp.node_input,
-        node_output=cp.node_output,
-        iteration=cp.iteration,
-        iteration_counters=cp.iteration_counters,
-        interrupt_reason=cp.interrupt_reason,
-        interrupt_context=cp.interrupt_context,
-        agent_path=cp.agent_path,
-        created_at=_parse_time(cp.created_at),
-    )
+    fields = {name: getattr(cp, name) for name in _CHECKPOINT_FIELDS}
+    return Checkpoint(**fields, created_at=_parse_time(cp.created_at))
 
 
 def _from_checkpoint(cp: Checkpoint) -> FastCheckpoint:
     fast_checkpoint, _ = _fastaiagent_models()
-    return fast_checkpoint(
-        checkpoint_id=cp.checkpoint_id,
-        parent_checkpoint_id=cp.parent_checkpoint_id,
-        chain_name=cp.chain_name,
-        execution_id=cp.execution_id,
-        node_id=cp.node_id,
-        node_index=cp.node_index,
-        step_type=cp.step_type,
-        status=cp.status,
-        state_snapshot=cp.state_snapshot,
-        node_input=cp.node_input,
-        node_output=cp.node_output,
-        iteration=cp.iteration,
-        iteration_counters=cp.iteration_counters,
-        interrupt_reason=cp.interrupt_reason,
-        interrupt_context=cp.interrupt_context,
-        agent_path=cp.agent_path,
-        created_at=_format_time(cp.created_at),
-    )
+    fields = {name: getattr(cp, name) for name in _CHECKPOINT_FIELDS}
+    return fast_checkpoint(**fields, created_at=_format_time(cp.created_at))
 
 
 def _to_pending(pending: FastPendingInterrupt) -> PendingInterrupt:
-    return PendingInterrupt(
-        execution_id=pending.execution_id,
-        chain_name=pending.chain_name,
-        node_id=pending.node_id,
-        reason=pending.reason,
-        context=pending.context,
-        agent_path=pending.agent_path,
-        created_at=_parse_time(pending.created_at),
-    )
+    fields = {name: getattr(pending, name) for name in _PENDING_FIELDS}
+    return PendingInterrupt(**fields, created_at=_parse_time(pending.created_at))
 
 
 def _from_pending(pending: PendingInterrupt) -> FastPendingInterrupt:
     _, fast_pending = _fastaiagent_models()
-    return fast_pending(
-        execution_id=pending.execution_id,
-        chain_name=pending.chain_name,
-        node_id=pending.node_id,
-        reason=pending.reason,
-        context=pending.context,
-        agent_path=pending.agent_path,
-        created_at=_format_time(pending.created_at),
-    )
+    fields = {name: getattr(pending, name) for name in _PENDING_FIELDS}
+    return fast_pending(**fields, created_at=_format_time(pending.created_at))
 
 
 class SidecarCheckpointer:

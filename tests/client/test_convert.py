@@ -358,3 +358,15 @@ def test_d1_missing_idempotent_result_is_not_found() -> None:
     result = _base.idempotency_result(idempotency_service_pb2.GetIdempotencyResultResponse())
     assert not result.found
     assert result.value is None
+
+
+def test_p2_adapter_carries_every_field_of_fastaiagents_models():
+    """The adapter's field lists cover fastaiagent's Checkpoint and PendingInterrupt exactly,
+    so a field added there cannot be dropped silently on the way through the sidecar."""
+    from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
+    from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
+
+    from checkpointd_client import fastaiagent as adapter
+
+    assert set(FastCheckpoint.model_fields) == {*adapter._CHECKPOINT_FIELDS, "created_at"}
+    assert set(FastPendingInterrupt.model_fields) == {*adapter._PENDING_FIELDS, "created_at"}
