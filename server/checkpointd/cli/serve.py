@@ -28,6 +28,7 @@ from checkpointd.config import (
     PG_SCHEMA_RE,
     Settings,
     default_store_url,
+    redact_dsn,
 )
 from checkpointd.listeners import (
     DEFAULT_UNIX_SOCKET_MODE,
@@ -113,6 +114,11 @@ def _address_list(text: str) -> list[str]:
     return [address.strip() for address in text.split(",") if address.strip()]
 
 
+def _help_text(text: str) -> str:
+    """``text`` shown as is in a help string (argparse expands ``%`` there)."""
+    return text.replace("%", "%%")
+
+
 def _checked(parse: Callable[[str], T]) -> Callable[[str], T]:
     """Adapt a parser for argparse, whose error message then names the flag."""
 
@@ -135,11 +141,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "environment variable; the flag wins.",
     )
     serve.set_defaults(handler=run)
+    store = _env("CHECKPOINTD_STORE", str, default_store_url())
     serve.add_argument(
         "--store",
-        default=_env("CHECKPOINTD_STORE", str, default_store_url()),
+        default=store,
+        # Not %(default)s: CHECKPOINTD_STORE may carry a password, never to be printed.
         help="sqlite://PATH (e.g. sqlite:///var/lib/checkpointd/store.db) or "
-        "postgresql://user@host:5432/db [CHECKPOINTD_STORE; default: %(default)s]",
+        "postgresql://user@host:5432/db [CHECKPOINTD_STORE; default: "
+        f"{_help_text(redact_dsn(store))}]",
     )
     serve.add_argument(
         "--listen",
@@ -335,7 +344,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
     listen: list[str] = args.listen or _env("CHECKPOINTD_LISTEN", _address_list, no_addresses)
     store: str = args.store
     if not store.startswith(("sqlite://", "postgresql://", "postgres://")):
-        parser.error(f"--store {store!r} must start with sqlite:// or postgresql://")
+        parser.error(f"--store {redact_dsn(store)!r} must start with sqlite:// or postgresql://")
     if store.startswith("sqlite://") and not store.removeprefix("sqlite://"):
         parser.error(
             "--store sqlite:// needs a file path, e.g. sqlite:///var/lib/checkpointd/store.db"
