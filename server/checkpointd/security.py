@@ -79,7 +79,6 @@ class TlsFiles:
             require_client_auth=client_ca is not None,
         )
 
-
     def _check_pair(self) -> None:
         """Load the pair the way any TLS server would: gRPC itself only reports "Failed to
         bind to address" for a key that does not belong to the certificate."""

@@ -6,13 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from checkpointd_client import CheckpointdClient
+from tests.contract.helpers import checkpoint, interrupted
 from tests.ops.helpers import EarlySidecar
-from tests.support.sidecar import StoreSpec
+from tests.support.sidecar import Sidecar, StoreSpec
 
 # Three different secrets, one per place a postgresql:// URL can carry one.
 USERINFO_PW = "userinfo-pw-4f1c9e"
@@ -94,3 +99,32 @@ def test_e2_serve_help_never_prints_the_store_password():
     assert shown.returncode == 0, shown.stderr
     assert "db.internal:5432/agents" in " ".join(shown.stdout.split())
     _assert_no_secret(shown.stdout + shown.stderr)
+
+
+def test_e2_debug_logs_carry_no_stored_data_or_tokens(
+    sidecar_factory: Callable[..., Sidecar],
+):
+    """At ``--log-level debug`` the drivers' loggers (aiosqlite logs every statement with its
+    parameters) stay at WARNING: a checkpoint's state, an interrupt's context and a claim
+    token never reach the log, on both backends."""
+    server = sidecar_factory(CHECKPOINTD_LOG_LEVEL="debug")
+    state_marker = f"state-marker-{uuid.uuid4().hex}"
+    context_marker = f"context-marker-{uuid.uuid4().hex}"
+    claim_token = f"claim-token-{uuid.uuid4().hex}"
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    with CheckpointdClient(server.target) as client:
+        client.put_checkpoint(checkpoint(run, state_snapshot={"secret": state_marker}))
+        cp, pending = interrupted(run, interrupt_context={"note": context_marker})
+        client.record_interrupt(cp, pending)
+        claimed = client.claim_interrupt(run, claim_token=claim_token)
+        assert claimed.context == {"note": context_marker}
+        assert client.get_latest_checkpoint(run).interrupt_context == {"note": context_marker}
+    time.sleep(1.0)  # idle: the drivers' periodic statements would be logged meanwhile
+    assert server.stop() == 0
+    text = server.log_path.read_text(errors="replace")
+    assert "log_level=debug" in text
+    for marker in (state_marker, context_marker, claim_token):
+        assert marker not in text, f"{marker!r} was logged"
+    for driver in ("aiosqlite", "asyncpg", "grpc"):
+        assert f" DEBUG {driver}" not in text
+        assert f" INFO {driver}" not in text
