@@ -233,6 +233,7 @@ def _log_config(settings: Settings) -> None:
         "store_timeout_s": settings.store_timeout,
         "store_wait_s": "forever" if settings.store_wait is None else settings.store_wait,
         "health_interval_s": settings.health_interval,
+        "health_ping_timeout_s": settings.health_ping_timeout,
         "shutdown_grace_s": settings.shutdown_grace,
         "claim_retention_s": settings.claim_retention_seconds,
         "event_retention_s": settings.event_retention_seconds,
@@ -360,6 +361,7 @@ async def serve(settings: Settings) -> None:
         health,
         description=description,
         interval=settings.health_interval,
+        ping_timeout=settings.health_ping_timeout,
         wait=settings.store_wait,
         on_first_open=store_is_open,
     )

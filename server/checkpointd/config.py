@@ -193,6 +193,13 @@ class Settings:
     resumes from its cursor; 0: never (CHECKPOINTD_WATCH_MAX_LIFETIME)."""
 
     @property
+    def health_ping_timeout(self) -> float:
+        """Seconds a health ping may take before the store counts as lost: the health
+        interval, at least 1 s (so a busy machine does not flap), at most the store timeout.
+        """
+        return min(self.store_timeout, max(self.health_interval, 1.0))
+
+    @property
     def is_postgres(self) -> bool:
         """Whether the store URL names Postgres."""
         return self.store.startswith(("postgresql://", "postgres://"))

@@ -3,6 +3,7 @@ through an outage and back (contract E3), on both backends."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -85,5 +86,44 @@ def test_e3_health_goes_not_serving_while_postgres_is_lost_and_back_when_it_retu
             log = server.log_text()
             assert log.count("store lost") == 1
             assert log.count("store recovered") == 1
+        finally:
+            server.close()
+
+
+def _wait_for_status(probe: HealthProbe, wanted: int, timeout: float = 60.0) -> None:
+    """Poll Check until it reports ``wanted``; ``timeout`` is only a generous safety net."""
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        status = probe.check()
+        if status == wanted:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"health stayed {status}, expected {wanted}")
+
+
+@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+def test_e3_health_goes_not_serving_while_postgres_stops_answering(store_spec):
+    """Postgres only (SQLite is a local file; there is no network to partition): when every
+    packet to and from the database stops, without a connection being closed, health turns
+    NOT_SERVING because a ping gets no answer, not after --store-timeout (set far beyond
+    the wait here), and SERVING again once packets flow."""
+    with Outage.around(store_spec) as outage:
+        server = EarlySidecar(
+            outage.spec, extra_args=["--health-interval", "0.5", "--store-timeout", "300"]
+        )
+        try:
+            server.start()
+            probe = HealthProbe(server.target)
+            _wait_for_status(probe, SERVING)
+            outage.partition()
+            _wait_for_status(probe, NOT_SERVING)
+            outage.end()
+            _wait_for_status(probe, SERVING)
+            probe.close()
+            log = server.log_text()
+            assert log.count("store lost") == 1
+            assert log.count("store recovered") == 1
+            assert server.stop() == 0
         finally:
             server.close()
