@@ -240,6 +240,7 @@ def _log_config(settings: Settings) -> None:
         "watch_buffer": settings.watch_buffer,
         "max_watch_streams": settings.max_watch_streams,
         "max_watch_streams_per_peer": settings.max_watch_streams_per_peer,
+        "max_health_watch_streams": settings.max_health_watch_streams,
         "watch_max_lifetime_s": settings.watch_max_lifetime,
         "auth": _auth_summary(settings),
         "tls": "mutual" if settings.tls_client_ca else "on" if settings.tls_cert else "off",
@@ -355,7 +356,7 @@ async def serve(settings: Settings) -> None:
         )
         watch_hub.start()
 
-    health = HealthService(SERVICE_NAMES)
+    health = HealthService(SERVICE_NAMES, max_watch_streams=settings.max_health_watch_streams)
     monitor = StoreMonitor(
         store,
         health,

@@ -30,6 +30,7 @@ DEFAULT_EVENT_RETENTION_SECONDS = 7 * 24 * 3600
 DEFAULT_WATCH_BUFFER = 1000
 DEFAULT_MAX_WATCH_STREAMS = 1000
 DEFAULT_MAX_WATCH_STREAMS_PER_PEER = 100
+DEFAULT_MAX_HEALTH_WATCH_STREAMS = 1000
 DEFAULT_WATCH_MAX_LIFETIME_SECONDS = 3600.0
 DEFAULT_PG_SCHEMA = "checkpointd"
 PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -188,6 +189,9 @@ class Settings:
     max_watch_streams_per_peer: int = DEFAULT_MAX_WATCH_STREAMS_PER_PEER
     """Open WatchInterrupts streams per connection; 0: no limit
     (CHECKPOINTD_MAX_WATCH_STREAMS_PER_PEER)."""
+    max_health_watch_streams: int = DEFAULT_MAX_HEALTH_WATCH_STREAMS
+    """Open ``grpc.health.v1.Health/Watch`` streams per server (they need no token); 0: no
+    limit (CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS)."""
     watch_max_lifetime: float = DEFAULT_WATCH_MAX_LIFETIME_SECONDS
     """Seconds after which a watch stream ends with UNAVAILABLE (WATCH_EXPIRED) and the client
     resumes from its cursor; 0: never (CHECKPOINTD_WATCH_MAX_LIFETIME)."""

@@ -25,6 +25,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from checkpointd.errors import TooManyWatchStreams
 from checkpointd.interceptors import abort_with_error
 from checkpointd.logging_setup import event
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
@@ -41,6 +42,7 @@ __all__ = [
 log = logging.getLogger("checkpointd")
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+_HEALTH_WATCH = f"/{HEALTH_SERVICE}/Watch"
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -58,12 +60,19 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
     ``Watch`` sends the current status, then every change; once shutdown has begun it sends
     ``NOT_SERVING`` and ends the stream with OK, so a watcher never holds the drain open.
+    Health answers without a token, so at most ``max_watch_streams`` Watch streams are open
+    at once (0: no limit); one more is refused ``RESOURCE_EXHAUSTED``
+    (``TOO_MANY_WATCH_STREAMS``, scope ``health``).
     """
 
-    def __init__(self, services: Sequence[str]) -> None:
+    def __init__(self, services: Sequence[str], *, max_watch_streams: int = 0) -> None:
+        if max_watch_streams < 0:
+            raise ValueError("max_watch_streams must be zero (no limit) or positive")
         self._status: dict[str, int] = dict.fromkeys(("", *services), NOT_SERVING)
         self._changed = asyncio.Condition()
         self._closing = False
+        self._max_watch_streams = max_watch_streams
+        self._watch_streams = 0
 
     @property
     def serving(self) -> bool:
@@ -102,17 +111,29 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
     ) -> None:
         """Send the current status, then each change, until shutdown or the caller leaves."""
-        last: int | None = None
-        while True:
-            async with self._changed:
-                await self._changed.wait_for(functools.partial(self._moved, request.service, last))
-                status = self._status.get(request.service, SERVICE_UNKNOWN)
-                closing = self._closing
-            if status != last:
-                await context.write(health_pb2.HealthCheckResponse(status=status))
-                last = status
-            if closing:
-                return
+        if self._max_watch_streams and self._watch_streams >= self._max_watch_streams:
+            await abort_with_error(
+                context,
+                TooManyWatchStreams(self._max_watch_streams, "health"),
+                method=_HEALTH_WATCH,
+            )
+        self._watch_streams += 1
+        try:
+            last: int | None = None
+            while True:
+                async with self._changed:
+                    await self._changed.wait_for(
+                        functools.partial(self._moved, request.service, last)
+                    )
+                    status = self._status.get(request.service, SERVICE_UNKNOWN)
+                    closing = self._closing
+                if status != last:
+                    await context.write(health_pb2.HealthCheckResponse(status=status))
+                    last = status
+                if closing:
+                    return
+        finally:
+            self._watch_streams -= 1
 
 
 class StoreNeverCameUp(Exception):

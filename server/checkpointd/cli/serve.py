@@ -19,6 +19,7 @@ from checkpointd.config import (
     DEFAULT_CLAIM_RETENTION_SECONDS,
     DEFAULT_EVENT_RETENTION_SECONDS,
     DEFAULT_LISTEN,
+    DEFAULT_MAX_HEALTH_WATCH_STREAMS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_WATCH_STREAMS,
     DEFAULT_MAX_WATCH_STREAMS_PER_PEER,
@@ -326,6 +327,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "[CHECKPOINTD_MAX_WATCH_STREAMS_PER_PEER; default: %(default)s]",
     )
     security.add_argument(
+        "--max-health-watch-streams",
+        type=_checked(_non_negative_int),
+        default=_env(
+            "CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS",
+            _non_negative_int,
+            DEFAULT_MAX_HEALTH_WATCH_STREAMS,
+        ),
+        metavar="N",
+        help="open grpc.health.v1 Watch streams per server (they need no token), 0 for no "
+        "limit [CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS; default: %(default)s]",
+    )
+    security.add_argument(
         "--watch-max-lifetime",
         type=_checked(_non_negative_float),
         default=_env(
@@ -384,6 +397,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         insecure=args.insecure,
         max_watch_streams=args.max_watch_streams,
         max_watch_streams_per_peer=args.max_watch_streams_per_peer,
+        max_health_watch_streams=args.max_health_watch_streams,
         watch_max_lifetime=args.watch_max_lifetime,
     )
 
