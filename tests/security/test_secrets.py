@@ -78,11 +78,15 @@ def test_e2_store_password_is_never_printed_while_serving(store_spec: StoreSpec)
 
 
 def test_e2_store_password_is_never_printed_when_the_start_fails(tmp_path: Path):
-    """A database that is not there with ``--store-wait 0``, and a URL of the wrong scheme:
-    the one-line errors (and everything before them) name the URL without its passwords."""
+    """A database that is not there, waited for briefly (``--store-wait 1``), and a URL of the
+    wrong scheme: the waiting lines and the one-line errors name the URL without its
+    passwords."""
     unreachable = _with_passwords("postgresql://app@127.0.0.1:1/db")
-    failed = _serve("--store", unreachable, "--store-wait", "0", "--listen", "127.0.0.1:0")
+    failed = _serve("--store", unreachable, "--store-wait", "1", "--listen", "127.0.0.1:0")
     assert failed.returncode == 1, failed.stderr
+    assert "waiting for the store postgresql://app:***@127.0.0.1:1/db?password=***" in (
+        failed.stderr
+    )
     last = failed.stderr.strip().splitlines()[-1]
     assert last.startswith("checkpointd: error: cannot open the store postgresql://app:***@")
     _assert_no_secret(failed.stdout + failed.stderr)
