@@ -233,12 +233,14 @@ def _log_config(settings: Settings) -> None:
         "store_timeout_s": settings.store_timeout,
         "store_wait_s": "forever" if settings.store_wait is None else settings.store_wait,
         "health_interval_s": settings.health_interval,
+        "health_ping_timeout_s": settings.health_ping_timeout,
         "shutdown_grace_s": settings.shutdown_grace,
         "claim_retention_s": settings.claim_retention_seconds,
         "event_retention_s": settings.event_retention_seconds,
         "watch_buffer": settings.watch_buffer,
         "max_watch_streams": settings.max_watch_streams,
         "max_watch_streams_per_peer": settings.max_watch_streams_per_peer,
+        "max_health_watch_streams": settings.max_health_watch_streams,
         "watch_max_lifetime_s": settings.watch_max_lifetime,
         "auth": _auth_summary(settings),
         "tls": "mutual" if settings.tls_client_ca else "on" if settings.tls_cert else "off",
@@ -354,12 +356,13 @@ async def serve(settings: Settings) -> None:
         )
         watch_hub.start()
 
-    health = HealthService(SERVICE_NAMES)
+    health = HealthService(SERVICE_NAMES, max_watch_streams=settings.max_health_watch_streams)
     monitor = StoreMonitor(
         store,
         health,
         description=description,
         interval=settings.health_interval,
+        ping_timeout=settings.health_ping_timeout,
         wait=settings.store_wait,
         on_first_open=store_is_open,
     )

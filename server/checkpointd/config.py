@@ -10,7 +10,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 __all__ = [
     "DEFAULT_LISTEN",
@@ -18,6 +18,7 @@ __all__ = [
     "Settings",
     "default_data_dir",
     "default_store_url",
+    "dsn_secrets",
     "redact_dsn",
 ]
 
@@ -29,6 +30,7 @@ DEFAULT_EVENT_RETENTION_SECONDS = 7 * 24 * 3600
 DEFAULT_WATCH_BUFFER = 1000
 DEFAULT_MAX_WATCH_STREAMS = 1000
 DEFAULT_MAX_WATCH_STREAMS_PER_PEER = 100
+DEFAULT_MAX_HEALTH_WATCH_STREAMS = 1000
 DEFAULT_WATCH_MAX_LIFETIME_SECONDS = 3600.0
 DEFAULT_PG_SCHEMA = "checkpointd"
 PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -50,16 +52,69 @@ def default_store_url() -> str:
     return f"sqlite://{default_data_dir() / 'checkpointd.db'}"
 
 
+# Query parameters holding a secret: libpq's ``password`` and ``sslpassword`` (the key's
+# passphrase), and any other whose name says it is one (``passfile`` is only a path).
+_SECRET_PARAM_RE = re.compile(r"(?i)(password|secret|token)")
+
+
+def _split_userinfo(url: str) -> tuple[str, str, str] | None:
+    """``(before, password, after)`` when the URL's user info carries a password. The
+    authority ends at the last ``@`` before the query, so a password holding an unescaped
+    ``/`` or ``@`` is still all found."""
+    scheme_end = url.find("://")
+    if scheme_end < 0:
+        return None
+    start = scheme_end + 3
+    query_start = min(
+        (i for i in (url.find("?", start), url.find("#", start)) if i >= 0), default=len(url)
+    )
+    at = url.rfind("@", start, query_start)
+    if at < 0:
+        return None
+    colon = url.find(":", start, at)
+    if colon < 0:
+        return None
+    return url[: colon + 1], url[colon + 1 : at], url[at:]
+
+
+def _query_secrets(url: str) -> list[tuple[int, int]]:
+    """Spans of the values of secret query parameters (``?password=...&sslpassword=...``)."""
+    query_start = url.find("?")
+    if query_start < 0:
+        return []
+    spans: list[tuple[int, int]] = []
+    position = query_start + 1
+    end = url.find("#", position)
+    end = len(url) if end < 0 else end
+    for item in re.finditer(r"[^&;]+", url[position:end]):
+        name, equals, _ = item.group().partition("=")
+        if equals and _SECRET_PARAM_RE.search(unquote(name)):
+            spans.append((position + item.start() + len(name) + 1, position + item.end()))
+    return spans
+
+
 def redact_dsn(url: str) -> str:
-    """The URL with any password replaced, safe to log."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username or ''}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The URL with every password replaced by ``***`` (in the user info and in secret query
+    parameters such as ``password`` and ``sslpassword``): the one form of a store URL that is
+    ever logged or printed."""
+    for start, end in reversed(_query_secrets(url)):
+        url = f"{url[:start]}***{url[end:]}"
+    userinfo = _split_userinfo(url)
+    if userinfo is not None:
+        before, _, after = userinfo
+        url = f"{before}***{after}"
+    return url
+
+
+def dsn_secrets(url: str) -> list[str]:
+    """Every password the URL carries, as written and percent-decoded: text that must be
+    scrubbed from any message (a driver error may quote the connection parameters)."""
+    found = [url[start:end] for start, end in _query_secrets(url)]
+    userinfo = _split_userinfo(url)
+    if userinfo is not None:
+        found.append(userinfo[1])
+    secrets = {text for value in found for text in (value, unquote(value)) if text}
+    return sorted(secrets, key=len, reverse=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +189,19 @@ class Settings:
     max_watch_streams_per_peer: int = DEFAULT_MAX_WATCH_STREAMS_PER_PEER
     """Open WatchInterrupts streams per connection; 0: no limit
     (CHECKPOINTD_MAX_WATCH_STREAMS_PER_PEER)."""
+    max_health_watch_streams: int = DEFAULT_MAX_HEALTH_WATCH_STREAMS
+    """Open ``grpc.health.v1.Health/Watch`` streams per server (they need no token); 0: no
+    limit (CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS)."""
     watch_max_lifetime: float = DEFAULT_WATCH_MAX_LIFETIME_SECONDS
     """Seconds after which a watch stream ends with UNAVAILABLE (WATCH_EXPIRED) and the client
     resumes from its cursor; 0: never (CHECKPOINTD_WATCH_MAX_LIFETIME)."""
+
+    @property
+    def health_ping_timeout(self) -> float:
+        """Seconds a health ping may take before the store counts as lost: the health
+        interval, at least 1 s (so a busy machine does not flap), at most the store timeout.
+        """
+        return min(self.store_timeout, max(self.health_interval, 1.0))
 
     @property
     def is_postgres(self) -> bool:

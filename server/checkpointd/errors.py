@@ -206,10 +206,13 @@ class TooManyWatchStreams(CheckpointdError):
     """A new watch would pass the server's or the peer's stream limit."""
 
     def __init__(self, limit: int, scope: str) -> None:
-        flag = "--max-watch-streams" if scope == "server" else "--max-watch-streams-per-peer"
-        who = "this server" if scope == "server" else "this connection"
+        flag, who, kind = {
+            "server": ("--max-watch-streams", "this server", "watch streams"),
+            "peer": ("--max-watch-streams-per-peer", "this connection", "watch streams"),
+            "health": ("--max-health-watch-streams", "this server", "health Watch streams"),
+        }[scope]
         super().__init__(
-            f"{who} already has {limit} open watch streams ({flag}); close one, share one "
+            f"{who} already has {limit} open {kind} ({flag}); close one, share one "
             "watch between consumers, or raise the limit",
             limit=str(limit),
             scope=scope,

@@ -1,11 +1,13 @@
 """Readiness: the standard ``grpc.health.v1`` service, driven by whether the store answers.
 
 :class:`StoreMonitor` opens the store (retrying with backoff while the database is not there
-yet), then pings it every few seconds. The health status of the whole server (service ``""``,
-which Kubernetes' gRPC probes ask for) and of each checkpointd service is ``SERVING`` only
-while the store answers; ``NOT_SERVING`` while it is unreachable and, for good, once shutdown
-begins. Until the store has been opened, :class:`StoreGateInterceptor` answers every
-checkpointd call ``UNAVAILABLE`` (reason ``STORE_UNAVAILABLE``), as for any store outage.
+yet), then pings it every few seconds; a ping not answered within the ping timeout (the
+health interval, at least 1 s, at most the store timeout) counts as the store lost. The
+health status of the whole server (service ``""``, which Kubernetes' gRPC probes ask for)
+and of each checkpointd service is ``SERVING`` only while the store answers; ``NOT_SERVING``
+while it is unreachable and, for good, once shutdown begins. Until the store has been opened,
+:class:`StoreGateInterceptor` answers every checkpointd call ``UNAVAILABLE`` (reason
+``STORE_UNAVAILABLE``), as for any store outage.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from checkpointd.errors import TooManyWatchStreams
 from checkpointd.interceptors import abort_with_error
 from checkpointd.logging_setup import event
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
@@ -39,6 +42,7 @@ __all__ = [
 log = logging.getLogger("checkpointd")
 
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+_HEALTH_WATCH = f"/{HEALTH_SERVICE}/Watch"
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -56,12 +60,19 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
     ``Watch`` sends the current status, then every change; once shutdown has begun it sends
     ``NOT_SERVING`` and ends the stream with OK, so a watcher never holds the drain open.
+    Health answers without a token, so at most ``max_watch_streams`` Watch streams are open
+    at once (0: no limit); one more is refused ``RESOURCE_EXHAUSTED``
+    (``TOO_MANY_WATCH_STREAMS``, scope ``health``).
     """
 
-    def __init__(self, services: Sequence[str]) -> None:
+    def __init__(self, services: Sequence[str], *, max_watch_streams: int = 0) -> None:
+        if max_watch_streams < 0:
+            raise ValueError("max_watch_streams must be zero (no limit) or positive")
         self._status: dict[str, int] = dict.fromkeys(("", *services), NOT_SERVING)
         self._changed = asyncio.Condition()
         self._closing = False
+        self._max_watch_streams = max_watch_streams
+        self._watch_streams = 0
 
     @property
     def serving(self) -> bool:
@@ -100,17 +111,29 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
     ) -> None:
         """Send the current status, then each change, until shutdown or the caller leaves."""
-        last: int | None = None
-        while True:
-            async with self._changed:
-                await self._changed.wait_for(functools.partial(self._moved, request.service, last))
-                status = self._status.get(request.service, SERVICE_UNKNOWN)
-                closing = self._closing
-            if status != last:
-                await context.write(health_pb2.HealthCheckResponse(status=status))
-                last = status
-            if closing:
-                return
+        if self._max_watch_streams and self._watch_streams >= self._max_watch_streams:
+            await abort_with_error(
+                context,
+                TooManyWatchStreams(self._max_watch_streams, "health"),
+                method=_HEALTH_WATCH,
+            )
+        self._watch_streams += 1
+        try:
+            last: int | None = None
+            while True:
+                async with self._changed:
+                    await self._changed.wait_for(
+                        functools.partial(self._moved, request.service, last)
+                    )
+                    status = self._status.get(request.service, SERVICE_UNKNOWN)
+                    closing = self._closing
+                if status != last:
+                    await context.write(health_pb2.HealthCheckResponse(status=status))
+                    last = status
+                if closing:
+                    return
+        finally:
+            self._watch_streams -= 1
 
 
 class StoreNeverCameUp(Exception):
@@ -128,12 +151,15 @@ class StoreMonitor:
         description: str,
         interval: float,
         wait: float | None,
+        ping_timeout: float | None = None,
         on_first_open: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._health = health
         self._description = description
         self._interval = interval
+        self._ping_timeout = interval if ping_timeout is None else ping_timeout
+        self._ping: asyncio.Task[None] | None = None
         self._wait = wait
         self._on_first_open = on_first_open
         self.opened = False
@@ -144,14 +170,38 @@ class StoreMonitor:
     async def run(self) -> None:
         """Open the store (waiting as configured), then ping it forever."""
         await self._open()
-        while True:
-            await asyncio.sleep(self._interval)
-            try:
-                await self._store.ping()
-            except StoreError as exc:
-                await self._mark_down(exc)
-            else:
-                await self._mark_up()
+        try:
+            while True:
+                await asyncio.sleep(self._interval)
+                await self._check()
+        finally:
+            if self._ping is not None:
+                self._ping.cancel()
+
+    async def _check(self) -> None:
+        """One ping, answered within the ping timeout or counted as the store lost.
+
+        A database that stops answering without closing its connections (a network
+        partition) would hold a ping until the store timeout; the ping runs on by itself
+        instead, and the next check waits on it again rather than piling up another."""
+        ping = self._ping
+        if ping is None:
+            ping = self._ping = asyncio.create_task(self._store.ping())
+            ping.add_done_callback(_consume_outcome)
+        done, _ = await asyncio.wait({ping}, timeout=self._ping_timeout)
+        if not done:
+            await self._mark_down(
+                StoreUnavailable(f"the store did not answer a ping within {self._ping_timeout:g}s")
+            )
+            return
+        self._ping = None
+        failure = ping.exception()
+        if failure is None:
+            await self._mark_up()
+        elif isinstance(failure, StoreError):
+            await self._mark_down(failure)
+        else:
+            raise failure
 
     async def _open(self) -> None:
         started = time.monotonic()
@@ -307,6 +357,13 @@ class StoreGateInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await inner(request, context)
 
         return gated
+
+
+def _consume_outcome(task: asyncio.Task[None]) -> None:
+    """Mark a ping's failure as seen: a ping abandoned at shutdown must not be reported as
+    an exception nobody retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,11 +72,34 @@ class TlsFiles:
             if self.client_ca is None
             else _read_pem(self.client_ca, "--tls-client-ca", "CERTIFICATE")
         )
+        self._check_pair()
         return grpc.ssl_server_credentials(
             [(key, cert)],
             root_certificates=client_ca,
             require_client_auth=client_ca is not None,
         )
+
+    def _check_pair(self) -> None:
+        """Load the pair the way any TLS server would: gRPC itself only reports "Failed to
+        bind to address" for a key that does not belong to the certificate."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        files = f"--tls-cert {self.cert} and --tls-key {self.key}"
+        try:
+            # An empty password: an encrypted key fails here instead of prompting a terminal.
+            context.load_cert_chain(self.cert, self.key, password=b"")
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                raise TlsError(
+                    f"{files}: the key does not match the certificate (each must come from the "
+                    "same pair)"
+                ) from None
+            detail = exc.reason or str(exc).partition(" (_ssl.c")[0]
+            raise TlsError(
+                f"{files}: cannot be loaded as a TLS identity ({detail}): the key must be an "
+                "unencrypted PEM private key and the certificate its PEM certificate (chain)"
+            ) from None
+        except OSError as exc:
+            raise TlsError(f"{files}: cannot read them: {exc.strerror or exc}") from None
 
 
 def _read_pem(path: Path, flag: str, kind: str) -> bytes:

@@ -175,10 +175,17 @@ class Outage:
         locker.execute("BEGIN EXCLUSIVE")
         self._locker = locker
 
+    def partition(self) -> None:
+        """Postgres only: stop every packet between the server and the database, closing
+        nothing, until :meth:`end`."""
+        assert self._proxy is not None, "a partition needs the Postgres proxy"
+        self._proxy.freeze()
+
     def end(self) -> None:
         """Give it back."""
         if self._proxy is not None:
             self._proxy.restore()
+            self._proxy.thaw()
         if self._locker is not None:
             self._locker.execute("ROLLBACK")
             self._locker.close()

@@ -3,13 +3,17 @@ through an outage and back (contract E3), on both backends."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpointd_client import CheckpointdClient, RetryPolicy, UnavailableError
 from tests.contract.helpers import checkpoint
 from tests.ops.helpers import NOT_SERVING, SERVING, EarlySidecar, HealthProbe, Outage, next_status
+from tests.support.sidecar import Sidecar, StoreSpec
 
 SERVICES = (
     "",
@@ -87,3 +91,92 @@ def test_e3_health_goes_not_serving_while_postgres_is_lost_and_back_when_it_retu
             assert log.count("store recovered") == 1
         finally:
             server.close()
+
+
+def _wait_for_status(probe: HealthProbe, wanted: int, timeout: float = 60.0) -> None:
+    """Poll Check until it reports ``wanted``; ``timeout`` is only a generous safety net."""
+    deadline = time.monotonic() + timeout
+    status = None
+    while time.monotonic() < deadline:
+        status = probe.check()
+        if status == wanted:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"health stayed {status}, expected {wanted}")
+
+
+@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+def test_e3_health_goes_not_serving_while_postgres_stops_answering(store_spec):
+    """Postgres only (SQLite is a local file; there is no network to partition): when every
+    packet to and from the database stops, without a connection being closed, health turns
+    NOT_SERVING because a ping gets no answer, not after --store-timeout (set far beyond
+    the wait here), and SERVING again once packets flow."""
+    with Outage.around(store_spec) as outage:
+        server = EarlySidecar(
+            outage.spec, extra_args=["--health-interval", "0.5", "--store-timeout", "300"]
+        )
+        try:
+            server.start()
+            probe = HealthProbe(server.target)
+            _wait_for_status(probe, SERVING)
+            outage.partition()
+            _wait_for_status(probe, NOT_SERVING)
+            outage.end()
+            _wait_for_status(probe, SERVING)
+            probe.close()
+            log = server.log_text()
+            assert log.count("store lost") == 1
+            assert log.count("store recovered") == 1
+            assert server.stop() == 0
+        finally:
+            server.close()
+
+
+def _first_status(stream) -> int | grpc.StatusCode:
+    """The first status a health Watch stream reports, or the code it was refused with."""
+    try:
+        return next(stream).status
+    except grpc.RpcError as exc:
+        return exc.code()
+
+
+def test_b1_health_watch_streams_are_bounded_and_end_on_shutdown(tmp_path):
+    """Health Watch needs no token, so its streams are bounded by a setting: past
+    --max-health-watch-streams a new one is refused RESOURCE_EXHAUSTED (saying which
+    setting), a closed one frees its place, Check still answers, and shutdown ends the
+    streams (NOT_SERVING, then OK). Health does not depend on the backend: SQLite only."""
+    server = Sidecar(
+        StoreSpec("sqlite", f"sqlite://{tmp_path / 'store.db'}"),
+        extra_args=["--max-health-watch-streams", "3"],
+    ).start()
+    channel = grpc.insecure_channel(server.tcp_target)
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        request = health_pb2.HealthCheckRequest(service="")
+        held = [stub.Watch(request, timeout=120) for _ in range(3)]
+        for stream in held:
+            assert next(stream).status == SERVING
+        refused = stub.Watch(request, timeout=30)
+        with pytest.raises(grpc.RpcError) as error:
+            next(refused)
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "--max-health-watch-streams" in error.value.details()
+        assert stub.Check(request, timeout=10).status == SERVING
+        held.pop().cancel()
+        deadline = time.monotonic() + 30
+        while True:  # the cancelled stream's place frees once the server has seen it go
+            again = stub.Watch(request, timeout=120)
+            first = _first_status(again)
+            if first == SERVING:
+                break
+            assert first == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert time.monotonic() < deadline, "the cancelled stream never freed its place"
+            time.sleep(0.1)
+        held.append(again)
+        assert server.stop() == 0
+        for stream in held:
+            assert [response.status for response in stream] == [NOT_SERVING]
+            assert stream.code() == grpc.StatusCode.OK
+    finally:
+        channel.close()
+        server.close()

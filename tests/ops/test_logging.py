@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from urllib.parse import urlsplit
 
-from tests.ops.helpers import EarlySidecar
+import pytest
+
+from tests.ops.helpers import SERVING, EarlySidecar, HealthProbe, Outage, next_status
 from tests.support.sidecar import StoreSpec
 
 PASSWORD = "s3cret-pw-do-not-print"
@@ -46,3 +49,33 @@ def test_json_log_has_one_event_per_line_and_no_password(store_spec):
         assert any("serving on" in line["message"] for line in lines)
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+def test_e3_a_postgres_outage_is_logged_in_a_few_lines_without_tracebacks(store_spec):
+    """Postgres only (the pool that retries belongs to asyncpg): while the database is away,
+    the log says so in a few single lines (store lost, the driver's retry warning once, no
+    traceback) instead of a traceback a second, then says when it is back."""
+    with Outage.around(store_spec) as outage:
+        server = EarlySidecar(outage.spec, extra_args=["--health-interval", "0.2"])
+        try:
+            server.start()
+            server.wait_for_log("serving on")
+            probe = HealthProbe(server.target)
+            before = len(server.log_text().splitlines())
+            outage.begin()
+            server.wait_for_log("store lost")
+            time.sleep(6)  # a traceback a second would show several times over
+            during = server.log_text().splitlines()[before:]
+            assert not any("Traceback" in line for line in during), "\n".join(during)
+            assert len(during) <= 6, "\n".join(during)
+            outage.end()
+            server.wait_for_log("store recovered")
+            watch = probe.watch()
+            next_status(watch, SERVING)
+            watch.cancel()
+            probe.close()
+            assert server.stop() == 0
+            assert "Traceback" not in server.log_text()
+        finally:
+            server.close()

@@ -171,3 +171,37 @@ def test_a_tls_mistake_stops_the_start_with_one_line(pki: Pki, tmp_path: Path):
     assert last == (
         "checkpointd: error: TLS needs both --tls-cert and --tls-key; --tls-key is missing"
     )
+
+
+def test_a_key_that_does_not_match_the_certificate_stops_the_start_saying_so(
+    pki: Pki, tmp_path: Path
+):
+    """A key from another pair (here the client's) is refused at start with one line naming
+    both files and what is wrong, not gRPC's "Failed to bind to address"; exit status 1."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "checkpointd",
+            "serve",
+            "--store",
+            f"sqlite://{tmp_path / 'store.db'}",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            str(pki.server_cert),
+            "--tls-key",
+            str(pki.client_key),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("checkpointd: error: "), result.stderr
+    assert "the key does not match the certificate" in last
+    assert str(pki.client_key) in last
+    assert str(pki.server_cert) in last
+    assert "Failed to bind" not in result.stderr

@@ -1,8 +1,10 @@
-"""A loopback TCP proxy that can cut every connection, to stage a database outage.
+"""A loopback TCP proxy that can cut every connection, to stage a database outage, or freeze
+them, to stage a network partition.
 
 While down, it closes the open connections and resets every new one at once, which is what
-a client sees when its database restarts or the network drops. Only loopback addresses are
-ever used.
+a client sees when its database restarts or the network drops. While frozen, it forwards
+nothing and answers nothing, on open connections and new ones alike, but closes none: what a
+client sees when packets stop arriving. Only loopback addresses are ever used.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class TcpProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._down = threading.Event()
+        self._flowing = threading.Event()
+        self._flowing.set()
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -42,10 +46,20 @@ class TcpProxy:
         """Forward again."""
         self._down.clear()
 
+    def freeze(self) -> None:
+        """Stop forwarding in both directions, on every connection, until :meth:`thaw`; new
+        connections are accepted but not answered."""
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        """Forward again, what was held first."""
+        self._flowing.set()
+
     def close(self) -> None:
         """Stop the proxy."""
         self._closed.set()
         self.cut()
+        self._flowing.set()
         self._listener.close()
 
     def _accept_forever(self) -> None:
@@ -60,19 +74,28 @@ class TcpProxy:
                 )
                 client.close()  # a reset, like a database that is not there
                 continue
-            try:
-                upstream = socket.create_connection(self._upstream, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open.update((client, upstream))
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            threading.Thread(target=self._forward, args=(client,), daemon=True).start()
+
+    def _forward(self, client: socket.socket) -> None:
+        self._flowing.wait()  # frozen: a new connection is accepted but not answered
+        if self._closed.is_set():
+            client.close()
+            return
+        try:
+            upstream = socket.create_connection(self._upstream, timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self._lock:
+            self._open.update((client, upstream))
+        for source, sink in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while chunk := source.recv(65536):
+                self._flowing.wait()  # frozen: hold it, as a network that drops packets
                 sink.sendall(chunk)
         except OSError:
             pass

@@ -19,6 +19,7 @@ from checkpointd.config import (
     DEFAULT_CLAIM_RETENTION_SECONDS,
     DEFAULT_EVENT_RETENTION_SECONDS,
     DEFAULT_LISTEN,
+    DEFAULT_MAX_HEALTH_WATCH_STREAMS,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_WATCH_STREAMS,
     DEFAULT_MAX_WATCH_STREAMS_PER_PEER,
@@ -28,6 +29,7 @@ from checkpointd.config import (
     PG_SCHEMA_RE,
     Settings,
     default_store_url,
+    redact_dsn,
 )
 from checkpointd.listeners import (
     DEFAULT_UNIX_SOCKET_MODE,
@@ -113,6 +115,11 @@ def _address_list(text: str) -> list[str]:
     return [address.strip() for address in text.split(",") if address.strip()]
 
 
+def _help_text(text: str) -> str:
+    """``text`` shown as is in a help string (argparse expands ``%`` there)."""
+    return text.replace("%", "%%")
+
+
 def _checked(parse: Callable[[str], T]) -> Callable[[str], T]:
     """Adapt a parser for argparse, whose error message then names the flag."""
 
@@ -135,11 +142,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "environment variable; the flag wins.",
     )
     serve.set_defaults(handler=run)
+    store = _env("CHECKPOINTD_STORE", str, default_store_url())
     serve.add_argument(
         "--store",
-        default=_env("CHECKPOINTD_STORE", str, default_store_url()),
+        default=store,
+        # Not %(default)s: CHECKPOINTD_STORE may carry a password, never to be printed.
         help="sqlite://PATH (e.g. sqlite:///var/lib/checkpointd/store.db) or "
-        "postgresql://user@host:5432/db [CHECKPOINTD_STORE; default: %(default)s]",
+        "postgresql://user@host:5432/db [CHECKPOINTD_STORE; default: "
+        f"{_help_text(redact_dsn(store))}]",
     )
     serve.add_argument(
         "--listen",
@@ -317,6 +327,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "[CHECKPOINTD_MAX_WATCH_STREAMS_PER_PEER; default: %(default)s]",
     )
     security.add_argument(
+        "--max-health-watch-streams",
+        type=_checked(_non_negative_int),
+        default=_env(
+            "CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS",
+            _non_negative_int,
+            DEFAULT_MAX_HEALTH_WATCH_STREAMS,
+        ),
+        metavar="N",
+        help="open grpc.health.v1 Watch streams per server (they need no token), 0 for no "
+        "limit [CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS; default: %(default)s]",
+    )
+    security.add_argument(
         "--watch-max-lifetime",
         type=_checked(_non_negative_float),
         default=_env(
@@ -335,7 +357,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
     listen: list[str] = args.listen or _env("CHECKPOINTD_LISTEN", _address_list, no_addresses)
     store: str = args.store
     if not store.startswith(("sqlite://", "postgresql://", "postgres://")):
-        parser.error(f"--store {store!r} must start with sqlite:// or postgresql://")
+        parser.error(f"--store {redact_dsn(store)!r} must start with sqlite:// or postgresql://")
     if store.startswith("sqlite://") and not store.removeprefix("sqlite://"):
         parser.error(
             "--store sqlite:// needs a file path, e.g. sqlite:///var/lib/checkpointd/store.db"
@@ -375,6 +397,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         insecure=args.insecure,
         max_watch_streams=args.max_watch_streams,
         max_watch_streams_per_peer=args.max_watch_streams_per_peer,
+        max_health_watch_streams=args.max_health_watch_streams,
         watch_max_lifetime=args.watch_max_lifetime,
     )
 

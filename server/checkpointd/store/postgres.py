@@ -54,6 +54,7 @@ import asyncpg
 import asyncpg.exceptions
 import asyncpg.pool
 
+from checkpointd.config import dsn_secrets
 from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
@@ -175,13 +176,6 @@ def _describe_target(dsn: str) -> str:
     except ValueError:
         return "the configured server"
     return f"{hosts}/{database}" if database else hosts
-
-
-def _dsn_password(dsn: str) -> str | None:
-    try:
-        return urlsplit(dsn).password
-    except ValueError:
-        return None
 
 
 def _has_application_name(dsn: str) -> bool:
@@ -550,7 +544,7 @@ class PostgresStore:
         self._max_pool_size = max_pool_size
         self._timeout = timeout
         self._target = _describe_target(dsn)
-        self._password = _dsn_password(dsn)
+        self._secrets = dsn_secrets(dsn)
         self._migration_lock = _lock_key("migrate", schema)
         self._event_lock = _lock_key("events", schema)
         self._channel = _notify_channel(schema)
@@ -1089,9 +1083,8 @@ class PostgresStore:
     def _describe(self, exc: BaseException) -> str:
         """Return ``Type: first line of message``, shortened and without the password."""
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        if self._password:
-            for secret in {self._password, unquote(self._password)}:
-                text = text.replace(secret, "***")
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
         if len(text) > 200:
             text = text[:197] + "..."
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
