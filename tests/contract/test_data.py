@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -299,3 +302,75 @@ def test_e2_prune_with_a_huge_age_deletes_nothing_and_is_no_error(client, execut
     client.put_checkpoint(checkpoint(execution_id, created_at=datetime(1, 1, 2, tzinfo=UTC)))
     result = client.prune(timedelta(days=999_999_999))
     assert result.checkpoints_deleted == 0
+
+
+# --- bad input anywhere is INVALID_ARGUMENT, never INTERNAL (J2, E2) -------------------------
+
+
+def _forged_token(scope: list[object], sequence_json: str) -> str:
+    """A page token built by hand, as any caller can: base64url of [1, sequence, digest],
+    where the digest (the first 16 hex digits of SHA-256 of the request's scope) is public."""
+    digest = hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:16]
+    raw = f'[1,{sequence_json},"{digest}"]'
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+FORGED_SEQUENCES = [
+    str(2**63),
+    str(2**64 + 5),
+    str(10**30),
+    str(-(10**30)),
+    str(-(2**63) - 1),
+    "1.5",
+    "true",
+]
+
+
+def _bad_page_tokens(scope: list[object]) -> dict[str, str]:
+    tokens = {f"sequence {s}": _forged_token(scope, s) for s in FORGED_SEQUENCES}
+    nested = "[" * 5000
+    tokens["5000 nested ["] = base64.urlsafe_b64encode(nested.encode()).decode()
+    tokens["oversize"] = "A" * 100_000
+    tokens["not base64"] = "not a token!"
+    return tokens
+
+
+def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sidecar, execution_id):
+    """ListCheckpoints (both orders) and ListPendingInterrupts answer a forged token whose
+    digest is right but whose sequence is outside the store's range, a deeply nested one, an
+    oversize one and a non-base64 one with INVALID_ARGUMENT (INVALID_PAGE_TOKEN), never
+    INTERNAL; the server keeps serving and nothing changes."""
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+        for _ in range(3):
+            client.put_checkpoint(checkpoint(execution_id))
+        cp, pending = interrupted(execution_id)
+        client.record_interrupt(cp, pending)
+        calls = {}
+        for descending in (False, True):
+            scope = ["checkpoints", "default", execution_id, descending]
+            for name, token in _bad_page_tokens(scope).items():
+                calls[f"ListCheckpoints descending={descending} {name}"] = (
+                    lambda t=token, d=descending: client.list_checkpoints(
+                        execution_id, page_size=1, page_token=t, descending=d
+                    )
+                )
+        for name, token in _bad_page_tokens(["pending", "default", None, None, None]).items():
+            calls[f"ListPendingInterrupts {name}"] = lambda t=token: client.list_pending_interrupts(
+                page_size=1, page_token=t
+            )
+        for name, call in calls.items():
+            with pytest.raises(InvalidArgumentError) as err:
+                call()
+            assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT, name
+            assert err.value.reason == "INVALID_PAGE_TOKEN", (name, err.value)
+            assert err.value.metadata == {"field": "page_token"}, name
+            assert len(err.value.message) < 300, name
+
+        # A forged token in range names a position the caller could page to anyway.
+        page = client.list_checkpoints(
+            execution_id,
+            page_token=_forged_token(["checkpoints", "default", execution_id, False], "1"),
+        )
+        assert [c.sequence for c in page.checkpoints] == [2, 3, 4]
+        assert len(client.list_checkpoints(execution_id).checkpoints) == 4
+        assert len(client.list_pending_interrupts().pending_interrupts) == 1
