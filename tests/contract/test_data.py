@@ -27,6 +27,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
+from checkpointd_client._status import details_from_metadata
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 
@@ -374,3 +375,144 @@ def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sideca
         assert [c.sequence for c in page.checkpoints] == [2, 3, 4]
         assert len(client.list_checkpoints(execution_id).checkpoints) == 4
         assert len(client.list_pending_interrupts().pending_interrupts) == 1
+
+
+NON_FINITE_NUMBERS = ["1e999", "-1e999", "1E400", "-0.5e99999", "123456789.0e308"]
+
+
+def _json_cases(number: str) -> list[tuple[str, str, object]]:
+    """(rpc, field path, request) for every JSON field of every RPC, holding ``number``."""
+    obj = f'{{"nested": {{"list": [1, {number}]}}}}'
+
+    def cp(**fields: str) -> checkpoint_pb2.Checkpoint:
+        return checkpoint_pb2.Checkpoint(
+            execution_id="exec-nonfinite",
+            checkpoint_id=f"cp-{uuid.uuid4().hex}",
+            chain_name="flow",
+            node_id="node",
+            status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+            **fields,
+        )
+
+    cases: list[tuple[str, str, object]] = []
+    for name in (
+        "state_snapshot_json",
+        "node_input_json",
+        "node_output_json",
+        "interrupt_context_json",
+    ):
+        cases.append(
+            (
+                "PutCheckpoint",
+                f"checkpoint.{name}",
+                checkpoint_service_pb2.PutCheckpointRequest(
+                    request_id="r", **{"checkpoint": cp(**{name: obj})}
+                ),
+            )
+        )
+    cases.append(
+        (
+            "PutCheckpoint",
+            "checkpoint.iteration_counters_json",
+            checkpoint_service_pb2.PutCheckpointRequest(
+                checkpoint=cp(iteration_counters_json=f'{{"loop": {number}}}')
+            ),
+        )
+    )
+    interrupted_cp = cp(interrupt_context_json=obj)
+    interrupted_cp.status = checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED
+    cases.append(
+        (
+            "RecordInterrupt",
+            "checkpoint.interrupt_context_json",
+            interrupt_service_pb2.RecordInterruptRequest(
+                checkpoint=interrupted_cp,
+                pending=checkpoint_pb2.PendingInterrupt(reason="r", context_json="{}"),
+            ),
+        )
+    )
+    clean_cp = cp()
+    clean_cp.status = checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED
+    cases.append(
+        (
+            "RecordInterrupt",
+            "pending.context_json",
+            interrupt_service_pb2.RecordInterruptRequest(
+                checkpoint=clean_cp,
+                pending=checkpoint_pb2.PendingInterrupt(reason="r", context_json=obj),
+            ),
+        )
+    )
+    for result in (number, obj):
+        cases.append(
+            (
+                "PutIdempotencyResult",
+                "result_json",
+                idempotency_service_pb2.PutIdempotencyResultRequest(
+                    request_id=f"r-{uuid.uuid4().hex}",
+                    execution_id="exec-nonfinite",
+                    key="k",
+                    result_json=result,
+                ),
+            )
+        )
+    return cases
+
+
+@pytest.mark.parametrize("number", NON_FINITE_NUMBERS)
+def test_j2_numbers_that_overflow_to_infinity_are_refused_in_every_json_field(sidecar, number):
+    """1e999 and its kin are standard JSON syntax but no finite number: every JSON field of
+    every RPC refuses them with INVALID_ARGUMENT (INVALID_FIELD) naming the field and the
+    rule, and nothing is written."""
+    channel, checkpoints, interrupts, idempotency = _raw_stubs(sidecar.target)
+    methods = {
+        "PutCheckpoint": checkpoints.PutCheckpoint,
+        "RecordInterrupt": interrupts.RecordInterrupt,
+        "PutIdempotencyResult": idempotency.PutIdempotencyResult,
+    }
+    with channel:
+        for rpc, field, request in _json_cases(number):
+            with pytest.raises(grpc.RpcError) as err:
+                methods[rpc](request, timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (rpc, field)
+            details = details_from_metadata(err.value.trailing_metadata())
+            assert details.reason == "INVALID_FIELD", (rpc, field)
+            assert details.metadata["field"] == field, (rpc, field)
+            assert "finite" in details.metadata["rule"], details.metadata
+            assert err.value.details().startswith(f"{field}:"), err.value.details()
+        listing = checkpoints.ListCheckpoints(
+            checkpoint_service_pb2.ListCheckpointsRequest(execution_id="exec-nonfinite"),
+            timeout=10,
+        )
+        assert list(listing.checkpoints) == []
+        pending = interrupts.ListPendingInterrupts(
+            interrupt_service_pb2.ListPendingInterruptsRequest(), timeout=10
+        )
+        assert list(pending.pending_interrupts) == []
+        cached = idempotency.GetIdempotencyResult(
+            idempotency_service_pb2.GetIdempotencyResultRequest(
+                execution_id="exec-nonfinite", key="k"
+            ),
+            timeout=10,
+        )
+        assert not cached.found
+
+
+def test_j2_finite_numbers_at_the_edges_of_double_are_accepted(client, execution_id):
+    """The largest finite double, an underflow to zero and huge integers stay accepted."""
+    stored = client.put_checkpoint(checkpoint(execution_id))
+    channel, checkpoints, _, _ = _raw_stubs(client.target)
+    with channel:
+        text = '{"max": 1.7976931348623157e308, "tiny": 1e-999, "int": 1' + "0" * 400 + "}"
+        request = checkpoint_service_pb2.PutCheckpointRequest(
+            checkpoint=checkpoint_pb2.Checkpoint(
+                execution_id=execution_id,
+                status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+                state_snapshot_json=text,
+            )
+        )
+        reply = checkpoints.PutCheckpoint(request, timeout=10)
+    assert reply.checkpoint.state_snapshot_json == text
+    got = client.get_checkpoint(execution_id, reply.checkpoint.checkpoint_id).state_snapshot
+    assert got == {"max": 1.7976931348623157e308, "tiny": 0.0, "int": 10**400}
+    assert stored.sequence < reply.checkpoint.sequence
