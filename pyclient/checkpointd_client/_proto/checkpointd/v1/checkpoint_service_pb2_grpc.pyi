@@ -51,7 +51,10 @@ class CheckpointServiceStub:
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
-      and valid only for the request that produced it.
+      and valid only for the request that produced it; any other value (another request's
+      token, a mangled or oversize one) is INVALID_ARGUMENT with reason INVALID_PAGE_TOKEN.
+      Tokens are bound to their request but not signed: a hand-made token can only name a
+      position in a listing the caller may already read in full, so it reveals nothing more.
     * Size. A request larger than the server's limit (default 16 MiB, --max-message-bytes)
       gets RESOURCE_EXHAUSTED with reason MESSAGE_TOO_LARGE. Nothing is written.
     """
@@ -144,7 +147,10 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
-      and valid only for the request that produced it.
+      and valid only for the request that produced it; any other value (another request's
+      token, a mangled or oversize one) is INVALID_ARGUMENT with reason INVALID_PAGE_TOKEN.
+      Tokens are bound to their request but not signed: a hand-made token can only name a
+      position in a listing the caller may already read in full, so it reveals nothing more.
     * Size. A request larger than the server's limit (default 16 MiB, --max-message-bytes)
       gets RESOURCE_EXHAUSTED with reason MESSAGE_TOO_LARGE. Nothing is written.
     """
@@ -233,7 +239,10 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
-      and valid only for the request that produced it.
+      and valid only for the request that produced it; any other value (another request's
+      token, a mangled or oversize one) is INVALID_ARGUMENT with reason INVALID_PAGE_TOKEN.
+      Tokens are bound to their request but not signed: a hand-made token can only name a
+      position in a listing the caller may already read in full, so it reveals nothing more.
     * Size. A request larger than the server's limit (default 16 MiB, --max-message-bytes)
       gets RESOURCE_EXHAUSTED with reason MESSAGE_TOO_LARGE. Nothing is written.
     """
