@@ -16,7 +16,7 @@ from typing import Any, Final
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from checkpointd.errors import InvalidField
+from checkpointd.errors import InvalidField, echo
 
 __all__ = [
     "AGENT_PATH_MAX",
@@ -33,6 +33,7 @@ __all__ = [
     "STEP_TYPE_MAX",
     "duration_to_timedelta",
     "identifier",
+    "is_namespace_name",
     "json_object",
     "json_value",
     "namespace",
@@ -73,12 +74,17 @@ _MAX_SECONDS: Final = 253_402_300_799
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def is_namespace_name(value: str) -> bool:
+    """Whether ``value`` is a namespace name (the one rule, for requests and token grants)."""
+    return _NAMESPACE_RE.fullmatch(value) is not None
+
+
 def namespace(value: str) -> str:
     """Resolve the request's namespace; empty means ``default`` (N1)."""
     if not value:
         return DEFAULT_NAMESPACE
-    if not _NAMESPACE_RE.fullmatch(value):
-        raise InvalidField("namespace", NAMESPACE_RULE)
+    if not is_namespace_name(value):
+        raise InvalidField("namespace", NAMESPACE_RULE, got=value)
     return value
 
 
@@ -166,7 +172,9 @@ def json_int_object(field: str, raw: str) -> str:
         raise InvalidField(field, "must be a JSON object")
     for key, count in value.items():
         if isinstance(count, bool) or not isinstance(count, int):
-            raise InvalidField(field, f"must map names to integers ({key!r} is not an integer)")
+            raise InvalidField(
+                field, f"must map names to integers ({echo(key, 64)!r} is not an integer)"
+            )
     return raw
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpointd_client import (
     CheckpointdClient,
@@ -516,3 +517,67 @@ def test_j2_finite_numbers_at_the_edges_of_double_are_accepted(client, execution
     got = client.get_checkpoint(execution_id, reply.checkpoint.checkpoint_id).state_snapshot
     assert got == {"max": 1.7976931348623157e308, "tiny": 0.0, "int": 10**400}
     assert stored.sequence < reply.checkpoint.sequence
+
+
+def test_e2_n1_no_error_echoes_unbounded_input(sidecar):
+    """Whatever a request holds, its refusal stays small: a 20,000-character namespace,
+    JSON key or health service name, and the longest valid execution id, are refused with
+    their own status (never a transport error about metadata size), the input cut short."""
+    huge = "q" * 20_000
+    channel, checkpoints, _, _ = _raw_stubs(sidecar.target)
+    with channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        calls = [
+            (
+                lambda: checkpoints.GetLatestCheckpoint(
+                    checkpoint_service_pb2.GetLatestCheckpointRequest(
+                        namespace=huge, execution_id="e"
+                    ),
+                    timeout=10,
+                ),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_FIELD",
+            ),
+            (
+                lambda: checkpoints.GetCheckpoint(
+                    checkpoint_service_pb2.GetCheckpointRequest(
+                        execution_id="e" * 256, checkpoint_id="c" * 128
+                    ),
+                    timeout=10,
+                ),
+                grpc.StatusCode.NOT_FOUND,
+                "CHECKPOINT_NOT_FOUND",
+            ),
+            (
+                lambda: checkpoints.PutCheckpoint(
+                    checkpoint_service_pb2.PutCheckpointRequest(
+                        checkpoint=checkpoint_pb2.Checkpoint(
+                            execution_id="e",
+                            status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+                            iteration_counters_json=json.dumps({huge: "x"}),
+                        )
+                    ),
+                    timeout=10,
+                ),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_FIELD",
+            ),
+            (
+                lambda: health.Check(health_pb2.HealthCheckRequest(service=huge), timeout=10),
+                grpc.StatusCode.NOT_FOUND,
+                "",
+            ),
+        ]
+        for call, code, reason in calls:
+            with pytest.raises(grpc.RpcError) as err:
+                call()
+            assert err.value.code() == code, err.value
+            assert len(err.value.details()) <= 512, len(err.value.details())
+            assert huge[:1000] not in err.value.details()
+            details = details_from_metadata(err.value.trailing_metadata())
+            assert details.reason == reason
+            assert all(len(value) <= 256 for value in details.metadata.values())
+        listing = checkpoints.ListCheckpoints(
+            checkpoint_service_pb2.ListCheckpointsRequest(execution_id="e"), timeout=10
+        )
+        assert list(listing.checkpoints) == []

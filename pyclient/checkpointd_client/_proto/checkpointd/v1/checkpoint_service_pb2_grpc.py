@@ -46,7 +46,9 @@ class CheckpointServiceStub:
     INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
     INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
     TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-    DEADLINE_EXCEEDED may be retried with the same request_id.
+    DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+    request in a message or in metadata is cut to 128 characters, ending with "…". A
+    namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
     negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
     message size limit. next_page_token is empty on the last page. A page_token is opaque
@@ -127,7 +129,9 @@ class CheckpointServiceServicer:
     INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
     INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
     TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-    DEADLINE_EXCEEDED may be retried with the same request_id.
+    DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+    request in a message or in metadata is cut to 128 characters, ending with "…". A
+    namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
     negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
     message size limit. next_page_token is empty on the last page. A page_token is opaque
@@ -300,7 +304,9 @@ class CheckpointService:
     INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
     INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
     TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-    DEADLINE_EXCEEDED may be retried with the same request_id.
+    DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+    request in a message or in metadata is cut to 128 characters, ending with "…". A
+    namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
     negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
     message size limit. next_page_token is empty on the last page. A page_token is opaque

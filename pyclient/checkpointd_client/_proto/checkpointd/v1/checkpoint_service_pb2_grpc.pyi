@@ -47,7 +47,9 @@ class CheckpointServiceStub:
       INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
       INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
       TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-      DEADLINE_EXCEEDED may be retried with the same request_id.
+      DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+      request in a message or in metadata is cut to 128 characters, ending with "…". A
+      namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
@@ -143,7 +145,9 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
       INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
       INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
       TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-      DEADLINE_EXCEEDED may be retried with the same request_id.
+      DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+      request in a message or in metadata is cut to 128 characters, ending with "…". A
+      namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
@@ -235,7 +239,9 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
       INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
       INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
       TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-      DEADLINE_EXCEEDED may be retried with the same request_id.
+      DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+      request in a message or in metadata is cut to 128 characters, ending with "…". A
+      namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
