@@ -365,7 +365,9 @@ def idempotency_result(
     """Parse a GetIdempotencyResult response."""
     if not response.found:
         return IdempotencyResult(found=False, value=None)
-    return IdempotencyResult(found=True, value=_convert.load_json(response.result_json))
+    return IdempotencyResult(
+        found=True, value=_convert.load_json(response.result_json, field="value")
+    )
 
 
 # --- the interrupt watch ----------------------------------------------------------------

@@ -2,13 +2,16 @@
 
 JSON fields travel as UTF-8 JSON text (contract J1): encoded compactly, without ASCII
 escaping, and refusing ``NaN``/``Infinity`` (J2) with a ``ValueError`` before anything is
-sent. Times travel as ``google.protobuf.Timestamp`` with microsecond precision (J4): a naive
+sent. Decoding keeps the server's rule: ``NaN``, ``Infinity`` and a number that overflows a
+double (``1e999``) are a ``ValueError`` naming the field, never a float that could not be
+written back. Times travel as ``google.protobuf.Timestamp`` with microsecond precision (J4): a naive
 datetime is taken as UTC, an unset field is ``None``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -52,16 +55,30 @@ def dump_json(value: Any, *, field: str = "value") -> str:
         raise TypeError(f"{field}: {exc}") from exc
 
 
-def load_json(text: str) -> Any:
-    """Decode JSON text."""
-    return json.loads(text)
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not standard JSON")
 
 
-def load_json_object(text: str) -> dict[str, Any]:
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {literal[:32]} overflows to infinity")
+    return value
+
+
+def load_json(text: str, *, field: str = "value") -> Any:
+    """Decode JSON text; ``ValueError`` names ``field`` for NaN, Infinity or ``1e999``."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except ValueError as exc:
+        raise ValueError(f"{field}: {exc}") from exc
+
+
+def load_json_object(text: str, *, field: str = "value") -> dict[str, Any]:
     """Decode a JSON object field; the empty string stands for ``{}``."""
     if not text:
         return {}
-    value: dict[str, Any] = json.loads(text)
+    value: dict[str, Any] = load_json(text, field=field)
     return value
 
 
@@ -150,13 +167,15 @@ def checkpoint_from_proto(msg: checkpoint_pb2.Checkpoint) -> Checkpoint:
         node_index=msg.node_index,
         step_type=msg.step_type if msg.HasField("step_type") else None,
         status=status_from_proto(msg.status),
-        state_snapshot=load_json_object(msg.state_snapshot_json),
-        node_input=load_json_object(msg.node_input_json),
-        node_output=load_json_object(msg.node_output_json),
+        state_snapshot=load_json_object(msg.state_snapshot_json, field="state_snapshot"),
+        node_input=load_json_object(msg.node_input_json, field="node_input"),
+        node_output=load_json_object(msg.node_output_json, field="node_output"),
         iteration=msg.iteration,
-        iteration_counters=load_json_object(msg.iteration_counters_json),
+        iteration_counters=load_json_object(
+            msg.iteration_counters_json, field="iteration_counters"
+        ),
         interrupt_reason=msg.interrupt_reason if msg.HasField("interrupt_reason") else None,
-        interrupt_context=load_json_object(msg.interrupt_context_json),
+        interrupt_context=load_json_object(msg.interrupt_context_json, field="interrupt_context"),
         agent_path=msg.agent_path if msg.HasField("agent_path") else None,
         created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
         sequence=msg.sequence,
@@ -185,7 +204,7 @@ def pending_from_proto(msg: checkpoint_pb2.PendingInterrupt) -> PendingInterrupt
         chain_name=msg.chain_name,
         node_id=msg.node_id,
         reason=msg.reason,
-        context=load_json_object(msg.context_json),
+        context=load_json_object(msg.context_json, field="context"),
         agent_path=msg.agent_path if msg.HasField("agent_path") else None,
         created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
         checkpoint_id=msg.checkpoint_id,

@@ -19,7 +19,9 @@ when the file is read; either way only digests stay in memory. A client sends
 
 :data:`RPC_ACCESS` is the one table that says which RPC reads and which writes. A call
 without a token is ``UNAUTHENTICATED`` (``MISSING_TOKEN``), with an unknown token
-``UNAUTHENTICATED`` (``INVALID_TOKEN``), outside the token's namespaces ``PERMISSION_DENIED``
+``UNAUTHENTICATED`` (``INVALID_TOKEN``), with a namespace that is not a namespace name
+``INVALID_ARGUMENT`` (``INVALID_FIELD``, by :func:`checkpointd.validation.namespace`, the rule
+every servicer applies), outside the token's namespaces ``PERMISSION_DENIED``
 (``NAMESPACE_NOT_ALLOWED``) and a write with a read-only token ``PERMISSION_DENIED``
 (``READ_ONLY_TOKEN``). Health and reflection answer without a token (probes carry none;
 reflection describes the protocol, which is public, and no data). Neither the token nor any
@@ -43,7 +45,10 @@ from typing import Any
 
 import grpc
 
+from checkpointd import validation
 from checkpointd.errors import (
+    CheckpointdError,
+    InvalidField,
     InvalidToken,
     MissingToken,
     NamespaceNotAllowed,
@@ -77,9 +82,7 @@ MIN_TOKEN_LENGTH = 16
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _HEX_DIGEST_RE = re.compile(r"[0-9a-fA-F]{64}")
-_NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _ENTRY_KEYS = frozenset({"name", "token", "token_sha256", "namespaces", "role"})
-_DEFAULT_NAMESPACE = "default"
 
 
 class Access(enum.Enum):
@@ -203,8 +206,11 @@ def _parse_entry(entry: object, where: str) -> tuple[Grant, bool]:
             f'{where}: namespaces must be a non-empty list of namespace names, or ["*"]'
         )
     for namespace in namespaces:
-        if namespace != ALL_NAMESPACES and not _NAMESPACE_RE.fullmatch(namespace):
-            raise TokenFileError(f"{where}: {namespace!r} is not a namespace name (nor '*')")
+        if namespace != ALL_NAMESPACES and not validation.is_namespace_name(namespace):
+            raise TokenFileError(
+                f"{where}: {namespace[:80]!r} is not a namespace name (nor '*'): "
+                f"{validation.NAMESPACE_RULE}"
+            )
     role_text = entry.get("role")
     try:
         role = Role(role_text)
@@ -388,11 +394,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
 
     def _check_namespace(
         self, method: str, grant: Grant, request: Any, context: grpc.aio.ServicerContext
-    ) -> NamespaceNotAllowed | None:
-        namespace = getattr(request, "namespace", None)
-        if namespace is None:
+    ) -> CheckpointdError | None:
+        raw = getattr(request, "namespace", None)
+        if raw is None:
             return None  # not a request message (bytes that did not parse): the guard refuses it
-        namespace = namespace or _DEFAULT_NAMESPACE
+        # The syntax first, by the one rule every servicer applies: a name that is not a
+        # namespace is INVALID_ARGUMENT for every token, granted "*" or not.
+        try:
+            namespace = validation.namespace(raw)
+        except InvalidField as invalid:
+            return invalid
         if grant.allows_namespace(namespace):
             return None
         denied = NamespaceNotAllowed(namespace, grant.name)

@@ -5,6 +5,12 @@ Servicers and validation raise these; the error interceptor turns them into a st
 switch on. Anything not in the table is a bug: it is logged with its traceback and answered
 ``INTERNAL`` with a message that leaks nothing.
 
+Input echoed back (an id, a namespace, a JSON key) goes through :func:`echo`, which cuts it
+to :data:`ECHO_MAX` characters: a status travels in gRPC metadata, and an unbounded echo of a
+20,000-character field made the caller see a transport error about metadata size instead of
+the refusal. :func:`status_for` bounds every message and metadata value once more, so no
+error can carry unbounded input whatever raised it.
+
     CheckpointdError
     ├── InvalidField          INVALID_ARGUMENT     INVALID_FIELD (metadata: field, rule)
     ├── InvalidPageToken      INVALID_ARGUMENT     INVALID_PAGE_TOKEN
@@ -40,6 +46,7 @@ import grpc
 from checkpointd.store.base import CheckpointExists, StoreUnavailable
 
 __all__ = [
+    "ECHO_MAX",
     "ERROR_DOMAIN",
     "CheckpointNotFound",
     "CheckpointdError",
@@ -61,10 +68,23 @@ __all__ = [
     "TooManyWatchStreams",
     "WatchExpired",
     "WatcherTooSlow",
+    "echo",
     "status_for",
 ]
 
 ERROR_DOMAIN = "checkpointd.v1"
+
+#: The most characters of a request's value an error echoes back (an ellipsis included).
+ECHO_MAX = 128
+#: The most characters of any error message and of any metadata value: a backstop, far
+#: above what any error writes (a rule text is under 200 characters).
+MESSAGE_MAX = 1024
+METADATA_MAX = 256
+
+
+def echo(value: str, limit: int = ECHO_MAX) -> str:
+    """``value`` as an error may show it: whole when short, else cut with an ellipsis."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 class CheckpointdError(Exception):
@@ -79,8 +99,11 @@ class CheckpointdError(Exception):
 class InvalidField(CheckpointdError):
     """A request field breaks a rule; the message names the field and the rule."""
 
-    def __init__(self, field: str, rule: str) -> None:
-        super().__init__(f"{field}: {rule}", field=field, rule=rule)
+    def __init__(self, field: str, rule: str, *, got: str | None = None) -> None:
+        # ``got`` (the offending input) goes into the message only, cut short; ``rule`` stays
+        # the same text for every input, for callers that switch on it.
+        shown = "" if got is None else f" (got {echo(got, 64)!r}, {len(got)} characters)"
+        super().__init__(f"{field}: {rule}{shown}", field=field, rule=rule)
 
 
 class InvalidPageToken(CheckpointdError):
@@ -99,7 +122,7 @@ class RunEndNotForkable(CheckpointdError):
 
     def __init__(self, checkpoint_id: str) -> None:
         super().__init__(
-            f"checkpoint_id: {checkpoint_id!r} is the run-end marker, not a step of the run; "
+            f"checkpoint_id: {echo(checkpoint_id)!r} is the run-end marker, not a step of the run; "
             "pick a step from ListCheckpoints or leave checkpoint_id empty",
             field="checkpoint_id",
         )
@@ -133,9 +156,9 @@ class CheckpointNotFound(CheckpointdError):
 
     def __init__(self, execution_id: str, checkpoint_id: str) -> None:
         super().__init__(
-            f"execution {execution_id!r} has no checkpoint {checkpoint_id!r}",
-            execution_id=execution_id,
-            checkpoint_id=checkpoint_id,
+            f"execution {echo(execution_id)!r} has no checkpoint {echo(checkpoint_id)!r}",
+            execution_id=echo(execution_id),
+            checkpoint_id=echo(checkpoint_id),
         )
 
 
@@ -143,7 +166,9 @@ class NoCheckpoints(CheckpointdError):
     """The execution has no (usable) checkpoint."""
 
     def __init__(self, execution_id: str, detail: str = "has no checkpoints") -> None:
-        super().__init__(f"execution {execution_id!r} {detail}", execution_id=execution_id)
+        super().__init__(
+            f"execution {echo(execution_id)!r} {detail}", execution_id=echo(execution_id)
+        )
 
 
 class NoPendingInterrupt(CheckpointdError):
@@ -151,9 +176,9 @@ class NoPendingInterrupt(CheckpointdError):
 
     def __init__(self, execution_id: str) -> None:
         super().__init__(
-            f"execution {execution_id!r} has no pending interrupt (it was never paused, "
+            f"execution {echo(execution_id)!r} has no pending interrupt (it was never paused, "
             "was already claimed, or was deleted)",
-            execution_id=execution_id,
+            execution_id=echo(execution_id),
         )
 
 
@@ -162,9 +187,9 @@ class RunAlreadyFinished(CheckpointdError):
 
     def __init__(self, execution_id: str) -> None:
         super().__init__(
-            f"execution {execution_id!r} already finished (completed); there is nothing to "
-            "resume. Fork it from one of its steps, or start a new execution",
-            execution_id=execution_id,
+            f"execution {echo(execution_id)!r} already finished (completed); there is nothing "
+            "to resume. Fork it from one of its steps, or start a new execution",
+            execution_id=echo(execution_id),
         )
 
 
@@ -253,8 +278,8 @@ class NamespaceNotAllowed(CheckpointdError):
 
     def __init__(self, namespace: str, token_name: str) -> None:
         super().__init__(
-            f"token {token_name!r} is not granted namespace {namespace!r}",
-            namespace=namespace,
+            f"token {token_name!r} is not granted namespace {echo(namespace)!r}",
+            namespace=echo(namespace),
             token_name=token_name,
         )
 
@@ -316,5 +341,7 @@ def status_for(exc: BaseException) -> StatusInfo | None:
                 message = f"store unavailable: {message}; retry with the same request_id"
             elif isinstance(exc, TimeoutError):
                 message = "the store did not answer in time; retry with the same request_id"
-            return StatusInfo(code, reason, message, dict(metadata))
+            # The backstop: whatever an error was built from, its status stays small.
+            bounded = {key: echo(str(value), METADATA_MAX) for key, value in metadata.items()}
+            return StatusInfo(code, reason, echo(message, MESSAGE_MAX), bounded)
     return None

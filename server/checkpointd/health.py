@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from checkpointd.errors import TooManyWatchStreams
+from checkpointd.errors import TooManyWatchStreams, echo
 from checkpointd.interceptors import abort_with_error
 from checkpointd.logging_setup import event
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
@@ -104,7 +104,9 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         """Return the status of ``request.service``; NOT_FOUND for an unknown name."""
         status = self._status.get(request.service)
         if status is None:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+            await context.abort(
+                grpc.StatusCode.NOT_FOUND, f"unknown service {echo(request.service)!r}"
+            )
         return health_pb2.HealthCheckResponse(status=status)
 
     async def Watch(

@@ -8,6 +8,7 @@ anything touches the store, so a rejected request changes nothing.
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -15,7 +16,7 @@ from typing import Any, Final
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from checkpointd.errors import InvalidField
+from checkpointd.errors import InvalidField, echo
 
 __all__ = [
     "AGENT_PATH_MAX",
@@ -23,6 +24,7 @@ __all__ = [
     "CHECKPOINT_ID_MAX",
     "DEFAULT_NAMESPACE",
     "EXECUTION_ID_MAX",
+    "FINITE_RULE",
     "IDEMPOTENCY_KEY_MAX",
     "NAMESPACE_RULE",
     "NODE_ID_MAX",
@@ -31,6 +33,7 @@ __all__ = [
     "STEP_TYPE_MAX",
     "duration_to_timedelta",
     "identifier",
+    "is_namespace_name",
     "json_object",
     "json_value",
     "namespace",
@@ -71,12 +74,17 @@ _MAX_SECONDS: Final = 253_402_300_799
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def is_namespace_name(value: str) -> bool:
+    """Whether ``value`` is a namespace name (the one rule, for requests and token grants)."""
+    return _NAMESPACE_RE.fullmatch(value) is not None
+
+
 def namespace(value: str) -> str:
     """Resolve the request's namespace; empty means ``default`` (N1)."""
     if not value:
         return DEFAULT_NAMESPACE
-    if not _NAMESPACE_RE.fullmatch(value):
-        raise InvalidField("namespace", NAMESPACE_RULE)
+    if not is_namespace_name(value):
+        raise InvalidField("namespace", NAMESPACE_RULE, got=value)
     return value
 
 
@@ -110,15 +118,38 @@ def optional_text(field: str, value: str | None, max_len: int) -> str | None:
     return None if value is None else text(field, value, max_len)
 
 
+#: The rule of a number that does not fit a double (``1e999`` parses as infinity).
+FINITE_RULE: Final = (
+    "must hold only finite numbers (a number beyond about 1.8e308, such as 1e999, "
+    "is read as infinity by most JSON parsers)"
+)
+
+
+class _NotFinite(ValueError):
+    """A number literal that overflows a double: valid JSON syntax, but no finite value."""
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not standard JSON")
 
 
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NotFinite(literal)
+    return value
+
+
 def _parse_json(field: str, raw: str) -> Any:
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        # Every reader of these fields parses numbers as doubles (Python, JavaScript, Go's
+        # float64): a literal that overflows would come back as infinity, which JSON cannot
+        # write again, so it is refused here like NaN and Infinity.
+        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise InvalidField(field, "must be JSON nested at most about 900 levels deep") from None
+    except _NotFinite:
+        raise InvalidField(field, FINITE_RULE) from None
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, over-long integers
         raise InvalidField(field, f"must be standard JSON text ({exc})") from None
 
@@ -141,7 +172,9 @@ def json_int_object(field: str, raw: str) -> str:
         raise InvalidField(field, "must be a JSON object")
     for key, count in value.items():
         if isinstance(count, bool) or not isinstance(count, int):
-            raise InvalidField(field, f"must map names to integers ({key!r} is not an integer)")
+            raise InvalidField(
+                field, f"must map names to integers ({echo(key, 64)!r} is not an integer)"
+            )
     return raw
 
 

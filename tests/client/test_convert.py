@@ -370,3 +370,30 @@ def test_p2_adapter_carries_every_field_of_fastaiagents_models():
 
     assert set(FastCheckpoint.model_fields) == {*adapter._CHECKPOINT_FIELDS, "created_at"}
     assert set(FastPendingInterrupt.model_fields) == {*adapter._PENDING_FIELDS, "created_at"}
+
+
+@pytest.mark.parametrize("text", ["1e999", "-1e999", '{"x": [1E400]}', "NaN", '{"x": -Infinity}'])
+def test_j2_reading_a_non_finite_number_is_a_value_error_naming_the_field(text: str) -> None:
+    """The client reads JSON by the server's rule: what it decodes it can write back, so a
+    number that overflows to infinity (or NaN, Infinity) is refused, not read as inf."""
+    with pytest.raises(ValueError, match=r"^value: "):
+        _convert.load_json(text)
+    msg = checkpoint_pb2.Checkpoint(
+        execution_id="e",
+        status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+        node_output_json=f'{{"v": {text}}}',
+    )
+    with pytest.raises(ValueError, match=r"^node_output: "):
+        _convert.checkpoint_from_proto(msg)
+    reply = idempotency_service_pb2.GetIdempotencyResultResponse(found=True, result_json=text)
+    with pytest.raises(ValueError, match=r"^value: "):
+        _base.idempotency_result(reply)
+
+
+def test_j2_finite_edges_still_read() -> None:
+    """The largest double and an underflow to zero are finite and read as floats."""
+    assert _convert.load_json("[1.7976931348623157e308, 1e-999, -0.0]") == [
+        1.7976931348623157e308,
+        0.0,
+        -0.0,
+    ]

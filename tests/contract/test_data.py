@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpointd_client import (
     CheckpointdClient,
@@ -24,6 +28,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
+from checkpointd_client._status import details_from_metadata
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 
@@ -299,3 +304,280 @@ def test_e2_prune_with_a_huge_age_deletes_nothing_and_is_no_error(client, execut
     client.put_checkpoint(checkpoint(execution_id, created_at=datetime(1, 1, 2, tzinfo=UTC)))
     result = client.prune(timedelta(days=999_999_999))
     assert result.checkpoints_deleted == 0
+
+
+# --- bad input anywhere is INVALID_ARGUMENT, never INTERNAL (J2, E2) -------------------------
+
+
+def _forged_token(scope: list[object], sequence_json: str) -> str:
+    """A page token built by hand, as any caller can: base64url of [1, sequence, digest],
+    where the digest (the first 16 hex digits of SHA-256 of the request's scope) is public."""
+    digest = hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:16]
+    raw = f'[1,{sequence_json},"{digest}"]'
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+FORGED_SEQUENCES = [
+    str(2**63),
+    str(2**64 + 5),
+    str(10**30),
+    str(-(10**30)),
+    str(-(2**63) - 1),
+    "1.5",
+    "true",
+]
+
+
+def _bad_page_tokens(scope: list[object]) -> dict[str, str]:
+    tokens = {f"sequence {s}": _forged_token(scope, s) for s in FORGED_SEQUENCES}
+    nested = "[" * 5000
+    tokens["5000 nested ["] = base64.urlsafe_b64encode(nested.encode()).decode()
+    tokens["oversize"] = "A" * 100_000
+    tokens["not base64"] = "not a token!"
+    return tokens
+
+
+def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sidecar, execution_id):
+    """ListCheckpoints (both orders) and ListPendingInterrupts answer a forged token whose
+    digest is right but whose sequence is outside the store's range, a deeply nested one, an
+    oversize one and a non-base64 one with INVALID_ARGUMENT (INVALID_PAGE_TOKEN), never
+    INTERNAL; the server keeps serving and nothing changes."""
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+        for _ in range(3):
+            client.put_checkpoint(checkpoint(execution_id))
+        cp, pending = interrupted(execution_id)
+        client.record_interrupt(cp, pending)
+        calls = {}
+        for descending in (False, True):
+            scope = ["checkpoints", "default", execution_id, descending]
+            for name, token in _bad_page_tokens(scope).items():
+                calls[f"ListCheckpoints descending={descending} {name}"] = (
+                    lambda t=token, d=descending: client.list_checkpoints(
+                        execution_id, page_size=1, page_token=t, descending=d
+                    )
+                )
+        for name, token in _bad_page_tokens(["pending", "default", None, None, None]).items():
+            calls[f"ListPendingInterrupts {name}"] = lambda t=token: client.list_pending_interrupts(
+                page_size=1, page_token=t
+            )
+        for name, call in calls.items():
+            with pytest.raises(InvalidArgumentError) as err:
+                call()
+            assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT, name
+            assert err.value.reason == "INVALID_PAGE_TOKEN", (name, err.value)
+            assert err.value.metadata == {"field": "page_token"}, name
+            assert len(err.value.message) < 300, name
+
+        # A forged token in range names a position the caller could page to anyway.
+        page = client.list_checkpoints(
+            execution_id,
+            page_token=_forged_token(["checkpoints", "default", execution_id, False], "1"),
+        )
+        assert [c.sequence for c in page.checkpoints] == [2, 3, 4]
+        assert len(client.list_checkpoints(execution_id).checkpoints) == 4
+        assert len(client.list_pending_interrupts().pending_interrupts) == 1
+
+
+NON_FINITE_NUMBERS = ["1e999", "-1e999", "1E400", "-0.5e99999", "123456789.0e308"]
+
+
+def _json_cases(number: str) -> list[tuple[str, str, object]]:
+    """(rpc, field path, request) for every JSON field of every RPC, holding ``number``."""
+    obj = f'{{"nested": {{"list": [1, {number}]}}}}'
+
+    def cp(**fields: str) -> checkpoint_pb2.Checkpoint:
+        return checkpoint_pb2.Checkpoint(
+            execution_id="exec-nonfinite",
+            checkpoint_id=f"cp-{uuid.uuid4().hex}",
+            chain_name="flow",
+            node_id="node",
+            status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+            **fields,
+        )
+
+    cases: list[tuple[str, str, object]] = []
+    for name in (
+        "state_snapshot_json",
+        "node_input_json",
+        "node_output_json",
+        "interrupt_context_json",
+    ):
+        cases.append(
+            (
+                "PutCheckpoint",
+                f"checkpoint.{name}",
+                checkpoint_service_pb2.PutCheckpointRequest(
+                    request_id="r", **{"checkpoint": cp(**{name: obj})}
+                ),
+            )
+        )
+    cases.append(
+        (
+            "PutCheckpoint",
+            "checkpoint.iteration_counters_json",
+            checkpoint_service_pb2.PutCheckpointRequest(
+                checkpoint=cp(iteration_counters_json=f'{{"loop": {number}}}')
+            ),
+        )
+    )
+    interrupted_cp = cp(interrupt_context_json=obj)
+    interrupted_cp.status = checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED
+    cases.append(
+        (
+            "RecordInterrupt",
+            "checkpoint.interrupt_context_json",
+            interrupt_service_pb2.RecordInterruptRequest(
+                checkpoint=interrupted_cp,
+                pending=checkpoint_pb2.PendingInterrupt(reason="r", context_json="{}"),
+            ),
+        )
+    )
+    clean_cp = cp()
+    clean_cp.status = checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED
+    cases.append(
+        (
+            "RecordInterrupt",
+            "pending.context_json",
+            interrupt_service_pb2.RecordInterruptRequest(
+                checkpoint=clean_cp,
+                pending=checkpoint_pb2.PendingInterrupt(reason="r", context_json=obj),
+            ),
+        )
+    )
+    for result in (number, obj):
+        cases.append(
+            (
+                "PutIdempotencyResult",
+                "result_json",
+                idempotency_service_pb2.PutIdempotencyResultRequest(
+                    request_id=f"r-{uuid.uuid4().hex}",
+                    execution_id="exec-nonfinite",
+                    key="k",
+                    result_json=result,
+                ),
+            )
+        )
+    return cases
+
+
+@pytest.mark.parametrize("number", NON_FINITE_NUMBERS)
+def test_j2_numbers_that_overflow_to_infinity_are_refused_in_every_json_field(sidecar, number):
+    """1e999 and its kin are standard JSON syntax but no finite number: every JSON field of
+    every RPC refuses them with INVALID_ARGUMENT (INVALID_FIELD) naming the field and the
+    rule, and nothing is written."""
+    channel, checkpoints, interrupts, idempotency = _raw_stubs(sidecar.target)
+    methods = {
+        "PutCheckpoint": checkpoints.PutCheckpoint,
+        "RecordInterrupt": interrupts.RecordInterrupt,
+        "PutIdempotencyResult": idempotency.PutIdempotencyResult,
+    }
+    with channel:
+        for rpc, field, request in _json_cases(number):
+            with pytest.raises(grpc.RpcError) as err:
+                methods[rpc](request, timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (rpc, field)
+            details = details_from_metadata(err.value.trailing_metadata())
+            assert details.reason == "INVALID_FIELD", (rpc, field)
+            assert details.metadata["field"] == field, (rpc, field)
+            assert "finite" in details.metadata["rule"], details.metadata
+            assert err.value.details().startswith(f"{field}:"), err.value.details()
+        listing = checkpoints.ListCheckpoints(
+            checkpoint_service_pb2.ListCheckpointsRequest(execution_id="exec-nonfinite"),
+            timeout=10,
+        )
+        assert list(listing.checkpoints) == []
+        pending = interrupts.ListPendingInterrupts(
+            interrupt_service_pb2.ListPendingInterruptsRequest(), timeout=10
+        )
+        assert list(pending.pending_interrupts) == []
+        cached = idempotency.GetIdempotencyResult(
+            idempotency_service_pb2.GetIdempotencyResultRequest(
+                execution_id="exec-nonfinite", key="k"
+            ),
+            timeout=10,
+        )
+        assert not cached.found
+
+
+def test_j2_finite_numbers_at_the_edges_of_double_are_accepted(client, execution_id):
+    """The largest finite double, an underflow to zero and huge integers stay accepted."""
+    stored = client.put_checkpoint(checkpoint(execution_id))
+    channel, checkpoints, _, _ = _raw_stubs(client.target)
+    with channel:
+        text = '{"max": 1.7976931348623157e308, "tiny": 1e-999, "int": 1' + "0" * 400 + "}"
+        request = checkpoint_service_pb2.PutCheckpointRequest(
+            checkpoint=checkpoint_pb2.Checkpoint(
+                execution_id=execution_id,
+                status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+                state_snapshot_json=text,
+            )
+        )
+        reply = checkpoints.PutCheckpoint(request, timeout=10)
+    assert reply.checkpoint.state_snapshot_json == text
+    got = client.get_checkpoint(execution_id, reply.checkpoint.checkpoint_id).state_snapshot
+    assert got == {"max": 1.7976931348623157e308, "tiny": 0.0, "int": 10**400}
+    assert stored.sequence < reply.checkpoint.sequence
+
+
+def test_e2_n1_no_error_echoes_unbounded_input(sidecar):
+    """Whatever a request holds, its refusal stays small: a 20,000-character namespace,
+    JSON key or health service name, and the longest valid execution id, are refused with
+    their own status (never a transport error about metadata size), the input cut short."""
+    huge = "q" * 20_000
+    channel, checkpoints, _, _ = _raw_stubs(sidecar.target)
+    with channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        calls = [
+            (
+                lambda: checkpoints.GetLatestCheckpoint(
+                    checkpoint_service_pb2.GetLatestCheckpointRequest(
+                        namespace=huge, execution_id="e"
+                    ),
+                    timeout=10,
+                ),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_FIELD",
+            ),
+            (
+                lambda: checkpoints.GetCheckpoint(
+                    checkpoint_service_pb2.GetCheckpointRequest(
+                        execution_id="e" * 256, checkpoint_id="c" * 128
+                    ),
+                    timeout=10,
+                ),
+                grpc.StatusCode.NOT_FOUND,
+                "CHECKPOINT_NOT_FOUND",
+            ),
+            (
+                lambda: checkpoints.PutCheckpoint(
+                    checkpoint_service_pb2.PutCheckpointRequest(
+                        checkpoint=checkpoint_pb2.Checkpoint(
+                            execution_id="e",
+                            status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+                            iteration_counters_json=json.dumps({huge: "x"}),
+                        )
+                    ),
+                    timeout=10,
+                ),
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "INVALID_FIELD",
+            ),
+            (
+                lambda: health.Check(health_pb2.HealthCheckRequest(service=huge), timeout=10),
+                grpc.StatusCode.NOT_FOUND,
+                "",
+            ),
+        ]
+        for call, code, reason in calls:
+            with pytest.raises(grpc.RpcError) as err:
+                call()
+            assert err.value.code() == code, err.value
+            assert len(err.value.details()) <= 512, len(err.value.details())
+            assert huge[:1000] not in err.value.details()
+            details = details_from_metadata(err.value.trailing_metadata())
+            assert details.reason == reason
+            assert all(len(value) <= 256 for value in details.metadata.values())
+        listing = checkpoints.ListCheckpoints(
+            checkpoint_service_pb2.ListCheckpointsRequest(execution_id="e"), timeout=10
+        )
+        assert list(listing.checkpoints) == []

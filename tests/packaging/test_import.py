@@ -190,15 +190,20 @@ def test_import_keeps_history_paused_runs_and_idempotency_and_reruns_change_noth
         )
 
 
-def _with_nan(source: SourceFile, tmp_path: Path) -> Path:
+def _with_nan(source: SourceFile, tmp_path: Path, number: str = "NaN") -> Path:
     copy = tmp_path / "nan.db"
     shutil.copy(source.db, copy)
     with sqlite3.connect(copy) as conn:
         conn.execute(
-            "UPDATE checkpoints SET state_snapshot = '{\"x\": NaN}' "
-            "WHERE rowid = (SELECT max(rowid) FROM checkpoints)"
+            "UPDATE checkpoints SET state_snapshot = ? "
+            "WHERE rowid = (SELECT max(rowid) FROM checkpoints)",
+            (f'{{"x": {number}}}',),
         )
     return copy
+
+
+def _with_overflow(source: SourceFile, tmp_path: Path) -> Path:
+    return _with_nan(source, tmp_path, "1e999")
 
 
 def _not_sqlite(source: SourceFile, tmp_path: Path) -> Path:
@@ -227,8 +232,9 @@ def _missing(source: SourceFile, tmp_path: Path) -> Path:
         (_not_sqlite, "is not an SQLite database"),
         (_other_sqlite, "has no checkpoints table: expected the file of a fastaiagent"),
         (_with_nan, "nothing was imported:\n  checkpoints row "),
+        (_with_overflow, "nothing was imported:\n  checkpoints row "),
     ],
-    ids=["missing", "not-sqlite", "not-fastaiagent", "nan-row"],
+    ids=["missing", "not-sqlite", "not-fastaiagent", "nan-row", "overflow-row"],
 )
 def test_import_of_a_bad_file_says_why_and_writes_nothing(
     sidecar: Sidecar, source: SourceFile, tmp_path: Path, make, message: str
@@ -245,6 +251,8 @@ def test_import_of_a_bad_file_says_why_and_writes_nothing(
     assert message in result.stderr
     if make is _with_nan:
         assert "state_snapshot: NaN is not standard JSON" in result.stderr
+    if make is _with_overflow:
+        assert "state_snapshot: the number 1e999 overflows to infinity" in result.stderr
     with CheckpointdClient(sidecar.target, namespace=namespace) as client:
         assert list(client.iter_pending_interrupts()) == []
         for row in source_rows(source.db, "idempotency_cache"):

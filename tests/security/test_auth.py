@@ -19,6 +19,7 @@ from checkpointd_client import (
     CheckpointdClient,
     CheckpointdError,
     InterruptEvent,
+    InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
     SnapshotComplete,
@@ -150,6 +151,66 @@ def test_e2_n1_namespace_outside_the_grant_is_permission_denied_for_unary_and_wa
         assert admin.list_pending_interrupts().pending_interrupts == []
     with _client(auth_sidecar, tokens.admin, "team-a") as admin:
         assert [c.checkpoint_id for c in admin.iter_checkpoints(run)] == [stored.checkpoint_id]
+
+
+# Echoed input is cut to 128 characters (an ellipsis included); messages and metadata values
+# stay far below gRPC's 8 KiB default metadata limit.
+ECHO_MAX = 128
+
+
+def _assert_bounded(error: CheckpointdError) -> None:
+    assert len(error.message) <= 512, len(error.message)
+    for key, value in error.metadata.items():
+        assert len(value) <= 256, (key, len(value))
+
+
+@pytest.mark.parametrize("token_name", ["bot", "admin"])
+def test_e2_n1_bad_namespace_is_invalid_argument_before_the_permission_check(
+    auth_sidecar: Sidecar, tokens: Tokens, token_name: str
+):
+    """A namespace outside the syntax (20,000 characters, a space, 64 characters) is
+    INVALID_ARGUMENT (INVALID_FIELD, field namespace) for every RPC, watch included, whether
+    or not the token is granted every namespace: never PERMISSION_DENIED echoing it whole
+    (which made the client see a metadata-size transport error instead). The message shows
+    the input cut short with an ellipsis; nothing is written."""
+    token = tokens.bot if token_name == "bot" else tokens.admin
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    for namespace in ("n" * 20_000, "team a", "x" * 64):
+        with _client(auth_sidecar, token, namespace) as bad:
+            for name, call in _every_rpc(bad, run).items():
+                with pytest.raises(InvalidArgumentError) as refused:
+                    call()
+                error = refused.value
+                assert error.code == grpc.StatusCode.INVALID_ARGUMENT, (name, error)
+                assert error.reason == "INVALID_FIELD", (name, error)
+                assert error.metadata["field"] == "namespace", name
+                assert "63 characters" in error.metadata["rule"], name
+                assert error.message.startswith("namespace: "), name
+                _assert_bounded(error)
+                if len(namespace) > ECHO_MAX:
+                    assert namespace[:32] in error.message, error.message
+                    assert f"{len(namespace)} characters" in error.message, error.message
+                    assert "…" in error.message, error.message
+    with _client(auth_sidecar, tokens.admin, "team-a") as admin:
+        assert list(admin.iter_checkpoints(run)) == []
+        assert admin.list_pending_interrupts().pending_interrupts == []
+        assert admin.get_idempotent(run, "k").found is False
+
+
+def test_e2_n1_ungranted_namespace_is_echoed_whole_only_because_it_is_short(
+    auth_sidecar: Sidecar, tokens: Tokens
+):
+    """A valid namespace (at most 63 characters) outside the grant is PERMISSION_DENIED
+    naming it; the refusal's message and metadata stay small."""
+    namespace = "t" * 63
+    with (
+        _client(auth_sidecar, tokens.bot, namespace) as outside,
+        pytest.raises(PermissionDeniedError) as denied,
+    ):
+        outside.get_latest_checkpoint("run")
+    assert denied.value.reason == "NAMESPACE_NOT_ALLOWED"
+    assert denied.value.metadata == {"namespace": namespace, "token_name": "bot"}
+    _assert_bounded(denied.value)
 
 
 def test_e2_read_only_token_reads_and_watches_but_cannot_write(

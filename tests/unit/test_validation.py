@@ -166,3 +166,23 @@ def test_page_tokens_round_trip_and_are_bound_to_their_request():
     for garbage in ["x", "!!!", "e30", "W10"]:
         with pytest.raises(InvalidPageToken):
             decode_token(garbage, scope)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["1e999", "-1e999", "1E400", "-0.5e99999", "[1, 2e308]", '{"a": {"b": [1e999]}}'],
+)
+def test_j2_numbers_that_overflow_to_infinity_are_refused(raw):
+    """Standard JSON syntax, but no finite number: refused naming the field and the rule."""
+    for check in (v.json_value, v.json_object, v.json_int_object):
+        with pytest.raises(InvalidField) as err:
+            check("checkpoint.state_snapshot_json", raw)
+        assert err.value.metadata["field"] == "checkpoint.state_snapshot_json"
+        if check is v.json_value or raw.startswith("{"):
+            assert err.value.metadata["rule"] == v.FINITE_RULE
+
+
+def test_j2_finite_numbers_at_the_edges_are_accepted():
+    """The largest double, an underflow to zero and very long integers are finite."""
+    raw = '{"max": 1.7976931348623157e308, "tiny": 1e-999, "int": 1' + "0" * 400 + "}"
+    assert v.json_object("f", raw) == raw

@@ -7,7 +7,8 @@
  * integers beyond 2^53 (9007199254740993 becomes 9007199254740992). This module parses
  * standard JSON (RFC 8259) the same way JSON.parse does, except that an integer literal
  * outside Number's safe range becomes a BigInt; stringify writes BigInts back as their digits.
- * Safe integers and all other numbers stay Numbers, so ordinary data looks as usual.
+ * Safe integers and all other numbers stay Numbers, so ordinary data looks as usual. A number
+ * that overflows a double (1e999) is refused, as the server refuses it.
  */
 
 const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER);
@@ -56,7 +57,11 @@ function parse(text) {
       const big = BigInt(match[0]);
       if (big > SAFE_MAX || big < SAFE_MIN) return big;
     }
-    return Number(match[0]);
+    const number = Number(match[0]);
+    // Standard JSON syntax, but beyond a double: the server refuses it (it would read back as
+    // Infinity, which JSON cannot write), so this parser does too.
+    if (!Number.isFinite(number)) fail('number overflows to Infinity');
+    return number;
   };
   const value = () => {
     skipSpace();

@@ -48,3 +48,11 @@ test('J2 stringify refuses what JSON cannot hold', () => {
   assert.throws(() => json.stringify(cyclic), TypeError);
   assert.equal(json.stringify({ a: undefined, b: [2n ** 64n] }), '{"b":[18446744073709551616]}');
 });
+
+test('J2 a number that overflows to Infinity is refused, as the server refuses it', () => {
+  for (const text of ['1e999', '-1e999', '{"a":[1E400]}', '-0.5e99999']) {
+    assert.equal(Math.abs(Number(JSON.parse(text.replace(/^\{"a":\[|\]\}$/g, '')))), Infinity);
+    assert.throws(() => json.parse(text), /overflows to Infinity/, text);
+  }
+  assert.deepEqual(json.parse('[1.7976931348623157e308,1e-999]'), [1.7976931348623157e308, 0]);
+});

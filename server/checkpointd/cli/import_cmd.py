@@ -23,7 +23,6 @@ is never paused again and nothing is duplicated. Stop the app that writes the fi
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sqlite3
 import sys
@@ -41,6 +40,7 @@ from checkpointd_client import (
     NotFoundError,
     PendingInterrupt,
 )
+from checkpointd_client._convert import load_json
 from checkpointd_client.models import CHECKPOINT_STATUSES
 
 __all__ = ["ImportFailed", "register"]
@@ -60,18 +60,15 @@ class ImportFailed(Exception):
 # --- reading the file ------------------------------------------------------------------------
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not standard JSON")
-
-
 def _json(text: str | None, what: str) -> Any:
-    """Parse a JSON column as fastaiagent wrote it; NaN/Infinity are refused (contract J2)."""
+    """Parse a JSON column as fastaiagent wrote it, by the server's rule (contract J2): NaN,
+    Infinity and numbers that overflow to infinity (1e999) are refused."""
     if text is None or text == "":
         return None
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return load_json(text, field=what)
     except ValueError as exc:
-        raise ValueError(f"{what}: {exc}") from None
+        raise ValueError(str(exc)) from None
 
 
 def _json_object(text: str | None, what: str) -> dict[str, Any]:

@@ -52,7 +52,8 @@ class Checkpoint(_message.Message):
 
     Fields ending in `_json` carry UTF-8 JSON text, never google.protobuf.Struct, so integers
     keep every digit. Those that hold a JSON object accept an empty string as `{}`. The text is
-    stored as sent and returned unchanged.
+    stored as sent and returned unchanged. It must be standard JSON: NaN, Infinity and numbers
+    that overflow a double (1e999) are INVALID_ARGUMENT (INVALID_FIELD).
     """
 
     DESCRIPTOR: _descriptor.Descriptor

@@ -47,11 +47,16 @@ class CheckpointServiceStub:
       INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
       INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
       TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-      DEADLINE_EXCEEDED may be retried with the same request_id.
+      DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+      request in a message or in metadata is cut to 128 characters, ending with "…". A
+      namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
-      and valid only for the request that produced it.
+      and valid only for the request that produced it; any other value (another request's
+      token, a mangled or oversize one) is INVALID_ARGUMENT with reason INVALID_PAGE_TOKEN.
+      Tokens are bound to their request but not signed: a hand-made token can only name a
+      position in a listing the caller may already read in full, so it reveals nothing more.
     * Size. A request larger than the server's limit (default 16 MiB, --max-message-bytes)
       gets RESOURCE_EXHAUSTED with reason MESSAGE_TOO_LARGE. Nothing is written.
     """
@@ -140,11 +145,16 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
       INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
       INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
       TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-      DEADLINE_EXCEEDED may be retried with the same request_id.
+      DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+      request in a message or in metadata is cut to 128 characters, ending with "…". A
+      namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
-      and valid only for the request that produced it.
+      and valid only for the request that produced it; any other value (another request's
+      token, a mangled or oversize one) is INVALID_ARGUMENT with reason INVALID_PAGE_TOKEN.
+      Tokens are bound to their request but not signed: a hand-made token can only name a
+      position in a listing the caller may already read in full, so it reveals nothing more.
     * Size. A request larger than the server's limit (default 16 MiB, --max-message-bytes)
       gets RESOURCE_EXHAUSTED with reason MESSAGE_TOO_LARGE. Nothing is written.
     """
@@ -229,11 +239,16 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
       INVALID_TOKEN, NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT,
       INTERNAL, and for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW,
       TOO_MANY_WATCH_STREAMS, WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and
-      DEADLINE_EXCEEDED may be retried with the same request_id.
+      DEADLINE_EXCEEDED may be retried with the same request_id. A value echoed from the
+      request in a message or in metadata is cut to 128 characters, ending with "…". A
+      namespace that breaks the syntax is INVALID_ARGUMENT before any permission check.
     * Paging. page_size 0 means the default (100); larger values are capped at 1000; a
       negative value is INVALID_ARGUMENT. A page also ends early when it reaches the server's
       message size limit. next_page_token is empty on the last page. A page_token is opaque
-      and valid only for the request that produced it.
+      and valid only for the request that produced it; any other value (another request's
+      token, a mangled or oversize one) is INVALID_ARGUMENT with reason INVALID_PAGE_TOKEN.
+      Tokens are bound to their request but not signed: a hand-made token can only name a
+      position in a listing the caller may already read in full, so it reveals nothing more.
     * Size. A request larger than the server's limit (default 16 MiB, --max-message-bytes)
       gets RESOURCE_EXHAUSTED with reason MESSAGE_TOO_LARGE. Nothing is written.
     """

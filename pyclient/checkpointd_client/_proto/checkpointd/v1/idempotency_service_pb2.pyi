@@ -36,7 +36,9 @@ class PutIdempotencyResultRequest(_message.Message):
     key: _builtins.str
     """The function key the result is cached under. Required; 1 to 512 characters."""
     result_json: _builtins.str
-    """The result as JSON text: any JSON value, null included. Required."""
+    """The result as JSON text: any standard JSON value, null included (not NaN, Infinity or a
+    number that overflows a double, such as 1e999). Required.
+    """
     def __init__(
         self,
         *,
