@@ -142,7 +142,13 @@ class InterruptServiceServicer:
         * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
         its store. Reconnect with the last cursor, to this server or another.
         * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-        Keepalive pings detect dead peers on both sides.
+
+        Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+        The server pings every connection each 60 s and closes one that does not answer within
+        20 s. It accepts client pings on connections with no call in progress, and never closes
+        a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+        than 10 s apart without data as too frequent. Clients should ping idle connections
+        every 10 s or more (30 s is usual).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -101,7 +101,13 @@ class InterruptServiceStub:
     * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
       its store. Reconnect with the last cursor, to this server or another.
     * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-    Keepalive pings detect dead peers on both sides.
+
+    Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+    The server pings every connection each 60 s and closes one that does not answer within
+    20 s. It accepts client pings on connections with no call in progress, and never closes
+    a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+    than 10 s apart without data as too frequent. Clients should ping idle connections
+    every 10 s or more (30 s is usual).
     """
 
 @_typing.type_check_only
@@ -177,7 +183,13 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
       its store. Reconnect with the last cursor, to this server or another.
     * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-    Keepalive pings detect dead peers on both sides.
+
+    Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+    The server pings every connection each 60 s and closes one that does not answer within
+    20 s. It accepts client pings on connections with no call in progress, and never closes
+    a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+    than 10 s apart without data as too frequent. Clients should ping idle connections
+    every 10 s or more (30 s is usual).
     """
 
 class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -274,7 +286,13 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
           its store. Reconnect with the last cursor, to this server or another.
         * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-        Keepalive pings detect dead peers on both sides.
+
+        Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+        The server pings every connection each 60 s and closes one that does not answer within
+        20 s. It accepts client pings on connections with no call in progress, and never closes
+        a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+        than 10 s apart without data as too frequent. Clients should ping idle connections
+        every 10 s or more (30 s is usual).
         """
 
 def add_InterruptServiceServicer_to_server(servicer: InterruptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
