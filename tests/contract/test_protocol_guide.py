@@ -304,9 +304,9 @@ def test_i4_pending_interrupts_are_newest_recorded_first_not_by_created_at(
 
 
 def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -> None:
-    """On a store that never wrote an event the snapshot is taken at cursor 0; reconnecting
-    with that 0 brings a new snapshot holding what changed since (no `event` replay), taken
-    at the store's cursor, which counts every namespace's events from 1."""
+    """On a store that never wrote an event the snapshot is empty and taken at cursor 0;
+    reconnecting with that 0 brings a new snapshot holding what changed since (no `event`
+    replay), taken at the store's cursor, which counts every namespace's events from 1."""
     (complete,) = _first_messages(stubs, 1)
     assert complete.WhichOneof("item") == "snapshot_complete"
     assert complete.snapshot_complete.cursor == 0

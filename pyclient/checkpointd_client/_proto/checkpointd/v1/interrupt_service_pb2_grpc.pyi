@@ -81,12 +81,12 @@ class InterruptServiceStub:
        that matches the filters, exactly once, in cursor order, then live events. A client
        that reconnects with the cursor of the last event it processed loses nothing.
 
-    0 is not a position but "no cursor": it always asks for a snapshot. Cursors count the
-    events of the whole store (every namespace) from 1, so a `snapshot_complete` carries 0
-    only while the store has never written an event. A client that reconnects with that 0
-    gets a new snapshot, not a replay; nothing is lost, because the new snapshot holds every
-    change since, but it replaces what the client built from the previous one. A cursor
-    above the store's newest event is INVALID_ARGUMENT.
+    0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+    whatever the client built from an earlier one. Cursors count the events of the whole
+    store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+    has never written an event, and that snapshot is empty. A client that reconnects with
+    that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+    lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
     Events that do not match the filters are skipped; the server sends a `progress` message
     with the cursor it has read up to at least every few seconds while nothing matches, so a
@@ -163,12 +163,12 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
        that matches the filters, exactly once, in cursor order, then live events. A client
        that reconnects with the cursor of the last event it processed loses nothing.
 
-    0 is not a position but "no cursor": it always asks for a snapshot. Cursors count the
-    events of the whole store (every namespace) from 1, so a `snapshot_complete` carries 0
-    only while the store has never written an event. A client that reconnects with that 0
-    gets a new snapshot, not a replay; nothing is lost, because the new snapshot holds every
-    change since, but it replaces what the client built from the previous one. A cursor
-    above the store's newest event is INVALID_ARGUMENT.
+    0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+    whatever the client built from an earlier one. Cursors count the events of the whole
+    store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+    has never written an event, and that snapshot is empty. A client that reconnects with
+    that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+    lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
     Events that do not match the filters are skipped; the server sends a `progress` message
     with the cursor it has read up to at least every few seconds while nothing matches, so a
@@ -266,12 +266,12 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
            that matches the filters, exactly once, in cursor order, then live events. A client
            that reconnects with the cursor of the last event it processed loses nothing.
 
-        0 is not a position but "no cursor": it always asks for a snapshot. Cursors count the
-        events of the whole store (every namespace) from 1, so a `snapshot_complete` carries 0
-        only while the store has never written an event. A client that reconnects with that 0
-        gets a new snapshot, not a replay; nothing is lost, because the new snapshot holds every
-        change since, but it replaces what the client built from the previous one. A cursor
-        above the store's newest event is INVALID_ARGUMENT.
+        0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+        whatever the client built from an earlier one. Cursors count the events of the whole
+        store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+        has never written an event, and that snapshot is empty. A client that reconnects with
+        that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+        lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
         Events that do not match the filters are skipped; the server sends a `progress` message
         with the cursor it has read up to at least every few seconds while nothing matches, so a
