@@ -60,7 +60,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2_grpc,
 )
 
-__all__ = ["SERVICE_NAMES", "StartupError", "build_store", "serve"]
+__all__ = ["KEEPALIVE_OPTIONS", "SERVICE_NAMES", "StartupError", "build_store", "serve"]
 
 log = logging.getLogger("checkpointd")
 
@@ -76,6 +76,19 @@ SERVICE_NAMES: tuple[str, ...] = tuple(
 )
 # Calls that answer whether or not the store is there.
 _ALWAYS_ANSWERED = ("/grpc.health.v1.", "/grpc.reflection.")
+
+#: The server's keepalive policy, published in docs/protocol.md ("Keepalive") and on
+#: WatchInterrupts (tests/test_keepalive_policy.py keeps the three in step).
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
+    # Clients ping idle connections every 30 s to notice a dead server; accept that
+    # instead of answering GOAWAY "too_many_pings" (gRPC's default wants 5 minutes).
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
+    # Ping our side too, so a client that vanished without a FIN is noticed.
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+)
 
 
 class StartupError(Exception):
@@ -133,14 +146,7 @@ def _build_server(
             ("grpc.max_receive_message_length", transport_limit),
             ("grpc.max_send_message_length", transport_limit),
             ("grpc.so_reuseport", 0),
-            # Clients ping idle connections every 30 s to notice a dead server; accept that
-            # instead of answering GOAWAY "too_many_pings" (gRPC's default wants 5 minutes).
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
-            ("grpc.http2.max_ping_strikes", 0),
-            # Ping our side too, so a client that vanished without a FIN is noticed.
-            ("grpc.keepalive_time_ms", 60_000),
-            ("grpc.keepalive_timeout_ms", 20_000),
+            *KEEPALIVE_OPTIONS,
         ],
     )
     checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(

@@ -116,6 +116,9 @@ class CheckpointdClient {
     const pkg = loadProtocol();
     const credentials = options.credentials ?? grpc.credentials.createInsecure();
     const channelOptions = {
+      // Replies carry rows up to the server's --max-message-bytes (16 MiB by default), above
+      // grpc-js's default 4 MiB receive limit; the server bounds what it sends itself.
+      'grpc.max_receive_message_length': -1,
       'grpc.keepalive_time_ms': 30_000,
       'grpc.keepalive_timeout_ms': 10_000,
       ...options.channelOptions,

@@ -117,6 +117,15 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     await rejectsWith(client.listCheckpoints('run-c4', { pageToken: 'forged' }), 'INVALID_ARGUMENT', 'INVALID_PAGE_TOKEN');
   });
 
+  test('J3 a reply above grpc-js\'s default 4 MiB receive limit is read', { timeout: 60_000 }, async () => {
+    // Rows up to the server's --max-message-bytes (16 MiB by default) come back whole.
+    const big = json.stringify({ blob: 'x'.repeat(5 * 1024 * 1024) });
+    const stored = await client.putCheckpoint(step('run-j3', 'big', { state_snapshot_json: big }));
+    assert.equal(stored.state_snapshot_json.length, big.length);
+    const read = await client.getCheckpoint('run-j3', stored.checkpoint_id);
+    assert.equal(read.state_snapshot_json, big);
+  });
+
   test('C5 N1 a missing row is NOT_FOUND, and another namespace sees nothing', async () => {
     await client.putCheckpoint(step('run-n1', 'only'));
     const other = new CheckpointdClient({ target: TARGET, namespace: `${NAMESPACE}-other` });

@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(checkpointd/v1/idempotency_service.proto\x12\x0e\x63heckpointd.v1\"|\n\x1bPutIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x13\n\x0bresult_json\x18\x05 \x01(\t\"\x1e\n\x1cPutIdempotencyResultResponse\"S\n\x1bGetIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\"B\n\x1cGetIdempotencyResultResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x13\n\x0bresult_json\x18\x02 \x01(\t2\xfa\x01\n\x12IdempotencyService\x12q\n\x14PutIdempotencyResult\x12+.checkpointd.v1.PutIdempotencyResultRequest\x1a,.checkpointd.v1.PutIdempotencyResultResponse\x12q\n\x14GetIdempotencyResult\x12+.checkpointd.v1.GetIdempotencyResultRequest\x1a,.checkpointd.v1.GetIdempotencyResultResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(checkpointd/v1/idempotency_service.proto\x12\x0e\x63heckpointd.v1\"|\n\x1bPutIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x13\n\x0bresult_json\x18\x05 \x01(\t\"\x1e\n\x1cPutIdempotencyResultResponse\"S\n\x1bGetIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\"B\n\x1cGetIdempotencyResultResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x13\n\x0bresult_json\x18\x02 \x01(\t2\xfa\x01\n\x12IdempotencyService\x12q\n\x14PutIdempotencyResult\x12+.checkpointd.v1.PutIdempotencyResultRequest\x1a,.checkpointd.v1.PutIdempotencyResultResponse\x12q\n\x14GetIdempotencyResult\x12+.checkpointd.v1.GetIdempotencyResultRequest\x1a,.checkpointd.v1.GetIdempotencyResultResponseB\x8e\x01\n\x18io.github.checkpointd.v1B\x17IdempotencyServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'checkpointd.v1.idempotency_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\030io.github.checkpointd.v1B\027IdempotencyServiceProtoP\001ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\252\002\016Checkpointd.V1'
   _globals['_PUTIDEMPOTENCYRESULTREQUEST']._serialized_start=60
   _globals['_PUTIDEMPOTENCYRESULTREQUEST']._serialized_end=184
   _globals['_PUTIDEMPOTENCYRESULTRESPONSE']._serialized_start=186

@@ -96,6 +96,11 @@ class InterruptServiceServicer:
 
     def ListPendingInterrupts(self, request, context):
         """Lists pending interrupts, newest first, one page at a time, optionally filtered.
+
+        Newest means most recently recorded: rows are in the store's write order of the
+        RecordInterrupt that created them (the sequence of the interrupted checkpoint written
+        with the row), never in created_at order, which the caller may set. A RecordInterrupt
+        for an execution that is already pending leaves its row, and so its place, unchanged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -108,13 +113,21 @@ class InterruptServiceServicer:
         removed by DeleteExecution) is written to an outbox in the same transaction as the
         change and numbered by a cursor that is monotonic per store. The stream is:
 
-        1. Without after_cursor (0): first the current pending set matching the filters, one
-        `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
-        cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
-        is missed or repeated between the snapshot and the live part.
-        2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
-        matches the filters, exactly once, in cursor order, then live events. A client that
-        reconnects with the cursor of the last event it processed loses nothing.
+        1. With after_cursor 0: first the current pending set matching the filters, one
+        `snapshot` message per row, newest first (in ListPendingInterrupts order); then one
+        `snapshot_complete` carrying the cursor the snapshot was taken at; then live `event`s
+        with cursors above it. Nothing is missed or repeated between the snapshot and the
+        live part.
+        2. With after_cursor above 0: no snapshot; every event with a cursor above after_cursor
+        that matches the filters, exactly once, in cursor order, then live events. A client
+        that reconnects with the cursor of the last event it processed loses nothing.
+
+        0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+        whatever the client built from an earlier one. Cursors count the events of the whole
+        store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+        has never written an event, and that snapshot is empty. A client that reconnects with
+        that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+        lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
         Events that do not match the filters are skipped; the server sends a `progress` message
         with the cursor it has read up to at least every few seconds while nothing matches, so a
@@ -129,7 +142,13 @@ class InterruptServiceServicer:
         * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
         its store. Reconnect with the last cursor, to this server or another.
         * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-        Keepalive pings detect dead peers on both sides.
+
+        Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+        The server pings every connection each 60 s and closes one that does not answer within
+        20 s. It accepts client pings on connections with no call in progress, and never closes
+        a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+        than 10 s apart without data as too frequent. Clients should ping idle connections
+        every 10 s or more (30 s is usual).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -58,7 +58,13 @@ class InterruptServiceStub:
     that protection off.
     """
     ListPendingInterrupts: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListPendingInterruptsRequest, _interrupt_service_pb2.ListPendingInterruptsResponse]
-    """Lists pending interrupts, newest first, one page at a time, optionally filtered."""
+    """Lists pending interrupts, newest first, one page at a time, optionally filtered.
+
+    Newest means most recently recorded: rows are in the store's write order of the
+    RecordInterrupt that created them (the sequence of the interrupted checkpoint written
+    with the row), never in created_at order, which the caller may set. A RecordInterrupt
+    for an execution that is already pending leaves its row, and so its place, unchanged.
+    """
     WatchInterrupts: _grpc.UnaryStreamMultiCallable[_interrupt_service_pb2.WatchInterruptsRequest, _interrupt_service_pb2.WatchInterruptsResponse]
     """Streams the pending interrupts of a namespace and every change to them.
 
@@ -66,13 +72,21 @@ class InterruptServiceStub:
     removed by DeleteExecution) is written to an outbox in the same transaction as the
     change and numbered by a cursor that is monotonic per store. The stream is:
 
-    1. Without after_cursor (0): first the current pending set matching the filters, one
-       `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
-       cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
-       is missed or repeated between the snapshot and the live part.
-    2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
-       matches the filters, exactly once, in cursor order, then live events. A client that
-       reconnects with the cursor of the last event it processed loses nothing.
+    1. With after_cursor 0: first the current pending set matching the filters, one
+       `snapshot` message per row, newest first (in ListPendingInterrupts order); then one
+       `snapshot_complete` carrying the cursor the snapshot was taken at; then live `event`s
+       with cursors above it. Nothing is missed or repeated between the snapshot and the
+       live part.
+    2. With after_cursor above 0: no snapshot; every event with a cursor above after_cursor
+       that matches the filters, exactly once, in cursor order, then live events. A client
+       that reconnects with the cursor of the last event it processed loses nothing.
+
+    0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+    whatever the client built from an earlier one. Cursors count the events of the whole
+    store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+    has never written an event, and that snapshot is empty. A client that reconnects with
+    that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+    lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
     Events that do not match the filters are skipped; the server sends a `progress` message
     with the cursor it has read up to at least every few seconds while nothing matches, so a
@@ -87,7 +101,13 @@ class InterruptServiceStub:
     * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
       its store. Reconnect with the last cursor, to this server or another.
     * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-    Keepalive pings detect dead peers on both sides.
+
+    Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+    The server pings every connection each 60 s and closes one that does not answer within
+    20 s. It accepts client pings on connections with no call in progress, and never closes
+    a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+    than 10 s apart without data as too frequent. Clients should ping idle connections
+    every 10 s or more (30 s is usual).
     """
 
 @_typing.type_check_only
@@ -120,7 +140,13 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     that protection off.
     """
     ListPendingInterrupts: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListPendingInterruptsRequest, _interrupt_service_pb2.ListPendingInterruptsResponse]  # type: ignore[assignment]
-    """Lists pending interrupts, newest first, one page at a time, optionally filtered."""
+    """Lists pending interrupts, newest first, one page at a time, optionally filtered.
+
+    Newest means most recently recorded: rows are in the store's write order of the
+    RecordInterrupt that created them (the sequence of the interrupted checkpoint written
+    with the row), never in created_at order, which the caller may set. A RecordInterrupt
+    for an execution that is already pending leaves its row, and so its place, unchanged.
+    """
     WatchInterrupts: _aio.UnaryStreamMultiCallable[_interrupt_service_pb2.WatchInterruptsRequest, _interrupt_service_pb2.WatchInterruptsResponse]  # type: ignore[assignment]
     """Streams the pending interrupts of a namespace and every change to them.
 
@@ -128,13 +154,21 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     removed by DeleteExecution) is written to an outbox in the same transaction as the
     change and numbered by a cursor that is monotonic per store. The stream is:
 
-    1. Without after_cursor (0): first the current pending set matching the filters, one
-       `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
-       cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
-       is missed or repeated between the snapshot and the live part.
-    2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
-       matches the filters, exactly once, in cursor order, then live events. A client that
-       reconnects with the cursor of the last event it processed loses nothing.
+    1. With after_cursor 0: first the current pending set matching the filters, one
+       `snapshot` message per row, newest first (in ListPendingInterrupts order); then one
+       `snapshot_complete` carrying the cursor the snapshot was taken at; then live `event`s
+       with cursors above it. Nothing is missed or repeated between the snapshot and the
+       live part.
+    2. With after_cursor above 0: no snapshot; every event with a cursor above after_cursor
+       that matches the filters, exactly once, in cursor order, then live events. A client
+       that reconnects with the cursor of the last event it processed loses nothing.
+
+    0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+    whatever the client built from an earlier one. Cursors count the events of the whole
+    store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+    has never written an event, and that snapshot is empty. A client that reconnects with
+    that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+    lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
     Events that do not match the filters are skipped; the server sends a `progress` message
     with the cursor it has read up to at least every few seconds while nothing matches, so a
@@ -149,7 +183,13 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
       its store. Reconnect with the last cursor, to this server or another.
     * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-    Keepalive pings detect dead peers on both sides.
+
+    Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+    The server pings every connection each 60 s and closes one that does not answer within
+    20 s. It accepts client pings on connections with no call in progress, and never closes
+    a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+    than 10 s apart without data as too frequent. Clients should ping idle connections
+    every 10 s or more (30 s is usual).
     """
 
 class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -197,7 +237,13 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _interrupt_service_pb2.ListPendingInterruptsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_interrupt_service_pb2.ListPendingInterruptsResponse, _abc.Awaitable[_interrupt_service_pb2.ListPendingInterruptsResponse]]:
-        """Lists pending interrupts, newest first, one page at a time, optionally filtered."""
+        """Lists pending interrupts, newest first, one page at a time, optionally filtered.
+
+        Newest means most recently recorded: rows are in the store's write order of the
+        RecordInterrupt that created them (the sequence of the interrupted checkpoint written
+        with the row), never in created_at order, which the caller may set. A RecordInterrupt
+        for an execution that is already pending leaves its row, and so its place, unchanged.
+        """
 
     @_abc_1.abstractmethod
     def WatchInterrupts(
@@ -211,13 +257,21 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         removed by DeleteExecution) is written to an outbox in the same transaction as the
         change and numbered by a cursor that is monotonic per store. The stream is:
 
-        1. Without after_cursor (0): first the current pending set matching the filters, one
-           `snapshot` message per row, newest first; then one `snapshot_complete` carrying the
-           cursor the snapshot was taken at; then live `event`s with cursors above it. Nothing
-           is missed or repeated between the snapshot and the live part.
-        2. With after_cursor: no snapshot; every event with a cursor above after_cursor that
-           matches the filters, exactly once, in cursor order, then live events. A client that
-           reconnects with the cursor of the last event it processed loses nothing.
+        1. With after_cursor 0: first the current pending set matching the filters, one
+           `snapshot` message per row, newest first (in ListPendingInterrupts order); then one
+           `snapshot_complete` carrying the cursor the snapshot was taken at; then live `event`s
+           with cursors above it. Nothing is missed or repeated between the snapshot and the
+           live part.
+        2. With after_cursor above 0: no snapshot; every event with a cursor above after_cursor
+           that matches the filters, exactly once, in cursor order, then live events. A client
+           that reconnects with the cursor of the last event it processed loses nothing.
+
+        0 is not a position but "no cursor": it always asks for a snapshot, which replaces
+        whatever the client built from an earlier one. Cursors count the events of the whole
+        store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
+        has never written an event, and that snapshot is empty. A client that reconnects with
+        that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
+        lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
         Events that do not match the filters are skipped; the server sends a `progress` message
         with the cursor it has read up to at least every few seconds while nothing matches, so a
@@ -232,7 +286,13 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
           its store. Reconnect with the last cursor, to this server or another.
         * INVALID_ARGUMENT: a bad namespace, filter or cursor.
-        Keepalive pings detect dead peers on both sides.
+
+        Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
+        The server pings every connection each 60 s and closes one that does not answer within
+        20 s. It accepts client pings on connections with no call in progress, and never closes
+        a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
+        than 10 s apart without data as too frequent. Clients should ping idle connections
+        every 10 s or more (30 s is usual).
         """
 
 def add_InterruptServiceServicer_to_server(servicer: InterruptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
