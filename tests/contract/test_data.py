@@ -288,10 +288,12 @@ def test_d1_idempotency_put_get_replace_and_null(client, execution_id):
 
 
 def test_d1_idempotency_put_retried_is_one_value(client, execution_id):
-    """Retrying a put with its request id leaves exactly the one value."""
-    client.put_idempotent(execution_id, "k", [1, 2], request_id="same")
-    client.put_idempotent(execution_id, "k", [1, 2], request_id="same")
-    assert client.get_idempotent(execution_id, "k").value == [1, 2]
+    """A late retry of a put (its reply was lost, and a newer put has replaced the value
+    since) writes nothing: the newer value stays. A plain upsert would bring back v1."""
+    client.put_idempotent(execution_id, "k", {"v": 1}, request_id="request-a")
+    client.put_idempotent(execution_id, "k", {"v": 2}, request_id="request-b")
+    client.put_idempotent(execution_id, "k", {"v": 1}, request_id="request-a")
+    assert client.get_idempotent(execution_id, "k").value == {"v": 2}
 
 
 def test_e2_prune_with_a_huge_age_deletes_nothing_and_is_no_error(client, execution_id):
