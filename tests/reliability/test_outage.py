@@ -44,8 +44,8 @@ from checkpointd_client import (
     UnavailableError,
 )
 from tests.reliability.figures import record, size
-from tests.reliability.store_dump import StoreReader
 from tests.support.sidecar import Sidecar, StoreSpec
+from tests.support.store_dump import StoreReader
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(size(120, 1200))
