@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -14,6 +15,13 @@ from checkpointd_client import (
     IntegrityError,
     InvalidArgumentError,
     NotFoundError,
+)
+from checkpointd_client._proto.checkpointd.v1 import (
+    checkpoint_pb2,
+    checkpoint_service_pb2,
+    checkpoint_service_pb2_grpc,
+    interrupt_service_pb2,
+    interrupt_service_pb2_grpc,
 )
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
@@ -28,6 +36,62 @@ def test_c1_put_fills_checkpoint_id_created_at_and_sequence(client, execution_id
     assert before - timedelta(seconds=5) <= stored.created_at <= datetime.now(tz=UTC)
     assert stored.sequence > 0
     assert client.get_checkpoint(execution_id, stored.checkpoint_id) == stored
+
+
+def _assert_canonical_uuid(value: str) -> None:
+    """``value`` is a UUID in its canonical text form (what the server generates)."""
+    assert str(uuid.UUID(value)) == value, value
+
+
+def test_c1_server_fills_an_empty_checkpoint_id_sent_on_the_wire(sidecar, execution_id):
+    """PutCheckpoint and RecordInterrupt sent with an empty checkpoint_id (by a caller that is
+    not our client library, which always fills one) are stored under a UUID the server chose,
+    returned in the reply and found by GetCheckpoint."""
+    with grpc.insecure_channel(sidecar.target) as channel:
+        checkpoints = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
+        interrupts = interrupt_service_pb2_grpc.InterruptServiceStub(channel)
+        put = checkpoints.PutCheckpoint(
+            checkpoint_service_pb2.PutCheckpointRequest(
+                request_id=f"req-{uuid.uuid4().hex}",
+                checkpoint=checkpoint_pb2.Checkpoint(
+                    execution_id=execution_id,
+                    checkpoint_id="",
+                    node_id="step",
+                    status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
+                ),
+            ),
+            timeout=10,
+        )
+        recorded = interrupts.RecordInterrupt(
+            interrupt_service_pb2.RecordInterruptRequest(
+                request_id=f"req-{uuid.uuid4().hex}",
+                checkpoint=checkpoint_pb2.Checkpoint(
+                    execution_id=execution_id,
+                    checkpoint_id="",
+                    node_id="approve",
+                    status=checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED,
+                    interrupt_reason="approval",
+                ),
+                pending=checkpoint_pb2.PendingInterrupt(
+                    execution_id=execution_id, node_id="approve", reason="approval"
+                ),
+            ),
+            timeout=10,
+        )
+        ids = [put.checkpoint.checkpoint_id, recorded.checkpoint.checkpoint_id]
+        for checkpoint_id in ids:
+            _assert_canonical_uuid(checkpoint_id)
+        assert ids[0] != ids[1]
+        assert recorded.pending_created
+        assert recorded.pending.checkpoint_id == ids[1]
+        for sent in (put.checkpoint, recorded.checkpoint):
+            found = checkpoints.GetCheckpoint(
+                checkpoint_service_pb2.GetCheckpointRequest(
+                    execution_id=execution_id, checkpoint_id=sent.checkpoint_id
+                ),
+                timeout=10,
+            )
+            assert found.checkpoint == sent
 
 
 def test_c2_second_write_with_existing_id_is_already_exists_and_changes_nothing(

@@ -31,6 +31,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
 from checkpointd_client._status import details_from_metadata
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
+from tests.support.store_dump import dump_store
 
 AWKWARD_JSON = {
     "big": 2**70,
@@ -68,6 +69,16 @@ def test_j1_json_round_trips_exactly(client, execution_id):
     assert client.get_idempotent(execution_id, "k").value == AWKWARD_JSON
 
 
+def _seed(target: str) -> None:
+    """Give the store one row of every kind, in the execution the bad requests name and in
+    another, so "nothing changed" is checked against a store that has something to lose."""
+    with CheckpointdClient(target, retry=NO_RETRY) as client:
+        for execution_id in ("exec-bad", "bystander"):
+            client.put_checkpoint(checkpoint(execution_id))
+            client.record_interrupt(*interrupted(execution_id))
+            client.put_idempotent(execution_id, "k", {"v": 1}, request_id=f"{execution_id}-k")
+
+
 def _raw_stubs(target: str):
     channel = grpc.insecure_channel(target)
     return (
@@ -100,7 +111,10 @@ BAD_CHECKPOINTS = [
     ("field", "override"), BAD_CHECKPOINTS, ids=[f for f, _ in BAD_CHECKPOINTS]
 )
 def test_j2_bad_checkpoint_fields_are_invalid_argument_and_write_nothing(sidecar, field, override):
-    """Each broken field gets INVALID_ARGUMENT naming it, and nothing is stored."""
+    """Each broken field gets INVALID_ARGUMENT naming it, and nothing is stored: every table
+    of the store reads the same before and after (a bad execution_id could land anywhere)."""
+    _seed(sidecar.target)
+    before = dump_store(sidecar.store)
     channel, checkpoints, _, _ = _raw_stubs(sidecar.target)
     with channel:
         fields = {
@@ -116,14 +130,13 @@ def test_j2_bad_checkpoint_fields_are_invalid_argument_and_write_nothing(sidecar
             checkpoints.PutCheckpoint(request, timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.value.details().startswith(field + ":")
-        listing = checkpoints.ListCheckpoints(
-            checkpoint_service_pb2.ListCheckpointsRequest(execution_id="exec-bad"), timeout=10
-        )
-        assert list(listing.checkpoints) == []
+    assert dump_store(sidecar.store) == before
 
 
 def test_j2_every_required_field_missing_names_the_field(sidecar):
-    """Requests missing a required field say which one; none is INTERNAL."""
+    """Requests missing a required field say which one; none is INTERNAL; none writes."""
+    _seed(sidecar.target)
+    before = dump_store(sidecar.store)
     channel, checkpoints, interrupts, idempotency = _raw_stubs(sidecar.target)
     cases = [
         (checkpoints.PutCheckpoint, checkpoint_service_pb2.PutCheckpointRequest(), "checkpoint"),
@@ -200,6 +213,7 @@ def test_j2_every_required_field_missing_names_the_field(sidecar):
                 method(request, timeout=10)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, err.value)
             assert err.value.details().startswith(f"{field}:"), err.value.details()
+    assert dump_store(sidecar.store) == before
 
 
 def test_j3_oversize_request_is_refused_naming_the_limit_and_writes_nothing(
@@ -208,13 +222,15 @@ def test_j3_oversize_request_is_refused_naming_the_limit_and_writes_nothing(
     """A request over --max-message-bytes gets RESOURCE_EXHAUSTED naming the limit and the
     flag that raises it; nothing is stored."""
     server = sidecar_factory("--max-message-bytes", str(1024 * 1024))
+    _seed(server.target)
+    before = dump_store(server.store)
     with CheckpointdClient(server.target, retry=NO_RETRY) as client:
         with pytest.raises(ResourceExhaustedError) as err:
             client.put_checkpoint(checkpoint(execution_id, state_snapshot={"b": "x" * 2_000_000}))
         assert err.value.reason == "MESSAGE_TOO_LARGE"
         assert "1048576" in err.value.message
         assert "--max-message-bytes" in err.value.message
-        assert client.list_checkpoints(execution_id).checkpoints == []
+    assert dump_store(server.store) == before
 
 
 def test_j3_default_limit_accepts_a_several_mib_history(client, execution_id):
@@ -293,10 +309,12 @@ def test_d1_idempotency_put_get_replace_and_null(client, execution_id):
 
 
 def test_d1_idempotency_put_retried_is_one_value(client, execution_id):
-    """Retrying a put with its request id leaves exactly the one value."""
-    client.put_idempotent(execution_id, "k", [1, 2], request_id="same")
-    client.put_idempotent(execution_id, "k", [1, 2], request_id="same")
-    assert client.get_idempotent(execution_id, "k").value == [1, 2]
+    """A late retry of a put (its reply was lost, and a newer put has replaced the value
+    since) writes nothing: the newer value stays. A plain upsert would bring back v1."""
+    client.put_idempotent(execution_id, "k", {"v": 1}, request_id="request-a")
+    client.put_idempotent(execution_id, "k", {"v": 2}, request_id="request-b")
+    client.put_idempotent(execution_id, "k", {"v": 1}, request_id="request-a")
+    assert client.get_idempotent(execution_id, "k").value == {"v": 2}
 
 
 def test_e2_prune_with_a_huge_age_deletes_nothing_and_is_no_error(client, execution_id):

@@ -13,11 +13,13 @@ from dataclasses import replace
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
+import grpc
 import pytest
 
 from checkpointd_client import (
     AsyncCheckpointdClient,
     CheckpointdClient,
+    NotFoundError,
     RetryPolicy,
     UnavailableError,
 )
@@ -46,30 +48,54 @@ def test_e1_acknowledged_writes_survive_kill_9(sidecar, execution_id):
 
 
 def test_e1_writes_acknowledged_during_a_kill_are_all_durable(sidecar, execution_id):
-    """Writers racing a SIGKILL lose nothing that was acknowledged."""
+    """Writers racing a SIGKILL lose nothing that was acknowledged. A writer stops only on
+    UNAVAILABLE after the kill (the one retriable code: the server died mid-call); any other
+    error, or an error before the kill, fails the test."""
+    writers = 4
     acknowledged: list[str] = []
+    counts = [0] * writers
+    progress = threading.Condition()
     stop = threading.Event()
+    killed = threading.Event()
+    stopped_before_kill: list[BaseException] = []
+    unexpected: list[BaseException] = []
 
-    def write() -> None:
+    def write(n: int) -> None:
         with CheckpointdClient(sidecar.target, retry=NO_RETRY, timeout=5) as client:
             i = 0
             while not stop.is_set():
                 try:
-                    stored = client.put_checkpoint(checkpoint(execution_id, node_id=f"w{i}"))
-                except Exception:
+                    stored = client.put_checkpoint(checkpoint(execution_id, node_id=f"w{n}-{i}"))
+                except UnavailableError as exc:
+                    if not killed.is_set():
+                        stopped_before_kill.append(exc)
                     return  # the server died mid-call: this write was not acknowledged
-                acknowledged.append(stored.checkpoint_id)
+                except BaseException as exc:
+                    unexpected.append(exc)
+                    return
+                with progress:
+                    acknowledged.append(stored.checkpoint_id)
+                    counts[n] += 1
+                    progress.notify_all()
                 i += 1
 
-    threads = [threading.Thread(target=write) for _ in range(4)]
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
     for t in threads:
         t.start()
-    time.sleep(0.5)
+    # Kill only once every writer is under way, so the kill lands among live writes.
+    with progress:
+        assert progress.wait_for(
+            lambda: min(counts) >= 5 or bool(unexpected or stopped_before_kill), timeout=60
+        ), counts
+    killed.set()
     sidecar.kill()
     stop.set()
     for t in threads:
-        t.join()
-    assert acknowledged
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a writer hung after the kill"
+    assert not unexpected, unexpected
+    assert not stopped_before_kill, stopped_before_kill
+    assert min(counts) >= 5, counts
     sidecar.start()
     with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
         stored = {c.checkpoint_id for c in client.iter_checkpoints(execution_id)}
@@ -176,11 +202,20 @@ async def test_p1_async_client_speaks_the_same_api(sidecar, execution_id):
         stored = await client.put_checkpoint(checkpoint(execution_id, node_id="a"))
         assert await client.get_latest_checkpoint(execution_id) == stored
         cp, pending = interrupted(execution_id)
-        await client.record_interrupt(cp, pending)
+        recorded = await client.record_interrupt(cp, pending)
         results = await asyncio.gather(
             *(client.claim_interrupt(execution_id) for _ in range(8)), return_exceptions=True
         )
-        assert sum(not isinstance(r, BaseException) for r in results) == 1
+        # Exactly one winner, holding the recorded row; the seven others are told there is
+        # nothing left to claim (not any other error).
+        [winner] = [r for r in results if not isinstance(r, BaseException)]
+        assert winner == recorded.pending
+        losers = [r for r in results if isinstance(r, BaseException)]
+        assert len(losers) == 7
+        for loser in losers:
+            assert isinstance(loser, NotFoundError), repr(loser)
+            assert loser.code == grpc.StatusCode.NOT_FOUND
+            assert loser.reason == "NO_PENDING_INTERRUPT"
         await client.put_idempotent(execution_id, "k", [1])
         assert (await client.get_idempotent(execution_id, "k")).value == [1]
         ids = [c.node_id async for c in client.iter_checkpoints(execution_id)]

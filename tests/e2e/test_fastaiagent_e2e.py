@@ -6,7 +6,9 @@ in memory: it has to come back out of the store. The scenarios themselves live i
 ``scenarios.py``; this module drives them and asserts on each phase's JSON report.
 
 The store under test is the ``checkpointer_spec`` fixture: a checkpointd server on each
-backend, reached through ``checkpointd_client.fastaiagent.SidecarCheckpointer``.
+backend, reached through ``checkpointd_client.fastaiagent.SidecarCheckpointer``. The
+``reference_spec`` fixture is fastaiagent's own SQLiteCheckpointer: the comparison tests run
+the same flows on it, and one test shows where it goes wrong and we do not (C4).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastaiagent.checkpointers import SQLiteCheckpointer
 
 from tests.support.sidecar import Sidecar
 
@@ -460,17 +463,10 @@ def test_swarm_pauses_in_two_agents_and_resumes_across_processes(
 
 
 def test_c4_swarm_resumed_twice_finds_newest_pause_when_turn_numbers_disagree(
-    checkpointer_spec: CheckpointerSpec, tmp_path: Path, request: pytest.FixtureRequest
+    checkpointer_spec: CheckpointerSpec, tmp_path: Path
 ) -> None:
-    """A's pause on turn 1 is older than B's on turn 0: the second resume must resume B (C4)."""
-    if checkpointer_spec.kind == "reference":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the reference's list() sorts by node_index, so the agent resumes A's "
-                "older pause and fails: the ordering contract C4 does not copy",
-            )
-        )
+    """A's pause on turn 1 is older than B's on turn 0: the second resume must resume B (C4).
+    (fastaiagent's own SQLiteCheckpointer gets this wrong: see the test after this one.)"""
     run = ScenarioRun.create(checkpointer_spec, "swarm_late_pause", tmp_path)
     assert run.phase("start")["result"]["pending_interrupt"]["node_id"] == (
         "turn:1/tool:verify_identity"
@@ -482,6 +478,45 @@ def test_c4_swarm_resumed_twice_finds_newest_pause_when_turn_numbers_disagree(
     assert done["result"]["status"] == "completed"
     assert done["result"]["output"] == "Billing done: credited 25"
     assert event_counts(done)["credit_decided"] == 1
+
+
+def test_c4_reference_resumes_the_older_pause_of_a_swarm_resumed_twice(
+    reference_spec: CheckpointerSpec, tmp_path: Path
+) -> None:
+    """What the test above guards against, shown on fastaiagent's own SQLiteCheckpointer: its
+    list() sorts by node_index, so after B pauses on turn 0 the newest interrupted row by
+    list order is still A's pause on turn 1. The second resume claims B's pending row, then
+    picks A's row, fails on B's agent (it has no tool 'verify_identity'), and ends the run
+    failed with B's pending row gone, so B's approval can never be applied. checkpointd lists
+    in write order (C4) and the same flow completes (the test above)."""
+    run = ScenarioRun.create(reference_spec, "swarm_late_pause", tmp_path)
+    assert run.phase("start")["result"]["pending_interrupt"]["node_id"] == (
+        "turn:1/tool:verify_identity"
+    )
+    second = run.phase("resume")
+    assert second["result"]["pending_interrupt"]["node_id"] == "turn:0/tool:apply_credit"
+    # In write order B's pause is the newest; in the reference's list() order (which the
+    # agent scans from the end for "the newest pause") A's older one comes last.
+    written = [r["node_id"] for r in rows(second) if r["status"] == "interrupted"]
+    assert written[-1] == "turn:0/tool:apply_credit"
+    reference = SQLiteCheckpointer(db_path=reference_spec.target.removeprefix(REFERENCE_PREFIX))
+    try:
+        listed = reference.list(run.execution_id, limit=1000)
+    finally:
+        reference.close()
+    assert sorted(cp.node_id for cp in listed) == sorted(r["node_id"] for r in rows(second))
+    assert [cp.node_id for cp in listed if cp.status == "interrupted"][-1] == (
+        "turn:1/tool:verify_identity"
+    )
+
+    third = run.phase("resume", raises="ChainCheckpointError")
+    assert "references tool 'verify_identity'" in third["error"]["message"]
+    assert "not registered" in third["error"]["message"]
+    assert "credit_decided" not in event_counts(third)
+    assert pending(third) == []
+    assert shape(third)[-1] == ("run_end", "failed", "run_end", "swarm:support")
+    # B's approval can no longer be delivered: its pending row went with the failed resume.
+    run.phase("resume", raises="AlreadyResumed")
 
 
 # ---- same rows as the reference

@@ -7,6 +7,7 @@ import signal
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 
 from checkpointd_client import CheckpointdClient, CheckpointdError, RetryPolicy, UnavailableError
@@ -138,8 +139,12 @@ def test_second_signal_exits_at_once_with_a_non_zero_status(store_spec):
             next_status(health, NOT_SERVING)
             server.process.send_signal(signal.SIGTERM)
             assert server.process.wait(30) == 128 + signal.SIGTERM
-            with pytest.raises(Exception):  # noqa: B017, PT011 (the connection just dropped)
+            # The process died under the call: the connection drops and the client reports it
+            # as UNAVAILABLE. Bounded: a call still hanging here raises TimeoutError, and the
+            # client closing first on the way out cancels it, so a hang fails, never waits.
+            with pytest.raises(UnavailableError) as err:
                 stuck.result(timeout=30)
+            assert err.value.code == grpc.StatusCode.UNAVAILABLE
         probe.close()
         assert "exiting at once" in server.log_text()
         assert not server.socket_path.exists()

@@ -44,8 +44,8 @@ from checkpointd_client import (
     UnavailableError,
 )
 from tests.reliability.figures import record, size
-from tests.reliability.store_dump import StoreReader
 from tests.support.sidecar import Sidecar, StoreSpec
+from tests.support.store_dump import StoreReader
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(size(120, 1200))
@@ -176,11 +176,19 @@ class Load:
         except BaseException as exc:
             self.failures.append(exc)
 
+    def acknowledged_count(self) -> int:
+        """How many writes have been acknowledged so far."""
+        with self.lock:
+            return len(self.acknowledged)
+
     def finish(self) -> None:
-        """Stop the writers (their calls in flight complete) and wait for them."""
+        """Stop the writers (their calls in flight complete) and wait for them; a writer
+        still running after its call's deadline has passed is a hang, and fails the test."""
         self.stop.set()
         for t in self.threads[:-1]:
             t.join(90)
+        stuck = [t.name for t in self.threads[:-1] if t.is_alive()]
+        assert not stuck, f"load threads still running after stop: {stuck}"
 
     def close(self) -> None:
         self.stop.set()
@@ -197,10 +205,40 @@ class Load:
         return sum(stored.get(k) != v for k, v in self.acknowledged.items())
 
 
+#: Writes (and watch events) the load must add between outages, and after the last one,
+#: before the test goes on: an outage test whose load stalled would prove nothing.
+PROGRESS_WRITES = 10
+PROGRESS_TIMEOUT = 60.0
+
+
+def _outbox_size(reader: StoreReader) -> int:
+    """How many events of the load's namespace the outbox holds (read around the server)."""
+    return sum(1 for _, ns, _, _ in reader.outbox() if ns == NAMESPACE)
+
+
+def _await_progress(load: Load, reader: StoreReader, writes: int, events: int) -> tuple[int, int]:
+    """Wait until the load has more than ``writes`` acknowledged writes and the outbox more
+    than ``events`` events (at least PROGRESS_WRITES new writes); fail if it stalls."""
+    deadline = time.monotonic() + PROGRESS_TIMEOUT
+    while True:
+        now = (load.acknowledged_count(), _outbox_size(reader))
+        if now[0] >= writes + PROGRESS_WRITES and now[1] > events:
+            return now
+        assert not load.failures, load.failures[:3]
+        assert time.monotonic() < deadline, (
+            f"the load stalled: {now[0] - writes} writes and {now[1] - events} events "
+            f"in {PROGRESS_TIMEOUT:.0f} s"
+        )
+        time.sleep(0.05)
+
+
 @pytest.mark.postgres
 def test_e3_postgres_outage_under_load_is_unavailable_and_recovers(pg_dsn, pg_schema):
     """Repeated database outages under load: UNAVAILABLE within the deadline, health
-    NOT_SERVING then SERVING, retries finish the work, nothing lost, the watch continues."""
+    NOT_SERVING then SERVING, retries finish the work, nothing lost, the watch continues.
+    The load is shown to be live: writes are acknowledged and events written before every
+    outage and after the last one, the outbox holds events while the database is away, and
+    every load thread ends."""
     url = urlsplit(pg_dsn)
     proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 5432)
     user = f"{url.username}@" if url.username else ""
@@ -209,16 +247,20 @@ def test_e3_postgres_outage_under_load_is_unavailable_and_recovers(pg_dsn, pg_sc
     )
     server = Sidecar(spec, extra_args=["--health-interval", "0.2", "--store-timeout", "3"]).start()
     load = Load(server.target)
+    # Straight to the database, not through the proxy: readable while the server's link is cut.
+    direct = StoreReader(StoreSpec("postgres", pg_dsn, pg_schema))
     probes = 0
+    writes = events = 0
     try:
         with CheckpointdClient(
             server.target, namespace=NAMESPACE, retry=NO_RETRY, timeout=PROBE_DEADLINE
         ) as probe:
             for n in range(OUTAGES):
-                time.sleep(0.5)
+                writes, events = _await_progress(load, direct, writes, events)
                 proxy.cut()
                 try:
                     _await_health(server.target, health_pb2.HealthCheckResponse.NOT_SERVING)
+                    assert _outbox_size(direct) >= events > 0  # the watcher has events at stake
                     cp = Checkpoint(execution_id=f"probe-{n}", node_id="x")
                     _assert_unavailable(lambda cp=cp: probe.put_checkpoint(cp), "put")
                     _assert_unavailable(lambda: probe.get_latest_checkpoint("w0-0"), "read")
@@ -229,16 +271,13 @@ def test_e3_postgres_outage_under_load_is_unavailable_and_recovers(pg_dsn, pg_sc
                 finally:
                     proxy.restore()
                 _await_health(server.target, health_pb2.HealthCheckResponse.SERVING)
-            time.sleep(0.5)
+            # The retried calls got through, and the load goes on after the last outage.
+            writes, events = _await_progress(load, direct, writes, events)
         load.finish()
         assert not load.failures, load.failures[:3]
         with CheckpointdClient(server.target, namespace=NAMESPACE, retry=RETRY) as client:
             lost = load.lost(client)
-        reader = StoreReader(StoreSpec("postgres", pg_dsn, pg_schema))
-        try:
-            outbox = [c for c, ns, _, _ in reader.outbox() if ns == NAMESPACE]
-        finally:
-            reader.close()
+        outbox = [c for c, ns, _, _ in direct.outbox() if ns == NAMESPACE]
         deadline = time.monotonic() + 30
         while load.watch.cursor < (outbox[-1] if outbox else 0) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -251,10 +290,13 @@ def test_e3_postgres_outage_under_load_is_unavailable_and_recovers(pg_dsn, pg_sc
             events_in_outbox=len([c for c in outbox if c > (load.snapshot_cursor or 0)]),
             events_delivered=len(load.events),
         )
+        assert len(load.acknowledged) >= writes > 0
         assert lost == 0
         assert load.snapshot_cursor is not None
+        assert load.events, "the watcher saw no event"
         assert load.events == [c for c in outbox if c > load.snapshot_cursor]
     finally:
+        direct.close()
         load.close()
         server.close()
         proxy.close()
