@@ -107,3 +107,64 @@ async def test_c9_writes_sharing_a_request_id_store_one_row(
     assert all(r == same[0] for r in same), same
     rows = await store.list_checkpoints(NS, "e", after_sequence=None, descending=False, limit=10)
     assert sorted(r.checkpoint_id for r in rows) == sorted(["filler", same[0].checkpoint_id])
+
+
+async def test_c9_migration_keeps_the_request_id_of_the_first_of_duplicate_rows(
+    store_spec: StoreSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before version 4 may hold two rows of one request (a retry whose
+    checkpoint id the server filled). Upgrading keeps the request id on the first row only,
+    so a retry then returns that row, and both rows stay readable."""
+    import checkpointd.store.postgres as pg_module
+    import checkpointd.store.sqlite as sqlite_module
+
+    args = _open_args(store_spec)
+    module = sqlite_module if args["backend"] == "sqlite" else pg_module
+    every = module._load_migrations()
+    monkeypatch.setattr(module, "_load_migrations", lambda: type(every)(every[:3]))
+    old = _make_store(args)
+    await old.open()
+    await old.close()
+    monkeypatch.undo()
+
+    columns = (
+        "namespace, request_id, execution_id, checkpoint_id, chain_name, node_id, node_index, "
+        "status, state_snapshot_json, node_input_json, node_output_json, iteration, "
+        "iteration_counters_json, interrupt_context_json, created_at"
+    )
+    if args["backend"] == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(args["path"]) as conn:
+            for checkpoint_id in ("first", "second"):
+                conn.execute(
+                    f"INSERT INTO checkpoints ({columns}) VALUES "
+                    "(?, 'req', 'e', ?, 'c', 'n', 0, 'completed', '{}', '{}', '{}', 0, '{}', "
+                    "'{}', 0)",
+                    (NS, checkpoint_id),
+                )
+    else:
+        import asyncpg
+
+        conn = await asyncpg.connect(args["dsn"])
+        try:
+            for checkpoint_id in ("first", "second"):
+                await conn.execute(
+                    f'INSERT INTO "{args["schema"]}".checkpoints ({columns}) VALUES '
+                    "($1, 'req', 'e', $2, 'c', 'n', 0, 'completed', '{}', '{}', '{}', 0, '{}', "
+                    "'{}', now())",
+                    NS,
+                    checkpoint_id,
+                )
+        finally:
+            await conn.close()
+
+    upgraded = _make_store(args)
+    await upgraded.open()
+    try:
+        retry = await upgraded.put_checkpoint(NS, "req", _checkpoint("e", "third"))
+        assert retry.checkpoint_id == "first"
+        assert await upgraded.get_checkpoint(NS, "e", "second") is not None
+        assert await upgraded.get_checkpoint(NS, "e", "third") is None
+    finally:
+        await upgraded.close()

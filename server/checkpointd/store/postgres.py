@@ -275,7 +275,10 @@ class _Sql:
         # --- checkpoints ---
         # A row is written unless its checkpoint id or its request id is taken (ON CONFLICT
         # without a target covers both unique keys) or its request id left a tombstone (the
-        # rows it wrote were deleted since: C9). One statement, one round trip.
+        # rows it wrote were deleted since: C9). One statement, one round trip. The tombstone
+        # is read in the statement's snapshot: a retry whose statement starts before the
+        # delete of its row commits, and reaches the conflict check after that delete, can
+        # still write (a retry racing the delete itself; any later retry is refused).
         tombstone = (
             f"SELECT 1 FROM {applied} AS a WHERE a.namespace = {{ns}} "
             f"AND a.request_id = {{rid}} AND a.kind = '{replies.DELETED_WRITE}'"
