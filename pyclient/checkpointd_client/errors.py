@@ -7,7 +7,8 @@
     ├── NotFoundError                NOT_FOUND: no such checkpoint / no checkpoints / no pending row
     ├── IntegrityError               the DB-API name portable callers catch for a duplicate key
     │   └── AlreadyExistsError       ALREADY_EXISTS: the checkpoint_id is already stored (C2)
-    ├── FailedPreconditionError      FAILED_PRECONDITION: e.g. the run already finished
+    ├── FailedPreconditionError      FAILED_PRECONDITION: the run already finished; a late retry
+    │                                of a write whose rows were deleted since
     ├── OutOfRangeError              OUT_OF_RANGE: e.g. a watch cursor older than the retention
     ├── ResourceExhaustedError       RESOURCE_EXHAUSTED: e.g. a request above the size limit
     ├── UnauthenticatedError         UNAUTHENTICATED
@@ -122,7 +123,12 @@ class AlreadyExistsError(IntegrityError):
 
 
 class FailedPreconditionError(CheckpointdError):
-    """FAILED_PRECONDITION: the state does not allow the call (e.g. the run already finished)."""
+    """FAILED_PRECONDITION: the state does not allow the call.
+
+    Reasons: ``RUN_ALREADY_FINISHED`` (a resume of a completed run) and
+    ``REQUEST_APPLIED_THEN_DELETED`` (a retry of a put or record that was applied and whose
+    rows were deleted or pruned since; nothing was written; ``metadata["request_id"]``).
+    """
 
 
 class OutOfRangeError(CheckpointdError):

@@ -197,9 +197,10 @@ def _bind(
     return bound
 
 
-async def _purge_claims_forever(store: Store, retention: timedelta) -> None:
-    """Forget claim tokens and the request ids of applied idempotency puts past their
-    retention time (the claim retention), a few times per retention period."""
+async def _purge_request_ids_forever(store: Store, retention: timedelta) -> None:
+    """Forget claim tokens and remembered request ids (idempotency puts, tombstones of deleted
+    checkpoints, delete and prune replies) past the request-id retention, a few times per
+    retention period."""
     interval = max(1.0, min(retention.total_seconds() / 4, 600.0))
     while True:
         await asyncio.sleep(interval)
@@ -210,9 +211,9 @@ async def _purge_claims_forever(store: Store, retention: timedelta) -> None:
                 log.info("purged %d expired claim tokens", purged)
             forgotten = await store.purge_applied_requests(cutoff)
             if forgotten:
-                log.info("purged %d expired idempotency request ids", forgotten)
+                log.info("purged %d expired request ids", forgotten)
         except StoreError as exc:
-            log.warning("claim purge skipped: %s", exc)
+            log.warning("request id purge skipped: %s", exc)
 
 
 async def _purge_events_forever(store: Store, retention: timedelta, batch_size: int) -> None:
@@ -241,7 +242,7 @@ def _log_config(settings: Settings) -> None:
         "health_interval_s": settings.health_interval,
         "health_ping_timeout_s": settings.health_ping_timeout,
         "shutdown_grace_s": settings.shutdown_grace,
-        "claim_retention_s": settings.claim_retention_seconds,
+        "request_retention_s": settings.request_retention_seconds,
         "event_retention_s": settings.event_retention_seconds,
         "watch_buffer": settings.watch_buffer,
         "max_watch_streams": settings.max_watch_streams,
@@ -328,7 +329,7 @@ async def serve(settings: Settings) -> None:
     metrics = Metrics() if settings.metrics_listen else None
     if metrics is not None:
         instrument_store(store, metrics)
-    retention = timedelta(seconds=settings.claim_retention_seconds)
+    retention = timedelta(seconds=settings.request_retention_seconds)
     watch_hub = WatchHub(
         store,
         buffer_events=settings.watch_buffer,
@@ -339,7 +340,7 @@ async def serve(settings: Settings) -> None:
     deps = ServiceDeps(
         store=store,
         max_message_bytes=settings.max_message_bytes,
-        claim_retention=retention,
+        request_retention=retention,
         prune_batch_size=settings.prune_batch_size,
         watch_hub=watch_hub,
     )
@@ -353,7 +354,7 @@ async def serve(settings: Settings) -> None:
             description,
             settings.max_message_bytes,
         )
-        background.append(asyncio.create_task(_purge_claims_forever(store, retention)))
+        background.append(asyncio.create_task(_purge_request_ids_forever(store, retention)))
         event_retention = timedelta(seconds=settings.event_retention_seconds)
         background.append(
             asyncio.create_task(

@@ -25,7 +25,7 @@ __all__ = [
 DEFAULT_PORT = 7470
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-DEFAULT_CLAIM_RETENTION_SECONDS = 24 * 3600
+DEFAULT_REQUEST_RETENTION_SECONDS = 24 * 3600
 DEFAULT_EVENT_RETENTION_SECONDS = 7 * 24 * 3600
 DEFAULT_WATCH_BUFFER = 1000
 DEFAULT_MAX_WATCH_STREAMS = 1000
@@ -141,9 +141,11 @@ class Settings:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     """Largest request accepted, and the size a list page stops at
     (CHECKPOINTD_MAX_MESSAGE_BYTES)."""
-    claim_retention_seconds: int = DEFAULT_CLAIM_RETENTION_SECONDS
-    """Seconds a claim token keeps answering retries with the claimed row
-    (CHECKPOINTD_CLAIM_RETENTION)."""
+    request_retention_seconds: int = DEFAULT_REQUEST_RETENTION_SECONDS
+    """Seconds request ids are remembered after their request was applied: claim tokens,
+    idempotency puts, the request ids of deleted or pruned checkpoints, and the replies of
+    DeleteExecution and PruneCheckpoints; a retry arriving later is a new call
+    (CHECKPOINTD_REQUEST_RETENTION; CHECKPOINTD_CLAIM_RETENTION is its deprecated name)."""
     event_retention_seconds: int = DEFAULT_EVENT_RETENTION_SECONDS
     """Seconds interrupt events stay in the outbox; a watch resuming from an older cursor gets
     OUT_OF_RANGE (CHECKPOINTD_EVENT_RETENTION)."""

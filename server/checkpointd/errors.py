@@ -33,6 +33,9 @@ error can carry unbounded input whatever raised it.
     ├── NoPendingInterrupt    NOT_FOUND            NO_PENDING_INTERRUPT
     └── RunAlreadyFinished    FAILED_PRECONDITION  RUN_ALREADY_FINISHED
     store.CheckpointExists    ALREADY_EXISTS       CHECKPOINT_EXISTS
+    store.RequestAppliedThenDeleted
+                              FAILED_PRECONDITION  REQUEST_APPLIED_THEN_DELETED (metadata:
+                                                   request_id)
     store.StoreUnavailable    UNAVAILABLE          STORE_UNAVAILABLE
     TimeoutError              DEADLINE_EXCEEDED    STORE_TIMEOUT
 """
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from checkpointd.store.base import CheckpointExists, StoreUnavailable
+from checkpointd.store.base import CheckpointExists, RequestAppliedThenDeleted, StoreUnavailable
 
 __all__ = [
     "ECHO_MAX",
@@ -326,6 +329,11 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, str], ...] = (
     (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, "NO_PENDING_INTERRUPT"),
     (RunAlreadyFinished, grpc.StatusCode.FAILED_PRECONDITION, "RUN_ALREADY_FINISHED"),
     (CheckpointExists, grpc.StatusCode.ALREADY_EXISTS, "CHECKPOINT_EXISTS"),
+    (
+        RequestAppliedThenDeleted,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "REQUEST_APPLIED_THEN_DELETED",
+    ),
     (StoreUnavailable, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED, "STORE_TIMEOUT"),
 )
@@ -337,7 +345,13 @@ def status_for(exc: BaseException) -> StatusInfo | None:
         if isinstance(exc, error_type):
             metadata = exc.metadata if isinstance(exc, CheckpointdError) else {}
             message = str(exc) or reason.lower().replace("_", " ")
-            if isinstance(exc, StoreUnavailable):
+            if isinstance(exc, RequestAppliedThenDeleted):
+                message = (
+                    f"{message} (DeleteExecution or PruneCheckpoints); nothing was written. "
+                    "This is a late retry: to write again, send a new request_id"
+                )
+                metadata = {"request_id": exc.request_id}
+            elif isinstance(exc, StoreUnavailable):
                 message = f"store unavailable: {message}; retry with the same request_id"
             elif isinstance(exc, TimeoutError):
                 message = "the store did not answer in time; retry with the same request_id"

@@ -160,6 +160,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (1, "initial"),
             (2, "watch"),
             (3, "applied_requests"),
+            (4, "request_ids"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
@@ -776,6 +777,9 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("list_page", sql.list_ascending, ("ns", "e5", 2500, 20)),
         ("get_checkpoint", sql.get_checkpoint, ("ns", "c77", "e77")),
         ("checkpoint_by_id", sql.checkpoint_by_id, ("ns", "c77")),
+        ("checkpoint_by_request_id", sql.checkpoint_by_request_id, ("ns", "r77")),
+        ("is_tombstone", sql.is_tombstone, ("ns", "r77")),
+        ("reply_of_request", sql.reply_of_request, ("ns", "r77")),
         ("list_pending", sql.list_pending(False, False, False), ("ns", 2**63 - 1, 50)),
         ("list_pending_page", sql.list_pending(False, False, False), ("ns", 1500, 50)),
         ("list_pending_chain", sql.list_pending(True, False, False), ("ns", 1500, 50, "chain3")),
@@ -790,7 +794,7 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("claim_with_token", sql.claim_with_token, ("ns", "e5", "tok", T0)),
         ("claim_without_token", sql.delete_pending, ("ns", "e5")),
         ("claim_by_token", sql.claim_by_token, ("ns", "e5", "tok")),
-        ("prune_checkpoints", sql.prune_checkpoints, ("ns", start, early, 100)),
+        ("prune_checkpoints", sql.prune_checkpoints, ("ns", start, early, 100, early)),
         ("prune_idempotent", sql.prune_idempotent, ("ns", start, early, 100)),
         ("purge_claims", sql.purge_claims, (early, 1000)),
         ("purge_applied_requests", sql.purge_applied_requests, (early, 1000)),

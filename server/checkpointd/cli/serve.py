@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from checkpointd.config import (
-    DEFAULT_CLAIM_RETENTION_SECONDS,
     DEFAULT_EVENT_RETENTION_SECONDS,
     DEFAULT_LISTEN,
     DEFAULT_MAX_HEALTH_WATCH_STREAMS,
@@ -24,6 +23,7 @@ from checkpointd.config import (
     DEFAULT_MAX_WATCH_STREAMS,
     DEFAULT_MAX_WATCH_STREAMS_PER_PEER,
     DEFAULT_PG_SCHEMA,
+    DEFAULT_REQUEST_RETENTION_SECONDS,
     DEFAULT_WATCH_BUFFER,
     DEFAULT_WATCH_MAX_LIFETIME_SECONDS,
     PG_SCHEMA_RE,
@@ -181,12 +181,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=_env("CHECKPOINTD_MAX_MESSAGE_BYTES", _positive_int, DEFAULT_MAX_MESSAGE_BYTES),
         help="largest request accepted [CHECKPOINTD_MAX_MESSAGE_BYTES; default: %(default)s]",
     )
+    # One retention for every request id; --claim-retention (CHECKPOINTD_CLAIM_RETENTION) is
+    # its former, narrower name, still accepted.
     serve.add_argument(
+        "--request-retention",
         "--claim-retention",
+        dest="request_retention",
         type=_checked(_positive_int),
-        default=_env("CHECKPOINTD_CLAIM_RETENTION", _positive_int, DEFAULT_CLAIM_RETENTION_SECONDS),
-        help="seconds a claim token keeps answering retries with the claimed row "
-        "[CHECKPOINTD_CLAIM_RETENTION; default: %(default)s]",
+        default=_env(
+            "CHECKPOINTD_REQUEST_RETENTION",
+            _positive_int,
+            _env("CHECKPOINTD_CLAIM_RETENTION", _positive_int, DEFAULT_REQUEST_RETENTION_SECONDS),
+        ),
+        help="seconds request ids are remembered, so a retry is answered like the first call: "
+        "claim tokens, idempotency puts, deleted checkpoints' request ids, delete and prune "
+        "replies [CHECKPOINTD_REQUEST_RETENTION; default: %(default)s; --claim-retention and "
+        "CHECKPOINTD_CLAIM_RETENTION are deprecated names of this setting]",
     )
     serve.add_argument(
         "--event-retention",
@@ -379,7 +389,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         sqlite_busy_timeout_ms=args.sqlite_busy_timeout_ms,
         store_timeout=args.store_timeout,
         max_message_bytes=args.max_message_bytes,
-        claim_retention_seconds=args.claim_retention,
+        request_retention_seconds=args.request_retention,
         event_retention_seconds=args.event_retention,
         watch_buffer=args.watch_buffer,
         shutdown_grace=args.shutdown_grace,

@@ -97,9 +97,13 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         self, request: svc.DeleteExecutionRequest, context: grpc.aio.ServicerContext
     ) -> svc.DeleteExecutionResponse:
         namespace = v.namespace(request.namespace)
-        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        result = await shielded(self._store.delete_execution(namespace, execution_id))
+        result = await shielded(
+            self._store.delete_execution(
+                namespace, execution_id, request_id=request_id, now=self._deps.clock()
+            )
+        )
         return svc.DeleteExecutionResponse(
             checkpoints_deleted=result.checkpoints_deleted,
             pending_interrupt_deleted=result.pending_interrupt_deleted,
@@ -110,7 +114,7 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         self, request: svc.PruneCheckpointsRequest, context: grpc.aio.ServicerContext
     ) -> svc.PruneCheckpointsResponse:
         namespace = v.namespace(request.namespace)
-        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("older_than"):
             raise InvalidField("older_than", "is required")
         older_than = v.duration_to_timedelta("older_than", request.older_than)
@@ -120,7 +124,13 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         except OverflowError:
             cutoff = now.replace(year=1, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
         result = await shielded(
-            self._store.prune(namespace, cutoff, batch_size=self._deps.prune_batch_size)
+            self._store.prune(
+                namespace,
+                cutoff,
+                batch_size=self._deps.prune_batch_size,
+                request_id=request_id,
+                now=now,
+            )
         )
         return svc.PruneCheckpointsResponse(
             checkpoints_deleted=result.checkpoints_deleted,

@@ -30,8 +30,8 @@ class ServiceDeps:
     store: Store
     max_message_bytes: int
     """Requests above this size are refused; list pages stop before reaching it."""
-    claim_retention: timedelta
-    """How long a claim token keeps returning the claimed row (I3)."""
+    request_retention: timedelta
+    """How long request ids and claim tokens are remembered (I3, D1, C9)."""
     prune_batch_size: int = 1000
     """Rows per prune transaction (C7)."""
     clock: Callable[[], datetime] = field(default=utc_now)

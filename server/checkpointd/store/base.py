@@ -9,14 +9,19 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
 
 * ``checkpoints``: one row per checkpoint; ``sequence`` is assigned at insert and is
   monotonic per store; unique ``(namespace, checkpoint_id)``; ``request_id`` of the write
-  that created it (a retry with the same request id returns the stored row: contract C2).
+  that created it, unique per namespace when not empty: a retry with the same request id
+  returns the stored row, whatever filled its checkpoint id (contracts C2, C9).
 * ``pending_interrupts``: primary key ``(namespace, execution_id)``; carries the sequence
   and id of the interrupted checkpoint written with it.
 * ``interrupt_claims``: ``(namespace, execution_id, claim_token)`` with the claimed row and
   ``claimed_at``, so a retried claim returns the same row (contract I3).
 * ``idempotency_results``: primary key ``(namespace, execution_id, key)``.
-* ``applied_requests``: primary key ``(namespace, request_id)``; the request ids of applied
-  idempotency puts with ``applied_at``, so a retry is never a second write (contract D1).
+* ``applied_requests``: primary key ``(namespace, request_id)``; request ids remembered
+  apart from the rows they wrote, with ``applied_at`` and a ``kind``: applied idempotency
+  puts (contract D1); the puts and records whose checkpoints a delete or a prune removed
+  (tombstones, so their late retry writes nothing: C9); and the replies of DeleteExecution
+  and PruneCheckpoints (``reply_json``), so a retry is answered like the first call. The
+  purge forgets them after the request-id retention.
 * ``interrupt_events``: the outbox; one row per added/claimed/removed pending interrupt,
   written in the same transaction as the change (contract I1), with a monotonic ``cursor``.
 """
@@ -41,6 +46,7 @@ __all__ = [
     "CheckpointExists",
     "EventNotifier",
     "PoolState",
+    "RequestAppliedThenDeleted",
     "Store",
     "StoreError",
     "StoreUnavailable",
@@ -61,6 +67,17 @@ class CheckpointExists(StoreError):
     def __init__(self, checkpoint_id: str) -> None:
         super().__init__(f"checkpoint {checkpoint_id!r} already exists")
         self.checkpoint_id = checkpoint_id
+
+
+class RequestAppliedThenDeleted(StoreError):
+    """A retry of a put or a record that was applied, and whose rows a delete or a prune has
+    removed since; nothing is written (contract C9)."""
+
+    def __init__(self, request_id: str) -> None:
+        super().__init__(
+            f"request {request_id!r} was applied and the rows it wrote have since been deleted"
+        )
+        self.request_id = request_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +145,13 @@ class Store(Protocol):
     ) -> CheckpointRecord:
         """Insert one checkpoint and return it with its sequence.
 
-        If ``(namespace, checkpoint_id)`` exists: when it was written with the same non-empty
-        ``request_id`` return the stored row unchanged (a retry), otherwise raise
-        :class:`CheckpointExists`. Nothing is written in either case.
+        A non-empty ``request_id`` names the call: when a stored row was written with it,
+        that row is returned unchanged (a retry, whatever checkpoint id it carries); when the
+        rows it wrote were deleted since (a tombstone in ``applied_requests``),
+        :class:`RequestAppliedThenDeleted` is raised. Otherwise, if ``(namespace,
+        checkpoint_id)`` exists, :class:`CheckpointExists` is raised. Nothing is written in
+        any of these cases. A put that writes is a single insert; the lookups run only when
+        it does not.
         """
         ...
 
@@ -165,17 +186,40 @@ class Store(Protocol):
         """
         ...
 
-    async def delete_execution(self, namespace: str, execution_id: str) -> DeleteExecutionResult:
+    async def delete_execution(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction; write a ``removed`` event when a pending interrupt went away."""
+        transaction; write a ``removed`` event when a pending interrupt went away.
+
+        In the same transaction the request ids of the deleted checkpoints become tombstones
+        and, with a non-empty ``request_id``, the reply is recorded (``applied_at = now``,
+        the store's clock when None). A retry with that ``request_id`` deletes nothing and
+        returns the recorded reply.
+        """
         ...
 
-    async def prune(self, namespace: str, cutoff: datetime, *, batch_size: int) -> PruneResult:
+    async def prune(
+        self,
+        namespace: str,
+        cutoff: datetime,
+        *,
+        batch_size: int,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> PruneResult:
         """Delete completed/failed checkpoints and idempotency results with created_at < cutoff.
 
         Never an interrupted checkpoint, never a pending interrupt, never the idempotency
         results of an execution that has a pending interrupt. Deletes at most ``batch_size``
-        rows per transaction, looping until nothing is left.
+        rows per transaction, looping until nothing is left; each batch records the request
+        ids of the checkpoints it deleted as tombstones. With a non-empty ``request_id`` the
+        reply is recorded once the prune is complete, and a retry returns it without pruning.
         """
         ...
 
@@ -187,9 +231,9 @@ class Store(Protocol):
         """Insert the interrupted checkpoint and, unless the execution already has one, the
         pending row plus an ``added`` event, all in one transaction.
 
-        The checkpoint-exists rules are those of :meth:`put_checkpoint`; a retry returns the
-        stored checkpoint and the pending row now in place (``pending_created`` true when that
-        row was written by this checkpoint).
+        The request-id and checkpoint-exists rules are those of :meth:`put_checkpoint`; a
+        retry returns the stored checkpoint and the pending row now in place
+        (``pending_created`` true when that row was written by this checkpoint).
         """
         ...
 
@@ -210,9 +254,9 @@ class Store(Protocol):
         ...
 
     async def purge_applied_requests(self, applied_before: datetime) -> int:
-        """Forget the request ids of idempotency puts applied before ``applied_before`` (the
-        claim retention time: a retry arriving later is applied as a new write); return how
-        many went."""
+        """Forget the ``applied_requests`` rows (idempotency puts, tombstones, delete and
+        prune replies) recorded before ``applied_before`` (the request-id retention: a retry
+        arriving later is a new call); return how many went."""
         ...
 
     async def list_pending(

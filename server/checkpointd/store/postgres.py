@@ -68,8 +68,14 @@ from checkpointd.domain import (
     PruneResult,
     RecordInterruptResult,
 )
-from checkpointd.store import rows
-from checkpointd.store.base import CheckpointExists, PoolState, StoreError, StoreUnavailable
+from checkpointd.store import replies, rows
+from checkpointd.store.base import (
+    CheckpointExists,
+    PoolState,
+    RequestAppliedThenDeleted,
+    StoreError,
+    StoreUnavailable,
+)
 from checkpointd.store.group_commit import GroupCommit
 
 __all__ = ["PostgresStore"]
@@ -261,15 +267,29 @@ class _Sql:
         self.advisory_lock = "SELECT pg_advisory_xact_lock($1)"
 
         # --- checkpoints ---
+        # A row is written unless its checkpoint id or its request id is taken (ON CONFLICT
+        # without a target covers both unique keys) or its request id left a tombstone (the
+        # rows it wrote were deleted since: C9). One statement, one round trip. The tombstone
+        # is read in the statement's snapshot: a retry whose statement starts before the
+        # delete of its row commits, and reaches the conflict check after that delete, can
+        # still write (a retry racing the delete itself; any later retry is refused).
+        tombstone = (
+            f"SELECT 1 FROM {applied} AS a WHERE a.namespace = {{ns}} "
+            f"AND a.request_id = {{rid}} AND a.kind = '{replies.DELETED_WRITE}'"
+        )
         self.insert_checkpoint = f"""
             INSERT INTO {cp} (
                 namespace, execution_id, checkpoint_id, request_id, parent_checkpoint_id,
                 chain_name, node_id, node_index, step_type, status, state_snapshot_json,
                 node_input_json, node_output_json, iteration, iteration_counters_json,
                 interrupt_reason, interrupt_context_json, agent_path, created_at
-            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                      $17, $18, $19)
-            ON CONFLICT (namespace, checkpoint_id) DO NOTHING
+            )
+            SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
+                   $8::bigint, $9::text, $10::text, $11::text, $12::text, $13::text,
+                   $14::bigint, $15::text, $16::text, $17::text, $18::text, $19::timestamptz
+            WHERE $4::text IS NULL
+               OR NOT EXISTS ({tombstone.format(ns="$1::text", rid="$4::text")})
+            ON CONFLICT DO NOTHING
             RETURNING {cols}"""
         # Group commit: the rows of many put_checkpoint calls, one array per column (the
         # statement text never changes, so it stays prepared).
@@ -285,11 +305,21 @@ class _Sql:
                                  $11::text[], $12::text[], $13::text[], $14::bigint[],
                                  $15::text[], $16::text[], $17::text[], $18::text[],
                                  $19::timestamptz[])
-            ON CONFLICT (namespace, checkpoint_id) DO NOTHING
+                AS u (namespace, execution_id, checkpoint_id, request_id, parent_checkpoint_id,
+                      chain_name, node_id, node_index, step_type, status, state_snapshot_json,
+                      node_input_json, node_output_json, iteration, iteration_counters_json,
+                      interrupt_reason, interrupt_context_json, agent_path, created_at)
+            WHERE u.request_id IS NULL
+               OR NOT EXISTS ({tombstone.format(ns="u.namespace", rid="u.request_id")})
+            ON CONFLICT DO NOTHING
             RETURNING namespace, {cols}"""
         self.checkpoint_by_id = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND checkpoint_id = $2"
         )
+        self.checkpoint_by_request_id = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND request_id = $2"
+        )
+        self.is_tombstone = tombstone.format(ns="$1", rid="$2")
         self.get_checkpoint = (
             f"SELECT {cols} FROM {cp} "
             "WHERE namespace = $1 AND checkpoint_id = $2 AND execution_id = $3"
@@ -310,7 +340,30 @@ class _Sql:
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND sequence < $3 ORDER BY sequence DESC LIMIT $4"
         )
-        self.delete_checkpoints = f"DELETE FROM {cp} WHERE namespace = $1 AND execution_id = $2"
+        # The request ids of the deleted rows become tombstones in the same statement (C9).
+        self.delete_checkpoints = f"""
+            WITH gone AS (
+                DELETE FROM {cp} WHERE namespace = $1 AND execution_id = $2
+                RETURNING request_id
+            ), kept AS (
+                INSERT INTO {applied} (namespace, request_id, applied_at, kind)
+                SELECT $1::text, request_id, $3::timestamptz, '{replies.DELETED_WRITE}' FROM gone
+                WHERE request_id IS NOT NULL
+                ON CONFLICT (namespace, request_id) DO NOTHING
+            )
+            SELECT count(*) FROM gone"""
+        self.reply_of_request = (
+            f"SELECT kind, reply_json FROM {applied} WHERE namespace = $1 AND request_id = $2"
+        )
+        # Parameters: namespace, request_id, applied_at, kind, reply_json.
+        self.record_reply = f"""
+            INSERT INTO {applied} (namespace, request_id, applied_at, kind, reply_json)
+            VALUES ($1, $2, $3, $4, $5)
+            ON CONFLICT (namespace, request_id) DO NOTHING
+            RETURNING 1"""
+        self.set_reply = (
+            f"UPDATE {applied} SET reply_json = $3 WHERE namespace = $1 AND request_id = $2"
+        )
         # One prune batch. `candidates` (not `deleted`) decides whether another batch is
         # needed, so rows a concurrent delete took first never end the loop early; the scan
         # resumes at the newest created_at of this batch, so interrupted rows it stepped
@@ -325,7 +378,12 @@ class _Sql:
             ), gone AS (
                 DELETE FROM {cp}
                 WHERE sequence = ANY (ARRAY(SELECT sequence FROM doomed))
-                RETURNING 1
+                RETURNING request_id
+            ), kept AS (
+                INSERT INTO {applied} (namespace, request_id, applied_at, kind)
+                SELECT $1::text, request_id, $5::timestamptz, '{replies.DELETED_WRITE}' FROM gone
+                WHERE request_id IS NOT NULL
+                ON CONFLICT (namespace, request_id) DO NOTHING
             )
             SELECT (SELECT count(*) FROM doomed) AS candidates,
                    (SELECT count(*) FROM gone) AS deleted,
@@ -741,48 +799,117 @@ class PostgresStore:
             rows = await conn.fetch(query, namespace, execution_id, bound, limit)
         return [_checkpoint(row) for row in rows]
 
-    async def delete_execution(self, namespace: str, execution_id: str) -> DeleteExecutionResult:
+    async def delete_execution(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction; write a ``removed`` event when a pending interrupt went away."""
+        transaction; write a ``removed`` event when a pending interrupt went away.
+
+        The request ids of the deleted checkpoints become tombstones in the same statement.
+        A non-empty ``request_id`` is recorded first: a concurrent call with the same id
+        waits on that row and, once this one commits, returns its reply (C9).
+        """
+        applied_at = _utc_in(datetime.now(UTC) if now is None else now)
         async with self._connection() as conn, conn.transaction():
-            checkpoints = _count(
-                await conn.execute(self._sql.delete_checkpoints, namespace, execution_id)
+            record = bool(request_id)
+            if request_id and not await conn.fetchval(
+                self._sql.record_reply,
+                namespace,
+                request_id,
+                applied_at,
+                replies.DELETE_EXECUTION,
+                None,
+            ):
+                row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
+                if row is not None and row["kind"] == replies.DELETE_EXECUTION:
+                    return replies.decode_delete(row["reply_json"])
+                record = False  # an id already used by another kind of call is kept
+            checkpoints = int(
+                await conn.fetchval(
+                    self._sql.delete_checkpoints, namespace, execution_id, applied_at
+                )
             )
             removed = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
             results = _count(
                 await conn.execute(self._sql.delete_idempotent, namespace, execution_id)
             )
+            result = DeleteExecutionResult(
+                checkpoints_deleted=checkpoints,
+                pending_interrupt_deleted=removed is not None,
+                idempotency_results_deleted=results,
+            )
+            if record:
+                await conn.execute(
+                    self._sql.set_reply, namespace, request_id, replies.encode(result)
+                )
             if removed is not None:
                 await self._write_event(conn, namespace, EventKind.REMOVED, _pending(removed))
-        return DeleteExecutionResult(
-            checkpoints_deleted=checkpoints,
-            pending_interrupt_deleted=removed is not None,
-            idempotency_results_deleted=results,
-        )
+        return result
 
-    async def prune(self, namespace: str, cutoff: datetime, *, batch_size: int) -> PruneResult:
+    async def prune(
+        self,
+        namespace: str,
+        cutoff: datetime,
+        *,
+        batch_size: int,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> PruneResult:
         """Delete completed/failed checkpoints and idempotency results older than ``cutoff``.
 
         Each batch is one statement (its own transaction) of at most ``batch_size`` rows, so
-        other callers never wait long; batches repeat until nothing old is left.
+        other callers never wait long; batches repeat until nothing old is left. Each batch
+        records the request ids of the checkpoints it deleted as tombstones; the reply is
+        recorded under ``request_id`` once the prune is complete, and a retry returns it (C9).
         """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         cutoff = _utc_in(cutoff)
+        applied_at = _utc_in(datetime.now(UTC) if now is None else now)
+        if request_id:
+            earlier = await self._prune_reply(namespace, request_id)
+            if earlier is not None:
+                return earlier
         checkpoints = await self._prune_loop(
-            self._sql.prune_checkpoints, namespace, cutoff, batch_size
+            self._sql.prune_checkpoints, namespace, cutoff, batch_size, applied_at
         )
         results = await self._prune_loop(self._sql.prune_idempotent, namespace, cutoff, batch_size)
-        return PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=results)
+        result = PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=results)
+        if request_id:
+            async with self._connection() as conn:
+                recorded = await conn.fetchval(
+                    self._sql.record_reply,
+                    namespace,
+                    request_id,
+                    applied_at,
+                    replies.PRUNE,
+                    replies.encode(result),
+                )
+            if not recorded:
+                # A concurrent call with this id finished first: answer like it did.
+                return await self._prune_reply(namespace, request_id) or result
+        return result
+
+    async def _prune_reply(self, namespace: str, request_id: str) -> PruneResult | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
+        if row is None or row["kind"] != replies.PRUNE:
+            return None
+        return replies.decode_prune(row["reply_json"])
 
     async def _prune_loop(
-        self, query: str, namespace: str, cutoff: datetime, batch_size: int
+        self, query: str, namespace: str, cutoff: datetime, batch_size: int, *extra: object
     ) -> int:
         deleted = 0
         resume_at = _BEGINNING_OF_TIME
         while True:
             async with self._connection() as conn:
-                row = await conn.fetchrow(query, namespace, resume_at, cutoff, batch_size)
+                row = await conn.fetchrow(query, namespace, resume_at, cutoff, batch_size, *extra)
             if row is None:  # cannot happen: an aggregate query returns one row
                 raise StoreError("prune batch returned no counts")
             deleted += int(row["deleted"])
@@ -1118,14 +1245,20 @@ class PostgresStore:
     async def _existing_checkpoint(
         self, conn: _Conn, namespace: str, request_id: str, checkpoint: CheckpointRecord
     ) -> CheckpointRecord | None:
-        """After an insert hit an existing id: the stored row when this is a retry of the call
-        that wrote it; :class:`CheckpointExists` when another request wrote it; None when the
-        row is gone again (the caller inserts once more)."""
+        """After an insert wrote nothing: the stored row when this is a retry of the call that
+        wrote it (found by request id, whatever its checkpoint id);
+        :class:`RequestAppliedThenDeleted` when that row was deleted since;
+        :class:`CheckpointExists` when another request wrote the checkpoint id; None when the
+        conflicting row is gone again (the caller inserts once more)."""
+        if request_id:
+            row = await conn.fetchrow(self._sql.checkpoint_by_request_id, namespace, request_id)
+            if row is not None:
+                return _checkpoint(row)
+            if await conn.fetchval(self._sql.is_tombstone, namespace, request_id):
+                raise RequestAppliedThenDeleted(request_id)
         row = await conn.fetchrow(self._sql.checkpoint_by_id, namespace, checkpoint.checkpoint_id)
         if row is None:
             return None
-        if request_id and row["request_id"] == request_id:
-            return _checkpoint(row)
         raise CheckpointExists(checkpoint.checkpoint_id)
 
     async def _write_event(

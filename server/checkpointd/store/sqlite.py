@@ -68,8 +68,13 @@ from checkpointd.domain import (
     PruneResult,
     RecordInterruptResult,
 )
-from checkpointd.store import rows
-from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
+from checkpointd.store import replies, rows
+from checkpointd.store.base import (
+    CheckpointExists,
+    RequestAppliedThenDeleted,
+    StoreError,
+    StoreUnavailable,
+)
 from checkpointd.store.group_commit import GroupCommit
 
 __all__ = ["SQLiteStore"]
@@ -112,16 +117,26 @@ _PENDING_COLUMNS: Final = (
     "checkpoint_id, sequence"
 )
 
+# One statement: the row is written unless its request id left a tombstone (its rows were
+# deleted since: C9); a taken checkpoint id or request id raises IntegrityError. The last two
+# parameters are the namespace and the request id again.
 _SQL_INSERT_CHECKPOINT: Final = (
     "INSERT INTO checkpoints (namespace, request_id, execution_id, checkpoint_id, "
     "parent_checkpoint_id, chain_name, node_id, node_index, step_type, status, "
     "state_snapshot_json, node_input_json, node_output_json, iteration, "
     "iteration_counters_json, interrupt_reason, interrupt_context_json, agent_path, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    "WHERE NOT EXISTS (SELECT 1 FROM applied_requests "
+    "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write') "
+    "RETURNING sequence"
 )
-_SQL_CHECKPOINT_WITH_REQUEST_ID: Final = (
-    f"SELECT request_id, {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND checkpoint_id = ?"
+_SQL_CHECKPOINT_BY_ID: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ? AND checkpoint_id = ?"
+)
+# The repeated `request_id <> ''` lets SQLite use the partial unique index.
+_SQL_CHECKPOINT_BY_REQUEST_ID: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
 )
 _SQL_GET_CHECKPOINT: Final = (
     f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
@@ -147,10 +162,34 @@ _SQL_LIST_CHECKPOINTS_DESC: Final = (
 _SQL_DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
     "DELETE FROM checkpoints WHERE namespace = ? AND execution_id = ?"
 )
+# Run just before the delete, in its transaction: the request ids of the rows about to go
+# become tombstones (C9). Parameters: applied_at, namespace, execution_id.
+_SQL_TOMBSTONE_EXECUTION: Final = (
+    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind) "
+    "SELECT namespace, request_id, ?, 'deleted_write' FROM checkpoints "
+    "WHERE namespace = ? AND execution_id = ? AND request_id <> '' "
+    "ON CONFLICT (namespace, request_id) DO NOTHING"
+)
 _SQL_PRUNE_CHECKPOINTS_BATCH: Final = (
     "DELETE FROM checkpoints WHERE sequence IN ("
     "SELECT sequence FROM checkpoints "
-    "WHERE namespace = ? AND created_at < ? AND status IN ('completed', 'failed') LIMIT ?)"
+    "WHERE namespace = ? AND created_at < ? AND status IN ('completed', 'failed') LIMIT ?) "
+    "RETURNING request_id"
+)
+_SQL_TOMBSTONE: Final = (
+    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind) "
+    "VALUES (?, ?, ?, 'deleted_write') ON CONFLICT (namespace, request_id) DO NOTHING"
+)
+_SQL_IS_TOMBSTONE: Final = (
+    "SELECT 1 FROM applied_requests "
+    "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write'"
+)
+_SQL_REPLY_OF_REQUEST: Final = (
+    "SELECT kind, reply_json FROM applied_requests WHERE namespace = ? AND request_id = ?"
+)
+_SQL_RECORD_REPLY: Final = (
+    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind, reply_json) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
 )
 
 _SQL_PENDING_OF_EXECUTION: Final = (
@@ -385,14 +424,6 @@ async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> i
     """Run one statement; return the number of rows it changed."""
     async with conn.execute(sql, params) as cursor:
         return cursor.rowcount
-
-
-async def _insert(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
-    """Run one INSERT; return the rowid it assigned (one trip to the connection's thread)."""
-    row = await conn.execute_insert(sql, params)
-    if row is None:  # pragma: no cover - an INSERT that succeeded always sets it
-        raise StoreError("SQLite did not report the rowid of an insert")
-    return int(row[0])
 
 
 #: One write of a group transaction: its statements, run on the writer inside the transaction.
@@ -758,10 +789,11 @@ class SQLiteStore:
         checkpoint: CheckpointRecord,
     ) -> tuple[CheckpointRecord, bool]:
         """Insert inside the caller's transaction; return the stored row and whether this call
-        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists`."""
+        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists` or
+        :class:`RequestAppliedThenDeleted`. One statement when the row is written."""
         created_at_us = _to_us(checkpoint.created_at)
         try:
-            sequence = await _insert(
+            rows = await _fetch(
                 conn,
                 _SQL_INSERT_CHECKPOINT,
                 (
@@ -784,21 +816,28 @@ class SQLiteStore:
                     checkpoint.interrupt_context_json,
                     checkpoint.agent_path,
                     created_at_us,
+                    namespace,
+                    request_id,
                 ),
             )
         except sqlite3.IntegrityError:
-            rows = await _fetch(
-                conn, _SQL_CHECKPOINT_WITH_REQUEST_ID, (namespace, checkpoint.checkpoint_id)
+            rows = []
+        if rows:
+            stored = dataclasses.replace(
+                checkpoint, sequence=int(rows[0][0]), created_at=_from_us(created_at_us)
             )
-            if not rows:
-                raise  # another constraint; reported as a store error, never as a duplicate
-            if request_id and rows[0]["request_id"] == request_id:
-                return _checkpoint_from_row(rows[0]), False
-            raise CheckpointExists(checkpoint.checkpoint_id) from None
-        stored = dataclasses.replace(
-            checkpoint, sequence=sequence, created_at=_from_us(created_at_us)
-        )
-        return stored, True
+            return stored, True
+        # Nothing written: a taken id, or a tombstone. Writers are serialized, so what these
+        # lookups see is what stopped the insert.
+        if request_id:
+            found = await _fetch(conn, _SQL_CHECKPOINT_BY_REQUEST_ID, (namespace, request_id))
+            if found:
+                return _checkpoint_from_row(found[0]), False  # a retry, whatever its id
+            if await _fetch(conn, _SQL_IS_TOMBSTONE, (namespace, request_id)):
+                raise RequestAppliedThenDeleted(request_id)
+        if await _fetch(conn, _SQL_CHECKPOINT_BY_ID, (namespace, checkpoint.checkpoint_id)):
+            raise CheckpointExists(checkpoint.checkpoint_id)
+        raise StoreError(f"SQLite database {self._path}: a checkpoint insert failed a constraint")
 
     # --- checkpoints ---------------------------------------------------------------------
 
@@ -867,42 +906,105 @@ class SQLiteStore:
             rows = await _fetch(self._read_conn(), sql, (namespace, execution_id, bound, limit))
         return [_checkpoint_from_row(row) for row in rows]
 
-    async def delete_execution(self, namespace: str, execution_id: str) -> DeleteExecutionResult:
+    async def delete_execution(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction, with a ``removed`` event when a pending interrupt went away."""
+        transaction, with a ``removed`` event when a pending interrupt went away, tombstones
+        for the request ids of the deleted checkpoints, and the reply under ``request_id``
+        (a retry returns that reply and deletes nothing: C9)."""
         key = (namespace, execution_id)
+        now_us = _now_us() if now is None else _to_us(now)
         async with self._call(), self._write() as conn:
+            record = bool(request_id)
+            if request_id:
+                earlier = await _fetch(conn, _SQL_REPLY_OF_REQUEST, (namespace, request_id))
+                if earlier and earlier[0]["kind"] == replies.DELETE_EXECUTION:
+                    return replies.decode_delete(earlier[0]["reply_json"])
+                record = not earlier  # an id already used by another kind of call is kept
             pending_rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, key)
+            await _run(conn, _SQL_TOMBSTONE_EXECUTION, (now_us, *key))
             checkpoints = await _run(conn, _SQL_DELETE_CHECKPOINTS_OF_EXECUTION, key)
             pending_deleted = await _run(conn, _SQL_DELETE_PENDING_OF_EXECUTION, key) > 0
             idempotency = await _run(conn, _SQL_DELETE_IDEMPOTENT_OF_EXECUTION, key)
             if pending_rows:
                 pending = _pending_from_row(pending_rows[0])
-                await self._append_event(conn, namespace, EventKind.REMOVED, pending, _now_us())
-        return DeleteExecutionResult(
-            checkpoints_deleted=checkpoints,
-            pending_interrupt_deleted=pending_deleted,
-            idempotency_results_deleted=idempotency,
-        )
+                await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
+            result = DeleteExecutionResult(
+                checkpoints_deleted=checkpoints,
+                pending_interrupt_deleted=pending_deleted,
+                idempotency_results_deleted=idempotency,
+            )
+            if record:
+                reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
+                await _run(conn, _SQL_RECORD_REPLY, (*reply, replies.encode(result)))
+        return result
 
-    async def prune(self, namespace: str, cutoff: datetime, *, batch_size: int) -> PruneResult:
+    async def prune(
+        self,
+        namespace: str,
+        cutoff: datetime,
+        *,
+        batch_size: int,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> PruneResult:
         """Delete completed/failed checkpoints and unprotected idempotency results older than
-        ``cutoff``, at most ``batch_size`` rows per transaction."""
+        ``cutoff``, at most ``batch_size`` rows per transaction; the request ids of the deleted
+        checkpoints become tombstones in their batch's transaction. The reply is recorded
+        under ``request_id`` once the prune is complete, and a retry returns it (C9)."""
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
+        now_us = _now_us() if now is None else _to_us(now)
+        if request_id:
+            async with self._call():
+                earlier = await _fetch(
+                    self._read_conn(), _SQL_REPLY_OF_REQUEST, (namespace, request_id)
+                )
+            if earlier and earlier[0]["kind"] == replies.PRUNE:
+                return replies.decode_prune(earlier[0]["reply_json"])
         params = (namespace, _to_us(cutoff), batch_size)
-        checkpoints = await self._delete_in_batches(_SQL_PRUNE_CHECKPOINTS_BATCH, params)
+        checkpoints = await self._delete_in_batches(
+            _SQL_PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=now_us
+        )
         idempotency = await self._delete_in_batches(_SQL_PRUNE_IDEMPOTENT_BATCH, params)
-        return PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency)
+        result = PruneResult(
+            checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency
+        )
+        if request_id:
+            async with self._call(), self._write() as conn:
+                reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
+                if not await _run(conn, _SQL_RECORD_REPLY, reply):
+                    # A concurrent call with this id finished first: answer like it did.
+                    earlier = await _fetch(conn, _SQL_REPLY_OF_REQUEST, (namespace, request_id))
+                    if earlier and earlier[0]["kind"] == replies.PRUNE:
+                        return replies.decode_prune(earlier[0]["reply_json"])
+        return result
 
-    async def _delete_in_batches(self, sql: str, params: tuple[str, int, int]) -> int:
+    async def _delete_in_batches(
+        self, sql: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
+    ) -> int:
         """Run a batch DELETE in its own transaction until it deletes less than a batch;
-        the writer is free for other callers between batches."""
+        the writer is free for other callers between batches. With ``tombstones_at`` the
+        statement returns the deleted rows' request ids, recorded as tombstones in the same
+        transaction."""
         total = 0
-        batch_size = params[2]
+        namespace, _, batch_size = params
         while True:
             async with self._call(), self._write() as conn:
-                deleted = await _run(conn, sql, params)
+                if tombstones_at is None:
+                    deleted = await _run(conn, sql, params)
+                else:
+                    gone = await _fetch(conn, sql, params)
+                    deleted = len(gone)
+                    ids = [(namespace, row[0], tombstones_at) for row in gone if row[0]]
+                    if ids:
+                        await conn.executemany(_SQL_TOMBSTONE, ids)
             total += deleted
             if deleted < batch_size:
                 return total

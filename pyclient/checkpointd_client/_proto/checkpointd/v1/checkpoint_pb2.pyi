@@ -81,7 +81,8 @@ class Checkpoint(_message.Message):
     checkpoint_id: _builtins.str
     """The id of this checkpoint, unique within the namespace. Up to 128 characters. The
     client library generates it before sending so that a retry carries the same id; when it
-    is empty the server generates a UUID.
+    is empty the server generates a UUID, and a retry with the same request_id gets the row
+    with that UUID back.
     """
     parent_checkpoint_id: _builtins.str
     """The checkpoint this run was forked from, if any. Up to 128 characters."""

@@ -318,9 +318,7 @@ class PruneCheckpointsRequest(_message.Message):
     namespace: _builtins.str
     """The namespace to prune; empty means "default"."""
     request_id: _builtins.str
-    """The client-generated id of this call. Up to 128 characters. Pruning is naturally safe to
-    repeat; the id is carried for logs and symmetry.
-    """
+    """The client-generated id that makes a retry safe. Up to 128 characters."""
     @_builtins.property
     def older_than(self) -> _duration_pb2.Duration:
         """Rows created before now minus this duration are candidates. Required; must not be

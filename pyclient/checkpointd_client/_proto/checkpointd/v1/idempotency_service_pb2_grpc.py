@@ -58,9 +58,9 @@ class IdempotencyServiceServicer:
     def PutIdempotencyResult(self, request, context):
         """Stores the result for (execution_id, key), replacing any earlier value.
 
-        A retry with the same request_id, for the server's retention of answered requests
-        (--claim-retention, default 24 hours), writes nothing: a late retry cannot undo a newer
-        value stored by another call in between.
+        A retry with the same request_id, for the request-id retention (default 24 hours,
+        --request-retention), writes nothing: a late retry cannot undo a newer value stored by
+        another call in between.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

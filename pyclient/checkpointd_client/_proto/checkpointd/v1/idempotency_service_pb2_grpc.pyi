@@ -39,9 +39,9 @@ class IdempotencyServiceStub:
     PutIdempotencyResult: _grpc.UnaryUnaryMultiCallable[_idempotency_service_pb2.PutIdempotencyResultRequest, _idempotency_service_pb2.PutIdempotencyResultResponse]
     """Stores the result for (execution_id, key), replacing any earlier value.
 
-    A retry with the same request_id, for the server's retention of answered requests
-    (--claim-retention, default 24 hours), writes nothing: a late retry cannot undo a newer
-    value stored by another call in between.
+    A retry with the same request_id, for the request-id retention (default 24 hours,
+    --request-retention), writes nothing: a late retry cannot undo a newer value stored by
+    another call in between.
     """
     GetIdempotencyResult: _grpc.UnaryUnaryMultiCallable[_idempotency_service_pb2.GetIdempotencyResultRequest, _idempotency_service_pb2.GetIdempotencyResultResponse]
     """Returns the cached result for (execution_id, key), and whether there is one.
@@ -60,9 +60,9 @@ class IdempotencyServiceAsyncStub(IdempotencyServiceStub):
     PutIdempotencyResult: _aio.UnaryUnaryMultiCallable[_idempotency_service_pb2.PutIdempotencyResultRequest, _idempotency_service_pb2.PutIdempotencyResultResponse]  # type: ignore[assignment]
     """Stores the result for (execution_id, key), replacing any earlier value.
 
-    A retry with the same request_id, for the server's retention of answered requests
-    (--claim-retention, default 24 hours), writes nothing: a late retry cannot undo a newer
-    value stored by another call in between.
+    A retry with the same request_id, for the request-id retention (default 24 hours,
+    --request-retention), writes nothing: a late retry cannot undo a newer value stored by
+    another call in between.
     """
     GetIdempotencyResult: _aio.UnaryUnaryMultiCallable[_idempotency_service_pb2.GetIdempotencyResultRequest, _idempotency_service_pb2.GetIdempotencyResultResponse]  # type: ignore[assignment]
     """Returns the cached result for (execution_id, key), and whether there is one.
@@ -84,9 +84,9 @@ class IdempotencyServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_idempotency_service_pb2.PutIdempotencyResultResponse, _abc.Awaitable[_idempotency_service_pb2.PutIdempotencyResultResponse]]:
         """Stores the result for (execution_id, key), replacing any earlier value.
 
-        A retry with the same request_id, for the server's retention of answered requests
-        (--claim-retention, default 24 hours), writes nothing: a late retry cannot undo a newer
-        value stored by another call in between.
+        A retry with the same request_id, for the request-id retention (default 24 hours,
+        --request-retention), writes nothing: a late retry cannot undo a newer value stored by
+        another call in between.
         """
 
     @_abc_1.abstractmethod

@@ -74,7 +74,9 @@ class InterruptServiceServicer:
         The checkpoint's status must be CHECKPOINT_STATUS_INTERRUPTED, and the pending row's
         execution_id must equal the checkpoint's (or be empty). A checkpoint_id that is already
         stored is ALREADY_EXISTS (CHECKPOINT_EXISTS) and changes nothing, unless the request is a
-        retry (same request_id), which returns the stored rows.
+        retry (same request_id), which returns the stored rows, whatever filled checkpoint_id.
+        A retry after the run was deleted (or the checkpoint pruned) is FAILED_PRECONDITION
+        (REQUEST_APPLIED_THEN_DELETED): no checkpoint and no pending interrupt come back.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -86,8 +88,8 @@ class InterruptServiceServicer:
         Among any number of concurrent callers, on any number of server processes sharing the
         store, exactly one gets the pending row, which is deleted with a "claimed" interrupt
         event; the others get NOT_FOUND (NO_PENDING_INTERRUPT). A retry carrying the same
-        claim_token after a lost reply gets the same row again, for the server's claim retention
-        time (default 24 hours, --claim-retention), never NOT_FOUND. An empty claim_token turns
+        claim_token after a lost reply gets the same row again, for the request-id retention
+        (default 24 hours, --request-retention), never NOT_FOUND. An empty claim_token turns
         that protection off.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

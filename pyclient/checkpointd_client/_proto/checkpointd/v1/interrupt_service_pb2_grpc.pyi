@@ -45,7 +45,9 @@ class InterruptServiceStub:
     The checkpoint's status must be CHECKPOINT_STATUS_INTERRUPTED, and the pending row's
     execution_id must equal the checkpoint's (or be empty). A checkpoint_id that is already
     stored is ALREADY_EXISTS (CHECKPOINT_EXISTS) and changes nothing, unless the request is a
-    retry (same request_id), which returns the stored rows.
+    retry (same request_id), which returns the stored rows, whatever filled checkpoint_id.
+    A retry after the run was deleted (or the checkpoint pruned) is FAILED_PRECONDITION
+    (REQUEST_APPLIED_THEN_DELETED): no checkpoint and no pending interrupt come back.
     """
     ClaimInterrupt: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ClaimInterruptRequest, _interrupt_service_pb2.ClaimInterruptResponse]
     """Claims the pending interrupt of an execution, so that exactly one caller resumes it.
@@ -53,8 +55,8 @@ class InterruptServiceStub:
     Among any number of concurrent callers, on any number of server processes sharing the
     store, exactly one gets the pending row, which is deleted with a "claimed" interrupt
     event; the others get NOT_FOUND (NO_PENDING_INTERRUPT). A retry carrying the same
-    claim_token after a lost reply gets the same row again, for the server's claim retention
-    time (default 24 hours, --claim-retention), never NOT_FOUND. An empty claim_token turns
+    claim_token after a lost reply gets the same row again, for the request-id retention
+    (default 24 hours, --request-retention), never NOT_FOUND. An empty claim_token turns
     that protection off.
     """
     ListPendingInterrupts: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListPendingInterruptsRequest, _interrupt_service_pb2.ListPendingInterruptsResponse]
@@ -127,7 +129,9 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     The checkpoint's status must be CHECKPOINT_STATUS_INTERRUPTED, and the pending row's
     execution_id must equal the checkpoint's (or be empty). A checkpoint_id that is already
     stored is ALREADY_EXISTS (CHECKPOINT_EXISTS) and changes nothing, unless the request is a
-    retry (same request_id), which returns the stored rows.
+    retry (same request_id), which returns the stored rows, whatever filled checkpoint_id.
+    A retry after the run was deleted (or the checkpoint pruned) is FAILED_PRECONDITION
+    (REQUEST_APPLIED_THEN_DELETED): no checkpoint and no pending interrupt come back.
     """
     ClaimInterrupt: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ClaimInterruptRequest, _interrupt_service_pb2.ClaimInterruptResponse]  # type: ignore[assignment]
     """Claims the pending interrupt of an execution, so that exactly one caller resumes it.
@@ -135,8 +139,8 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     Among any number of concurrent callers, on any number of server processes sharing the
     store, exactly one gets the pending row, which is deleted with a "claimed" interrupt
     event; the others get NOT_FOUND (NO_PENDING_INTERRUPT). A retry carrying the same
-    claim_token after a lost reply gets the same row again, for the server's claim retention
-    time (default 24 hours, --claim-retention), never NOT_FOUND. An empty claim_token turns
+    claim_token after a lost reply gets the same row again, for the request-id retention
+    (default 24 hours, --request-retention), never NOT_FOUND. An empty claim_token turns
     that protection off.
     """
     ListPendingInterrupts: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListPendingInterruptsRequest, _interrupt_service_pb2.ListPendingInterruptsResponse]  # type: ignore[assignment]
@@ -212,7 +216,9 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         The checkpoint's status must be CHECKPOINT_STATUS_INTERRUPTED, and the pending row's
         execution_id must equal the checkpoint's (or be empty). A checkpoint_id that is already
         stored is ALREADY_EXISTS (CHECKPOINT_EXISTS) and changes nothing, unless the request is a
-        retry (same request_id), which returns the stored rows.
+        retry (same request_id), which returns the stored rows, whatever filled checkpoint_id.
+        A retry after the run was deleted (or the checkpoint pruned) is FAILED_PRECONDITION
+        (REQUEST_APPLIED_THEN_DELETED): no checkpoint and no pending interrupt come back.
         """
 
     @_abc_1.abstractmethod
@@ -226,8 +232,8 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         Among any number of concurrent callers, on any number of server processes sharing the
         store, exactly one gets the pending row, which is deleted with a "claimed" interrupt
         event; the others get NOT_FOUND (NO_PENDING_INTERRUPT). A retry carrying the same
-        claim_token after a lost reply gets the same row again, for the server's claim retention
-        time (default 24 hours, --claim-retention), never NOT_FOUND. An empty claim_token turns
+        claim_token after a lost reply gets the same row again, for the request-id retention
+        (default 24 hours, --request-retention), never NOT_FOUND. An empty claim_token turns
         that protection off.
         """
 
