@@ -67,8 +67,29 @@ def _utc_iso(value: str) -> datetime:
 
 
 def test_p2_adapter_is_a_fastaiagent_checkpointer(checkpointer):
-    """The adapter satisfies fastaiagent's runtime-checkable Checkpointer protocol."""
+    """The adapter satisfies fastaiagent's Checkpointer protocol, and every protocol method
+    works on a live server through the protocol's type (isinstance only checks names)."""
     assert isinstance(checkpointer, Checkpointer)
+    protocol: Checkpointer = checkpointer
+    exec_id = f"exec-{uuid.uuid4().hex[:12]}"
+    protocol.setup()
+    first = fast_checkpoint(exec_id, node_index=0)
+    protocol.put(first)
+    protocol.put_writes(exec_id, first.checkpoint_id, [])
+    assert protocol.get_last(exec_id) == first
+    assert protocol.get_by_id(exec_id, first.checkpoint_id) == first
+    assert protocol.list(exec_id, limit=5) == [first]
+    cp, pending = fast_interrupt(exec_id)
+    protocol.record_interrupt(cp, pending)
+    assert [p.execution_id for p in protocol.list_pending_interrupts(limit=5)] == [exec_id]
+    assert protocol.delete_pending_interrupt_atomic(exec_id) == pending
+    assert protocol.delete_pending_interrupt_atomic(exec_id) is None
+    protocol.put_idempotent(exec_id, "fn", {"r": 1})
+    assert protocol.get_idempotent(exec_id, "fn") == {"r": 1}
+    assert protocol.prune(timedelta(days=3650)) == 0
+    protocol.delete_execution(exec_id)
+    assert protocol.get_last(exec_id) is None
+    assert protocol.get_idempotent(exec_id, "fn") is None
 
 
 def test_p2_put_fills_checkpoint_id_and_created_at_and_reads_return_fastaiagent_models(

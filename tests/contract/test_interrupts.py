@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -167,8 +167,16 @@ def test_i4_pending_listed_newest_first_paged_and_filtered(client):
 
 
 def test_i4_pending_created_at_is_the_callers_when_given(client, execution_id):
-    """A backdated pending row keeps its created_at."""
-    when = datetime.now(tz=UTC) - timedelta(days=2)
+    """A backdated pending row keeps its created_at, to the microsecond and in UTC (J4), in
+    the reply and as stored."""
+    # Microseconds that a millisecond or float round trip would change; a non-UTC offset that
+    # must come back as the same instant in UTC.
+    when = datetime(2024, 2, 29, 23, 59, 58, 123457, tzinfo=timezone(timedelta(hours=5)))
     cp, pending = interrupted(execution_id, created_at=when)
     result = client.record_interrupt(cp, pending)
-    assert result.pending.created_at == when.replace(microsecond=when.microsecond)
+    assert result.pending.created_at == when
+    assert result.pending.created_at.utcoffset() == timedelta(0)
+    assert result.pending.created_at.microsecond == 123457
+    [listed] = client.list_pending_interrupts().pending_interrupts
+    assert listed.created_at == when
+    assert client.get_latest_checkpoint(execution_id).created_at == when

@@ -28,6 +28,7 @@ from checkpointd.domain import (
 from checkpointd.store import sqlite as sqlite_module
 from checkpointd.store.base import CheckpointExists, Store, StoreError, StoreUnavailable
 from checkpointd.store.sqlite import SQLiteStore
+from tests.support.protocols import signature_mismatches
 
 NS = "default"
 T0 = datetime(2024, 5, 17, 12, 30, 45, 123456, tzinfo=UTC)
@@ -139,8 +140,14 @@ async def store(db_path: Path) -> AsyncIterator[SQLiteStore]:
 
 
 async def test_store_protocol_is_satisfied(store: SQLiteStore) -> None:
-    """SQLiteStore satisfies the Store protocol."""
-    assert isinstance(store, Store)
+    """SQLiteStore implements every Store method with the protocol's signature, and an open
+    store answers through the protocol's type (not only by method names, as isinstance does)."""
+    assert signature_mismatches(SQLiteStore, Store) == []
+    as_protocol: Store = store
+    await as_protocol.ping()
+    written = await as_protocol.put_checkpoint("default", "req-1", ckpt("exec-p", "cp-p"))
+    assert await as_protocol.get_checkpoint("default", "exec-p", "cp-p") == written
+    assert as_protocol.event_notifier() is not None
 
 
 async def test_j1_round_trip_preserves_every_field(store: SQLiteStore) -> None:
