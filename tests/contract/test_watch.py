@@ -416,6 +416,41 @@ def test_i5_sigterm_ends_an_open_stream_with_unavailable_shutting_down(sidecar: 
     assert _reason(error) == "SHUTTING_DOWN"
 
 
+def test_i5_keepalive_ends_a_stream_whose_server_vanished_without_closing(
+    sidecar: Sidecar,
+) -> None:
+    """A watch whose server stops answering without closing the connection (a proxy in
+    between freezes: nothing forwarded, nothing closed) is not left hanging: the keepalive
+    pings go unanswered and the stream ends UNAVAILABLE, while the server and the store are
+    fine. The server answers the pings at this rate while the link works (no GOAWAY)."""
+    host, port = sidecar.tcp_target.rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    # Ping every 0.3 s and give up on a ping after 1 s (gRPC bounds the wait for a ping's
+    # answer with grpc.http2.ping_timeout_ms, default one minute); keep pinging between data
+    # frames (gRPC sends only two pings without data by default), as the Python client does.
+    keepalive = [
+        ("grpc.keepalive_time_ms", 300),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.http2.ping_timeout_ms", 1000),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    try:
+        with watching(f"127.0.0.1:{proxy.port}", options=keepalive) as stream:
+            stream.snapshot()
+            with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+                live = _record(c)
+                [event] = stream.events_until(lambda e: True)  # pings flowed meanwhile
+                assert event.pending.execution_id == live
+                proxy.freeze()
+                error = stream.ending()
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, _describe(error)
+                assert sidecar.process is not None
+                assert sidecar.process.poll() is None
+                assert c.list_pending_interrupts().pending_interrupts  # the server is fine
+    finally:
+        proxy.close()
+
+
 @pytest.mark.postgres
 def test_i5_store_outage_ends_streams_unavailable_and_watching_resumes_after_it(
     pg_dsn: str, pg_schema: str

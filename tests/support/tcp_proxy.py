@@ -1,8 +1,10 @@
 """A loopback TCP proxy that can cut every connection, to stage a database outage.
 
 While down, it closes the open connections and resets every new one at once, which is what
-a client sees when its database restarts or the network drops. Only loopback addresses are
-ever used.
+a client sees when its database restarts or the network drops. Frozen, it keeps every
+connection open but forwards nothing, which is what a peer looks like when its host vanished
+without closing (power loss, a dropped network path): only keepalives can tell. Only
+loopback addresses are ever used.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class TcpProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._down = threading.Event()
+        self._frozen = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -38,9 +41,14 @@ class TcpProxy:
                 sock.close()
             self._open.clear()
 
+    def freeze(self) -> None:
+        """Keep the connections open but drop whatever arrives on them, in both directions."""
+        self._frozen.set()
+
     def restore(self) -> None:
-        """Forward again."""
+        """Forward again (after :meth:`cut` or :meth:`freeze`)."""
         self._down.clear()
+        self._frozen.clear()
 
     def close(self) -> None:
         """Stop the proxy."""
@@ -65,6 +73,7 @@ class TcpProxy:
             except OSError:
                 client.close()
                 continue
+            upstream.settimeout(None)  # the 5 s bound the connect, not idle reads
             with self._lock:
                 self._open.update((client, upstream))
             for source, sink in ((client, upstream), (upstream, client)):
@@ -73,7 +82,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while chunk := source.recv(65536):
-                sink.sendall(chunk)
+                if not self._frozen.is_set():
+                    sink.sendall(chunk)
         except OSError:
             pass
         finally:
