@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import inspect
 import itertools
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
@@ -241,13 +240,14 @@ async def test_p3_retries_never_outlive_the_deadline(proxy, make_client, executi
     policy = cc.RetryPolicy(max_attempts=10_000, initial_backoff=0.02, max_backoff=0.05)
     client = make_client(retry=policy)
     proxy.fail_next("GetIdempotencyResult", times=100_000)
-    started = time.monotonic()
+    # Were the deadline renewed per attempt, the 10,000 attempts would outlast the test's
+    # timeout; instead the call gives up, and every attempt carried what was left of 0.5 s.
     with pytest.raises(cc.UnavailableError):
         await client.get_idempotent(execution_id, "k", timeout=0.5)
-    assert time.monotonic() - started < 1.5
 
     deadlines = [c.time_remaining for c in proxy.calls("GetIdempotencyResult")]
-    assert 2 < len(deadlines) < 100
+    # A backoff of at least 0.02 s between attempts leaves room for at most 27 in ~0.51 s.
+    assert 2 < len(deadlines) <= 27
     assert all(d is not None for d in deadlines)
     # gRPC rounds the timeout header up, so the first attempt may arrive with a hair over 0.5 s.
     assert deadlines[0] <= 0.51
@@ -264,11 +264,12 @@ async def test_p3_a_stalled_call_ends_deadline_exceeded_and_is_not_retried(
     client = make_client()
     stored = direct.put_checkpoint(checkpoint(execution_id))
     proxy.stall_next("GetLatestCheckpoint")
-    started = time.monotonic()
     with pytest.raises(cc.DeadlineExceededError):
         await client.get_latest_checkpoint(execution_id, timeout=0.3)
-    assert time.monotonic() - started < 3.0
     assert proxy.received("GetLatestCheckpoint") == 1
+    [stalled] = proxy.calls("GetLatestCheckpoint")
+    assert stalled.time_remaining is not None
+    assert stalled.time_remaining <= 0.31  # the call's own deadline went with it
     assert proxy.forwarded("GetLatestCheckpoint") == 0
     assert await client.get_latest_checkpoint(execution_id) == stored
 

@@ -14,6 +14,7 @@ import pytest
 import checkpointd_client
 from checkpointd_client import models
 from checkpointd_client.fastaiagent import SidecarCheckpointer
+from tests.support.protocols import protocol_methods, signature_mismatches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,9 +117,17 @@ def test_importing_the_client_pulls_in_neither_fastaiagent_nor_googleapis() -> N
 
 
 def test_p2_adapter_satisfies_the_checkpointer_protocol() -> None:
-    """isinstance(SidecarCheckpointer(...), fastaiagent.checkpointers.Checkpointer) holds."""
+    """isinstance(SidecarCheckpointer(...), fastaiagent.checkpointers.Checkpointer) holds, and
+    every method has the signature of fastaiagent's protocol (isinstance only checks names):
+    the same parameters, kinds and defaults, the same types, and no coroutine where fastaiagent
+    calls synchronously."""
+    from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
     from fastaiagent.checkpointers import Checkpointer
+    from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
 
+    typing_only = {"FastCheckpoint": FastCheckpoint, "FastPendingInterrupt": FastPendingInterrupt}
+    assert signature_mismatches(SidecarCheckpointer, Checkpointer, localns=typing_only) == []
+    assert len(protocol_methods(Checkpointer)) == 13  # fastaiagent 1.94.0's protocol, in full
     with SidecarCheckpointer("127.0.0.1:1") as checkpointer:
         assert isinstance(checkpointer, Checkpointer)
         checkpointer.setup()

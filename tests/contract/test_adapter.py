@@ -67,8 +67,29 @@ def _utc_iso(value: str) -> datetime:
 
 
 def test_p2_adapter_is_a_fastaiagent_checkpointer(checkpointer):
-    """The adapter satisfies fastaiagent's runtime-checkable Checkpointer protocol."""
+    """The adapter satisfies fastaiagent's Checkpointer protocol, and every protocol method
+    works on a live server through the protocol's type (isinstance only checks names)."""
     assert isinstance(checkpointer, Checkpointer)
+    protocol: Checkpointer = checkpointer
+    exec_id = f"exec-{uuid.uuid4().hex[:12]}"
+    protocol.setup()
+    first = fast_checkpoint(exec_id, node_index=0)
+    protocol.put(first)
+    protocol.put_writes(exec_id, first.checkpoint_id, [])
+    assert protocol.get_last(exec_id) == first
+    assert protocol.get_by_id(exec_id, first.checkpoint_id) == first
+    assert protocol.list(exec_id, limit=5) == [first]
+    cp, pending = fast_interrupt(exec_id)
+    protocol.record_interrupt(cp, pending)
+    assert [p.execution_id for p in protocol.list_pending_interrupts(limit=5)] == [exec_id]
+    assert protocol.delete_pending_interrupt_atomic(exec_id) == pending
+    assert protocol.delete_pending_interrupt_atomic(exec_id) is None
+    protocol.put_idempotent(exec_id, "fn", {"r": 1})
+    assert protocol.get_idempotent(exec_id, "fn") == {"r": 1}
+    assert protocol.prune(timedelta(days=3650)) == 0
+    protocol.delete_execution(exec_id)
+    assert protocol.get_last(exec_id) is None
+    assert protocol.get_idempotent(exec_id, "fn") is None
 
 
 def test_p2_put_fills_checkpoint_id_and_created_at_and_reads_return_fastaiagent_models(
@@ -363,3 +384,103 @@ def test_p2_close_then_context_manager(sidecar, execution_id):
         assert managed.get_last(execution_id) == cp
     with pytest.raises(RuntimeError, match="closed"):
         managed.get_last(execution_id)
+
+
+# --- Supervisor (P2) ---------------------------------------------------------------------------
+
+
+def _supervisor_run(checkpointer: Checkpointer, execution_id: str) -> dict[str, object]:
+    """A fastaiagent Supervisor whose worker pauses in a tool for a human, then is resumed by
+    a freshly built Supervisor (as another process would); returns what each step showed.
+
+    The models are scripted from the conversation alone (which tool calls have results), so a
+    rebuilt model continues where the saved history says it was.
+    """
+    import asyncio
+
+    from fastaiagent import Agent, FunctionTool, Resume, idempotent, interrupt
+    from fastaiagent.agent.team import Supervisor, Worker
+    from fastaiagent.llm.message import MessageRole
+    from fastaiagent.testing import FunctionModel
+
+    side_effects: list[str] = []
+
+    def scripted(call_id: str, tool: str, args: dict[str, object], final: str) -> FunctionModel:
+        def respond(messages):
+            results = {m.tool_call_id: m.content for m in messages if m.role == MessageRole.tool}
+            if call_id not in results:
+                return "", [{"id": call_id, "name": tool, "arguments": args}]
+            return final.format(result=results[call_id])
+
+        return FunctionModel(respond, model=f"scripted-{tool}")
+
+    @idempotent
+    def reserve(order_id: str) -> dict[str, str]:
+        side_effects.append(f"reserve {order_id}")
+        return {"reservation": f"rsv-{order_id}"}
+
+    def refund(order_id: str) -> str:
+        """Refund an order once a human approves."""
+        reservation = reserve(order_id)
+        decision = interrupt("refund_approval", {"order_id": order_id})
+        return f"{'refunded' if decision.approved else 'denied'} {reservation['reservation']}"
+
+    def build() -> Supervisor:
+        worker = Agent(
+            name="refunds",
+            system_prompt="You refund orders.",
+            llm=scripted("call_refund", "refund", {"order_id": "A-1"}, "worker: {result}"),
+            tools=[FunctionTool(name="refund", fn=refund)],
+        )
+        return Supervisor(
+            name="desk",
+            llm=scripted(
+                "call_delegate", "delegate_to_refunds", {"task": "refund A-1"}, "done: {result}"
+            ),
+            workers=[Worker(agent=worker, role="refunds", description="Refunds orders")],
+            checkpointer=checkpointer,
+        )
+
+    async def scenario() -> dict[str, object]:
+        first = await build().arun("Refund order A-1", execution_id=execution_id)
+        pending = checkpointer.list_pending_interrupts(limit=10)
+        paused_rows = [(cp.agent_path, cp.status) for cp in checkpointer.list(execution_id)]
+        resumed = await build().aresume(execution_id, resume_value=Resume(approved=True))
+        return {
+            "first": (first.status, (first.pending_interrupt or {}).get("reason")),
+            "pending": [(p.execution_id, p.reason, p.agent_path) for p in pending],
+            "paused_rows": paused_rows,
+            "resumed": (resumed.status, resumed.output),
+            "pending_after": checkpointer.list_pending_interrupts(limit=10),
+            "side_effects": side_effects,
+            "last": (
+                checkpointer.get_last(execution_id)
+                or FastCheckpoint(execution_id="", chain_name="", node_id="")
+            ).status,
+        }
+
+    return asyncio.run(scenario())
+
+
+def test_p2_supervisor_pauses_in_a_worker_and_resumes_through_the_adapter_like_the_reference(
+    checkpointer, execution_id, tmp_path, monkeypatch
+):
+    """fastaiagent's Supervisor runs on the adapter as on its own SQLiteCheckpointer: the
+    worker's interrupt pauses the run with a pending row under the worker's nested
+    agent_path, a freshly built Supervisor resumes it to completion, the @idempotent side
+    effect fires once, and the rows written match the reference's, in order."""
+    from fastaiagent.checkpointers import SQLiteCheckpointer
+
+    monkeypatch.chdir(tmp_path)  # fastaiagent keeps a local folder in the working directory
+    ours = _supervisor_run(checkpointer, execution_id)
+    reference = SQLiteCheckpointer(str(tmp_path / "reference.db"))
+    reference.setup()
+    theirs = _supervisor_run(reference, execution_id)
+
+    assert ours["first"] == ("paused", "refund_approval")
+    worker_tool = "supervisor:desk/worker:refunds/tool:refund"
+    assert ours["pending"] == [(execution_id, "refund_approval", worker_tool)]
+    assert ours["resumed"] == ("completed", "done: worker: refunded rsv-A-1")
+    assert ours["pending_after"] == []
+    assert ours["side_effects"] == ["reserve A-1"]
+    assert ours == theirs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -40,6 +40,74 @@ def test_i1_invalid_record_writes_neither_row(client, execution_id):
     assert err.value.metadata["field"] == "checkpoint.status"
     assert client.list_checkpoints(execution_id).checkpoints == []
     assert client.list_pending_interrupts().pending_interrupts == []
+
+
+def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, execution_id):
+    """While one writer records interrupts, readers on their own connections look from both
+    sides: a visible interrupted checkpoint always has its pending row, and a visible pending
+    row always has its checkpoint. Nothing is claimed or deleted, so whatever one read saw,
+    the next read must see too; the readers must also have looked while records were landing
+    (runs seen missing, then present), or the race never happened."""
+    runs = [f"{execution_id}-{i}" for i in range(60)]
+    writing = threading.Event()
+    done = threading.Event()
+    problems: list[str] = []
+    seen_missing_then_present: set[str] = set()
+    pending_samples = 0
+
+    def write() -> None:
+        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as writer:
+            writing.set()
+            for run in runs:
+                writer.record_interrupt(*interrupted(run, chain_name=run))
+        done.set()
+
+    def checkpoint_first() -> None:
+        missing: set[str] = set()
+        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as reader:
+            while not done.is_set():
+                for run in runs:
+                    try:
+                        latest = reader.get_latest_checkpoint(run)
+                    except NotFoundError:
+                        missing.add(run)
+                        continue
+                    rows = reader.list_pending_interrupts(chain_name=run).pending_interrupts
+                    if [(p.execution_id, p.checkpoint_id) for p in rows] != [
+                        (run, latest.checkpoint_id)
+                    ]:
+                        problems.append(f"{run}: checkpoint visible, pending rows {rows}")
+                    if run in missing:
+                        seen_missing_then_present.add(run)
+
+    def pending_first() -> None:
+        nonlocal pending_samples
+        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as reader:
+            while not done.is_set():
+                rows = reader.list_pending_interrupts(page_size=1000).pending_interrupts
+                if 0 < len(rows) < len(runs):
+                    pending_samples += 1  # a sample taken while records were landing
+                for row in rows:
+                    try:
+                        reader.get_checkpoint(row.execution_id, row.checkpoint_id)
+                    except NotFoundError:
+                        problems.append(f"{row.execution_id}: pending visible, no checkpoint")
+
+    readers = [threading.Thread(target=checkpoint_first), threading.Thread(target=pending_first)]
+    writer = threading.Thread(target=write)
+    for thread in readers:
+        thread.start()
+    writer.start()
+    writer.join(120)
+    done.set()
+    for thread in readers:
+        thread.join(120)
+    assert writing.is_set()
+    assert problems == []
+    assert len(seen_missing_then_present) >= 5, seen_missing_then_present
+    assert pending_samples >= 3
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+        assert len(c.list_pending_interrupts(page_size=1000).pending_interrupts) == len(runs)
 
 
 def test_i2_record_twice_keeps_first_pending_row_and_stores_both_checkpoints(client, execution_id):
@@ -167,8 +235,16 @@ def test_i4_pending_listed_newest_first_paged_and_filtered(client):
 
 
 def test_i4_pending_created_at_is_the_callers_when_given(client, execution_id):
-    """A backdated pending row keeps its created_at."""
-    when = datetime.now(tz=UTC) - timedelta(days=2)
+    """A backdated pending row keeps its created_at, to the microsecond and in UTC (J4), in
+    the reply and as stored."""
+    # Microseconds that a millisecond or float round trip would change; a non-UTC offset that
+    # must come back as the same instant in UTC.
+    when = datetime(2024, 2, 29, 23, 59, 58, 123457, tzinfo=timezone(timedelta(hours=5)))
     cp, pending = interrupted(execution_id, created_at=when)
     result = client.record_interrupt(cp, pending)
-    assert result.pending.created_at == when.replace(microsecond=when.microsecond)
+    assert result.pending.created_at == when
+    assert result.pending.created_at.utcoffset() == timedelta(0)
+    assert result.pending.created_at.microsecond == 123457
+    [listed] = client.list_pending_interrupts().pending_interrupts
+    assert listed.created_at == when
+    assert client.get_latest_checkpoint(execution_id).created_at == when

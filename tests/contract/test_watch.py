@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -416,28 +418,114 @@ def test_i5_sigterm_ends_an_open_stream_with_unavailable_shutting_down(sidecar: 
     assert _reason(error) == "SHUTTING_DOWN"
 
 
-@pytest.mark.postgres
+def test_i5_keepalive_ends_a_stream_whose_server_vanished_without_closing(
+    sidecar: Sidecar,
+) -> None:
+    """A watch whose server stops answering without closing the connection (a proxy in
+    between freezes: nothing forwarded, nothing closed) is not left hanging: the keepalive
+    pings go unanswered and the stream ends UNAVAILABLE, while the server and the store are
+    fine. The server answers the pings at this rate while the link works (no GOAWAY)."""
+    host, port = sidecar.tcp_target.rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    # Ping every 0.3 s and give up on a ping after 1 s (gRPC bounds the wait for a ping's
+    # answer with grpc.http2.ping_timeout_ms, default one minute); keep pinging between data
+    # frames (gRPC sends only two pings without data by default), as the Python client does.
+    keepalive = [
+        ("grpc.keepalive_time_ms", 300),
+        ("grpc.keepalive_timeout_ms", 1000),
+        ("grpc.http2.ping_timeout_ms", 1000),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+    try:
+        with watching(f"127.0.0.1:{proxy.port}", options=keepalive) as stream:
+            stream.snapshot()
+            with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+                live = _record(c)
+                [event] = stream.events_until(lambda e: True)  # pings flowed meanwhile
+                assert event.pending.execution_id == live
+                proxy.freeze()
+                error = stream.ending()
+                assert error.code() == grpc.StatusCode.UNAVAILABLE, _describe(error)
+                assert sidecar.process is not None
+                assert sidecar.process.poll() is None
+                assert c.list_pending_interrupts().pending_interrupts  # the server is fine
+    finally:
+        proxy.close()
+
+
+class _StoreOutage:
+    """Takes the store away from a running server, reads included.
+
+    Postgres: the server reaches the database through a TCP proxy that cuts every connection.
+    SQLite: another process (this one) holds every lock of the WAL index (the ``-shm`` file's
+    lock bytes), so no connection of the server can start even a read: SQLite answers BUSY
+    and then SQLITE_PROTOCOL, and the server's store timeout ends each call first. This is
+    what a stuck process sharing the file does to it.
+    """
+
+    #: The WAL index's locks: 8 bytes at offset 120 of the -shm file (sqlite.org/walformat).
+    SHM_LOCKS = (120, 8)
+
+    def __init__(self, spec: StoreSpec) -> None:
+        self.spec = spec
+        self._proxy: TcpProxy | None = None
+        self._shm: int | None = None
+        self.server_spec = spec
+        if spec.backend == "postgres":
+            url = urlsplit(spec.url)
+            self._proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 5432)
+            netloc = f"{url.username or 'postgres'}@127.0.0.1:{self._proxy.port}"
+            self.server_spec = StoreSpec(
+                "postgres", urlunsplit(url._replace(netloc=netloc)), pg_schema=spec.pg_schema
+            )
+
+    def begin(self) -> None:
+        if self._proxy is not None:
+            self._proxy.cut()
+            return
+        shm = os.open(self.spec.url.removeprefix("sqlite://") + "-shm", os.O_RDWR)
+        length, start = self.SHM_LOCKS[1], self.SHM_LOCKS[0]
+        deadline = time.monotonic() + PATIENCE
+        while True:  # the server holds some of them for a moment at a time
+            try:
+                fcntl.lockf(shm, fcntl.LOCK_EX | fcntl.LOCK_NB, length, start)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "never got the WAL index's locks"
+                time.sleep(0.001)
+        self._shm = shm
+
+    def end(self) -> None:
+        if self._proxy is not None:
+            self._proxy.restore()
+        if self._shm is not None:
+            os.close(self._shm)  # drops its locks
+            self._shm = None
+
+    def close(self) -> None:
+        self.end()
+        if self._proxy is not None:
+            self._proxy.close()
+
+
 def test_i5_store_outage_ends_streams_unavailable_and_watching_resumes_after_it(
-    pg_dsn: str, pg_schema: str
+    store_spec: StoreSpec,
 ) -> None:
     """When the database goes away, open streams end UNAVAILABLE (STORE_UNAVAILABLE) instead
     of hanging; once it is back, a watch resumed from the last cursor gets later events."""
-    url = urlsplit(pg_dsn)
-    proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 5432)
-    netloc = f"{url.username or 'postgres'}@127.0.0.1:{proxy.port}"
-    spec = StoreSpec("postgres", urlunsplit(url._replace(netloc=netloc)), pg_schema=pg_schema)
-    server = Sidecar(spec).start()
+    outage = _StoreOutage(store_spec)
+    server = Sidecar(outage.server_spec, extra_args=["--store-timeout", "1"]).start()
     try:
         with CheckpointdClient(server.target, retry=NO_RETRY) as c:
             before = _record(c)
             with watching(server.target) as stream:
                 rows, cursor = stream.snapshot()
                 assert [r.execution_id for r in rows] == [before]
-                proxy.cut()
+                outage.begin()
                 error = stream.ending()
             assert error.code() == grpc.StatusCode.UNAVAILABLE, _describe(error)
             assert _reason(error) == "STORE_UNAVAILABLE"
-            proxy.restore()
+            outage.end()
             deadline = time.monotonic() + PATIENCE
             while True:  # the first calls after the outage may still meet broken connections
                 try:
@@ -451,7 +539,7 @@ def test_i5_store_outage_ends_streams_unavailable_and_watching_resumes_after_it(
             assert (KINDS[event.type], event.pending.execution_id) == ("added", after)
     finally:
         server.close()
-        proxy.close()
+        outage.close()
 
 
 # --- filters and arguments -----------------------------------------------------------------

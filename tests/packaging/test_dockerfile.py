@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,48 @@ def test_final_stage_is_slim_non_root_and_has_no_build_tools(stages: list[Stage]
         "--listen",
         f"unix://{SOCKET}",
     ]
+
+
+def test_final_stage_runs_the_virtualenvs_checkpointd_as_the_user_it_creates(
+    stages: list[Stage],
+):
+    """Read together, the final stage's instructions give what the image runs: the user
+    switched to is the one its RUN creates (not root) and owns both volumes; the only thing
+    copied from the builder is the builder's virtualenv, to the same path, which is first on
+    PATH; there is no ENTRYPOINT, and the CMD is in exec form (so SIGTERM reaches the server,
+    not a shell) starting this project's ``checkpointd`` script from that virtualenv."""
+    builder, final = stages
+    setup = shlex.split(" ".join(final.all("RUN")))
+
+    def option(command: str, flag: str) -> str:
+        words = setup[setup.index(command) :]
+        return words[words.index(flag) + 1]
+
+    uid, gid = option("useradd", "--uid"), option("groupadd", "--gid")
+    assert option("useradd", "--gid") == gid
+    assert final.all("USER") == [f"{uid}:{gid}"]
+    assert int(uid) != 0
+    assert int(gid) != 0
+    keywords = [i.keyword for i in final.instructions]
+    assert max(i for i, k in enumerate(keywords) if k == "RUN") < keywords.index("USER")
+    volumes = json.loads(final.all("VOLUME")[0])
+    chown = setup[setup.index("chown") + 1 : setup.index("chown") + 1 + 1 + len(volumes)]
+    assert chown == [f"{uid}:{gid}", *volumes]
+
+    venv = key_values(" ".join(builder.all("ENV")))["VIRTUAL_ENV"]
+    assert "--without-pip" in shlex.split(" ".join(builder.all("RUN")))
+    assert final.all("COPY") == [f"--from={builder.name} {venv} {venv}"]
+    assert {"ADD", "ENTRYPOINT"}.isdisjoint(keywords)
+    assert "ENTRYPOINT" not in {i.keyword for i in builder.instructions}
+    env = key_values(" ".join(final.all("ENV")))
+    assert env["VIRTUAL_ENV"] == venv
+    assert env["PATH"].split(":")[0] == f"{venv}/bin"
+
+    [cmd] = final.all("CMD")
+    argv = json.loads(cmd)  # exec form; shell form is not JSON
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert argv[0] in scripts
+    assert argv[:2] == ["checkpointd", "serve"]
 
 
 def test_dockerignore_keeps_the_context_to_the_sources():

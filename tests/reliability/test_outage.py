@@ -8,23 +8,24 @@
   from its cursor. Full size: 10 outages; reduced: 2.
 * SQLite, full disk: the database lives on a small tmpfs filled up by another file, so the
   kernel answers ENOSPC; writes are UNAVAILABLE naming the full disk, reads go on, and writes
-  succeed again once space is freed. Needs the right to mount (root); skipped otherwise.
+  succeed again once space is freed. The same fault is also reached without the right to
+  mount: the server's RLIMIT_FSIZE lowered to the size of its files (EFBIG).
 * SQLite, read-only file: ``chattr +i`` on the database and its WAL (the immutable flag binds
   root too, and already open descriptors); writes are UNAVAILABLE, reads go on, and writes
-  succeed again once the flag is cleared. Needs CAP_LINUX_IMMUTABLE and ext2/3/4-like files.
+  succeed again once the flag is cleared. On a file system without the flag, on a
+  loop-mounted ext4 image.
+
+A route whose capability the machine lacks is skipped, except under
+``CHECKPOINTD_REQUIRE_FAULTS=1`` (CI), where it fails (tests/reliability/faults.py).
 
 Each SQLite fault ends with ``PRAGMA integrity_check`` = ok and every acknowledged write there.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -43,6 +44,7 @@ from checkpointd_client import (
     SnapshotComplete,
     UnavailableError,
 )
+from tests.reliability.faults import FULL_DISK_ROUTES, READ_ONLY_ROUTES, full_disk, read_only_file
 from tests.reliability.figures import record, size
 from tests.support.sidecar import Sidecar, StoreSpec
 from tests.support.store_dump import StoreReader
@@ -305,36 +307,6 @@ def test_e3_postgres_outage_under_load_is_unavailable_and_recovers(pg_dsn, pg_sc
 # --- SQLite: a full disk and a read-only file ------------------------------------------------
 
 
-@contextlib.contextmanager
-def _small_disk(where: Path, size_kib: int) -> Iterator[Path]:
-    """A tmpfs of ``size_kib`` KiB mounted at ``where``; skip when mounting is not allowed."""
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(where)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def _fill(path: Path) -> None:
-    """Write ``path`` until the filesystem says it is full."""
-    chunk = b"\0" * 4096
-    with path.open("wb", buffering=0) as f:
-        while True:
-            try:
-                f.write(chunk)
-            except OSError as exc:
-                if exc.errno != errno.ENOSPC:
-                    raise
-                return
-
-
 def _sqlite_fault_run(server: Sidecar, spec: StoreSpec, begin, end, expect: str) -> None:
     """Write until the fault bites, check reads and health, end the fault, write again, and
     check the file and every acknowledged write."""
@@ -376,51 +348,41 @@ def _sqlite_fault_run(server: Sidecar, spec: StoreSpec, begin, end, expect: str)
         reader.close()
 
 
+@pytest.mark.parametrize("route", FULL_DISK_ROUTES)
 @pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
-def test_e2_sqlite_full_disk_is_unavailable_and_recovers(tmp_path: Path, store_spec) -> None:
-    """On a full disk (ENOSPC) writes are UNAVAILABLE naming it, reads go on, nothing is
-    corrupted, and writes succeed again when space is freed."""
-    with _small_disk(tmp_path / "disk", 2048) as disk:
-        spec = StoreSpec("sqlite", f"sqlite://{disk / 'store.db'}")
+def test_e2_sqlite_full_disk_is_unavailable_and_recovers(
+    tmp_path: Path, store_spec, route: str
+) -> None:
+    """On a full disk (ENOSPC), or a file that may not grow (EFBIG), writes are UNAVAILABLE
+    naming the fault, reads go on, nothing is corrupted, and writes succeed again when space
+    is freed."""
+    with full_disk(route, tmp_path / "disk") as fault:
+        spec = StoreSpec("sqlite", f"sqlite://{fault.db}")
         server = Sidecar(spec).start()
-        filler = disk / "filler"
         try:
-            _sqlite_fault_run(server, spec, lambda: _fill(filler), filler.unlink, "full")
+            _sqlite_fault_run(
+                server, spec, lambda: fault.begin(server), lambda: fault.end(server), fault.expect
+            )
         finally:
             server.close()
-    record("sqlite faults", full_disk="UNAVAILABLE, integrity ok")
+    record("sqlite faults", **{f"full_disk ({route})": "UNAVAILABLE, integrity ok"})
 
 
-def _chattr(flag: str, *paths: Path) -> None:
-    subprocess.run(["chattr", flag, *map(str, paths)], check=True, capture_output=True)
-
-
+@pytest.mark.parametrize("route", READ_ONLY_ROUTES)
 @pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
-def test_e2_sqlite_read_only_file_is_unavailable_and_recovers(tmp_path: Path, store_spec) -> None:
+def test_e2_sqlite_read_only_file_is_unavailable_and_recovers(
+    tmp_path: Path, store_spec, route: str
+) -> None:
     """With the database file immutable (chattr +i: read-only even for root and for open
     descriptors) writes are UNAVAILABLE, reads go on, nothing is corrupted, and writes succeed
     again when the flag is cleared."""
-    probe = tmp_path / "probe"
-    probe.touch()
-    try:
-        _chattr("+i", probe)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"chattr +i is not possible here: {exc}")
-    _chattr("-i", probe)
-    spec = store_spec
-    path = Path(spec.url.removeprefix("sqlite://"))
-    files = [path, path.with_name(path.name + "-wal")]
-    server = Sidecar(spec).start()
-    try:
-        _sqlite_fault_run(
-            server,
-            spec,
-            lambda: _chattr("+i", *files),
-            lambda: _chattr("-i", *files),
-            "disk I/O error",
-        )
-    finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _chattr("-i", *files)
-        server.close()
-    record("sqlite faults", read_only_file="UNAVAILABLE, integrity ok")
+    with read_only_file(route, tmp_path / "store") as fault:
+        spec = StoreSpec("sqlite", f"sqlite://{fault.db}")
+        server = Sidecar(spec).start()
+        try:
+            _sqlite_fault_run(
+                server, spec, lambda: fault.begin(server), lambda: fault.end(server), fault.expect
+            )
+        finally:
+            server.close()
+    record("sqlite faults", **{f"read_only_file ({route})": "UNAVAILABLE, integrity ok"})

@@ -6,6 +6,7 @@ cursor without losing or repeating an event (I5, P4)."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from checkpointd_client import (
     UnavailableError,
 )
 from tests.contract.helpers import checkpoint, interrupted
+from tests.ops.helpers import wait_for_metric
 from tests.security.conftest import NO_RETRY
 from tests.support.sidecar import Sidecar
 
@@ -80,7 +82,9 @@ def test_i5_watch_lifetime_ends_the_stream_and_the_client_resumes_without_loss(
 ):
     """With --watch-max-lifetime a stream ends UNAVAILABLE (WATCH_EXPIRED); a reconnecting
     watch resumes after its last cursor and delivers each later event exactly once."""
-    server = sidecar_factory("--watch-max-lifetime", "0.5")
+    server = sidecar_factory("--watch-max-lifetime", "0.5", "--metrics-listen", "127.0.0.1:0")
+    metrics = re.search(r"metrics on (?P<url>http://\S+/metrics)", server.log_path.read_text())
+    assert metrics, server.log_path.read_text()
     run = f"run-{uuid.uuid4().hex[:8]}"
     with CheckpointdClient(server.target, retry=NO_RETRY) as client:
         with client.watch_interrupts(reconnect=False, timeout=60) as raw:
@@ -101,9 +105,12 @@ def test_i5_watch_lifetime_ends_the_stream_and_the_client_resumes_without_loss(
                 event = next(item for item in watch if isinstance(item, InterruptEvent))
                 seen.append(event.pending.execution_id)
                 if index < 2:
-                    time.sleep(0.6)  # let the stream outlive its lifetime before the next write
+                    # The server has ended the stream (its lifetime ran out) before the next
+                    # write, so that event can only arrive on a resumed stream.
+                    wait_for_metric(metrics["url"], "checkpointd_watch_streams", 0)
         assert seen == [f"{run}-0", f"{run}-1", f"{run}-2"]
-        assert "WATCH_EXPIRED" in caplog.text
+        resumed = [r for r in caplog.records if "WATCH_EXPIRED" in r.getMessage()]
+        assert len(resumed) == 2
 
 
 def test_e2_unix_socket_clients_are_not_one_peer(sidecar_factory: Callable[..., Sidecar]):

@@ -8,7 +8,6 @@ import dataclasses
 import json
 import sqlite3
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta, timezone
@@ -28,6 +27,7 @@ from checkpointd.domain import (
 from checkpointd.store import sqlite as sqlite_module
 from checkpointd.store.base import CheckpointExists, Store, StoreError, StoreUnavailable
 from checkpointd.store.sqlite import SQLiteStore
+from tests.support.protocols import signature_mismatches
 
 NS = "default"
 T0 = datetime(2024, 5, 17, 12, 30, 45, 123456, tzinfo=UTC)
@@ -139,8 +139,14 @@ async def store(db_path: Path) -> AsyncIterator[SQLiteStore]:
 
 
 async def test_store_protocol_is_satisfied(store: SQLiteStore) -> None:
-    """SQLiteStore satisfies the Store protocol."""
-    assert isinstance(store, Store)
+    """SQLiteStore implements every Store method with the protocol's signature, and an open
+    store answers through the protocol's type (not only by method names, as isinstance does)."""
+    assert signature_mismatches(SQLiteStore, Store) == []
+    as_protocol: Store = store
+    await as_protocol.ping()
+    written = await as_protocol.put_checkpoint("default", "req-1", ckpt("exec-p", "cp-p"))
+    assert await as_protocol.get_checkpoint("default", "exec-p", "cp-p") == written
+    assert as_protocol.event_notifier() is not None
 
 
 async def test_j1_round_trip_preserves_every_field(store: SQLiteStore) -> None:
@@ -753,6 +759,7 @@ import asyncio, sys
 from checkpointd.store.sqlite import SQLiteStore
 
 async def main(path):
+    print("ready", flush=True)
     sys.stdin.readline()
     store = SQLiteStore(path)
     await store.open()
@@ -781,7 +788,9 @@ async def test_migrations_are_safe_when_processes_open_a_new_file_at_once(db_pat
             )
             for _ in range(4)
         ]
-        await asyncio.sleep(0.5)  # let them all import before the start signal
+        for child in children:  # every child has imported before any gets the start signal
+            assert child.stdout is not None
+            assert await asyncio.wait_for(child.stdout.readline(), 60) == b"ready\n"
         outputs = await asyncio.gather(*(child.communicate(b"go\n") for child in children))
         for child, (out, err) in zip(children, outputs, strict=True):
             assert child.returncode == 0, err.decode()
@@ -895,10 +904,9 @@ async def test_e3_busy_past_timeout_is_unavailable_then_recovers(db_path: Path) 
         first = await store.put_checkpoint(NS, "", ckpt("e", "c1"))
         with raw(db_path) as blocker:
             blocker.execute("BEGIN IMMEDIATE")
-            started = time.monotonic()
+            # The message says which limit ended the wait; a hang would meet the test timeout.
             with pytest.raises(StoreUnavailable, match=r"locked .* busy_timeout \(200 ms\)"):
                 await store.put_checkpoint(NS, "", ckpt("e", "c2"))
-            assert time.monotonic() - started < 5
             assert await store.get_latest_checkpoint(NS, "e") == first
             blocker.execute("ROLLBACK")
         second = await store.put_checkpoint(NS, "", ckpt("e", "c2"))
@@ -915,10 +923,10 @@ async def test_e3_call_timeout_is_unavailable_and_store_still_works(db_path: Pat
     try:
         with raw(db_path) as blocker:
             blocker.execute("BEGIN IMMEDIATE")
-            started = time.monotonic()
+            # The call's timeout (0.3 s), not busy_timeout (1.5 s), is what ended it: the message
+            # names which, so no clock is needed to tell them apart.
             with pytest.raises(StoreUnavailable, match=r"did not answer within 0.3 s"):
                 await store.put_checkpoint(NS, "", ckpt("e", "late"))
-            assert time.monotonic() - started < 1.2
             blocker.execute("ROLLBACK")
         stored = await store.put_checkpoint(NS, "", ckpt("e", "c"))
         assert await store.get_latest_checkpoint(NS, "e") == stored

@@ -4,7 +4,8 @@ them, to stage a network partition.
 While down, it closes the open connections and resets every new one at once, which is what
 a client sees when its database restarts or the network drops. While frozen, it forwards
 nothing and answers nothing, on open connections and new ones alike, but closes none: what a
-client sees when packets stop arriving. Only loopback addresses are ever used.
+client sees when packets stop arriving, or when a peer's host vanished without closing (only
+keepalives can tell). Only loopback addresses are ever used.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ class TcpProxy:
             self._open.clear()
 
     def restore(self) -> None:
-        """Forward again."""
+        """Forward again (after :meth:`cut` or :meth:`freeze`)."""
         self._down.clear()
+        self._flowing.set()
 
     def freeze(self) -> None:
         """Stop forwarding in both directions, on every connection, until :meth:`thaw`; new

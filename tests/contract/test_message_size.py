@@ -1,0 +1,129 @@
+"""Contract J3 on every unary RPC, on both backends: a request over ``--max-message-bytes`` is
+refused RESOURCE_EXHAUSTED (MESSAGE_TOO_LARGE) naming the limit and the flag, and writes nothing.
+
+Every unary method of the three services is called through a raw channel with a valid request
+padded past the limit (the clients would refuse nothing themselves); the whole store is dumped
+before and after and must not have changed. The same request unpadded is then served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import grpc
+from google.protobuf.message import Message
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from checkpointd_client import CheckpointdClient
+from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2 as checkpoints_pb
+from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2 as idempotency_pb
+from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as interrupts_pb
+from tests.contract.conftest import NO_RETRY
+from tests.contract.helpers import checkpoint, interrupted
+from tests.reliability.store_dump import StoreReader
+from tests.support.sidecar import Sidecar, StoreSpec
+
+LIMIT = 64 * 1024
+#: An unknown field (number 1007, length-delimited) of 80 KiB: the server keeps and counts it
+#: but no field rule looks at it, so only the size limit can refuse the request.
+PADDING = b"\xfa\x3e" + b"\x80\x80\x05" + b"x" * (80 * 1024)
+MUTATING = {
+    "PutCheckpoint",
+    "DeleteExecution",
+    "PruneCheckpoints",
+    "RecordInterrupt",
+    "ClaimInterrupt",
+    "PutIdempotencyResult",
+}
+SERVICES = [
+    service
+    for module in (checkpoints_pb, interrupts_pb, idempotency_pb)
+    for service in module.DESCRIPTOR.services_by_name.values()
+]
+
+
+def _valid_request(client: CheckpointdClient, method: str) -> Message:
+    """A request for ``method`` that the server accepts (OK) on a fresh execution, which is
+    prepared here; the mutating ones would change the store."""
+    run = f"exec-{method}"
+    stored = client.put_checkpoint(checkpoint(run))
+    client.record_interrupt(*interrupted(f"{run}-paused"))
+    client.put_idempotent(run, "fn", {"r": 1})
+    core = client._core
+    cp, pending = interrupted(f"{run}-new")
+    builders: dict[str, Callable[[], Message]] = {
+        "PutCheckpoint": lambda: core.put_checkpoint(checkpoint(f"{run}-new"), None),
+        "GetCheckpoint": lambda: core.get_checkpoint(run, stored.checkpoint_id),
+        "GetLatestCheckpoint": lambda: core.get_latest_checkpoint(run),
+        "ListCheckpoints": lambda: core.list_checkpoints(run, 10, "", False),
+        "DeleteExecution": lambda: core.delete_execution(run, None),
+        "PruneCheckpoints": lambda: core.prune(timedelta(0), None),
+        "GetResumePoint": lambda: core.get_resume_point(run),
+        "GetForkPoint": lambda: core.get_fork_point(run, None),
+        "RecordInterrupt": lambda: core.record_interrupt(cp, pending, None),
+        "ClaimInterrupt": lambda: core.claim_interrupt(f"{run}-paused", None, None),
+        "ListPendingInterrupts": lambda: core.list_pending_interrupts(10, "", None, None, None),
+        "PutIdempotencyResult": lambda: core.put_idempotent(run, "fn", {"r": 2}, None),
+        "GetIdempotencyResult": lambda: core.get_idempotent(run, "fn"),
+    }
+    return builders[method]()
+
+
+def _reason(error: grpc.RpcError) -> str:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    for detail in status.details if status else ():
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info.reason
+    return ""
+
+
+def test_j3_every_unary_rpc_refuses_an_oversize_request_and_writes_nothing(
+    sidecar_factory: Callable[..., Sidecar], store_spec: StoreSpec
+) -> None:
+    """Each unary RPC answers a request over the limit RESOURCE_EXHAUSTED (MESSAGE_TOO_LARGE)
+    naming the limit and --max-message-bytes, and the store is unchanged; the same request
+    without the padding is then served (and, for the mutating ones, does change the store),
+    so the size alone was refused."""
+    server = sidecar_factory("--max-message-bytes", str(LIMIT))
+    reader = StoreReader(store_spec)
+    problems: list[str] = []
+    unary = [
+        (service, method)
+        for service in SERVICES
+        for method in service.methods
+        if not method.server_streaming and not method.client_streaming
+    ]
+    assert len(unary) == 13
+    try:
+        with (
+            CheckpointdClient(server.target, retry=NO_RETRY) as client,
+            grpc.insecure_channel(server.target) as channel,
+        ):
+            for service, method in unary:
+                request = _valid_request(client, method.name).SerializeToString()
+                call = channel.unary_unary(
+                    f"/{service.full_name}/{method.name}", request_serializer=lambda b: b
+                )
+                before = reader.dump()
+                try:
+                    call(request + PADDING, timeout=30)
+                    problems.append(f"{method.name}: an oversize request was served")
+                    continue
+                except grpc.RpcError as error:
+                    details = error.details() or ""
+                    if (error.code(), _reason(error)) != (
+                        grpc.StatusCode.RESOURCE_EXHAUSTED,
+                        "MESSAGE_TOO_LARGE",
+                    ) or not (str(LIMIT) in details and "--max-message-bytes" in details):
+                        problems.append(f"{method.name}: {error.code()} {details}")
+                if reader.dump() != before:
+                    problems.append(f"{method.name}: the refused request changed the store")
+                call(request, timeout=30)  # without the padding: served
+                if (reader.dump() != before) != (method.name in MUTATING):
+                    problems.append(f"{method.name}: the served request's effect is unexpected")
+    finally:
+        reader.close()
+    assert problems == []
