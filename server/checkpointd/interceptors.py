@@ -112,7 +112,7 @@ class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = handler_call_details.method
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._guard_stream(method, handler.unary_stream),
+                self._guard_stream(method, handler.unary_stream, self._max_message_bytes),
                 request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
@@ -125,14 +125,18 @@ class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         )
 
     @staticmethod
-    def _guard_stream(method: str, inner: Callable[..., Any]) -> Handler:
-        """Answer an undecodable stream request INVALID_ARGUMENT; run the others as they are."""
+    def _guard_stream(method: str, inner: Callable[..., Any], limit: int) -> Handler:
+        """Answer an undecodable stream request INVALID_ARGUMENT and an oversize one
+        RESOURCE_EXHAUSTED, as for unary calls; run the others as they are."""
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext) -> None:
             if isinstance(request, _Undecodable):
                 await abort_with_error(
                     context, MalformedRequest(request.message_type), method=method
                 )
+            size = request.ByteSize()
+            if size > limit:
+                await abort_with_error(context, MessageTooLarge(size, limit), method=method)
             result = inner(request, context)
             if inspect.isasyncgen(result):
                 async for response in result:

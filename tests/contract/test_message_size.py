@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import grpc
+import pytest
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
@@ -127,3 +128,22 @@ def test_j3_every_unary_rpc_refuses_an_oversize_request_and_writes_nothing(
     finally:
         reader.close()
     assert problems == []
+
+
+def test_j3_an_oversize_watch_request_is_refused(sidecar_factory: Callable[..., Sidecar]):
+    """The streaming RPC keeps the size limit too: an oversize WatchInterrupts request (padded
+    with an unknown field, so no field rule answers first) is RESOURCE_EXHAUSTED
+    (MESSAGE_TOO_LARGE), not served."""
+    server = sidecar_factory("--max-message-bytes", str(LIMIT))
+    # Field 1007, length-delimited, 80 KiB: unknown to the server, counted by ByteSize().
+    padding = b"\xfa\x3e" + b"\x80\x80\x05" + b"x" * (80 * 1024)
+    request = interrupts_pb.WatchInterruptsRequest().SerializeToString() + padding
+    with grpc.insecure_channel(server.target) as channel:
+        call = channel.unary_stream(
+            "/checkpointd.v1.InterruptService/WatchInterrupts",
+            request_serializer=lambda raw: raw,
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            next(call(request, timeout=10))
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value.details()
+    assert _reason(refused.value) == "MESSAGE_TOO_LARGE"
