@@ -153,7 +153,7 @@ class Settings:
     """Events a watcher may fall behind before its stream ends with RESOURCE_EXHAUSTED
     (CHECKPOINTD_WATCH_BUFFER)."""
     prune_batch_size: int = 1000
-    """Rows deleted per prune transaction (CHECKPOINTD_PRUNE_BATCH_SIZE)."""
+    """Rows deleted per prune transaction (fixed: no flag or variable sets it)."""
     shutdown_grace: float = 10.0
     """Seconds in-flight RPCs get to finish on SIGTERM (CHECKPOINTD_SHUTDOWN_GRACE)."""
     log_level: str = "info"
