@@ -109,8 +109,14 @@ async def test_i5_read_events_returns_complete_events_in_cursor_order(
     ).events == []
     bounds = await first.read_events(after_cursor=0, up_to_cursor=None, limit=0, namespace=None)
     assert (bounds.events, bounds.latest_cursor) == ([], cursors[-1])
-    rows, cursor = await second.snapshot_pending(NS, PendingFilter(chain_name="other"))
-    assert ([r.execution_id for r in rows], cursor) == (["e2"], cursors[-1])
+    snapshot = await second.snapshot_pending(
+        NS,
+        PendingFilter(chain_name="other"),
+        as_of_cursor=cursors[-1],
+        before_sequence=None,
+        limit=10,
+    )
+    assert ([r.execution_id for r in snapshot.rows], snapshot.more) == (["e2"], False)
 
 
 async def test_i5_purge_drops_the_old_prefix_and_remembers_how_far(
@@ -134,8 +140,10 @@ async def test_i5_purge_drops_the_old_prefix_and_remembers_how_far(
     assert await first.purge_events(datetime.now(UTC), batch_size=100) == 1
     page = await second.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=None)
     assert (page.events, page.purged_through, page.latest_cursor) == ([], young, young)
-    _, cursor = await first.snapshot_pending(NS, PendingFilter())
-    assert cursor == young
+    snapshot = await first.snapshot_pending(
+        NS, PendingFilter(), as_of_cursor=young, before_sequence=None, limit=10
+    )
+    assert snapshot.purged_through == young
     await _record(second, "next")
     page = await first.read_events(after_cursor=young, up_to_cursor=None, limit=10, namespace=NS)
     [event] = page.events
