@@ -240,9 +240,9 @@ def test_b1_list_pages_fill_up_to_the_size_limit_and_lose_no_row(sidecar_factory
 
 
 def test_b1_a_list_call_loads_only_the_rows_that_fit_its_reply(sidecar_factory: Any) -> None:
-    """ListCheckpoints(page_size=1000) over 1 MB rows with a 4 MiB limit reads the few rows
+    """ListCheckpoints(page_size=1000) over 1 MB rows with a 2 MiB limit reads the few rows
     that fit, not all of them."""
-    server = sidecar_factory("--max-message-bytes", str(4 * MIB))
+    server = sidecar_factory("--max-message-bytes", str(2 * MIB))
     execution_id = f"exec-{uuid.uuid4().hex[:8]}"
     with CheckpointdClient(server.target, retry=NO_RETRY) as client:
         for i in range(40):
@@ -261,13 +261,13 @@ def test_b1_a_list_call_loads_only_the_rows_that_fit_its_reply(sidecar_factory: 
 def test_b1_a_pending_list_loads_only_the_rows_that_fit_its_reply(
     sidecar_factory: Any,
 ) -> None:
-    """ListPendingInterrupts(page_size=1000) over 1 MB rows with a 4 MiB limit reads the few
+    """ListPendingInterrupts(page_size=1000) over 0.9 MB rows with a 2 MiB limit reads the few
     rows that fit, not all of them."""
-    server = sidecar_factory("--max-message-bytes", str(4 * MIB))
+    server = sidecar_factory("--max-message-bytes", str(2 * MIB))
     with CheckpointdClient(server.target, retry=NO_RETRY) as client:
         big = [f"huge-{i:02d}" for i in range(40)]
         for execution_id in big:
-            _record(client, execution_id, 1_000_000)
+            _record(client, execution_id, 900_000)
         client.list_pending_interrupts(page_size=1)  # warm-up
         peak = _memory_mib(server, "VmHWM")
         page = client.list_pending_interrupts(page_size=1000)
