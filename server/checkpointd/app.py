@@ -245,6 +245,7 @@ def _log_config(settings: Settings) -> None:
         "request_retention_s": settings.request_retention_seconds,
         "event_retention_s": settings.event_retention_seconds,
         "watch_buffer": settings.watch_buffer,
+        "watch_page_bytes": settings.watch_page_bytes,
         "max_watch_streams": settings.max_watch_streams,
         "max_watch_streams_per_peer": settings.max_watch_streams_per_peer,
         "max_health_watch_streams": settings.max_health_watch_streams,
@@ -333,6 +334,7 @@ async def serve(settings: Settings) -> None:
     watch_hub = WatchHub(
         store,
         buffer_events=settings.watch_buffer,
+        page_bytes=settings.watch_page_bytes,
         max_streams=settings.max_watch_streams,
         max_streams_per_peer=settings.max_watch_streams_per_peer,
         max_lifetime=settings.watch_max_lifetime,

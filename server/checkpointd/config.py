@@ -15,6 +15,7 @@ from urllib.parse import unquote
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_WATCH_PAGE_BYTES",
     "Settings",
     "default_data_dir",
     "default_store_url",
@@ -28,6 +29,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 DEFAULT_REQUEST_RETENTION_SECONDS = 24 * 3600
 DEFAULT_EVENT_RETENTION_SECONDS = 7 * 24 * 3600
 DEFAULT_WATCH_BUFFER = 1000
+DEFAULT_WATCH_PAGE_BYTES = 256 * 1024
 DEFAULT_MAX_WATCH_STREAMS = 1000
 DEFAULT_MAX_WATCH_STREAMS_PER_PEER = 100
 DEFAULT_MAX_HEALTH_WATCH_STREAMS = 1000
@@ -152,6 +154,10 @@ class Settings:
     watch_buffer: int = DEFAULT_WATCH_BUFFER
     """Events a watcher may fall behind before its stream ends with RESOURCE_EXHAUSTED
     (CHECKPOINTD_WATCH_BUFFER)."""
+    watch_page_bytes: int = DEFAULT_WATCH_PAGE_BYTES
+    """Largest read of snapshot rows or events, by their stored sizes, that a watch stream (or
+    the watch reader) makes at once; a stream reads its next page only once the previous one
+    is written, so this bounds what one stream holds (CHECKPOINTD_WATCH_PAGE_BYTES)."""
     prune_batch_size: int = 1000
     """Rows deleted per prune transaction (fixed: no flag or variable sets it)."""
     shutdown_grace: float = 10.0

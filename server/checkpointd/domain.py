@@ -9,8 +9,10 @@ re-serialized on the hot path.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 __all__ = [
     "RUN_END",
@@ -20,11 +22,15 @@ __all__ = [
     "EventKind",
     "EventPage",
     "InterruptEventRecord",
+    "Page",
     "PendingFilter",
     "PendingRecord",
     "PruneResult",
     "RecordInterruptResult",
+    "SnapshotPage",
 ]
+
+_Row = TypeVar("_Row")
 
 #: step_type of the terminal row a run writes when it ends.
 RUN_END = "run_end"
@@ -151,3 +157,31 @@ class EventPage:
     """Every event with a cursor at or below this may have been purged (0: none was)."""
     latest_cursor: int
     """The highest cursor the store had handed out to a committed event (0: none)."""
+    more: bool = False
+    """Whether events after these, up to the requested bound, were left out to keep within
+    the row limit or the byte budget."""
+
+
+class Page(list[_Row]):
+    """Rows of a listing read within its row and byte budgets: a list of the rows, and
+    ``more``, whether rows beyond them were left for a later page."""
+
+    def __init__(self, rows: Iterable[_Row] = (), *, more: bool = False) -> None:
+        super().__init__(rows)
+        self.more = more
+
+    def __repr__(self) -> str:
+        return f"Page({list.__repr__(self)}, more={self.more})"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPage:
+    """Pending rows as they were at a snapshot cursor, read within a row and byte budget."""
+
+    rows: list[PendingRecord]
+    """Newest (highest sequence) first."""
+    more: bool
+    """Whether older rows of the snapshot were left for a later page."""
+    purged_through: int
+    """The outbox's purged_through when the page was read: above the snapshot cursor, the
+    events the page was reconstructed from may be gone, and the page cannot be trusted."""

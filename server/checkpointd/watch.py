@@ -16,10 +16,19 @@ had reached the hub's cursor. From then on the hub hands it every event above it
 So every event after C reaches the stream exactly once and in cursor order, with no gap
 between the catch-up and the live part.
 
+The snapshot is read in pages (at most ``batch_size`` rows, itself at most the buffer, and at
+most ``page_bytes``), each page the pending set as it was at the snapshot cursor (see
+:meth:`~checkpointd.store.base.Store.snapshot_pending`), and the next page is read only once
+every row of the previous one has been written to the client. Event reads are bounded the
+same way. So a stream holds at most one page whatever the size of the pending set, and a
+client that stops reading stops the reading (contract B1).
+
 Limits: the hub refuses a stream beyond ``max_streams`` open streams, or beyond
 ``max_streams_per_peer`` from one peer (``RESOURCE_EXHAUSTED``, ``TOO_MANY_WATCH_STREAMS``),
 and ends a stream older than ``max_lifetime`` seconds with ``UNAVAILABLE``
-(``WATCH_EXPIRED``), from which the client resumes at its cursor like after any reconnect.
+(``WATCH_EXPIRED``), from which the client resumes at its cursor like after any reconnect. A
+stream whose write is still blocked :data:`STUCK_WRITE_GRACE` seconds after its lifetime
+ended has that write abandoned, so a client that stopped reading cannot outlive it.
 
 Ending: a failure (too slow, shutting down, store lost for longer than ``outage_grace``,
 cursor purged, lifetime reached) is raised from the stream's iterator and from
@@ -32,10 +41,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 
+from checkpointd.config import DEFAULT_WATCH_PAGE_BYTES
 from checkpointd.domain import EventPage, InterruptEventRecord, PendingFilter, PendingRecord
 from checkpointd.errors import (
     CursorExpired,
@@ -59,6 +70,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Seconds a write in progress when a stream's lifetime ends may still take before it is
+#: abandoned (a client that keeps reading finishes a write well within it).
+STUCK_WRITE_GRACE = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +152,7 @@ class Watch:
         self.namespace = namespace
         self.peer = peer
         self._expiry: asyncio.TimerHandle | None = None
+        self._stuck_write: asyncio.TimerHandle | None = None
         self._after_cursor = after_cursor
         self.filters = filters
         self._queue: collections.deque[EventItem] = collections.deque()
@@ -167,8 +183,9 @@ class Watch:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
+        for timer in (self._expiry, self._stuck_write):
+            if timer is not None:
+                timer.cancel()
         self._hub._forget(self)
         if self._items_gen is not None:
             await self._items_gen.aclose()
@@ -191,11 +208,22 @@ class Watch:
             return
         self._failure = failure
         self._wakeup.set()
-        if isinstance(failure, WatcherTooSlow) and self._writing and self._task is not None:
+        if isinstance(failure, WatcherTooSlow):
             # The sender is blocked writing to a client that stopped reading: interrupt that
             # write (see guard). Any other failure lets an in-flight write finish first: a
             # write cancelled mid-send leaves its operation pending in gRPC, and the status
             # that ends the stream could then not be sent at all.
+            self._interrupt_write()
+        elif isinstance(failure, WatchExpired):
+            # The lifetime is a bound too (B1): a write still blocked after a grace period is
+            # one to a client that stopped reading, and is abandoned like a too-slow one.
+            self._stuck_write = asyncio.get_running_loop().call_later(
+                STUCK_WRITE_GRACE, self._interrupt_write
+            )
+
+    def _interrupt_write(self) -> None:
+        """Cancel the sender's write in progress, if any (see guard)."""
+        if self._writing and self._task is not None and not self._interrupted_write:
             self._interrupted_write = True
             self._task.cancel()
 
@@ -208,6 +236,11 @@ class Watch:
         Must be awaited by the task that entered the watch: :meth:`fail` cancels that task
         while it is blocked here, and the cancellation is turned back into the failure.
         """
+        if self._failure is not None:
+            # No write starts once the stream has failed: it could block for ever.
+            if inspect.iscoroutine(write):
+                write.close()
+            raise self._failure
         self._writing = True
         try:
             await write
@@ -238,10 +271,37 @@ class Watch:
         loop = asyncio.get_running_loop()
         self._raise_if_failed()
         if self._after_cursor == 0:
-            rows, position = await store.snapshot_pending(self.namespace, self.filters)
-            for row in rows:
+            # The cursor first, then the pending set as it was at that cursor, page by page
+            # (newest first); each page is read only after the previous one was written.
+            bounds = await store.read_events(
+                after_cursor=0, up_to_cursor=0, limit=0, namespace=None
+            )
+            position = bounds.latest_cursor
+            before: int | None = None
+            while True:
                 self._raise_if_failed()
-                yield SnapshotRow(row)
+                snapshot = await store.snapshot_pending(
+                    self.namespace,
+                    self.filters,
+                    as_of_cursor=position,
+                    before_sequence=before,
+                    limit=hub.batch_size,
+                    max_bytes=hub.page_bytes,
+                )
+                if position < snapshot.purged_through:
+                    # The events the pages are rebuilt from were purged (a snapshot read for
+                    # longer than the event retention): OUT_OF_RANGE, the client snapshots again.
+                    raise CursorExpired(position, snapshot.purged_through)
+                # Each row is let go of once it has been written.
+                rows, more = snapshot.rows[::-1], snapshot.more and bool(snapshot.rows)
+                del snapshot
+                while rows:
+                    self._raise_if_failed()
+                    row = rows.pop()
+                    before = row.sequence
+                    yield SnapshotRow(row)
+                if not more:
+                    break
             self._raise_if_failed()
             yield SnapshotDone(position)
         else:
@@ -275,6 +335,7 @@ class Watch:
                 up_to_cursor=hub_cursor,
                 limit=hub.batch_size,
                 namespace=self.namespace,
+                max_bytes=hub.page_bytes,
             )
             if position < page.purged_through:
                 raise CursorExpired(position, page.purged_through)
@@ -284,8 +345,7 @@ class Watch:
                     self._last_cursor = event.cursor
                     self._last_sent_at = loop.time()
                     yield EventItem(event)
-            full = len(page.events) == hub.batch_size
-            position = page.events[-1].cursor if full else hub_cursor
+            position = page.events[-1].cursor if page.more else hub_cursor
             progress = self._progress(position, loop.time())
             if progress is not None:
                 yield progress
@@ -330,7 +390,8 @@ class WatchHub:
     filters match nothing; ``outage_grace`` how long the store may fail before the open
     streams end with ``UNAVAILABLE`` (the reader itself keeps retrying). ``max_streams`` and
     ``max_streams_per_peer`` bound the open streams (0: no bound); ``max_lifetime`` ends a
-    stream after that many seconds (0: never).
+    stream after that many seconds (0: never). ``page_bytes`` bounds every read of snapshot
+    rows or events, by the rows' stored sizes (a single larger row is still read alone).
     """
 
     def __init__(
@@ -346,9 +407,11 @@ class WatchHub:
         max_streams: int = 0,
         max_streams_per_peer: int = 0,
         max_lifetime: float = 0.0,
+        page_bytes: int = DEFAULT_WATCH_PAGE_BYTES,
     ) -> None:
-        if buffer_events <= 0 or batch_size <= 0:
-            raise ValueError("buffer_events and batch_size must be positive")
+        if buffer_events <= 0 or batch_size <= 0 or page_bytes <= 0:
+            raise ValueError("buffer_events, batch_size and page_bytes must be positive")
+        self.page_bytes = page_bytes
         if max_streams < 0 or max_streams_per_peer < 0 or max_lifetime < 0:
             raise ValueError("stream limits must not be negative (0 means no limit)")
         self.max_streams = max_streams
@@ -517,10 +580,14 @@ class WatchHub:
                     return
                 continue  # a stream registered meanwhile: read the rows after all
             page = await self.store.read_events(
-                after_cursor=cursor, up_to_cursor=None, limit=self.batch_size, namespace=None
+                after_cursor=cursor,
+                up_to_cursor=None,
+                limit=self.batch_size,
+                namespace=None,
+                max_bytes=self.page_bytes,
             )
             self._fan_out(cursor, page)
-            if len(page.events) < self.batch_size:
+            if not page.more:
                 return
 
     def _fan_out(self, cursor: int, page: EventPage) -> None:

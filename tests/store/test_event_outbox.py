@@ -109,8 +109,14 @@ async def test_i5_read_events_returns_complete_events_in_cursor_order(
     ).events == []
     bounds = await first.read_events(after_cursor=0, up_to_cursor=None, limit=0, namespace=None)
     assert (bounds.events, bounds.latest_cursor) == ([], cursors[-1])
-    rows, cursor = await second.snapshot_pending(NS, PendingFilter(chain_name="other"))
-    assert ([r.execution_id for r in rows], cursor) == (["e2"], cursors[-1])
+    snapshot = await second.snapshot_pending(
+        NS,
+        PendingFilter(chain_name="other"),
+        as_of_cursor=cursors[-1],
+        before_sequence=None,
+        limit=10,
+    )
+    assert ([r.execution_id for r in snapshot.rows], snapshot.more) == (["e2"], False)
 
 
 async def test_i5_purge_drops_the_old_prefix_and_remembers_how_far(
@@ -134,8 +140,10 @@ async def test_i5_purge_drops_the_old_prefix_and_remembers_how_far(
     assert await first.purge_events(datetime.now(UTC), batch_size=100) == 1
     page = await second.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=None)
     assert (page.events, page.purged_through, page.latest_cursor) == ([], young, young)
-    _, cursor = await first.snapshot_pending(NS, PendingFilter())
-    assert cursor == young
+    snapshot = await first.snapshot_pending(
+        NS, PendingFilter(), as_of_cursor=young, before_sequence=None, limit=10
+    )
+    assert snapshot.purged_through == young
     await _record(second, "next")
     page = await first.read_events(after_cursor=young, up_to_cursor=None, limit=10, namespace=NS)
     [event] = page.events
@@ -202,3 +210,78 @@ async def test_i5_listen_connection_is_reopened_after_it_is_terminated(
         await admin.close()
         await notifier.close()
         await store.close()
+
+
+async def test_b1_snapshot_pages_are_the_pending_set_at_their_cursor(
+    stores: tuple[Store, Store],
+) -> None:
+    """Pages of a snapshot read after changes made through another instance are still the
+    pending set at the snapshot's cursor: claimed and removed rows come back from their
+    events, added ones stay out; filters apply to both; the row and byte budgets cut pages
+    without losing or repeating a row."""
+    first, second = stores
+    for i in range(9):
+        await _record(first, f"e{i}", chain_name="odd" if i % 2 else "even")
+    bounds = await first.read_events(after_cursor=0, up_to_cursor=0, limit=0, namespace=None)
+    cursor = bounds.latest_cursor
+    assert await second.claim_interrupt(NS, "e1", "tok", datetime.now(UTC)) is not None
+    await second.delete_execution(NS, "e4")
+    await _record(second, "late", chain_name="odd")
+    assert await second.claim_interrupt(NS, "e7", "", datetime.now(UTC)) is not None
+
+    async def read_all(
+        cursor: int, filters: PendingFilter, limit: int, max_bytes: int | None = None
+    ) -> list[str]:
+        ids: list[str] = []
+        before: int | None = None
+        while True:
+            page = await first.snapshot_pending(
+                NS,
+                filters,
+                as_of_cursor=cursor,
+                before_sequence=before,
+                limit=limit,
+                max_bytes=max_bytes,
+            )
+            assert page.purged_through <= cursor
+            assert len(page.rows) <= limit
+            ids += [row.execution_id for row in page.rows]
+            if not page.more:
+                return ids
+            before = page.rows[-1].sequence
+
+    everything = [f"e{i}" for i in range(8, -1, -1)]
+    assert await read_all(cursor, PendingFilter(), 100) == everything
+    assert await read_all(cursor, PendingFilter(), 2) == everything
+    assert await read_all(cursor, PendingFilter(), 100, max_bytes=1) == everything  # a row a page
+    odd = await read_all(cursor, PendingFilter(chain_name="odd"), 3)
+    assert odd == ["e7", "e5", "e3", "e1"]
+    # At the newest cursor the same pages are the current set.
+    now = await first.read_events(after_cursor=0, up_to_cursor=0, limit=0, namespace=None)
+    current = ["late", "e8", "e6", "e5", "e3", "e2", "e0"]
+    assert await read_all(now.latest_cursor, PendingFilter(), 2) == current
+
+
+async def test_b1_event_reads_stop_at_their_byte_budget(stores: tuple[Store, Store]) -> None:
+    """A batch of events stops where its stored sizes reach the budget (one event at least),
+    says that more follow, and the next read goes on from there: nothing lost or repeated."""
+    first, _ = stores
+    for i in range(5):
+        await _record(first, f"e{i}")
+    every = await first.read_events(after_cursor=0, up_to_cursor=None, limit=100, namespace=NS)
+    assert len(every.events) == 5
+    assert not every.more
+    seen: list[int] = []
+    after = 0
+    while True:
+        page = await first.read_events(
+            after_cursor=after, up_to_cursor=None, limit=100, namespace=None, max_bytes=1
+        )
+        assert len(page.events) == 1 or not page.events
+        seen += [event.cursor for event in page.events]
+        if not page.more:
+            break
+        after = page.events[-1].cursor
+    assert seen == [event.cursor for event in every.events]
+    capped = await first.read_events(after_cursor=0, up_to_cursor=None, limit=2, namespace=NS)
+    assert (len(capped.events), capped.more) == (2, True)

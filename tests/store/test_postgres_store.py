@@ -808,6 +808,13 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("list_ascending", sql.list_ascending, ("ns", "e5", 0, 20)),
         ("list_descending", sql.list_descending, ("ns", "e5", 2**63 - 1, 20)),
         ("list_page", sql.list_ascending, ("ns", "e5", 2500, 20)),
+        ("list_ascending_sizes", sql.list_ascending_sizes, ("ns", "e5", 0, 20)),
+        ("list_descending_sizes", sql.list_descending_sizes, ("ns", "e5", 2**63 - 1, 20)),
+        (
+            "list_pending_sizes",
+            sql.list_pending(False, False, False, sizes=True),
+            ("ns", 2**63 - 1, 50),
+        ),
         ("get_checkpoint", sql.get_checkpoint, ("ns", "c77", "e77")),
         ("checkpoint_by_id", sql.checkpoint_by_id, ("ns", "c77")),
         ("checkpoint_by_request_id", sql.checkpoint_by_request_id, ("ns", "r77")),

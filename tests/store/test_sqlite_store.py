@@ -812,8 +812,10 @@ async def test_queries_are_index_lookups(store: SQLiteStore, db_path: Path) -> N
     queries: list[tuple[str, tuple[Any, ...]]] = [
         (m._SQL_LATEST_CHECKPOINT, (NS, "e")),
         (m._SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE, (NS, "e", RUN_END)),
-        (m._SQL_LIST_CHECKPOINTS_ASC, (NS, "e", 0, 10)),
-        (m._SQL_LIST_CHECKPOINTS_DESC, (NS, "e", 99, 10)),
+        (m._SQL_LIST_CHECKPOINTS_ASC, (NS, "e", 0, 2**63 - 1, 10)),
+        (m._SQL_LIST_CHECKPOINTS_DESC, (NS, "e", 0, 99, 10)),
+        (m._SQL_LIST_CHECKPOINT_SIZES_ASC, (NS, "e", 0, 2**63 - 1, 10)),
+        (m._SQL_LIST_CHECKPOINT_SIZES_DESC, (NS, "e", 0, 99, 10)),
         (m._SQL_GET_CHECKPOINT, (NS, "c", "e")),
         (m._SQL_CHECKPOINT_BY_ID, (NS, "c")),
         (m._SQL_CHECKPOINT_BY_REQUEST_ID, (NS, "r")),

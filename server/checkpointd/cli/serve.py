@@ -26,6 +26,7 @@ from checkpointd.config import (
     DEFAULT_REQUEST_RETENTION_SECONDS,
     DEFAULT_WATCH_BUFFER,
     DEFAULT_WATCH_MAX_LIFETIME_SECONDS,
+    DEFAULT_WATCH_PAGE_BYTES,
     PG_SCHEMA_RE,
     Settings,
     default_store_url,
@@ -209,8 +210,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--watch-buffer",
         type=_checked(_positive_int),
         default=_env("CHECKPOINTD_WATCH_BUFFER", _positive_int, DEFAULT_WATCH_BUFFER),
-        help="events a watcher may fall behind before its stream ends with RESOURCE_EXHAUSTED "
+        help="events a watcher may fall behind before its stream ends with RESOURCE_EXHAUSTED; "
+        "also the most snapshot rows a stream reads at once "
         "[CHECKPOINTD_WATCH_BUFFER; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--watch-page-bytes",
+        type=_checked(_positive_int),
+        default=_env("CHECKPOINTD_WATCH_PAGE_BYTES", _positive_int, DEFAULT_WATCH_PAGE_BYTES),
+        metavar="BYTES",
+        help="most bytes of snapshot rows or events a watch stream reads from the store at once "
+        "(a larger single row is read alone); a stream reads its next page only after writing "
+        "the last, so this bounds what one stream holds "
+        "[CHECKPOINTD_WATCH_PAGE_BYTES; default: %(default)s]",
     )
     serve.add_argument(
         "--store-timeout",
@@ -392,6 +404,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         request_retention_seconds=args.request_retention,
         event_retention_seconds=args.event_retention,
         watch_buffer=args.watch_buffer,
+        watch_page_bytes=args.watch_page_bytes,
         shutdown_grace=args.shutdown_grace,
         log_level=args.log_level,
         log_format=args.log_format,

@@ -71,25 +71,28 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         limit = v.page_size("page_size", request.page_size)
         scope = ("checkpoints", namespace, execution_id, request.descending)
         after = decode_token(request.page_token, scope)
-        # One extra row tells whether another page follows without a second query.
-        rows = await shielded(
+        # The store reads only the rows whose stored sizes fit the reply (B1), so a page of
+        # large rows never loads more than the message limit; the reply is measured again
+        # as it is built, in case a row encodes larger than its stored size says.
+        page = await shielded(
             self._store.list_checkpoints(
                 namespace,
                 execution_id,
                 after_sequence=after,
                 descending=request.descending,
-                limit=limit + 1,
+                limit=limit,
+                max_bytes=self._deps.max_message_bytes,
             )
         )
         response = svc.ListCheckpointsResponse()
         budget = self._deps.max_message_bytes
-        for row in rows[:limit]:
+        for row in page:
             message = checkpoint_to_proto(row)
             budget -= message.ByteSize() + 8  # field tag and length prefix
             if budget < 0 and response.checkpoints:
                 break  # the page is full by size; the next one starts at this row
             response.checkpoints.append(message)
-        if len(response.checkpoints) < len(rows):
+        if page.more or len(response.checkpoints) < len(page):
             response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
         return response
 

@@ -140,22 +140,27 @@ class InterruptServicer(svc_grpc.InterruptServiceServicer):
             filters.agent_path_prefix,
         )
         before = decode_token(request.page_token, scope)
-        rows = await shielded(
+        # Read within the reply's size, as ListCheckpoints does (B1).
+        page = await shielded(
             self._store.list_pending(
-                namespace, before_sequence=before, limit=limit + 1, filters=filters
+                namespace,
+                before_sequence=before,
+                limit=limit,
+                filters=filters,
+                max_bytes=self._deps.max_message_bytes,
             )
         )
         response = svc.ListPendingInterruptsResponse()
         budget = self._deps.max_message_bytes
         last_sequence = 0
-        for row in rows[:limit]:
+        for row in page:
             message = pending_to_proto(row)
             budget -= message.ByteSize() + 8
             if budget < 0 and response.pending_interrupts:
                 break
             response.pending_interrupts.append(message)
             last_sequence = row.sequence
-        if len(response.pending_interrupts) < len(rows):
+        if page.more or len(response.pending_interrupts) < len(page):
             response.next_page_token = encode_token(last_sequence, scope)
         return response
 

@@ -36,10 +36,12 @@ from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
     EventPage,
+    Page,
     PendingFilter,
     PendingRecord,
     PruneResult,
     RecordInterruptResult,
+    SnapshotPage,
 )
 
 __all__ = [
@@ -178,11 +180,16 @@ class Store(Protocol):
         after_sequence: int | None,
         descending: bool,
         limit: int,
-    ) -> list[CheckpointRecord]:
+        max_bytes: int | None = None,
+    ) -> Page[CheckpointRecord]:
         """Return up to ``limit`` rows of the execution ordered by sequence.
 
         Ascending: rows with sequence > ``after_sequence``; descending: rows with sequence <
         ``after_sequence``. ``None`` starts at the beginning (or the end, descending).
+
+        Only the leading rows whose stored sizes fit ``max_bytes`` are read (always at least
+        one; see :mod:`checkpointd.store.budget`), so a page of large rows never loads more
+        than its budget; ``more`` says whether rows were left for the next page.
         """
         ...
 
@@ -266,9 +273,11 @@ class Store(Protocol):
         before_sequence: int | None,
         limit: int,
         filters: PendingFilter,
-    ) -> list[PendingRecord]:
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
         """Return up to ``limit`` pending rows with sequence < ``before_sequence`` (all when
-        None), newest (highest sequence) first, matching every set filter."""
+        None), newest (highest sequence) first, matching every set filter, within
+        ``max_bytes`` as :meth:`list_checkpoints` reads them."""
         ...
 
     # --- idempotency ---------------------------------------------------------------------
@@ -298,11 +307,29 @@ class Store(Protocol):
     # --- interrupt events (the watch outbox) ---------------------------------------------
 
     async def snapshot_pending(
-        self, namespace: str, filters: PendingFilter
-    ) -> tuple[list[PendingRecord], int]:
-        """Return every pending row matching the filters, newest first, and the outbox cursor
-        they reflect, read in one consistent snapshot: the events with a higher cursor are
-        exactly the changes made after the snapshot."""
+        self,
+        namespace: str,
+        filters: PendingFilter,
+        *,
+        as_of_cursor: int,
+        before_sequence: int | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> SnapshotPage:
+        """Return a page of the pending rows matching the filters as they were when the
+        outbox's latest cursor was ``as_of_cursor``: those with sequence < ``before_sequence``
+        (all when None), newest first, at most ``limit`` of them and within ``max_bytes``.
+
+        Paged this way, a snapshot read in many pages at different times is still the pending
+        set at one cursor, so the events with a higher cursor are exactly the changes made
+        after it. Each page is one consistent read: rows pending now whose ``added`` event has
+        a cursor above ``as_of_cursor`` are left out (they were added later), and rows whose
+        ``claimed``/``removed`` event is above it, and whose ``added`` event is not, are put
+        back from that event (which carries the whole row). Every change of the pending set
+        writes its event in the same transaction (I1), so nothing else can differ. A page is
+        only right while those events are kept: when the result's ``purged_through`` is above
+        ``as_of_cursor`` the caller must start a new snapshot.
+        """
         ...
 
     async def read_events(
@@ -312,11 +339,14 @@ class Store(Protocol):
         up_to_cursor: int | None,
         limit: int,
         namespace: str | None,
+        max_bytes: int | None = None,
     ) -> EventPage:
         """Return up to ``limit`` events with ``after_cursor < cursor <= up_to_cursor`` (no
         upper bound when None), ascending, of one namespace (every namespace when None),
         together with the outbox's bounds, all read in one consistent snapshot. ``limit`` 0
-        reads only the bounds.
+        reads only the bounds. Only the leading events whose sizes fit ``max_bytes`` are read
+        (at least one), as :meth:`list_checkpoints` reads rows; ``more`` says whether events
+        up to ``up_to_cursor`` were left out.
 
         Events commit in cursor order, so once a reader has seen cursor N no event with a
         smaller cursor can appear later.

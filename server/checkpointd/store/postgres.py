@@ -63,12 +63,14 @@ from checkpointd.domain import (
     EventKind,
     EventPage,
     InterruptEventRecord,
+    Page,
     PendingFilter,
     PendingRecord,
     PruneResult,
     RecordInterruptResult,
+    SnapshotPage,
 )
-from checkpointd.store import replies, rows
+from checkpointd.store import budget, replies, rows
 from checkpointd.store.base import (
     CheckpointExists,
     PoolState,
@@ -114,6 +116,50 @@ _EVENT_COLUMNS: Final = (
     "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
     "agent_path, pending_created_at, checkpoint_id, sequence, event_at"
 )
+# The pending row an event carries, under the pending table's column names.
+_EVENT_PENDING_COLUMNS: Final = (
+    "execution_id, chain_name, node_id, reason, context_json, agent_path, "
+    "pending_created_at AS created_at, checkpoint_id, sequence"
+)
+
+
+def _size_of(columns: Sequence[str]) -> str:
+    """The stored bytes of these text columns (see :mod:`checkpointd.store.budget`);
+    octet_length reads a TOASTed value's size without decompressing it."""
+    return " + ".join(f"coalesce(octet_length({column}), 0)" for column in columns)
+
+
+_CHECKPOINT_SIZE: Final = f"sequence, {_size_of(budget.CHECKPOINT_TEXT_COLUMNS)}"
+_PENDING_SIZE: Final = f"sequence, {_size_of(budget.PENDING_TEXT_COLUMNS)}"
+_EVENT_SIZE: Final = f"cursor, {_size_of(budget.EVENT_TEXT_COLUMNS)}"
+
+
+def _numbered(sql: str) -> str:
+    """``?`` placeholders as ``$1``, ``$2``, ... in order (the statements built here hold no
+    other question mark)."""
+    parts = sql.split("?")
+    out = [parts[0]]
+    for number, part in enumerate(parts[1:], start=1):
+        out.append(f"${number}{part}")
+    return "".join(out)
+
+
+def _pending_filters(filters: PendingFilter) -> tuple[str, list[object]]:
+    """The WHERE conditions of the set filters (``?`` placeholders), and their parameters."""
+    sql = ""
+    params: list[object] = []
+    if filters.chain_name is not None:
+        sql += " AND chain_name = ?"
+        params.append(filters.chain_name)
+    if filters.reason is not None:
+        sql += " AND reason = ?"
+        params.append(filters.reason)
+    if filters.agent_path_prefix:
+        sql += " AND starts_with(agent_path, ?)"
+        params.append(filters.agent_path_prefix)
+    return sql, params
+
+
 #: Seconds of silence after which the LISTEN connection is checked with a trivial query.
 _LISTEN_CHECK_SECONDS: Final = 30.0
 #: Least seconds between two attempts to open the LISTEN connection.
@@ -332,6 +378,9 @@ class _Sql:
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND step_type IS DISTINCT FROM $3 ORDER BY sequence DESC LIMIT 1"
         )
+        # Keyset listing (parameters: namespace, execution_id, bound, limit), and the same
+        # listing of stored sizes only, read first so that only the rows that fit the byte
+        # budget are loaded (see checkpointd.store.budget).
         self.list_ascending = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND sequence > $3 ORDER BY sequence LIMIT $4"
@@ -340,6 +389,8 @@ class _Sql:
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND sequence < $3 ORDER BY sequence DESC LIMIT $4"
         )
+        self.list_ascending_sizes = self.list_ascending.replace(cols, _CHECKPOINT_SIZE, 1)
+        self.list_descending_sizes = self.list_descending.replace(cols, _CHECKPOINT_SIZE, 1)
         # The request ids of the deleted rows become tombstones in the same statement (C9).
         self.delete_checkpoints = f"""
             WITH gone AS (
@@ -545,16 +596,19 @@ class _Sql:
                    (SELECT count(*) FROM gone) AS deleted,
                    (SELECT max(created_at) FROM doomed) AS resume_at"""
 
-        self._pending_table = pending
+        self.pending_table = pending
+        self.events_table = events
+        self._list_pending: dict[tuple[bool, bool, bool, bool], str] = {}
         self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"
-        self._list_pending: dict[tuple[bool, bool, bool], str] = {}
 
-    def list_pending(self, chain_name: bool, reason: bool, agent_path_prefix: bool) -> str:
+    def list_pending(
+        self, chain_name: bool, reason: bool, agent_path_prefix: bool, *, sizes: bool = False
+    ) -> str:
         """The pending listing with only the set filters, so each of the eight variants gets
         its own plan (a catch-all ``$n IS NULL OR ...`` could not use the filter indexes in
         a generic plan). Parameters: namespace, before_sequence, limit, then the set filters
-        in this order."""
-        key = (chain_name, reason, agent_path_prefix)
+        in this order. With ``sizes``: the sequence and stored size of each row instead."""
+        key = (chain_name, reason, agent_path_prefix, sizes)
         query = self._list_pending.get(key)
         if query is None:
             where = ["namespace = $1", "sequence < $2"]
@@ -563,8 +617,9 @@ class _Sql:
                     where.append(f"{column} = ${len(where) + 2}")
             if agent_path_prefix:
                 where.append(f"starts_with(agent_path, ${len(where) + 2})")
+            columns = _PENDING_SIZE if sizes else _PENDING_COLUMNS
             query = (
-                f"SELECT {_PENDING_COLUMNS} FROM {self._pending_table} "
+                f"SELECT {columns} FROM {self.pending_table} "
                 f"WHERE {' AND '.join(where)} ORDER BY sequence DESC LIMIT $3"
             )
             self._list_pending[key] = query
@@ -785,19 +840,29 @@ class PostgresStore:
         after_sequence: int | None,
         descending: bool,
         limit: int,
-    ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` rows of the execution ordered by sequence (keyset paging)."""
+        max_bytes: int | None = None,
+    ) -> Page[CheckpointRecord]:
+        """Up to ``limit`` rows of the execution ordered by sequence (keyset paging), within
+        ``max_bytes``: sizes first, then only the rows that fit, in one REPEATABLE READ
+        transaction (so the second read returns exactly the rows the first one sized)."""
         if limit <= 0:
-            return []
+            return Page()
         if descending:
-            query = self._sql.list_descending
+            sizes_query, query = self._sql.list_descending_sizes, self._sql.list_descending
             bound = _MAX_BIGINT if after_sequence is None else after_sequence
         else:
-            query = self._sql.list_ascending
+            sizes_query, query = self._sql.list_ascending_sizes, self._sql.list_ascending
             bound = 0 if after_sequence is None else after_sequence
-        async with self._connection() as conn:
-            rows = await conn.fetch(query, namespace, execution_id, bound, limit)
-        return [_checkpoint(row) for row in rows]
+        async with (
+            self._connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            sizes = await conn.fetch(sizes_query, namespace, execution_id, bound, limit + 1)
+            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+            if not taken:
+                return Page()
+            found = await conn.fetch(query, namespace, execution_id, bound, taken)
+        return Page((_checkpoint(row) for row in found), more=len(sizes) > taken)
 
     async def delete_execution(
         self,
@@ -1062,25 +1127,36 @@ class PostgresStore:
         before_sequence: int | None,
         limit: int,
         filters: PendingFilter,
-    ) -> list[PendingRecord]:
-        """Return up to ``limit`` pending rows with sequence < ``before_sequence``, newest
-        first, matching every set filter (the agent_path filter is a plain prefix match; an
-        empty prefix matches everything)."""
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
+        """Up to ``limit`` pending rows with sequence < ``before_sequence``, newest first,
+        matching every set filter (the agent_path filter is a plain prefix match; an empty
+        prefix matches everything), within ``max_bytes``: sizes first, then only the rows
+        that fit, in one REPEATABLE READ transaction."""
         if limit <= 0:
-            return []
+            return Page()
         prefix = filters.agent_path_prefix or None
-        query = self._sql.list_pending(
-            filters.chain_name is not None, filters.reason is not None, prefix is not None
-        )
-        args: list[object] = [
-            namespace,
-            _MAX_BIGINT if before_sequence is None else before_sequence,
-            limit,
-        ]
-        args += [f for f in (filters.chain_name, filters.reason, prefix) if f is not None]
-        async with self._connection() as conn:
-            rows = await conn.fetch(query, *args)
-        return [_pending(row) for row in rows]
+        shape = (filters.chain_name is not None, filters.reason is not None, prefix is not None)
+        bound = _MAX_BIGINT if before_sequence is None else before_sequence
+        set_filters = [f for f in (filters.chain_name, filters.reason, prefix) if f is not None]
+        async with (
+            self._connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            sizes = await conn.fetch(
+                self._sql.list_pending(*shape, sizes=True),
+                namespace,
+                bound,
+                limit + 1,
+                *set_filters,
+            )
+            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+            if not taken:
+                return Page()
+            found = await conn.fetch(
+                self._sql.list_pending(*shape), namespace, bound, taken, *set_filters
+            )
+        return Page((_pending(row) for row in found), more=len(sizes) > taken)
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -1296,24 +1372,84 @@ class PostgresStore:
         return int(row["purged_through"]), int(row["latest"])
 
     async def snapshot_pending(
-        self, namespace: str, filters: PendingFilter
-    ) -> tuple[list[PendingRecord], int]:
-        """Every matching pending row, newest first, and the outbox cursor they reflect, in
-        one REPEATABLE READ transaction (events commit in cursor order, so the events that
-        snapshot sees are exactly those up to that cursor)."""
-        prefix = filters.agent_path_prefix or None
-        query = self._sql.list_pending(
-            filters.chain_name is not None, filters.reason is not None, prefix is not None
+        self,
+        namespace: str,
+        filters: PendingFilter,
+        *,
+        as_of_cursor: int,
+        before_sequence: int | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> SnapshotPage:
+        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one
+        REPEATABLE READ transaction: the rows pending now that were not added after that
+        cursor, plus the rows claimed or removed after it, rebuilt from their events (which
+        carry the whole row). Events commit in cursor order, so "added after the cursor" is
+        exactly "its ``added`` event has a higher cursor"."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        where, params = _pending_filters(filters)
+        high = _MAX_BIGINT if before_sequence is None else before_sequence
+        after = as_of_cursor
+        events = self._sql.events_table
+        added_after = (
+            f" AND NOT EXISTS (SELECT 1 FROM {events} AS a WHERE a.namespace = p.namespace "
+            "AND a.cursor > ? AND a.kind = 'added' AND a.sequence = p.sequence)"
         )
-        args: list[object] = [namespace, _MAX_BIGINT, _MAX_BIGINT]
-        args += [f for f in (filters.chain_name, filters.reason, prefix) if f is not None]
+
+        def pending_sql(columns: str) -> str:
+            return _numbered(
+                f"SELECT {columns} FROM {self._sql.pending_table} AS p "
+                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where}{added_after} "
+                "ORDER BY sequence DESC LIMIT ?"
+            )
+
+        def gone_sql(columns: str) -> str:
+            return _numbered(
+                f"SELECT {columns} FROM {events} AS p "
+                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where} "
+                f"AND p.cursor > ? AND p.kind IN ('claimed', 'removed'){added_after} "
+                "ORDER BY sequence DESC LIMIT ?"
+            )
+
+        found: dict[int, PendingRecord] = {}
         async with (
             self._connection() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            rows = await conn.fetch(query, *args)
-            _, latest = await self._event_bounds(conn)
-        return [_pending(row) for row in rows], latest
+            purged_through, _ = await self._event_bounds(conn)
+            now = await conn.fetch(
+                pending_sql(_PENDING_SIZE), namespace, high, 0, *params, after, limit + 1
+            )
+            gone = await conn.fetch(
+                gone_sql(_PENDING_SIZE), namespace, high, 0, *params, after, after, limit + 1
+            )
+            sizes = budget.merge_newest_first(
+                [(int(r[0]), int(r[1])) for r in now], [(int(r[0]), int(r[1])) for r in gone]
+            )
+            taken = budget.fit((size for _, size in sizes), limit, max_bytes)
+            if taken:
+                low = sizes[taken - 1][0] - 1
+                for row in await conn.fetch(
+                    pending_sql(_PENDING_COLUMNS), namespace, high, low, *params, after, taken
+                ):
+                    found[int(row["sequence"])] = _pending(row)
+                for row in await conn.fetch(
+                    gone_sql(_EVENT_PENDING_COLUMNS),
+                    namespace,
+                    high,
+                    low,
+                    *params,
+                    after,
+                    after,
+                    taken,
+                ):
+                    found.setdefault(int(row["sequence"]), _pending(row))
+        return SnapshotPage(
+            rows=[found[sequence] for sequence in sorted(found, reverse=True)],
+            more=len(sizes) > taken,
+            purged_through=purged_through,
+        )
 
     async def read_events(
         self,
@@ -1322,29 +1458,43 @@ class PostgresStore:
         up_to_cursor: int | None,
         limit: int,
         namespace: str | None,
+        max_bytes: int | None = None,
     ) -> EventPage:
-        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``), with
-        the outbox's bounds, in one REPEATABLE READ transaction."""
+        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
+        ``max_bytes``, with the outbox's bounds, in one REPEATABLE READ transaction."""
         if limit < 0:
             raise ValueError(f"limit must not be negative, got {limit}")
         upper = _MAX_BIGINT if up_to_cursor is None else up_to_cursor
         rows: list[asyncpg.Record] = []
+        more = False
+        events = self._sql.events_table
+        scope = "" if namespace is None else " AND namespace = $4"
+        extra: tuple[object, ...] = () if namespace is None else (namespace,)
         async with (
             self._connection() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             purged_through, latest = await self._event_bounds(conn)
             if limit > 0 and upper > after_cursor:
-                if namespace is None:
-                    rows = await conn.fetch(self._sql.events, after_cursor, upper, limit)
-                else:
-                    rows = await conn.fetch(
-                        self._sql.events_of_namespace, after_cursor, upper, limit, namespace
-                    )
+                sizes = await conn.fetch(
+                    f"SELECT {_EVENT_SIZE} FROM {events} WHERE cursor > $1 AND cursor <= $2"
+                    f"{scope} ORDER BY cursor LIMIT $3",
+                    after_cursor,
+                    upper,
+                    limit + 1,
+                    *extra,
+                )
+                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+                more = len(sizes) > taken
+                if taken:
+                    through = int(sizes[taken - 1][0])
+                    query = self._sql.events if namespace is None else self._sql.events_of_namespace
+                    rows = await conn.fetch(query, after_cursor, through, taken, *extra)
         return EventPage(
             events=[_event(row) for row in rows],
             purged_through=purged_through,
             latest_cursor=latest,
+            more=more,
         )
 
     async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:

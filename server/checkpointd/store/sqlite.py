@@ -63,12 +63,14 @@ from checkpointd.domain import (
     EventKind,
     EventPage,
     InterruptEventRecord,
+    Page,
     PendingFilter,
     PendingRecord,
     PruneResult,
     RecordInterruptResult,
+    SnapshotPage,
 )
-from checkpointd.store import replies, rows
+from checkpointd.store import budget, replies, rows
 from checkpointd.store.base import (
     CheckpointExists,
     RequestAppliedThenDeleted,
@@ -151,13 +153,34 @@ _SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE: Final = (
     "WHERE namespace = ? AND execution_id = ? AND step_type IS NOT ? "
     "ORDER BY sequence DESC LIMIT 1"
 )
+
+
+def _size_of(columns: Sequence[str]) -> str:
+    """The stored UTF-8 bytes of these text columns (see :mod:`checkpointd.store.budget`)."""
+    return " + ".join(f"coalesce(length(CAST({column} AS BLOB)), 0)" for column in columns)
+
+
+_CHECKPOINT_SIZE: Final = f"sequence, {_size_of(budget.CHECKPOINT_TEXT_COLUMNS)}"
+_PENDING_SIZE: Final = f"sequence, {_size_of(budget.PENDING_TEXT_COLUMNS)}"
+_EVENT_SIZE: Final = f"cursor, {_size_of(budget.EVENT_TEXT_COLUMNS)}"
+
+
+# Keyset listing of one execution, sequence strictly between two bounds (parameters:
+# namespace, execution_id, low, high, limit); the _SIZES variants read the stored sizes only,
+# first, so that only the rows that fit the byte budget are loaded.
 _SQL_LIST_CHECKPOINTS_ASC: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND execution_id = ? AND sequence > ? ORDER BY sequence ASC LIMIT ?"
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ? AND execution_id = ? "
+    "AND sequence > ? AND sequence < ? ORDER BY sequence ASC LIMIT ?"
 )
 _SQL_LIST_CHECKPOINTS_DESC: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND execution_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?"
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ? AND execution_id = ? "
+    "AND sequence > ? AND sequence < ? ORDER BY sequence DESC LIMIT ?"
+)
+_SQL_LIST_CHECKPOINT_SIZES_ASC: Final = _SQL_LIST_CHECKPOINTS_ASC.replace(
+    _CHECKPOINT_COLUMNS, _CHECKPOINT_SIZE, 1
+)
+_SQL_LIST_CHECKPOINT_SIZES_DESC: Final = _SQL_LIST_CHECKPOINTS_DESC.replace(
+    _CHECKPOINT_COLUMNS, _CHECKPOINT_SIZE, 1
 )
 _SQL_DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
     "DELETE FROM checkpoints WHERE namespace = ? AND execution_id = ?"
@@ -205,11 +228,43 @@ _SQL_DELETE_PENDING_OF_EXECUTION: Final = (
 _SQL_LIST_PENDING: Final = (
     f"SELECT {_PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND sequence < ?"
 )
+_SQL_LIST_PENDING_ABOVE: Final = " AND sequence > ?"
 _SQL_LIST_PENDING_CHAIN_NAME: Final = " AND chain_name = ?"
 _SQL_LIST_PENDING_REASON: Final = " AND reason = ?"
 # A prefix match without LIKE, whose % and _ would be wildcards in the caller's prefix.
 _SQL_LIST_PENDING_AGENT_PATH_PREFIX: Final = " AND substr(agent_path, 1, length(?)) = ?"
 _SQL_LIST_PENDING_ORDER: Final = " ORDER BY sequence DESC LIMIT ?"
+# The pending row an event carries, under the pending table's column names.
+_EVENT_PENDING_COLUMNS: Final = (
+    "execution_id, chain_name, node_id, reason, context_json, agent_path, "
+    "pending_created_at AS created_at, checkpoint_id, sequence"
+)
+# A snapshot page is the pending set as it was at the snapshot cursor C (the ? of these two
+# conditions): the rows pending now that were not added after C, plus the rows that were
+# pending at C and were claimed or removed since, rebuilt from their events (which carry the
+# whole row). A row was added after C exactly when its `added` event has a cursor above C.
+_SQL_ADDED_AFTER: Final = (
+    " AND NOT EXISTS (SELECT 1 FROM interrupt_events AS a WHERE a.namespace = p.namespace "
+    "AND a.cursor > ? AND a.kind = 'added' AND a.sequence = p.sequence)"
+)
+_SQL_SNAPSHOT_GONE: Final = " AND p.cursor > ? AND p.kind IN ('claimed', 'removed')"
+
+
+def _pending_filters(filters: PendingFilter) -> tuple[str, list[Any]]:
+    """The WHERE conditions of the set filters, and their parameters."""
+    sql = ""
+    params: list[Any] = []
+    if filters.chain_name is not None:
+        sql += _SQL_LIST_PENDING_CHAIN_NAME
+        params.append(filters.chain_name)
+    if filters.reason is not None:
+        sql += _SQL_LIST_PENDING_REASON
+        params.append(filters.reason)
+    if filters.agent_path_prefix:
+        sql += _SQL_LIST_PENDING_AGENT_PATH_PREFIX
+        params += [filters.agent_path_prefix, filters.agent_path_prefix]
+    return sql, params
+
 
 _SQL_CLAIM_BY_TOKEN: Final = (
     f"SELECT {_PENDING_COLUMNS} FROM interrupt_claims "
@@ -241,6 +296,14 @@ _SQL_EVENTS: Final = (
 )
 _SQL_EVENTS_OF_NAMESPACE: Final = (
     f"SELECT {_EVENT_COLUMNS} FROM interrupt_events "
+    "WHERE namespace = ? AND cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
+)
+_SQL_EVENT_SIZES: Final = (
+    f"SELECT {_EVENT_SIZE} FROM interrupt_events "
+    "WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
+)
+_SQL_EVENT_SIZES_OF_NAMESPACE: Final = (
+    f"SELECT {_EVENT_SIZE} FROM interrupt_events "
     "WHERE namespace = ? AND cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
 )
 # sqlite_sequence keeps the highest cursor ever assigned, even after every event is purged.
@@ -891,20 +954,37 @@ class SQLiteStore:
         after_sequence: int | None,
         descending: bool,
         limit: int,
-    ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` rows ordered by sequence, after ``after_sequence`` in the
-        direction of travel."""
+        max_bytes: int | None = None,
+    ) -> Page[CheckpointRecord]:
+        """Up to ``limit`` rows ordered by sequence, after ``after_sequence`` in the direction
+        of travel, within ``max_bytes`` (sizes first, then only the rows that fit)."""
         if limit <= 0:
             raise ValueError("limit must be positive")
         if descending:
-            sql = _SQL_LIST_CHECKPOINTS_DESC
-            bound = _MAX_SEQUENCE if after_sequence is None else after_sequence
+            sizes_sql, rows_sql = _SQL_LIST_CHECKPOINT_SIZES_DESC, _SQL_LIST_CHECKPOINTS_DESC
+            low, high = 0, _MAX_SEQUENCE if after_sequence is None else after_sequence
         else:
-            sql = _SQL_LIST_CHECKPOINTS_ASC
-            bound = 0 if after_sequence is None else after_sequence
-        async with self._call():
-            rows = await _fetch(self._read_conn(), sql, (namespace, execution_id, bound, limit))
-        return [_checkpoint_from_row(row) for row in rows]
+            sizes_sql, rows_sql = _SQL_LIST_CHECKPOINT_SIZES_ASC, _SQL_LIST_CHECKPOINTS_ASC
+            low, high = 0 if after_sequence is None else after_sequence, _MAX_SEQUENCE
+        while True:
+            async with self._call():
+                conn = self._read_conn()
+                sizes = await _fetch(
+                    conn, sizes_sql, (namespace, execution_id, low, high, limit + 1)
+                )
+                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+                if not taken:
+                    return Page()
+                chosen = [int(row[0]) for row in sizes[:taken]]
+                # No new row can fall inside the chosen range (SQLite hands out sequences in
+                # commit order), so this reads the chosen rows, less any deleted meanwhile.
+                found = await _fetch(
+                    conn,
+                    rows_sql,
+                    (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
+                )
+            if found:  # else every chosen row was deleted meanwhile: read on from there
+                return Page((_checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
 
     async def delete_execution(
         self,
@@ -1094,36 +1174,56 @@ class SQLiteStore:
         before_sequence: int | None,
         limit: int,
         filters: PendingFilter,
-    ) -> list[PendingRecord]:
-        """Return up to ``limit`` pending rows below ``before_sequence``, newest first,
-        matching every set filter (an empty ``agent_path_prefix`` matches every row)."""
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
+        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
+        every set filter (an empty ``agent_path_prefix`` matches every row), within
+        ``max_bytes`` (sizes first, then only the rows that fit)."""
         if limit <= 0:
             raise ValueError("limit must be positive")
-        sql, params = self._list_pending_query(namespace, before_sequence, limit, filters)
-        async with self._call():
-            rows = await _fetch(self._read_conn(), sql, params)
-        return [_pending_from_row(row) for row in rows]
+        while True:
+            async with self._call():
+                conn = self._read_conn()
+                sql, params = self._list_pending_query(
+                    namespace, before_sequence, limit + 1, filters, columns=_PENDING_SIZE
+                )
+                sizes = await _fetch(conn, sql, params)
+                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+                if not taken:
+                    return Page()
+                chosen = [int(row[0]) for row in sizes[:taken]]
+                # Both bounds: no row outside the sized ones is loaded (a pending row gets the
+                # sequence of a new checkpoint, so none can appear between them).
+                sql, params = self._list_pending_query(
+                    namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
+                )
+                found = await _fetch(conn, sql, params)
+            if found:
+                return Page((_pending_from_row(row) for row in found), more=len(sizes) > taken)
 
     @staticmethod
     def _list_pending_query(
-        namespace: str, before_sequence: int | None, limit: int, filters: PendingFilter
+        namespace: str,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        *,
+        above: int | None = None,
+        columns: str = _PENDING_COLUMNS,
     ) -> tuple[str, list[Any]]:
-        sql = _SQL_LIST_PENDING
+        """The pending listing below ``before_sequence`` (and above ``above``), newest first,
+        of ``columns`` (the rows, or their sizes)."""
+        sql = _SQL_LIST_PENDING.replace(_PENDING_COLUMNS, columns, 1)
         params: list[Any] = [
             namespace,
             _MAX_SEQUENCE if before_sequence is None else before_sequence,
         ]
-        if filters.chain_name is not None:
-            sql += _SQL_LIST_PENDING_CHAIN_NAME
-            params.append(filters.chain_name)
-        if filters.reason is not None:
-            sql += _SQL_LIST_PENDING_REASON
-            params.append(filters.reason)
-        if filters.agent_path_prefix:
-            sql += _SQL_LIST_PENDING_AGENT_PATH_PREFIX
-            params += [filters.agent_path_prefix, filters.agent_path_prefix]
-        sql += _SQL_LIST_PENDING_ORDER
-        params.append(limit)
+        if above is not None:
+            sql += _SQL_LIST_PENDING_ABOVE
+            params.append(above)
+        where, filter_params = _pending_filters(filters)
+        sql += where + _SQL_LIST_PENDING_ORDER
+        params += [*filter_params, limit]
         return sql, params
 
     # --- idempotency ---------------------------------------------------------------------
@@ -1210,15 +1310,71 @@ class SQLiteStore:
         return purged_through, max(purged_through, int(rows[0]["latest"]))
 
     async def snapshot_pending(
-        self, namespace: str, filters: PendingFilter
-    ) -> tuple[list[PendingRecord], int]:
-        """Every matching pending row, newest first, and the outbox cursor they reflect, in
-        one read transaction."""
-        sql, params = self._list_pending_query(namespace, None, -1, filters)  # -1: no limit
+        self,
+        namespace: str,
+        filters: PendingFilter,
+        *,
+        as_of_cursor: int,
+        before_sequence: int | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> SnapshotPage:
+        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
+        transaction (see ``_SQL_ADDED_AFTER``)."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        where, params = _pending_filters(filters)
+        high = _MAX_SEQUENCE if before_sequence is None else before_sequence
+        after = as_of_cursor
+
+        def pending_sql(columns: str) -> str:
+            return (
+                f"SELECT {columns} FROM pending_interrupts AS p "
+                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where}"
+                f"{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
+            )
+
+        def gone_sql(columns: str) -> str:
+            return (
+                f"SELECT {columns} FROM interrupt_events AS p "
+                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where}"
+                f"{_SQL_SNAPSHOT_GONE}{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
+            )
+
         async with self._call(), self._events_read() as conn:
-            rows = await _fetch(conn, sql, params)
-            _, latest = await self._event_bounds(conn)
-        return [_pending_from_row(row) for row in rows], latest
+            purged_through, _ = await self._event_bounds(conn)
+            now = await _fetch(
+                conn, pending_sql(_PENDING_SIZE), [namespace, high, 0, *params, after, limit + 1]
+            )
+            gone = await _fetch(
+                conn,
+                gone_sql(_PENDING_SIZE),
+                [namespace, high, 0, *params, after, after, limit + 1],
+            )
+            sizes = budget.merge_newest_first(
+                [(int(r[0]), int(r[1])) for r in now], [(int(r[0]), int(r[1])) for r in gone]
+            )
+            taken = budget.fit((size for _, size in sizes), limit, max_bytes)
+            found: dict[int, PendingRecord] = {}
+            if taken:
+                low = sizes[taken - 1][0] - 1
+                for row in await _fetch(
+                    conn,
+                    pending_sql(_PENDING_COLUMNS),
+                    [namespace, high, low, *params, after, taken],
+                ):
+                    found[int(row["sequence"])] = _pending_from_row(row)
+                for row in await _fetch(
+                    conn,
+                    gone_sql(_EVENT_PENDING_COLUMNS),
+                    [namespace, high, low, *params, after, after, taken],
+                ):
+                    found.setdefault(int(row["sequence"]), _pending_from_row(row))
+        return SnapshotPage(
+            rows=[found[sequence] for sequence in sorted(found, reverse=True)],
+            more=len(sizes) > taken,
+            purged_through=purged_through,
+        )
 
     async def read_events(
         self,
@@ -1227,26 +1383,35 @@ class SQLiteStore:
         up_to_cursor: int | None,
         limit: int,
         namespace: str | None,
+        max_bytes: int | None = None,
     ) -> EventPage:
-        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``), with
-        the outbox's bounds, in one read transaction."""
+        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
+        ``max_bytes``, with the outbox's bounds, in one read transaction."""
         if limit < 0:
             raise ValueError("limit must not be negative")
         upper = _MAX_SEQUENCE if up_to_cursor is None else up_to_cursor
         rows: list[sqlite3.Row] = []
+        more = False
         async with self._call(), self._events_read() as conn:
             purged_through, latest = await self._event_bounds(conn)
             if limit > 0 and upper > after_cursor:
+                scope: tuple[str, ...] = ()
                 if namespace is None:
-                    rows = await _fetch(conn, _SQL_EVENTS, (after_cursor, upper, limit))
+                    sizes_sql, rows_sql = _SQL_EVENT_SIZES, _SQL_EVENTS
                 else:
-                    rows = await _fetch(
-                        conn, _SQL_EVENTS_OF_NAMESPACE, (namespace, after_cursor, upper, limit)
-                    )
+                    sizes_sql, rows_sql = _SQL_EVENT_SIZES_OF_NAMESPACE, _SQL_EVENTS_OF_NAMESPACE
+                    scope = (namespace,)
+                sizes = await _fetch(conn, sizes_sql, (*scope, after_cursor, upper, limit + 1))
+                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+                more = len(sizes) > taken
+                if taken:
+                    through = int(sizes[taken - 1][0])
+                    rows = await _fetch(conn, rows_sql, (*scope, after_cursor, through, taken))
         return EventPage(
             events=[_event_from_row(row) for row in rows],
             purged_through=purged_through,
             latest_cursor=latest,
+            more=more,
         )
 
     async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
