@@ -42,7 +42,9 @@ def _seed(spec: StoreSpec, template_id: str, count: int) -> None:
         if column == "checkpoint_id":
             selected.append("t.checkpoint_id || '-' || n.i")
         elif column == "request_id":
-            selected.append("''")
+            # No request id: Postgres keeps it as NULL, SQLite as ''; either way it is outside
+            # the unique index of request ids (C9).
+            selected.append("NULL" if spec.backend == "postgres" else "''")
         else:
             selected.append(f"t.{column}")
     reader = StoreReader(spec)
