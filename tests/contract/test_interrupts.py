@@ -55,16 +55,28 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
     seen_missing_then_present: set[str] = set()
     pending_samples = 0
 
+    # Orders, not timings, make the race happen on a loaded machine: the writer starts once
+    # both readers have looked (and seen every run missing), and at every 15th run it waits
+    # for the pending-side reader to take a sample while the records are landing.
+    looked = threading.Barrier(3)
+    sampled = threading.Condition()
+
     def write() -> None:
         with CheckpointdClient(sidecar.target, retry=NO_RETRY) as writer:
+            looked.wait(60)
             writing.set()
-            for run in runs:
+            for index, run in enumerate(runs):
+                if index and index % 15 == 0:
+                    with sampled:
+                        before = pending_samples
+                        sampled.wait_for(lambda b=before: pending_samples > b, timeout=30)
                 writer.record_interrupt(*interrupted(run, chain_name=run))
         done.set()
 
     def checkpoint_first() -> None:
         missing: set[str] = set()
         with CheckpointdClient(sidecar.target, retry=NO_RETRY) as reader:
+            first_pass = True
             while not done.is_set():
                 for run in runs:
                     try:
@@ -79,19 +91,28 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
                         problems.append(f"{run}: checkpoint visible, pending rows {rows}")
                     if run in missing:
                         seen_missing_then_present.add(run)
+                if first_pass:
+                    first_pass = False
+                    looked.wait(60)
 
     def pending_first() -> None:
         nonlocal pending_samples
         with CheckpointdClient(sidecar.target, retry=NO_RETRY) as reader:
+            first_pass = True
             while not done.is_set():
                 rows = reader.list_pending_interrupts(page_size=1000).pending_interrupts
                 if 0 < len(rows) < len(runs):
-                    pending_samples += 1  # a sample taken while records were landing
+                    with sampled:
+                        pending_samples += 1  # a sample taken while records were landing
+                        sampled.notify_all()
                 for row in rows:
                     try:
                         reader.get_checkpoint(row.execution_id, row.checkpoint_id)
                     except NotFoundError:
                         problems.append(f"{row.execution_id}: pending visible, no checkpoint")
+                if first_pass:
+                    first_pass = False
+                    looked.wait(60)
 
     readers = [threading.Thread(target=checkpoint_first), threading.Thread(target=pending_first)]
     writer = threading.Thread(target=write)
