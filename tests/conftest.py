@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pgbouncer import PgBouncer, find_pgbouncer
 from tests.support.sidecar import Sidecar, StoreSpec
 
 PG_DSN_ENV = "CHECKPOINTD_TEST_PG_DSN"
@@ -71,14 +72,45 @@ BACKENDS = [
 ]
 
 
-@pytest.fixture(params=BACKENDS)
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
-    """A fresh, empty store of each backend: an SQLite file, or a Postgres schema."""
-    if request.param == "sqlite":
+#: The Postgres store through a transaction-pooling PgBouncer, as a further backend of the
+#: suites that opt in (the contract suite: tests/contract/conftest.py).
+PGBOUNCER_BACKEND = pytest.param("pgbouncer", id="pgbouncer", marks=pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(pg_dsn: str) -> Iterator[PgBouncer]:
+    """One PgBouncer (``pool_mode = transaction``) in front of the test Postgres, per session.
+    Missing pgbouncer skips, or fails under CHECKPOINTD_REQUIRE_PG=1 like a missing Postgres."""
+    if find_pgbouncer() is None:
+        _pg_unavailable("pgbouncer is not installed (apt-get install -y pgbouncer)")
+    with PgBouncer(pg_dsn) as bouncer:
+        yield bouncer
+
+
+def make_store_spec(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    """A fresh, empty store of ``backend``: an SQLite file, or a Postgres schema (dropped
+    after the test), reached directly or through PgBouncer."""
+    if backend == "sqlite":
         return StoreSpec("sqlite", f"sqlite://{tmp_path / 'store.db'}")
     dsn = request.getfixturevalue("pg_dsn")
     schema = request.getfixturevalue("pg_schema")
+    if backend == "pgbouncer":
+        bouncer: PgBouncer = request.getfixturevalue("pgbouncer")
+        return StoreSpec(
+            "pgbouncer",
+            dsn,
+            pg_schema=schema,
+            server_url=bouncer.url(),
+            # The recommended setup: watch notifications over one direct connection.
+            server_args=("--pg-pooler", "transaction", "--pg-listen-dsn", dsn),
+        )
     return StoreSpec("postgres", dsn, pg_schema=schema)
+
+
+@pytest.fixture(params=BACKENDS)
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    """A fresh, empty store of each backend: an SQLite file, or a Postgres schema."""
+    return make_store_spec(request.param, request, tmp_path)
 
 
 @pytest.fixture

@@ -43,6 +43,10 @@ def test_version_prints_the_version():
         (["serve", "--pg-schema", "1bad;drop"], "must be a SQL identifier"),
         (["serve", "--no-such-flag"], "unrecognized arguments"),
         (["serve", "--listen", "nonsense"], "must be host:port"),
+        (["serve", "--pg-pooler", "session"], "invalid choice"),
+        (["serve", "--pg-listen-dsn", "mysql://u:pw@h/db"], "must start with postgresql://"),
+        (["serve", "--pg-statement-cache-size", "-1"], "--pg-statement-cache-size"),
+        (["serve", "--pg-poll-interval", "0"], "--pg-poll-interval"),
     ],
 )
 def test_bad_configuration_is_one_line_and_non_zero(args, expected, tmp_path):

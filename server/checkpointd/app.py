@@ -106,6 +106,10 @@ def build_store(settings: Settings) -> Store:
             min_pool_size=settings.pg_pool_min,
             max_pool_size=settings.pg_pool_max,
             timeout=settings.store_timeout,
+            pooled=settings.pg_pooler == "transaction",
+            statement_cache_size=settings.pg_statement_cache_size,
+            listen_dsn=settings.pg_listen_dsn,
+            poll_interval=settings.pg_poll_interval,
         )
     from checkpointd.store.sqlite import SQLiteStore
 
@@ -258,7 +262,24 @@ def _log_config(settings: Settings) -> None:
         "log_format": settings.log_format,
     }
     if settings.is_postgres:
-        fields.update(pg_schema=settings.pg_schema, pg_pool_max=settings.pg_pool_max)
+        fields.update(
+            pg_schema=settings.pg_schema,
+            pg_pool_max=settings.pg_pool_max,
+            pg_pooler=settings.pg_pooler,
+            pg_statement_cache_size=(
+                "auto"
+                if settings.pg_statement_cache_size is None
+                else settings.pg_statement_cache_size
+            ),
+            # Which way the watch hub hears of new events (never the listen URL itself).
+            pg_watch=(
+                "listen-dsn"
+                if settings.pg_listen_dsn
+                else f"poll-{settings.pg_poll_interval:g}s"
+                if settings.pg_pooler == "transaction"
+                else "listen"
+            ),
+        )
     else:
         fields.update(sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms)
     summary = " ".join(f"{key}={value}" for key, value in fields.items())

@@ -135,6 +135,18 @@ class Settings:
     """Smallest Postgres pool size (CHECKPOINTD_PG_POOL_MIN)."""
     pg_pool_max: int = 10
     """Largest Postgres pool size (CHECKPOINTD_PG_POOL_MAX)."""
+    pg_pooler: str = "none"
+    """``none``, or ``transaction`` when the store URL reaches Postgres through a
+    transaction-pooling PgBouncer (CHECKPOINTD_PG_POOLER)."""
+    pg_statement_cache_size: int | None = None
+    """Prepared statements cached per connection; None: 100, or 0 behind a transaction
+    pooler (CHECKPOINTD_PG_STATEMENT_CACHE_SIZE)."""
+    pg_listen_dsn: str | None = field(default=None, repr=False)
+    """A direct Postgres URL for the watch hub's LISTEN connection; None: the store URL, or
+    polling behind a transaction pooler (CHECKPOINTD_PG_LISTEN_DSN)."""
+    pg_poll_interval: float = 0.5
+    """Seconds between outbox reads when watching polls (behind a transaction pooler without
+    a listen DSN) (CHECKPOINTD_PG_POLL_INTERVAL)."""
     sqlite_busy_timeout_ms: int = 5000
     """Milliseconds an SQLite write waits for another process's lock
     (CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS)."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
-from tests.support.sidecar import Sidecar
+from tests.conftest import BACKENDS, PGBOUNCER_BACKEND, make_store_spec
+from tests.support.sidecar import Sidecar, StoreSpec
 
 # Retries would hide the status a test is looking for; the suite asserts statuses directly.
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -25,3 +27,10 @@ def client(sidecar: Sidecar) -> Iterator[CheckpointdClient]:
 def execution_id() -> str:
     """A fresh execution id."""
     return f"exec-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(params=[*BACKENDS, PGBOUNCER_BACKEND])
+def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+    """The contract holds on every backend, and on Postgres behind a transaction-pooling
+    PgBouncer too (the way many pods share one database)."""
+    return make_store_spec(request.param, request, tmp_path)

@@ -161,6 +161,12 @@ def _outage_rig(store_spec: StoreSpec) -> Iterator[tuple[Sidecar, _Outage]]:
         proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 5432)
         netloc = f"{url.username or 'postgres'}@127.0.0.1:{proxy.port}"
         spec = replace(store_spec, url=urlunsplit(url._replace(netloc=netloc)))
+    elif store_spec.backend == "pgbouncer":
+        # The proxy sits between the server and PgBouncer: the store URL the server uses.
+        url = urlsplit(store_spec.server_url)
+        proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 6432)
+        netloc = f"{url.username or 'postgres'}@127.0.0.1:{proxy.port}"
+        spec = replace(store_spec, server_url=urlunsplit(url._replace(netloc=netloc)))
     # A short busy timeout makes the SQLite outage answer quickly instead of waiting 5 s.
     server = Sidecar(spec, extra_env={"CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS": "300"}).start()
     try:

@@ -173,3 +173,19 @@ def test_postgres_variant_takes_the_dsn_from_its_secret():
     assert re.fullmatch(r"[A-Za-z_]\w{0,62}", _env(sidecar)["CHECKPOINTD_PG_SCHEMA"])
     assert all("emptyDir" in v for v in pod["volumes"])
     assert resources["Deployment"]["spec"]["replicas"] > 1
+
+
+def test_postgres_variant_goes_through_a_transaction_pooler_with_small_pools():
+    """The example is sized for many pods: the DSN names PgBouncer with transaction pooling
+    declared, a pool of a few connections per pod, and LISTEN over a direct URL only when
+    the Secret has one (optional key); otherwise the sidecar polls."""
+    resources = variant("postgres")
+    (sidecar,) = _pod(resources["Deployment"])["initContainers"]
+    env = _env(sidecar)
+    assert env["CHECKPOINTD_PG_POOLER"] == "transaction"
+    assert 1 <= int(env["CHECKPOINTD_PG_POOL_MAX"]) <= 4
+    listen = env["CHECKPOINTD_PG_LISTEN_DSN"]["secretKeyRef"]
+    assert listen["name"] == resources["Secret"]["metadata"]["name"]
+    assert listen["optional"] is True
+    store_key = env["CHECKPOINTD_STORE"]["secretKeyRef"]["key"]
+    assert ":6432/" in resources["Secret"]["stringData"][store_key]

@@ -132,3 +132,31 @@ def test_e2_debug_logs_carry_no_stored_data_or_tokens(
     for driver in ("aiosqlite", "asyncpg", "grpc"):
         assert f" DEBUG {driver}" not in text
         assert f" INFO {driver}" not in text
+
+
+@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+def test_e2_listen_dsn_password_is_never_printed(store_spec: StoreSpec):
+    """``--pg-listen-dsn`` carries a password like the store URL: neither ``serve --help``
+    (showing CHECKPOINTD_PG_LISTEN_DSN as the default) nor the log of a LISTEN connection
+    that cannot be opened shows it; the server keeps serving, polling instead."""
+    listen = _with_passwords("postgresql://app@127.0.0.1:1/db")
+    shown = _serve("--help", env={"CHECKPOINTD_PG_LISTEN_DSN": listen})
+    assert shown.returncode == 0, shown.stderr
+    # argparse may break the long URL anywhere: compare without whitespace.
+    assert "postgresql://app:***@127.0.0.1:1/db" in "".join(shown.stdout.split())
+    _assert_no_secret(shown.stdout + shown.stderr)
+
+    server = Sidecar(store_spec, extra_args=["--pg-listen-dsn", listen]).start()
+    try:
+        deadline = time.monotonic() + 30
+        while "cannot LISTEN" not in server.log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with CheckpointdClient(server.target) as client:
+            client.put_checkpoint(checkpoint(f"run-{uuid.uuid4().hex[:8]}"))
+        assert server.stop() == 0
+        text = server.log_path.read_text()
+        assert "cannot LISTEN" in text
+        assert "pg_watch=listen-dsn" in text
+        _assert_no_secret(text)
+    finally:
+        server.close()

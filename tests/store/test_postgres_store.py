@@ -190,6 +190,61 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             await s.close()
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"statement_cache_size": -1}, "statement_cache_size"),
+        ({"poll_interval": 0.0}, "poll_interval"),
+    ],
+)
+def test_pooler_settings_are_validated(pg_dsn: str, kwargs: dict[str, Any], message: str) -> None:
+    """A negative statement cache or a poll interval that is not positive is refused."""
+    with pytest.raises(ValueError, match=message):
+        PostgresStore(pg_dsn, **kwargs)
+
+
+async def test_m1_pooled_stores_through_pgbouncer_migrate_write_claim_and_read_events(
+    pg_dsn: str, pg_schema: str, pgbouncer: Any, raw: asyncpg.Connection
+) -> None:
+    """Two stores with pools of 2, both through a transaction-pooling PgBouncer, migrate
+    together, then serve 40 concurrent records and 80 contested claims: each interrupt is
+    won once, and the outbox reads back every event in cursor order. Their notifier polls
+    (no listen DSN) and opens no LISTEN connection."""
+    stores = [
+        PostgresStore(pgbouncer.url(), schema=pg_schema, max_pool_size=2, pooled=True)
+        for _ in range(2)
+    ]
+    try:
+        await asyncio.gather(*(s.open() for s in stores))
+        await asyncio.gather(*(record(stores[i % 2], f"e-{i}") for i in range(40)))
+
+        async def claim(i: int, by: int) -> bool:
+            won = await stores[by].claim_interrupt(NS, f"e-{i}", f"t-{i}-{by}", T0)
+            return won is not None
+
+        won = await asyncio.gather(*(claim(i, by) for i in range(40) for by in (0, 1)))
+        assert [won[2 * i] + won[2 * i + 1] for i in range(40)] == [1] * 40
+        page = await stores[1].read_events(
+            after_cursor=0, up_to_cursor=None, limit=1000, namespace=NS
+        )
+        assert [e.cursor for e in page.events] == [c for c, _, _ in await events(raw, pg_schema)]
+        assert len(page.events) == 80
+        notifier = stores[0].event_notifier()
+        try:
+            await notifier.wait(0.1)
+            await notifier.wait(0.1)
+        finally:
+            await notifier.close()
+        listening = await raw.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            f"checkpointd:{pg_schema}:listen",
+        )
+        assert listening == 0
+    finally:
+        for s in stores:
+            await s.close()
+
+
 async def test_close_is_safe_twice_and_a_closed_store_is_unavailable(
     pg_dsn: str, pg_schema: str
 ) -> None:

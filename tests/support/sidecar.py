@@ -26,11 +26,22 @@ _SERVING_RE = re.compile(r"serving on (?P<addresses>[^(]+) \(")
 
 @dataclass(frozen=True)
 class StoreSpec:
-    """Which store a sidecar serves: the backend name, its URL and (Postgres) its schema."""
+    """Which store a sidecar serves: the backend name, its URL and (Postgres) its schema.
+
+    ``url`` always reaches the database directly (tests read their ground truth there);
+    ``server_url``, when set, is what the server is given instead (Postgres through
+    PgBouncer), with ``server_args`` added to its command line."""
 
     backend: str
     url: str
     pg_schema: str = "checkpointd"
+    server_url: str = ""
+    server_args: tuple[str, ...] = ()
+
+    @property
+    def store_url(self) -> str:
+        """The ``--store`` URL the server is started with."""
+        return self.server_url or self.url
 
 
 @dataclass
@@ -47,7 +58,7 @@ class Sidecar:
 
     @property
     def backend(self) -> str:
-        """ "sqlite" or "postgres"."""
+        """ "sqlite", "postgres" or "pgbouncer" (Postgres through PgBouncer)."""
         return self.store.backend
 
     @property
@@ -73,7 +84,7 @@ class Sidecar:
             "checkpointd",
             "serve",
             "--store",
-            self.store.url,
+            self.store.store_url,
             "--pg-schema",
             self.store.pg_schema,
             "--listen",
@@ -82,6 +93,7 @@ class Sidecar:
             "127.0.0.1:0",
             "--shutdown-grace",
             "2",
+            *self.store.server_args,
             *self.extra_args,
         ]
 

@@ -44,6 +44,7 @@ __all__ = ["register"]
 
 T = TypeVar("T")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+PG_POOLERS = ("none", "transaction")
 
 
 def _env(name: str, parse: Callable[[str], T], default: T) -> T:
@@ -168,6 +169,48 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         type=_checked(_positive_int),
         default=_env("CHECKPOINTD_PG_POOL_MAX", _positive_int, 10),
         help="largest Postgres connection pool [CHECKPOINTD_PG_POOL_MAX; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--pg-pooler",
+        choices=PG_POOLERS,
+        default=_env("CHECKPOINTD_PG_POOLER", str.lower, "none"),
+        help="transaction: --store goes through a transaction-pooling PgBouncer (no session "
+        "state is relied on: statements unprepared unless --pg-statement-cache-size says "
+        "otherwise, watching through --pg-listen-dsn or by polling) "
+        "[CHECKPOINTD_PG_POOLER; default: %(default)s]",
+    )
+    serve.add_argument(
+        "--pg-statement-cache-size",
+        type=_checked(_non_negative_int),
+        default=_env("CHECKPOINTD_PG_STATEMENT_CACHE_SIZE", _non_negative_int, None),
+        metavar="N",
+        help="prepared statements cached per Postgres connection; behind PgBouncer 1.21+ with "
+        "max_prepared_statements > 0 a cache works again (e.g. 100) "
+        "[CHECKPOINTD_PG_STATEMENT_CACHE_SIZE; default: 100, or 0 with --pg-pooler transaction]",
+    )
+    listen_dsn = _env("CHECKPOINTD_PG_LISTEN_DSN", str, None)
+    listen_default = (
+        redact_dsn(listen_dsn)
+        if listen_dsn
+        else "the --store URL; with --pg-pooler transaction, none: poll"
+    )
+    serve.add_argument(
+        "--pg-listen-dsn",
+        default=listen_dsn,
+        metavar="URL",
+        # Never %(default)s: the URL may carry a password.
+        help="postgresql:// URL of a direct connection (not through a transaction pooler) for "
+        "the one LISTEN session that wakes watchers "
+        f"[CHECKPOINTD_PG_LISTEN_DSN; default: {_help_text(listen_default)}]",
+    )
+    serve.add_argument(
+        "--pg-poll-interval",
+        type=_checked(_positive_float),
+        default=_env("CHECKPOINTD_PG_POLL_INTERVAL", _positive_float, 0.5),
+        metavar="SECONDS",
+        help="with --pg-pooler transaction and no --pg-listen-dsn, seconds between reads of the "
+        "event outbox: the longest a watcher waits for an event "
+        "[CHECKPOINTD_PG_POLL_INTERVAL; default: %(default)s]",
     )
     serve.add_argument(
         "--sqlite-busy-timeout-ms",
@@ -389,6 +432,11 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
             f"--pg-schema {args.pg_schema!r} must be a SQL identifier "
             "(letters, digits, _; not starting with a digit; at most 63 characters)"
         )
+    if args.pg_pooler not in PG_POOLERS:
+        parser.error(f"CHECKPOINTD_PG_POOLER must be one of {', '.join(PG_POOLERS)}")
+    listen_dsn: str | None = args.pg_listen_dsn or None
+    if listen_dsn is not None and not listen_dsn.startswith(("postgresql://", "postgres://")):
+        parser.error(f"--pg-listen-dsn {redact_dsn(listen_dsn)!r} must start with postgresql://")
     if args.log_level not in LOG_LEVELS:
         parser.error(f"CHECKPOINTD_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}")
     if args.log_format not in LOG_FORMATS:
@@ -398,6 +446,10 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         listen=tuple(listen) or (DEFAULT_LISTEN,),
         pg_schema=args.pg_schema,
         pg_pool_max=args.pg_pool_max,
+        pg_pooler=args.pg_pooler,
+        pg_statement_cache_size=args.pg_statement_cache_size,
+        pg_listen_dsn=listen_dsn,
+        pg_poll_interval=args.pg_poll_interval,
         sqlite_busy_timeout_ms=args.sqlite_busy_timeout_ms,
         store_timeout=args.store_timeout,
         max_message_bytes=args.max_message_bytes,

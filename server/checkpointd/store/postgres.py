@@ -17,6 +17,17 @@ delivers it at commit and coalesces repeats. The watch reader ``LISTEN``s on one
 connection (see :meth:`PostgresStore.event_notifier`) and polls as a fallback, so a lost
 notification delays an event by at most the poll interval and never loses it.
 
+Behind a transaction pooler (PgBouncer with ``pool_mode = transaction``: ``pooled=True``)
+nothing may rely on the session outliving a transaction: every statement runs unprepared
+unless a statement cache size is given (asyncpg with ``statement_cache_size=0`` sends its
+Parse again in the same Sync as the Bind, so the pooler cannot split them; PgBouncer 1.21+
+with ``max_prepared_statements`` can keep named statements, and then a cache is worth
+turning on), connections are handed back without asyncpg's session reset (there is no
+session of ours to reset), and the migration lock is the transaction-level advisory lock it
+already is. ``LISTEN`` needs a session, so the notifier connects to ``listen_dsn`` (a direct
+connection to Postgres) or, without one, polls the outbox every ``poll_interval`` seconds;
+the outbox is read by cursor either way, so polling delays events and never loses them.
+
 Group commit (:mod:`checkpointd.store.group_commit`): concurrent ``put_checkpoint`` calls
 are written by one multi-row ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING``
 (one statement, one round trip, one commit for up to ``_GROUP_COMMIT_MAX`` rows), and
@@ -164,6 +175,11 @@ def _pending_filters(filters: PendingFilter) -> tuple[str, list[object]]:
 _LISTEN_CHECK_SECONDS: Final = 30.0
 #: Least seconds between two attempts to open the LISTEN connection.
 _LISTEN_RETRY_SECONDS: Final = 1.0
+#: Seconds between two outbox reads when no LISTEN connection is possible (pooled store
+#: without a listen DSN): the longest an event waits before watchers get it.
+_POOLED_POLL_SECONDS: Final = 0.5
+#: asyncpg's own default: prepared statements kept per connection.
+_DEFAULT_STATEMENT_CACHE: Final = 100
 _PRUNABLE: Final = ", ".join(
     f"'{s.value}'" for s in (CheckpointStatus.COMPLETED, CheckpointStatus.FAILED)
 )
@@ -642,8 +658,18 @@ class PostgresStore:
         min_pool_size: int = 1,
         max_pool_size: int = 10,
         timeout: float = 10.0,
+        pooled: bool = False,
+        statement_cache_size: int | None = None,
+        listen_dsn: str | None = None,
+        poll_interval: float = _POOLED_POLL_SECONDS,
     ) -> None:
         self._quoted_schema = _validate_schema(schema)
+        if statement_cache_size is not None and statement_cache_size < 0:
+            raise ValueError(
+                f"statement_cache_size must not be negative, got {statement_cache_size}"
+            )
+        if not poll_interval > 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
         if min_pool_size < 0 or max_pool_size < 1 or min_pool_size > max_pool_size:
             raise ValueError(
                 f"invalid pool sizes min={min_pool_size}, max={max_pool_size}: "
@@ -657,7 +683,20 @@ class PostgresStore:
         self._max_pool_size = max_pool_size
         self._timeout = timeout
         self._target = _describe_target(dsn)
-        self._secrets = dsn_secrets(dsn)
+        self._pooled = pooled
+        # A transaction pooler may hand each transaction another server session, where a
+        # statement prepared by the previous one does not exist: no cache unless asked for.
+        self._statement_cache_size = (
+            statement_cache_size
+            if statement_cache_size is not None
+            else (0 if pooled else _DEFAULT_STATEMENT_CACHE)
+        )
+        # LISTEN needs a session of its own: the store URL's unless a pooler is in the way.
+        self._listen_dsn = listen_dsn or (None if pooled else dsn)
+        self._poll_interval = poll_interval
+        self._secrets = sorted(
+            set(dsn_secrets(dsn)) | set(dsn_secrets(listen_dsn or "")), key=len, reverse=True
+        )
         self._migration_lock = _lock_key("migrate", schema)
         self._event_lock = _lock_key("events", schema)
         self._channel = _notify_channel(schema)
@@ -706,6 +745,10 @@ class PostgresStore:
                 timeout=self._timeout,
                 command_timeout=self._timeout,
                 server_settings=server_settings,
+                statement_cache_size=self._statement_cache_size,
+                # Behind a transaction pooler the session is not ours: asyncpg's reset (a
+                # query on every release) would only cost a round trip.
+                reset=_keep_session if self._pooled else None,
             )
         except Exception as exc:
             raise StoreUnavailable(
@@ -756,6 +799,9 @@ class PostgresStore:
         table = self._sql.migrations_table
         async with self._connection() as conn, conn.transaction():
             # Replicas starting together queue here; each then sees what the previous applied.
+            # The lock is transaction-level (released by the commit), never a session lock,
+            # so it holds through a transaction pooler, which keeps one transaction on one
+            # server session but may move the next one elsewhere.
             await conn.execute(self._sql.advisory_lock, self._migration_lock, timeout=timeout)
             # Look before creating: CREATE ... IF NOT EXISTS needs the CREATE privilege even
             # when the object exists, and a runtime role may lack it once the schema is set up.
@@ -1520,19 +1566,28 @@ class PostgresStore:
             if doomed < batch_size:
                 return purged
 
-    def event_notifier(self) -> _PgEventNotifier:
-        """A notifier that LISTENs on its own connection (opened on the first wait)."""
+    def event_notifier(self) -> _PgEventNotifier | _PollingNotifier:
+        """A notifier that LISTENs on its own connection (opened on the first wait); behind
+        a transaction pooler without a listen DSN, one that polls every ``poll_interval``."""
+        if self._listen_dsn is None:
+            return _PollingNotifier(self._poll_interval)
         return _PgEventNotifier(self)
 
     async def _listen(self, on_notify: Any, on_lost: Any) -> asyncpg.Connection[Any]:
         """Open a connection outside the pool that LISTENs to this store's event channel."""
+        dsn = self._listen_dsn
+        if dsn is None:  # event_notifier() polls instead
+            raise StoreError("no connection to LISTEN on")
         server_settings = (
             {}
-            if _has_application_name(self._dsn)
+            if _has_application_name(dsn)
             else {"application_name": f"checkpointd:{self._schema}:listen"}
         )
         conn: asyncpg.Connection[Any] = await asyncpg.connect(
-            self._dsn, timeout=self._timeout, server_settings=server_settings
+            dsn,
+            timeout=self._timeout,
+            server_settings=server_settings,
+            statement_cache_size=self._statement_cache_size,
         )
         try:
             await conn.add_listener(self._channel, on_notify)
@@ -1541,6 +1596,31 @@ class PostgresStore:
             raise
         conn.add_termination_listener(on_lost)
         return conn
+
+
+async def _keep_session(_: object) -> None:
+    """The pool's reset behind a transaction pooler: nothing beyond asyncpg's own rollback of
+    an unfinished transaction (which it does before calling this)."""
+
+
+class _PollingNotifier:
+    """Wakes the outbox reader every ``interval`` seconds (at most ``max_wait``): for a store
+    reached only through a transaction pooler, where ``LISTEN`` cannot work. The reader reads
+    by cursor, so an event waits at most one interval and is never missed."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._first = True
+
+    async def wait(self, max_wait: float) -> None:
+        """Return after ``min(interval, max_wait)`` seconds (at once the first time)."""
+        if self._first:
+            self._first = False
+            return
+        await asyncio.sleep(min(self._interval, max_wait))
+
+    async def close(self) -> None:
+        """Nothing to release."""
 
 
 class _PgEventNotifier:
