@@ -44,7 +44,7 @@ def _seed(spec: StoreSpec, template_id: str, count: int) -> None:
         elif column == "request_id":
             # No request id: Postgres keeps it as NULL, SQLite as ''; either way it is outside
             # the unique index of request ids (C9).
-            selected.append("NULL" if spec.backend == "postgres" else "''")
+            selected.append("''" if spec.backend == "sqlite" else "NULL")
         else:
             selected.append(f"t.{column}")
     reader = StoreReader(spec)

@@ -66,7 +66,10 @@ class PgBouncer:
         self.max_db_connections = max_db_connections
         self.max_client_conn = max_client_conn
         self.port = 0
-        self.dir = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
+        # Run as root, PgBouncer runs as postgres, which must reach its files: the temporary
+        # directory may be private to root (/tmp with mode 0700), postgres's home is not.
+        parent = pwd.getpwnam("postgres").pw_dir if os.geteuid() == 0 else None
+        self.dir = Path(tempfile.mkdtemp(prefix="pgbouncer-", dir=parent))
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
