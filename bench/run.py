@@ -48,6 +48,7 @@ from fastaiagent.checkpointers import PendingInterrupt as FastPending
 from fastaiagent.checkpointers import SQLiteCheckpointer
 from fastaiagent.checkpointers.postgres import PostgresCheckpointer
 
+from bench import floors
 from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
 from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
@@ -326,10 +327,65 @@ def running(spec: StoreSpec, *extra_args: str) -> Iterator[Sidecar]:
         server.close()
 
 
+FLOOR_UNARY = "floor: grpc.aio unary echo"
+FLOOR_STREAM = "floor: bidi stream round trip"
+FLOOR_HEALTH = "floor: Health/Check"
+FLOORS = (FLOOR_UNARY, FLOOR_STREAM, FLOOR_HEALTH)
+
+
+def measure_floors(
+    echo_target: str, sidecar_target: str, levels: Sequence[int], ops: int
+) -> Results:
+    """The floors at every level: a bare unary echo and a round trip on an open bidi stream
+    (both on the echo server), and Health/Check on the sidecar; sync grpcio, Unix sockets."""
+    results: Results = {}
+    with grpc.insecure_channel(echo_target) as echo, grpc.insecure_channel(sidecar_target) as cpd:
+        floors.wait_ready(echo)
+        floors.wait_ready(cpd)
+        unary, health = floors.unary_echo(echo), floors.health_check(cpd)
+        run_threads(lambda w, i: unary(), 1, min(ops, 20))  # warm-up, not recorded
+        run_threads(lambda w, i: health(), 1, min(ops, 20))
+        for level in levels:
+            results[(FLOOR_UNARY, level)] = run_threads(lambda w, i: unary(), level, ops)
+            streams = [floors.StreamRoundTrip(echo) for _ in range(level)]
+            try:
+                for stream in streams:
+                    stream()  # open it: the first message is not measured
+                results[(FLOOR_STREAM, level)] = run_threads(
+                    lambda w, i, s=streams: s[w](), level, ops
+                )
+            finally:
+                for stream in streams:
+                    stream.close()
+            results[(FLOOR_HEALTH, level)] = run_threads(lambda w, i: health(), level, ops)
+    return results
+
+
+def _floor_row(backend: str, case: str, level: int, m: Measurement) -> dict[str, Any]:
+    """A floor as a row of ``cases``: the sidecar fields hold the floor, no baseline."""
+    return {
+        "case": case,
+        "backend": backend,
+        "client": "sync",
+        "concurrency": level,
+        "ops": m.ops,
+        "sidecar_p50_us": round(m.p50_us, 1),
+        "sidecar_p99_us": round(m.p99_us, 1),
+        "sidecar_ops_s": round(m.ops_s, 1),
+        "baseline": None,
+        "baseline_p50_us": None,
+        "baseline_p99_us": None,
+        "baseline_ops_s": None,
+        "ratio_p50": None,
+        "ratio_ops_s": None,
+    }
+
+
 def benchmark_backend(
-    backend: str, stores: Stores, levels: Sequence[int], ops: int
+    backend: str, stores: Stores, levels: Sequence[int], ops: int, echo_target: str
 ) -> list[dict[str, Any]]:
-    """The case rows of one backend: sidecar (threads and tasks) against in-process."""
+    """The case rows of one backend: the floors, then the sidecar (threads and tasks) against
+    in-process; each sidecar row also carries its ratio to the unary echo floor."""
     baseline_cp = stores.baseline(backend)
     try:
         baseline_cp.setup()
@@ -337,14 +393,20 @@ def benchmark_backend(
     finally:
         baseline_cp.close()
     with running(stores.spec(backend, "cases")) as server:
+        floor = measure_floors(echo_target, server.target, levels, ops)
         with SidecarCheckpointer(server.target) as adapter:
             sidecar = measure_sync(adapter, levels, ops, "sidecar")
         tasks = measure_async(server.target, levels, ops)
-    rows = []
+    rows = [
+        _floor_row(backend, case, level, floor[(case, level)])
+        for case in FLOORS
+        for level in levels
+    ]
     for client, results in (("sync", sidecar), ("async", tasks)):
         for case in CASES:
             for level in levels:
                 side, base = results[(case, level)], baseline[(case, level)]
+                echo = floor[(FLOOR_UNARY, level)]
                 rows.append(
                     {
                         "case": case if client == "sync" else f"{case} [async]",
@@ -361,6 +423,8 @@ def benchmark_backend(
                         "baseline_ops_s": round(base.ops_s, 1),
                         "ratio_p50": round(side.p50_us / base.p50_us, 3),
                         "ratio_ops_s": round(side.ops_s / base.ops_s, 3),
+                        "floor_p50_us": round(echo.p50_us, 1),
+                        "ratio_floor_p50": round(side.p50_us / echo.p50_us, 3),
                     }
                 )
     return rows
@@ -651,6 +715,17 @@ def targets(
         if put32:
             add("32 writers ops/s / in-process", backend, put32["ratio_ops_s"], 3.0, higher=True)
     for backend in BACKENDS:
+        echo = row(backend, FLOOR_UNARY, 1)
+        for case, limit in ((CASES[1], 1.5), (FLOOR_HEALTH, 1.15)):
+            measured = row(backend, case, 1)
+            if echo and measured:
+                ratio = round(measured["sidecar_p50_us"] / echo["sidecar_p50_us"], 3)
+                add(f"{case} p50 / unary echo p50", backend, ratio, limit, higher=False)
+    for backend in BACKENDS:
+        claim = row(backend, CASES[3], 1)
+        if claim:
+            add("record + claim p50 / in-process p50", backend, claim["ratio_p50"], 2.0, False)
+    for backend in BACKENDS:
         series = sorted((r for r in scale if r["backend"] == backend), key=lambda r: r["rows"])
         if len(series) >= 2:
             small, large = series[0], series[-1]
@@ -665,19 +740,25 @@ def targets(
 
 
 def print_cases(rows: list[dict[str, Any]]) -> None:
-    """The case table: sidecar against in-process, ratios sidecar / in-process."""
+    """The case table: the floors, then the sidecar against in-process (ratios sidecar /
+    in-process) and against the unary echo floor of the same level (``/echo``)."""
     header = (
         f"{'case':<30} {'backend':<8} {'conc':>4} {'p50 us':>8} {'p99 us':>8} {'ops/s':>8} "
-        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7}"
+        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7} {'/echo':>6}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(
+        line = (
             f"{r['case']:<30} {r['backend']:<8} {r['concurrency']:>4} "
             f"{r['sidecar_p50_us']:>8.0f} {r['sidecar_p99_us']:>8.0f} {r['sidecar_ops_s']:>8.0f} "
-            f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} "
-            f"{r['ratio_p50']:>6.2f} {r['ratio_ops_s']:>7.2f}"
+        )
+        if r["baseline"] is None:  # a floor
+            print(line)
+            continue
+        print(
+            line + f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} "
+            f"{r['ratio_p50']:>6.2f} {r['ratio_ops_s']:>7.2f} {r['ratio_floor_p50']:>6.2f}"
         )
 
 
@@ -738,20 +819,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale: list[dict[str, Any]] = []
     rss: list[dict[str, Any]] = []
     try:
-        for backend in args.backend_list:
-            print(f"cases on {backend} ...", flush=True)
-            cases += benchmark_backend(backend, stores, args.levels, args.iterations)
-            if not args.no_scale:
-                scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
-            if not args.no_rss:
-                rss.append(measure_rss(backend, stores, args.watch_streams))
-                r = rss[-1]
-                print(
-                    f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
-                    f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
-                    flush=True,
+        with floors.echo_server(stores.workdir) as echo_target:
+            for backend in args.backend_list:
+                print(f"cases on {backend} ...", flush=True)
+                cases += benchmark_backend(
+                    backend, stores, args.levels, args.iterations, echo_target
                 )
-            stores.drop_schemas()
+                if not args.no_scale:
+                    scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
+                if not args.no_rss:
+                    rss.append(measure_rss(backend, stores, args.watch_streams))
+                    r = rss[-1]
+                    print(
+                        f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
+                        f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
+                        flush=True,
+                    )
+                stores.drop_schemas()
     finally:
         stores.drop_schemas()
         shutil.rmtree(stores.workdir, ignore_errors=True)
