@@ -37,6 +37,7 @@ from checkpointd_client.errors import (
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
+    CheckpointView,
     DeleteExecutionResult,
     IdempotencyResult,
     InterruptEvent,
@@ -58,6 +59,7 @@ __all__ = [
     "AsyncInterruptWatch",
     "Checkpoint",
     "CheckpointPage",
+    "CheckpointView",
     "CheckpointdClient",
     "CheckpointdError",
     "DeadlineExceededError",

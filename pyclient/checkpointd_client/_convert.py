@@ -154,8 +154,29 @@ def checkpoint_to_proto(cp: Checkpoint) -> checkpoint_pb2.Checkpoint:
     return msg
 
 
-def checkpoint_from_proto(msg: checkpoint_pb2.Checkpoint) -> Checkpoint:
-    """Build a checkpoint from its wire message."""
+def checkpoint_from_proto(msg: checkpoint_pb2.Checkpoint, *, payloads: bool = True) -> Checkpoint:
+    """Build a checkpoint from its wire message; without ``payloads`` (the ``"basic"`` view)
+    the JSON fields are left empty and not decoded, whatever the message holds."""
+    if not payloads:
+        return Checkpoint(
+            execution_id=msg.execution_id,
+            checkpoint_id=msg.checkpoint_id,
+            parent_checkpoint_id=(
+                msg.parent_checkpoint_id if msg.HasField("parent_checkpoint_id") else None
+            ),
+            chain_name=msg.chain_name,
+            node_id=msg.node_id,
+            node_index=msg.node_index,
+            step_type=msg.step_type if msg.HasField("step_type") else None,
+            status=status_from_proto(msg.status),
+            iteration=msg.iteration,
+            interrupt_reason=msg.interrupt_reason if msg.HasField("interrupt_reason") else None,
+            agent_path=msg.agent_path if msg.HasField("agent_path") else None,
+            created_at=(
+                timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None
+            ),
+            sequence=msg.sequence,
+        )
     return Checkpoint(
         execution_id=msg.execution_id,
         checkpoint_id=msg.checkpoint_id,
