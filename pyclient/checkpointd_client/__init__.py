@@ -37,7 +37,6 @@ from checkpointd_client.errors import (
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
-    CheckpointView,
     DeleteExecutionResult,
     IdempotencyResult,
     InterruptEvent,
@@ -59,7 +58,6 @@ __all__ = [
     "AsyncInterruptWatch",
     "Checkpoint",
     "CheckpointPage",
-    "CheckpointView",
     "CheckpointdClient",
     "CheckpointdError",
     "DeadlineExceededError",

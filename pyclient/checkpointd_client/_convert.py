@@ -45,10 +45,17 @@ _EVENT_TYPE_FROM_PROTO: dict[int, InterruptEventType] = {
 # --- JSON -------------------------------------------------------------------------------
 
 
+#: One encoder and one decoder for every call: ``json.dumps``/``json.loads`` with options
+#: build a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dump_json(value: Any, *, field: str = "value") -> str:
     """Encode ``value`` as compact JSON text; ``ValueError`` names ``field`` for NaN/Infinity."""
+    if type(value) is dict and not value:
+        return "{}"  # the usual value of most fields
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except ValueError as exc:
         raise ValueError(f"{field}: {exc} (JSON has no NaN or Infinity)") from exc
     except TypeError as exc:
@@ -66,17 +73,20 @@ def _finite_float(literal: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def load_json(text: str, *, field: str = "value") -> Any:
     """Decode JSON text; ``ValueError`` names ``field`` for NaN, Infinity or ``1e999``."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return _DECODER.decode(text)
     except ValueError as exc:
         raise ValueError(f"{field}: {exc}") from exc
 
 
 def load_json_object(text: str, *, field: str = "value") -> dict[str, Any]:
     """Decode a JSON object field; the empty string stands for ``{}``."""
-    if not text:
+    if not text or text == "{}":
         return {}
     value: dict[str, Any] = load_json(text, field=field)
     return value
