@@ -1,7 +1,8 @@
 """checkpointd benchmark: fastaiagent's calls through the sidecar against fastaiagent's own
 in-process checkpointers, on SQLite and on Postgres, measured in the same run.
 
-Usage: python bench/run.py [--quick] [--iterations N] [--no-scale] [--no-rss] [--output PATH]
+Usage: python bench/run.py [--quick] [--iterations N] [--multi-process PxT] [--no-multi-process]
+                           [--no-scale] [--no-rss] [--output PATH]
 
 For each backend it starts a real ``checkpointd serve`` subprocess (Unix socket) and, in the
 same process as the callers, fastaiagent's ``SQLiteCheckpointer`` or ``PostgresCheckpointer``
@@ -48,7 +49,7 @@ from fastaiagent.checkpointers import PendingInterrupt as FastPending
 from fastaiagent.checkpointers import SQLiteCheckpointer
 from fastaiagent.checkpointers.postgres import PostgresCheckpointer
 
-from bench import floors
+from bench import floors, multiproc
 from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
 from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
@@ -430,6 +431,64 @@ def benchmark_backend(
     return rows
 
 
+MULTI_CASE = "put multi-process"
+
+
+def multi_process_row(
+    backend: str, stores: Stores, processes: int, threads: int, ops: int
+) -> dict[str, Any]:
+    """``processes`` x ``threads`` writers through fastaiagent's in-process checkpointer on one
+    shared store (one SQLite file, one Postgres schema), then through one sidecar; with the
+    errors each side raised."""
+    if backend == "sqlite":
+        where, schema = str(stores.workdir / "multiprocess.db"), ""
+    else:
+        where, schema = stores.pg_dsn, f"cpdbench_fastaiagent_mp_{uuid.uuid4().hex[:8]}"
+        stores.schemas.append(schema)
+    # The baseline's tables, made once before the workers start (each also runs its setup).
+    baseline_cp = (
+        SQLiteCheckpointer(db_path=where)
+        if backend == "sqlite"
+        else PostgresCheckpointer(stores.pg_dsn, schema=schema)
+    )
+    baseline_cp.setup()
+    baseline_cp.close()
+    base = multiproc.run_multi(
+        backend, where, schema=schema, processes=processes, threads=threads, ops=ops
+    )
+    with running(stores.spec(backend, "multi")) as server:
+        side = multiproc.run_multi(
+            "sidecar", server.target, processes=processes, threads=threads, ops=ops
+        )
+    s, b = _measured(side), _measured(base)
+    return {
+        "case": f"{MULTI_CASE} ({processes}x{threads})",
+        "backend": backend,
+        "client": "sync",
+        "concurrency": processes * threads,
+        "processes": processes,
+        "ops": s.ops,
+        "sidecar_p50_us": round(s.p50_us, 1),
+        "sidecar_p99_us": round(s.p99_us, 1),
+        "sidecar_ops_s": round(s.ops_s, 1),
+        "sidecar_errors": side.errors,
+        "baseline": BASELINE_NAMES[backend],
+        "baseline_p50_us": round(b.p50_us, 1),
+        "baseline_p99_us": round(b.p99_us, 1),
+        "baseline_ops_s": round(b.ops_s, 1),
+        "baseline_errors": base.errors,
+        "ratio_p50": round(s.p50_us / b.p50_us, 3) if s.ops and b.ops else None,
+        "ratio_ops_s": round(s.ops_s / b.ops_s, 3) if b.ops_s else None,
+    }
+
+
+def _measured(result: multiproc.MultiResult) -> Measurement:
+    """Latency and throughput of the successful calls (zeros when every call failed)."""
+    if not result.samples_us:
+        return Measurement(p50_us=0.0, p99_us=0.0, ops_s=0.0, ops=0)
+    return _measurement(result.samples_us, result.elapsed_s)
+
+
 # --- scale series -------------------------------------------------------------------------
 
 _SEED_COLUMNS = (
@@ -714,6 +773,16 @@ def targets(
         put32 = row(backend, CASES[0], 32)
         if put32:
             add("32 writers ops/s / in-process", backend, put32["ratio_ops_s"], 3.0, higher=True)
+    for backend, limit in (("sqlite", 5.0), ("postgres", 3.0)):
+        multi = next(
+            (r for r in cases if r["backend"] == backend and r["case"].startswith(MULTI_CASE)),
+            None,
+        )
+        if multi:
+            name = f"{multi['case']} ops/s / in-process"
+            add(name, backend, multi["ratio_ops_s"], limit, higher=True)
+            errors = sum(multi["sidecar_errors"].values())
+            add(f"{MULTI_CASE}: errors through the sidecar", backend, errors, 0, higher=False)
     for backend in BACKENDS:
         echo = row(backend, FLOOR_UNARY, 1)
         for case, limit in ((CASES[1], 1.5), (FLOOR_HEALTH, 1.15)):
@@ -756,10 +825,26 @@ def print_cases(rows: list[dict[str, Any]]) -> None:
         if r["baseline"] is None:  # a floor
             print(line)
             continue
-        print(
-            line + f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} "
-            f"{r['ratio_p50']:>6.2f} {r['ratio_ops_s']:>7.2f} {r['ratio_floor_p50']:>6.2f}"
+        ratios = (
+            f"{_num(r['ratio_p50'], 6)} {_num(r['ratio_ops_s'], 7)} "
+            f"{_num(r.get('ratio_floor_p50'), 6)}"
         )
+        print(line + f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} {ratios}")
+
+
+def _num(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+
+
+def print_multi(r: dict[str, Any]) -> None:
+    """One line for the multi-process case, with the errors of each side."""
+    print(
+        f"  {r['case']} {r['backend']}: sidecar {r['sidecar_ops_s']:.0f} ops/s, "
+        f"p50 {r['sidecar_p50_us']:.0f} us, errors {r['sidecar_errors'] or 'none'}; "
+        f"in-process {r['baseline_ops_s']:.0f} ops/s, p50 {r['baseline_p50_us']:.0f} us, "
+        f"errors {r['baseline_errors'] or 'none'}",
+        flush=True,
+    )
 
 
 def print_targets(rows: list[dict[str, Any]]) -> None:
@@ -767,7 +852,7 @@ def print_targets(rows: list[dict[str, Any]]) -> None:
     print(f"\n{'target':<48} {'backend':<8} {'value':>8} {'limit':>7}  result")
     for t in rows:
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
-        print(f"{t['target']:<48} {t['backend']:<8} {value:>8} {t['limit']:>7.1f}  {t['result']}")
+        print(f"{t['target']:<48} {t['backend']:<8} {value:>8} {t['limit']:>7.2f}  {t['result']}")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -787,6 +872,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--watch-streams", type=int, default=1000, help="streams for the RSS figure"
     )
     parser.add_argument("--no-rss", action="store_true", help="skip the server RSS figures")
+    parser.add_argument(
+        "--multi-process", default="8x4", help="processes x threads of the multi-process case"
+    )
+    parser.add_argument(
+        "--multi-process-ops", type=int, help="puts per thread in the multi-process case"
+    )
+    parser.add_argument(
+        "--no-multi-process", action="store_true", help="skip the multi-process case"
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON file")
     args = parser.parse_args(argv)
     if args.iterations is None:
@@ -795,6 +889,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.scale_rows = "1000,10000" if args.quick else "1000,100000,1000000"
     if args.scale_ops is None:
         args.scale_ops = 30 if args.quick else 300
+    if args.multi_process_ops is None:
+        args.multi_process_ops = max(5, args.iterations // 10)
+    processes, _, threads = args.multi_process.partition("x")
+    args.mp_processes, args.mp_threads = int(processes), int(threads or 1)
     args.levels = [int(x) for x in args.concurrency.split(",")]
     args.scale_points = [int(x) for x in args.scale_rows.split(",")]
     args.backend_list = [b for b in args.backends.split(",") if b]
@@ -825,6 +923,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cases += benchmark_backend(
                     backend, stores, args.levels, args.iterations, echo_target
                 )
+                if not args.no_multi_process:
+                    cases.append(
+                        multi_process_row(
+                            backend,
+                            stores,
+                            args.mp_processes,
+                            args.mp_threads,
+                            args.multi_process_ops,
+                        )
+                    )
+                    print_multi(cases[-1])
                 if not args.no_scale:
                     scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
                 if not args.no_rss:
