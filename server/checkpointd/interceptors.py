@@ -35,7 +35,13 @@ from checkpointd.errors import (
     status_for,
 )
 
-__all__ = ["ComposingRegistrar", "Layer", "RequestGuardInterceptor", "abort_with_error"]
+__all__ = [
+    "ComposingRegistrar",
+    "Layer",
+    "LayerInterceptor",
+    "RequestGuardInterceptor",
+    "abort_with_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +90,10 @@ async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
 async def abort_with_error(
     context: grpc.aio.ServicerContext, exc: BaseException, *, method: str
 ) -> NoReturn:
-    """End an RPC with the status of ``exc``, exactly as the interceptor does for unary
+    """End an RPC with the status of ``exc``, exactly as the request guard does for unary
     handlers: the table's code and ErrorInfo reason, or INTERNAL with an incident id logged
-    with the traceback. Streaming handlers call it themselves (the interceptor only wraps
-    unary handlers). Always raises (``grpc.aio.AbortError``)."""
+    with the traceback. Streaming handlers call it themselves (the guard only maps the errors
+    of unary handlers). Always raises (``grpc.aio.AbortError``)."""
     info = status_for(exc)
     if info is None:
         incident = uuid.uuid4().hex[:12]
