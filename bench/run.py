@@ -1,7 +1,8 @@
 """checkpointd benchmark: fastaiagent's calls through the sidecar against fastaiagent's own
 in-process checkpointers, on SQLite and on Postgres, measured in the same run.
 
-Usage: python bench/run.py [--quick] [--iterations N] [--no-scale] [--no-rss] [--output PATH]
+Usage: python bench/run.py [--quick] [--iterations N] [--multi-process PxT] [--no-multi-process]
+                           [--no-scale] [--no-rss] [--output PATH]
 
 For each backend it starts a real ``checkpointd serve`` subprocess (Unix socket) and, in the
 same process as the callers, fastaiagent's ``SQLiteCheckpointer`` or ``PostgresCheckpointer``
@@ -48,6 +49,7 @@ from fastaiagent.checkpointers import PendingInterrupt as FastPending
 from fastaiagent.checkpointers import SQLiteCheckpointer
 from fastaiagent.checkpointers.postgres import PostgresCheckpointer
 
+from bench import floors, multiproc
 from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
 from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
@@ -201,7 +203,8 @@ def async_ops(
         checkpoint = Checkpoint(
             execution_id=f"{writes}-w{w}", node_id=f"n{i}", node_index=i, state_snapshot=STATE
         )
-        await client.put_checkpoint(checkpoint)
+        # The reply is thrown away, so it need not carry the state back (as in the adapter).
+        await client.put_checkpoint(checkpoint, view="basic")
 
     async def get_last(w: int, i: int) -> None:
         await client.get_latest_checkpoint(f"{reads}-last")
@@ -326,10 +329,65 @@ def running(spec: StoreSpec, *extra_args: str) -> Iterator[Sidecar]:
         server.close()
 
 
+FLOOR_UNARY = "floor: grpc.aio unary echo"
+FLOOR_STREAM = "floor: bidi stream round trip"
+FLOOR_HEALTH = "floor: Health/Check"
+FLOORS = (FLOOR_UNARY, FLOOR_STREAM, FLOOR_HEALTH)
+
+
+def measure_floors(
+    echo_target: str, sidecar_target: str, levels: Sequence[int], ops: int
+) -> Results:
+    """The floors at every level: a bare unary echo and a round trip on an open bidi stream
+    (both on the echo server), and Health/Check on the sidecar; sync grpcio, Unix sockets."""
+    results: Results = {}
+    with grpc.insecure_channel(echo_target) as echo, grpc.insecure_channel(sidecar_target) as cpd:
+        floors.wait_ready(echo)
+        floors.wait_ready(cpd)
+        unary, health = floors.unary_echo(echo), floors.health_check(cpd)
+        run_threads(lambda w, i: unary(), 1, min(ops, 20))  # warm-up, not recorded
+        run_threads(lambda w, i: health(), 1, min(ops, 20))
+        for level in levels:
+            results[(FLOOR_UNARY, level)] = run_threads(lambda w, i: unary(), level, ops)
+            streams = [floors.StreamRoundTrip(echo) for _ in range(level)]
+            try:
+                for stream in streams:
+                    stream()  # open it: the first message is not measured
+                results[(FLOOR_STREAM, level)] = run_threads(
+                    lambda w, i, s=streams: s[w](), level, ops
+                )
+            finally:
+                for stream in streams:
+                    stream.close()
+            results[(FLOOR_HEALTH, level)] = run_threads(lambda w, i: health(), level, ops)
+    return results
+
+
+def _floor_row(backend: str, case: str, level: int, m: Measurement) -> dict[str, Any]:
+    """A floor as a row of ``cases``: the sidecar fields hold the floor, no baseline."""
+    return {
+        "case": case,
+        "backend": backend,
+        "client": "sync",
+        "concurrency": level,
+        "ops": m.ops,
+        "sidecar_p50_us": round(m.p50_us, 1),
+        "sidecar_p99_us": round(m.p99_us, 1),
+        "sidecar_ops_s": round(m.ops_s, 1),
+        "baseline": None,
+        "baseline_p50_us": None,
+        "baseline_p99_us": None,
+        "baseline_ops_s": None,
+        "ratio_p50": None,
+        "ratio_ops_s": None,
+    }
+
+
 def benchmark_backend(
-    backend: str, stores: Stores, levels: Sequence[int], ops: int
+    backend: str, stores: Stores, levels: Sequence[int], ops: int, echo_target: str
 ) -> list[dict[str, Any]]:
-    """The case rows of one backend: sidecar (threads and tasks) against in-process."""
+    """The case rows of one backend: the floors, then the sidecar (threads and tasks) against
+    in-process; each sidecar row also carries its ratio to the unary echo floor."""
     baseline_cp = stores.baseline(backend)
     try:
         baseline_cp.setup()
@@ -337,14 +395,20 @@ def benchmark_backend(
     finally:
         baseline_cp.close()
     with running(stores.spec(backend, "cases")) as server:
+        floor = measure_floors(echo_target, server.target, levels, ops)
         with SidecarCheckpointer(server.target) as adapter:
             sidecar = measure_sync(adapter, levels, ops, "sidecar")
         tasks = measure_async(server.target, levels, ops)
-    rows = []
+    rows = [
+        _floor_row(backend, case, level, floor[(case, level)])
+        for case in FLOORS
+        for level in levels
+    ]
     for client, results in (("sync", sidecar), ("async", tasks)):
         for case in CASES:
             for level in levels:
                 side, base = results[(case, level)], baseline[(case, level)]
+                echo = floor[(FLOOR_UNARY, level)]
                 rows.append(
                     {
                         "case": case if client == "sync" else f"{case} [async]",
@@ -361,9 +425,69 @@ def benchmark_backend(
                         "baseline_ops_s": round(base.ops_s, 1),
                         "ratio_p50": round(side.p50_us / base.p50_us, 3),
                         "ratio_ops_s": round(side.ops_s / base.ops_s, 3),
+                        "floor_p50_us": round(echo.p50_us, 1),
+                        "ratio_floor_p50": round(side.p50_us / echo.p50_us, 3),
                     }
                 )
     return rows
+
+
+MULTI_CASE = "put multi-process"
+
+
+def multi_process_row(
+    backend: str, stores: Stores, processes: int, threads: int, ops: int
+) -> dict[str, Any]:
+    """``processes`` x ``threads`` writers through fastaiagent's in-process checkpointer on one
+    shared store (one SQLite file, one Postgres schema), then through one sidecar; with the
+    errors each side raised."""
+    if backend == "sqlite":
+        where, schema = str(stores.workdir / "multiprocess.db"), ""
+    else:
+        where, schema = stores.pg_dsn, f"cpdbench_fastaiagent_mp_{uuid.uuid4().hex[:8]}"
+        stores.schemas.append(schema)
+    # The baseline's tables, made once before the workers start (each also runs its setup).
+    baseline_cp = (
+        SQLiteCheckpointer(db_path=where)
+        if backend == "sqlite"
+        else PostgresCheckpointer(stores.pg_dsn, schema=schema)
+    )
+    baseline_cp.setup()
+    baseline_cp.close()
+    base = multiproc.run_multi(
+        backend, where, schema=schema, processes=processes, threads=threads, ops=ops
+    )
+    with running(stores.spec(backend, "multi")) as server:
+        side = multiproc.run_multi(
+            "sidecar", server.target, processes=processes, threads=threads, ops=ops
+        )
+    s, b = _measured(side), _measured(base)
+    return {
+        "case": f"{MULTI_CASE} ({processes}x{threads})",
+        "backend": backend,
+        "client": "sync",
+        "concurrency": processes * threads,
+        "processes": processes,
+        "ops": s.ops,
+        "sidecar_p50_us": round(s.p50_us, 1),
+        "sidecar_p99_us": round(s.p99_us, 1),
+        "sidecar_ops_s": round(s.ops_s, 1),
+        "sidecar_errors": side.errors,
+        "baseline": BASELINE_NAMES[backend],
+        "baseline_p50_us": round(b.p50_us, 1),
+        "baseline_p99_us": round(b.p99_us, 1),
+        "baseline_ops_s": round(b.ops_s, 1),
+        "baseline_errors": base.errors,
+        "ratio_p50": round(s.p50_us / b.p50_us, 3) if s.ops and b.ops else None,
+        "ratio_ops_s": round(s.ops_s / b.ops_s, 3) if b.ops_s else None,
+    }
+
+
+def _measured(result: multiproc.MultiResult) -> Measurement:
+    """Latency and throughput of the successful calls (zeros when every call failed)."""
+    if not result.samples_us:
+        return Measurement(p50_us=0.0, p99_us=0.0, ops_s=0.0, ops=0)
+    return _measurement(result.samples_us, result.elapsed_s)
 
 
 # --- scale series -------------------------------------------------------------------------
@@ -650,6 +774,27 @@ def targets(
         put32 = row(backend, CASES[0], 32)
         if put32:
             add("32 writers ops/s / in-process", backend, put32["ratio_ops_s"], 3.0, higher=True)
+    for backend, limit in (("sqlite", 5.0), ("postgres", 3.0)):
+        multi = next(
+            (r for r in cases if r["backend"] == backend and r["case"].startswith(MULTI_CASE)),
+            None,
+        )
+        if multi:
+            name = f"{multi['case']} ops/s / in-process"
+            add(name, backend, multi["ratio_ops_s"], limit, higher=True)
+            errors = sum(multi["sidecar_errors"].values())
+            add(f"{MULTI_CASE}: errors through the sidecar", backend, errors, 0, higher=False)
+    for backend in BACKENDS:
+        echo = row(backend, FLOOR_UNARY, 1)
+        for case, limit in ((CASES[1], 1.5), (FLOOR_HEALTH, 1.15)):
+            measured = row(backend, case, 1)
+            if echo and measured:
+                ratio = round(measured["sidecar_p50_us"] / echo["sidecar_p50_us"], 3)
+                add(f"{case} p50 / unary echo p50", backend, ratio, limit, higher=False)
+    for backend in BACKENDS:
+        claim = row(backend, CASES[3], 1)
+        if claim:
+            add("record + claim p50 / in-process p50", backend, claim["ratio_p50"], 2.0, False)
     for backend in BACKENDS:
         series = sorted((r for r in scale if r["backend"] == backend), key=lambda r: r["rows"])
         if len(series) >= 2:
@@ -665,20 +810,42 @@ def targets(
 
 
 def print_cases(rows: list[dict[str, Any]]) -> None:
-    """The case table: sidecar against in-process, ratios sidecar / in-process."""
+    """The case table: the floors, then the sidecar against in-process (ratios sidecar /
+    in-process) and against the unary echo floor of the same level (``/echo``)."""
     header = (
         f"{'case':<30} {'backend':<8} {'conc':>4} {'p50 us':>8} {'p99 us':>8} {'ops/s':>8} "
-        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7}"
+        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7} {'/echo':>6}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(
+        line = (
             f"{r['case']:<30} {r['backend']:<8} {r['concurrency']:>4} "
             f"{r['sidecar_p50_us']:>8.0f} {r['sidecar_p99_us']:>8.0f} {r['sidecar_ops_s']:>8.0f} "
-            f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} "
-            f"{r['ratio_p50']:>6.2f} {r['ratio_ops_s']:>7.2f}"
         )
+        if r["baseline"] is None:  # a floor
+            print(line)
+            continue
+        ratios = (
+            f"{_num(r['ratio_p50'], 6)} {_num(r['ratio_ops_s'], 7)} "
+            f"{_num(r.get('ratio_floor_p50'), 6)}"
+        )
+        print(line + f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} {ratios}")
+
+
+def _num(value: float | None, width: int) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+
+
+def print_multi(r: dict[str, Any]) -> None:
+    """One line for the multi-process case, with the errors of each side."""
+    print(
+        f"  {r['case']} {r['backend']}: sidecar {r['sidecar_ops_s']:.0f} ops/s, "
+        f"p50 {r['sidecar_p50_us']:.0f} us, errors {r['sidecar_errors'] or 'none'}; "
+        f"in-process {r['baseline_ops_s']:.0f} ops/s, p50 {r['baseline_p50_us']:.0f} us, "
+        f"errors {r['baseline_errors'] or 'none'}",
+        flush=True,
+    )
 
 
 def print_targets(rows: list[dict[str, Any]]) -> None:
@@ -686,7 +853,7 @@ def print_targets(rows: list[dict[str, Any]]) -> None:
     print(f"\n{'target':<48} {'backend':<8} {'value':>8} {'limit':>7}  result")
     for t in rows:
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
-        print(f"{t['target']:<48} {t['backend']:<8} {value:>8} {t['limit']:>7.1f}  {t['result']}")
+        print(f"{t['target']:<48} {t['backend']:<8} {value:>8} {t['limit']:>7.2f}  {t['result']}")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -706,6 +873,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--watch-streams", type=int, default=1000, help="streams for the RSS figure"
     )
     parser.add_argument("--no-rss", action="store_true", help="skip the server RSS figures")
+    parser.add_argument(
+        "--multi-process", default="8x4", help="processes x threads of the multi-process case"
+    )
+    parser.add_argument(
+        "--multi-process-ops", type=int, help="puts per thread in the multi-process case"
+    )
+    parser.add_argument(
+        "--no-multi-process", action="store_true", help="skip the multi-process case"
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON file")
     args = parser.parse_args(argv)
     if args.iterations is None:
@@ -714,6 +890,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.scale_rows = "1000,10000" if args.quick else "1000,100000,1000000"
     if args.scale_ops is None:
         args.scale_ops = 30 if args.quick else 300
+    if args.multi_process_ops is None:
+        args.multi_process_ops = max(5, args.iterations // 10)
+    processes, _, threads = args.multi_process.partition("x")
+    args.mp_processes, args.mp_threads = int(processes), int(threads or 1)
     args.levels = [int(x) for x in args.concurrency.split(",")]
     args.scale_points = [int(x) for x in args.scale_rows.split(",")]
     args.backend_list = [b for b in args.backends.split(",") if b]
@@ -738,20 +918,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale: list[dict[str, Any]] = []
     rss: list[dict[str, Any]] = []
     try:
-        for backend in args.backend_list:
-            print(f"cases on {backend} ...", flush=True)
-            cases += benchmark_backend(backend, stores, args.levels, args.iterations)
-            if not args.no_scale:
-                scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
-            if not args.no_rss:
-                rss.append(measure_rss(backend, stores, args.watch_streams))
-                r = rss[-1]
-                print(
-                    f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
-                    f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
-                    flush=True,
+        with floors.echo_server(stores.workdir) as echo_target:
+            for backend in args.backend_list:
+                print(f"cases on {backend} ...", flush=True)
+                cases += benchmark_backend(
+                    backend, stores, args.levels, args.iterations, echo_target
                 )
-            stores.drop_schemas()
+                if not args.no_multi_process:
+                    cases.append(
+                        multi_process_row(
+                            backend,
+                            stores,
+                            args.mp_processes,
+                            args.mp_threads,
+                            args.multi_process_ops,
+                        )
+                    )
+                    print_multi(cases[-1])
+                if not args.no_scale:
+                    scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
+                if not args.no_rss:
+                    rss.append(measure_rss(backend, stores, args.watch_streams))
+                    r = rss[-1]
+                    print(
+                        f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
+                        f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
+                        flush=True,
+                    )
+                stores.drop_schemas()
     finally:
         stores.drop_schemas()
         shutil.rmtree(stores.workdir, ignore_errors=True)

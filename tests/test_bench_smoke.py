@@ -31,6 +31,8 @@ CASE_KEYS = {
     "ratio_ops_s",
 }
 CASES = {"put (2 KB state)", "get_last", "list(100)", "record + claim", "put/get idempotent"}
+FLOORS = {"floor: grpc.aio unary echo", "floor: bidi stream round trip", "floor: Health/Check"}
+MULTI = "put multi-process (2x2)"
 
 
 def _bench_schemas(dsn: str) -> set[str]:
@@ -69,6 +71,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             "--scale-rows=100,200",
             "--scale-ops=3",
             "--watch-streams=20",
+            "--multi-process=2x2",
             f"--pg-dsn={pg_dsn}",
             f"--output={output}",
         ],
@@ -86,11 +89,27 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
     cases = report["cases"]
     assert all(row.keys() >= CASE_KEYS for row in cases)
     for backend in ("sqlite", "postgres"):
-        rows = [r for r in cases if r["backend"] == backend]
-        assert {r["case"] for r in rows} == CASES | {f"{c} [async]" for c in CASES}
+        every = [r for r in cases if r["backend"] == backend]
+        assert {r["case"] for r in every} == (
+            CASES | {f"{c} [async]" for c in CASES} | FLOORS | {MULTI}
+        )
+        # The floors: the same fields, the floor's figures in the sidecar ones, no baseline.
+        floors = [r for r in every if r["case"] in FLOORS]
+        assert {(r["case"], r["concurrency"]) for r in floors} == {
+            (f, c) for f in FLOORS for c in (1, 4)
+        }
+        assert all(r["sidecar_p50_us"] > 0 and r["baseline"] is None for r in floors)
+        (multi,) = [r for r in every if r["case"] == MULTI]
+        assert multi["concurrency"] == 4
+        assert multi["processes"] == 2
+        assert multi["sidecar_errors"] == {}
+        assert multi["ops"] == 4 * 5  # every put through the sidecar succeeded
+        assert isinstance(multi["baseline_errors"], dict)
+        rows = [r for r in every if r["case"] not in FLOORS and r["case"] != MULTI]
         assert {r["concurrency"] for r in rows} == {1, 4}
         assert all(r["sidecar_p50_us"] > 0 and r["baseline_p50_us"] > 0 for r in rows)
         assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
+        assert all(r["ratio_floor_p50"] > 0 for r in rows)
         scale = [r for r in report["scale"] if r["backend"] == backend]
         assert [r["rows"] for r in scale] == [100, 200]
         assert all(r["get_last_p50_us"] > 0 and r["claim_p50_us"] > 0 for r in scale)
@@ -99,5 +118,8 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert rss["idle_rss_mb"] > 0
         assert rss["watch_rss_mb"] > 0
     assert {t["result"] for t in report["targets"]} <= {"PASS", "MISS"}
-    assert len(report["targets"]) == 8  # the 32-writer targets need --concurrency 32
+    # Per backend: put p50, get_last and Health/Check against the echo, record + claim, the
+    # multi-process ops/s and errors, two scale ratios, RSS (the 32-writer targets need
+    # --concurrency 32).
+    assert len(report["targets"]) == 2 * 9
     assert _bench_schemas(pg_dsn) <= schemas_before

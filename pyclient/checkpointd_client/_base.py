@@ -34,6 +34,7 @@ from checkpointd_client.errors import (
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
+    CheckpointView,
     DeleteExecutionResult,
     IdempotencyResult,
     PendingInterrupt,
@@ -47,6 +48,11 @@ from checkpointd_client.models import (
 )
 
 _log = logging.getLogger("checkpointd_client.watch")
+
+_VIEWS: dict[CheckpointView, checkpoint_service_pb2.CheckpointView.ValueType] = {
+    "full": checkpoint_service_pb2.CHECKPOINT_VIEW_FULL,
+    "basic": checkpoint_service_pb2.CHECKPOINT_VIEW_BASIC,
+}
 
 #: Call metadata: ``(key, value)`` pairs; keys ending in ``-bin`` carry bytes.
 Metadata = Sequence[tuple[str, str | bytes]]
@@ -174,13 +180,14 @@ class ClientCore:
         return replace(checkpoint, checkpoint_id=new_id())
 
     def put_checkpoint(
-        self, checkpoint: Checkpoint, request_id: str | None
+        self, checkpoint: Checkpoint, request_id: str | None, view: CheckpointView = "full"
     ) -> checkpoint_service_pb2.PutCheckpointRequest:
         """Build a PutCheckpoint request (checkpoint id and request id filled in)."""
         return checkpoint_service_pb2.PutCheckpointRequest(
             namespace=self.namespace,
             request_id=request_id or new_id(),
             checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
+            view=_VIEWS[view],
         )
 
     def get_checkpoint(

@@ -45,10 +45,17 @@ _EVENT_TYPE_FROM_PROTO: dict[int, InterruptEventType] = {
 # --- JSON -------------------------------------------------------------------------------
 
 
+#: One encoder and one decoder for every call: ``json.dumps``/``json.loads`` with options
+#: build a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def dump_json(value: Any, *, field: str = "value") -> str:
     """Encode ``value`` as compact JSON text; ``ValueError`` names ``field`` for NaN/Infinity."""
+    if type(value) is dict and not value:
+        return "{}"  # the usual value of most fields
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return _ENCODER.encode(value)
     except ValueError as exc:
         raise ValueError(f"{field}: {exc} (JSON has no NaN or Infinity)") from exc
     except TypeError as exc:
@@ -66,17 +73,20 @@ def _finite_float(literal: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def load_json(text: str, *, field: str = "value") -> Any:
     """Decode JSON text; ``ValueError`` names ``field`` for NaN, Infinity or ``1e999``."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return _DECODER.decode(text)
     except ValueError as exc:
         raise ValueError(f"{field}: {exc}") from exc
 
 
 def load_json_object(text: str, *, field: str = "value") -> dict[str, Any]:
     """Decode a JSON object field; the empty string stands for ``{}``."""
-    if not text:
+    if not text or text == "{}":
         return {}
     value: dict[str, Any] = load_json(text, field=field)
     return value
@@ -154,8 +164,29 @@ def checkpoint_to_proto(cp: Checkpoint) -> checkpoint_pb2.Checkpoint:
     return msg
 
 
-def checkpoint_from_proto(msg: checkpoint_pb2.Checkpoint) -> Checkpoint:
-    """Build a checkpoint from its wire message."""
+def checkpoint_from_proto(msg: checkpoint_pb2.Checkpoint, *, payloads: bool = True) -> Checkpoint:
+    """Build a checkpoint from its wire message; without ``payloads`` (the ``"basic"`` view)
+    the JSON fields are left empty and not decoded, whatever the message holds."""
+    if not payloads:
+        return Checkpoint(
+            execution_id=msg.execution_id,
+            checkpoint_id=msg.checkpoint_id,
+            parent_checkpoint_id=(
+                msg.parent_checkpoint_id if msg.HasField("parent_checkpoint_id") else None
+            ),
+            chain_name=msg.chain_name,
+            node_id=msg.node_id,
+            node_index=msg.node_index,
+            step_type=msg.step_type if msg.HasField("step_type") else None,
+            status=status_from_proto(msg.status),
+            iteration=msg.iteration,
+            interrupt_reason=msg.interrupt_reason if msg.HasField("interrupt_reason") else None,
+            agent_path=msg.agent_path if msg.HasField("agent_path") else None,
+            created_at=(
+                timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None
+            ),
+            sequence=msg.sequence,
+        )
     return Checkpoint(
         execution_id=msg.execution_id,
         checkpoint_id=msg.checkpoint_id,

@@ -42,6 +42,7 @@ from checkpointd_client.errors import UnavailableError, map_rpc_errors
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
+    CheckpointView,
     DeleteExecutionResult,
     IdempotencyResult,
     PendingInterrupt,
@@ -173,19 +174,23 @@ class CheckpointdClient:
         checkpoint: Checkpoint,
         *,
         request_id: str | None = None,
+        view: CheckpointView = "full",
         timeout: float | None = None,
         metadata: Metadata = (),
     ) -> Checkpoint:
         """Store a checkpoint and return the stored row (C1, C2).
 
         An empty ``checkpoint_id`` is filled with a UUID before sending. A checkpoint_id that
-        is already stored raises :class:`~checkpointd_client.AlreadyExistsError`.
+        is already stored raises :class:`~checkpointd_client.AlreadyExistsError`. With
+        ``view="basic"`` the reply leaves out the JSON payloads (the caller has them): the
+        returned row's ``state_snapshot``, ``node_input``, ``node_output``,
+        ``iteration_counters`` and ``interrupt_context`` are empty.
         """
-        request = self._core.put_checkpoint(checkpoint, request_id)
+        request = self._core.put_checkpoint(checkpoint, request_id, view)
         response: checkpoint_service_pb2.PutCheckpointResponse = self._invoke(
             self._checkpoints.PutCheckpoint, request, timeout, metadata
         )
-        return _convert.checkpoint_from_proto(response.checkpoint)
+        return _convert.checkpoint_from_proto(response.checkpoint, payloads=view == "full")
 
     def get_checkpoint(
         self,
@@ -621,15 +626,16 @@ class AsyncCheckpointdClient:
         checkpoint: Checkpoint,
         *,
         request_id: str | None = None,
+        view: CheckpointView = "full",
         timeout: float | None = None,
         metadata: Metadata = (),
     ) -> Checkpoint:
         """Store a checkpoint and return the stored row (C1, C2); see the sync client."""
-        request = self._core.put_checkpoint(checkpoint, request_id)
+        request = self._core.put_checkpoint(checkpoint, request_id, view)
         response: checkpoint_service_pb2.PutCheckpointResponse = await self._invoke(
             self._checkpoints.PutCheckpoint, request, timeout, metadata
         )
-        return _convert.checkpoint_from_proto(response.checkpoint)
+        return _convert.checkpoint_from_proto(response.checkpoint, payloads=view == "full")
 
     async def get_checkpoint(
         self,

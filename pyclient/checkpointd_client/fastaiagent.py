@@ -213,7 +213,8 @@ class SidecarCheckpointer:
         """
         if not checkpoint.checkpoint_id:
             checkpoint.checkpoint_id = new_id()
-        stored = self._client.put_checkpoint(_to_checkpoint(checkpoint))
+        # Only the id and created_at are read back: the reply need not carry the state.
+        stored = self._client.put_checkpoint(_to_checkpoint(checkpoint), view="basic")
         checkpoint.checkpoint_id = stored.checkpoint_id
         checkpoint.created_at = _format_time(stored.created_at)
 

@@ -34,6 +34,11 @@ __all__ = [
 #: The values :attr:`Checkpoint.status` may take.
 CHECKPOINT_STATUSES: tuple[str, ...] = ("completed", "interrupted", "failed")
 
+#: How much of the stored row a write returns: ``"full"``, or ``"basic"``: everything but the
+#: JSON payloads (state_snapshot, node_input, node_output, iteration_counters and
+#: interrupt_context come back empty), for a writer that already has them.
+CheckpointView: TypeAlias = Literal["full", "basic"]
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Checkpoint:

@@ -14,10 +14,11 @@ import logging
 import os
 import signal
 from datetime import timedelta
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
 from checkpointd import __version__
 from checkpointd.auth import (
@@ -37,7 +38,7 @@ from checkpointd.health import (
     StoreNeverCameUp,
     cancel_and_wait,
 )
-from checkpointd.interceptors import RequestGuardInterceptor
+from checkpointd.interceptors import ComposingRegistrar, Layer, RequestGuardInterceptor
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
 from checkpointd.logging_setup import event
 from checkpointd.metrics import Metrics, MetricsInterceptor, MetricsServer, instrument_store
@@ -135,17 +136,16 @@ def _build_server(
     transport_limit = settings.max_message_bytes + _TRANSPORT_SLACK_BYTES
     # Outermost first: metrics see the final status of every call; the guard maps the errors
     # raised inside it, including the gate's "store not open yet".
-    interceptors: list[grpc.aio.ServerInterceptor] = [
+    layers: list[Layer] = [
         RequestGuardInterceptor(max_message_bytes=settings.max_message_bytes),
         StoreGateInterceptor(monitor, exempt_prefixes=_ALWAYS_ANSWERED),
     ]
     if authenticator is not None:
         # Before everything but metrics: a caller without a valid token learns nothing else.
-        interceptors.insert(0, AuthInterceptor(authenticator, exempt_prefixes=_ALWAYS_ANSWERED))
+        layers.insert(0, AuthInterceptor(authenticator, exempt_prefixes=_ALWAYS_ANSWERED))
     if metrics is not None:
-        interceptors.insert(0, MetricsInterceptor(metrics))
+        layers.insert(0, MetricsInterceptor(metrics))
     server = grpc.aio.server(
-        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", transport_limit),
             ("grpc.max_send_message_length", transport_limit),
@@ -153,18 +153,25 @@ def _build_server(
             *KEEPALIVE_OPTIONS,
         ],
     )
+    # The layers are composed with each method's handler here, once, not run as interceptors
+    # on every call (checkpointd.interceptors explains why).
+    registrar: Any = ComposingRegistrar(server, tuple(layers))
     checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(
-        CheckpointServicer(deps), server
+        CheckpointServicer(deps), registrar
     )
     interrupt_service_pb2_grpc.add_InterruptServiceServicer_to_server(
-        InterruptServicer(deps), server
+        InterruptServicer(deps), registrar
     )
     idempotency_service_pb2_grpc.add_IdempotencyServiceServicer_to_server(
-        IdempotencyServicer(deps), server
+        IdempotencyServicer(deps), registrar
     )
-    health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, HEALTH_SERVICE, reflection.SERVICE_NAME), server
+    health_pb2_grpc.add_HealthServicer_to_server(health, registrar)
+    # What reflection.enable_server_reflection does for a grpc.aio server, on the registrar.
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
+        reflection.aio.ReflectionServicer(
+            (*SERVICE_NAMES, HEALTH_SERVICE, reflection.SERVICE_NAME)
+        ),
+        registrar,
     )
     return server
 

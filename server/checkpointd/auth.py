@@ -38,7 +38,7 @@ import json
 import logging
 import re
 import stat
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from checkpointd.errors import (
     ReadOnlyToken,
     status_for,
 )
-from checkpointd.interceptors import abort_with_error
+from checkpointd.interceptors import LayerInterceptor, abort_with_error
 from checkpointd.logging_setup import event
 
 __all__ = [
@@ -311,11 +311,17 @@ def _discard(_: bytes) -> None:
     """The request deserializer of a refused call: the message is never parsed."""
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+def _unchanged(raw: bytes) -> bytes:
+    """The request of a handler without a deserializer: the bytes themselves."""
+    return raw
+
+
+class AuthInterceptor(LayerInterceptor):
     """Checks every checkpointd call, unary and streaming, against the token it carries.
 
     The token and the method's access are checked before the request is parsed (a refused
-    caller costs no parsing); the namespace, which lives in the request, right after it is
+    caller costs no parsing: the composed handler takes the raw bytes and parses them only
+    once the token is accepted); the namespace, which lives in the request, right after it is
     parsed and before the servicer runs. Calls whose method starts with one of
     ``exempt_prefixes`` (health, reflection) pass without a token.
     """
@@ -324,37 +330,55 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._authenticator = authenticator
         self._exempt = tuple(exempt_prefixes)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        method: str = handler_call_details.method
-        if handler is None or method.startswith(self._exempt):
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """The handler of ``method`` behind the token check (composed once per method)."""
+        if method.startswith(self._exempt):
             return handler
-        try:
-            grant = self._authenticator.authenticate(handler_call_details.invocation_metadata)
-            # An RPC missing from the table counts as a write, the stricter class.
-            access = RPC_ACCESS.get(method, Access.WRITE)
-            if access is Access.WRITE and grant.role is not Role.READ_WRITE:
-                raise ReadOnlyToken(method.rsplit("/", 1)[-1], grant.name)
-        except (MissingToken, InvalidToken, ReadOnlyToken) as exc:
-            return self._refusal(handler, method, exc)
+        # An RPC missing from the table counts as a write, the stricter class.
+        access = RPC_ACCESS.get(method, Access.WRITE)
+        parse: Callable[[bytes], Any] = handler.request_deserializer or _unchanged
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._scoped(method, grant, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                self._scoped(method, access, parse, handler.unary_unary),
+                request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._scoped_stream(method, grant, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
+                self._scoped_stream(method, access, parse, handler.unary_stream),
+                request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
         # checkpointd has no client-streaming RPCs; refuse rather than pass one unchecked.
-        return self._refusal(handler, method, ReadOnlyToken(method, grant.name))
+        return self._refusal(handler, method)
+
+    def _admit(self, method: str, access: Access, context: grpc.aio.ServicerContext) -> Grant:
+        """The caller's grant; MissingToken, InvalidToken or ReadOnlyToken when refused."""
+        grant = self._authenticator.authenticate(context.invocation_metadata())
+        if access is Access.WRITE and grant.role is not Role.READ_WRITE:
+            raise ReadOnlyToken(method.rsplit("/", 1)[-1], grant.name)
+        return grant
+
+    async def _admitted_request(
+        self,
+        method: str,
+        access: Access,
+        parse: Callable[[bytes], Any],
+        raw: bytes,
+        context: grpc.aio.ServicerContext,
+    ) -> Any:
+        """The parsed request of an admitted caller in an allowed namespace; aborts the call
+        otherwise (the token is checked before the bytes are parsed)."""
+        try:
+            grant = self._admit(method, access, context)
+        except (MissingToken, InvalidToken, ReadOnlyToken) as exc:
+            self._log_denied(method, context, exc)
+            await abort_with_error(context, exc, method=method)
+        request = parse(raw)
+        denied = self._check_namespace(method, grant, request, context)
+        if denied is not None:
+            await abort_with_error(context, denied, method=method)
+        return request
 
     # --- refusals ----------------------------------------------------------------------
 
@@ -376,10 +400,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             **named,
         )
 
-    def _refusal(
-        self, handler: grpc.RpcMethodHandler, method: str, exc: Exception
-    ) -> grpc.RpcMethodHandler:
+    def _refusal(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        """A client-streaming method: an unknown token is refused as such, any other as
+        read-only (no role may call a method the table cannot check)."""
+
         async def refuse(_request: None, context: grpc.aio.ServicerContext) -> None:
+            try:
+                grant = self._authenticator.authenticate(context.invocation_metadata())
+                exc: Exception = ReadOnlyToken(method, grant.name)
+            except (MissingToken, InvalidToken) as refused:
+                exc = refused
             self._log_denied(method, context, exc)
             await abort_with_error(context, exc, method=method)
 
@@ -410,31 +440,29 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._log_denied(method, context, denied)
         return denied
 
-    def _scoped(self, method: str, grant: Grant, inner: Handler) -> Handler:
-        async def scoped(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            denied = self._check_namespace(method, grant, request, context)
-            if denied is not None:
-                await abort_with_error(context, denied, method=method)
+    def _scoped(
+        self, method: str, access: Access, parse: Callable[[bytes], Any], inner: Handler
+    ) -> Handler:
+        async def scoped(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            request = await self._admitted_request(method, access, parse, raw, context)
             return await inner(request, context)
 
         return scoped
 
-    def _scoped_stream(self, method: str, grant: Grant, inner: Handler) -> Handler:
+    def _scoped_stream(
+        self, method: str, access: Access, parse: Callable[[bytes], Any], inner: Handler
+    ) -> Handler:
         if inspect.isasyncgenfunction(inner):
 
-            async def scoped_generator(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                denied = self._check_namespace(method, grant, request, context)
-                if denied is not None:
-                    await abort_with_error(context, denied, method=method)
+            async def scoped_generator(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+                request = await self._admitted_request(method, access, parse, raw, context)
                 async for response in inner(request, context):
                     yield response
 
             return scoped_generator
 
-        async def scoped(request: Any, context: grpc.aio.ServicerContext) -> None:
-            denied = self._check_namespace(method, grant, request, context)
-            if denied is not None:
-                await abort_with_error(context, denied, method=method)
+        async def scoped(raw: bytes, context: grpc.aio.ServicerContext) -> None:
+            request = await self._admitted_request(method, access, parse, raw, context)
             await inner(request, context)
 
         return scoped

@@ -126,8 +126,9 @@ def _timestamp(value: datetime) -> Timestamp:
 _MICROSECOND = datetime.resolution
 
 
-def checkpoint_to_proto(record: CheckpointRecord) -> pb.Checkpoint:
-    """Copy a stored record into its message."""
+def checkpoint_to_proto(record: CheckpointRecord, *, basic: bool = False) -> pb.Checkpoint:
+    """Copy a stored record into its message; ``basic`` leaves the JSON payloads empty
+    (CHECKPOINT_VIEW_BASIC: the writer already has them)."""
     msg = pb.Checkpoint(
         execution_id=record.execution_id,
         checkpoint_id=record.checkpoint_id,
@@ -135,15 +136,16 @@ def checkpoint_to_proto(record: CheckpointRecord) -> pb.Checkpoint:
         node_id=record.node_id,
         node_index=record.node_index,
         status=_STATUS_TO_PROTO[record.status],
-        state_snapshot_json=record.state_snapshot_json,
-        node_input_json=record.node_input_json,
-        node_output_json=record.node_output_json,
         iteration=record.iteration,
-        iteration_counters_json=record.iteration_counters_json,
-        interrupt_context_json=record.interrupt_context_json,
         created_at=_timestamp(record.created_at),
         sequence=record.sequence,
     )
+    if not basic:
+        msg.state_snapshot_json = record.state_snapshot_json
+        msg.node_input_json = record.node_input_json
+        msg.node_output_json = record.node_output_json
+        msg.iteration_counters_json = record.iteration_counters_json
+        msg.interrupt_context_json = record.interrupt_context_json
     if record.parent_checkpoint_id is not None:
         msg.parent_checkpoint_id = record.parent_checkpoint_id
     if record.step_type is not None:

@@ -26,7 +26,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpointd.errors import TooManyWatchStreams, echo
-from checkpointd.interceptors import abort_with_error
+from checkpointd.interceptors import LayerInterceptor, abort_with_error
 from checkpointd.logging_setup import event
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
 
@@ -292,11 +292,11 @@ class StoreMonitor:
 Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
 
 
-class StoreGateInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class StoreGateInterceptor(LayerInterceptor):
     """Answers checkpointd calls ``UNAVAILABLE`` until the store has been opened.
 
     Health and reflection calls always pass. A unary call raises :class:`StoreUnavailable`
-    for the error interceptor (placed before this one) to map; a streaming call is answered
+    for the error guard (a layer outside this one) to map; a streaming call is answered
     here.
     """
 
@@ -304,13 +304,9 @@ class StoreGateInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self._monitor = monitor
         self._exempt = tuple(exempt_prefixes)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(self._exempt):
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """Gate a checkpointd handler on the store having been opened."""
+        if method.startswith(self._exempt):
             return handler
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
@@ -320,7 +316,7 @@ class StoreGateInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._gate_stream(handler_call_details.method, handler.unary_stream),
+                self._gate_stream(method, handler.unary_stream),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )

@@ -1,9 +1,16 @@
-"""Cross-cutting RPC behaviour: the request size limit and the mapping of errors to statuses.
+"""Cross-cutting RPC behaviour: the request size limit and the mapping of errors to statuses,
+and the composition of every cross-cutting layer with each method's handler.
 
 Servicers raise domain errors; this is the single place that turns them into gRPC statuses
 carrying a ``google.rpc.ErrorInfo`` (see :mod:`checkpointd.errors`). An unexpected exception
 is logged with its traceback and answered ``INTERNAL`` with an incident id, never with the
 exception text (which could hold SQL or paths).
+
+The layers (metrics, authentication, this guard, the store gate) are :class:`Layer` objects:
+each wraps one method's handler. :class:`ComposingRegistrar` applies them once per method,
+when the services are registered, instead of as ``grpc.aio`` interceptors, which run their
+whole chain and build new handler objects on every call. Each layer is still usable as a
+server interceptor (``intercept_service`` wraps the handler it is given).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import grpc
 from google.protobuf import any_pb2
@@ -28,7 +35,13 @@ from checkpointd.errors import (
     status_for,
 )
 
-__all__ = ["RequestGuardInterceptor", "abort_with_error"]
+__all__ = [
+    "ComposingRegistrar",
+    "Layer",
+    "LayerInterceptor",
+    "RequestGuardInterceptor",
+    "abort_with_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +90,10 @@ async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
 async def abort_with_error(
     context: grpc.aio.ServicerContext, exc: BaseException, *, method: str
 ) -> NoReturn:
-    """End an RPC with the status of ``exc``, exactly as the interceptor does for unary
+    """End an RPC with the status of ``exc``, exactly as the request guard does for unary
     handlers: the table's code and ErrorInfo reason, or INTERNAL with an incident id logged
-    with the traceback. Streaming handlers call it themselves (the interceptor only wraps
-    unary handlers). Always raises (``grpc.aio.AbortError``)."""
+    with the traceback. Streaming handlers call it themselves (the guard only maps the errors
+    of unary handlers). Always raises (``grpc.aio.AbortError``)."""
     info = status_for(exc)
     if info is None:
         incident = uuid.uuid4().hex[:12]
@@ -95,11 +108,17 @@ async def abort_with_error(
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
 
-class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses oversize requests and maps every error raised by a unary handler."""
+class Layer(Protocol):
+    """One cross-cutting behaviour: wraps the handler of ``method`` (called once per method)."""
 
-    def __init__(self, *, max_message_bytes: int) -> None:
-        self._max_message_bytes = max_message_bytes
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler: ...
+
+
+class LayerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """A :class:`Layer` used as a server interceptor (the handler is wrapped on each call)."""
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        raise NotImplementedError
 
     async def intercept_service(
         self,
@@ -109,7 +128,72 @@ class RequestGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        method = handler_call_details.method
+        return self.wrap(handler_call_details.method, handler)
+
+
+def _compose(
+    layers: tuple[Layer, ...], method: str, handler: grpc.RpcMethodHandler
+) -> grpc.RpcMethodHandler:
+    for layer in reversed(layers):  # the first layer ends up outermost
+        handler = layer.wrap(method, handler)
+    return handler
+
+
+class _ComposedGeneric(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """A generic handler whose method handlers are composed with the layers, once each."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler, layers: tuple[Layer, ...]) -> None:
+        self._inner = inner
+        self._layers = layers
+        self._composed: dict[str, grpc.RpcMethodHandler] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        method: str = handler_call_details.method
+        composed = self._composed.get(method)
+        if composed is None:
+            handler = self._inner.service(handler_call_details)
+            if handler is None:
+                return None  # unknown methods are not remembered: callers choose their names
+            composed = self._composed[method] = _compose(self._layers, method, handler)
+        return composed
+
+
+class ComposingRegistrar:
+    """Stands for the server in the generated ``add_*Servicer_to_server`` functions and
+    registers each method's handler composed with ``layers`` (outermost first), so a call
+    runs the layers without any per-call interceptor machinery."""
+
+    def __init__(self, server: grpc.aio.Server, layers: tuple[Layer, ...]) -> None:
+        self._server = server
+        self._layers = layers
+
+    def add_generic_rpc_handlers(self, handlers: tuple[grpc.GenericRpcHandler, ...]) -> None:
+        """Register generic handlers (the fallback for methods not registered by name)."""
+        self._server.add_generic_rpc_handlers(
+            tuple(_ComposedGeneric(handler, self._layers) for handler in handlers)
+        )
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        """Register a service's method handlers, each composed once."""
+        self._server.add_registered_method_handlers(
+            service_name,
+            {
+                name: _compose(self._layers, f"/{service_name}/{name}", handler)
+                for name, handler in method_handlers.items()
+            },
+        )
+
+
+class RequestGuardInterceptor(LayerInterceptor):
+    """Refuses oversize requests and maps every error raised by a unary handler."""
+
+    def __init__(self, *, max_message_bytes: int) -> None:
+        self._max_message_bytes = max_message_bytes
+
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """Guard a unary or server-streaming handler; others pass unchanged."""
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._guard_stream(method, handler.unary_stream, self._max_message_bytes),

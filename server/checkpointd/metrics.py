@@ -38,6 +38,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from checkpointd.interceptors import LayerInterceptor
 from checkpointd.store.base import PoolState, Store, StoreError, StoreUnavailable
 
 __all__ = ["Metrics", "MetricsInterceptor", "MetricsServer", "instrument_store"]
@@ -237,21 +238,14 @@ def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
 
 
-class MetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class MetricsInterceptor(LayerInterceptor):
     """Counts and times every RPC by method and final status code; unary and streaming."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        method: str = handler_call_details.method
+    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        """Measure the handler of ``method``, whatever its kind."""
         kinds: tuple[tuple[str, Any, Callable[..., grpc.RpcMethodHandler]], ...] = (
             ("unary", handler.unary_unary, grpc.unary_unary_rpc_method_handler),
             ("server_stream", handler.unary_stream, grpc.unary_stream_rpc_method_handler),

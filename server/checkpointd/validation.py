@@ -140,12 +140,16 @@ def _finite_float(literal: str) -> float:
     return value
 
 
+#: Every reader of these fields parses numbers as doubles (Python, JavaScript, Go's float64):
+#: a literal that overflows would come back as infinity, which JSON cannot write again, so it
+#: is refused here like NaN and Infinity. One decoder for every call: ``json.loads`` with
+#: hooks would build a new one each time.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def _parse_json(field: str, raw: str) -> Any:
     try:
-        # Every reader of these fields parses numbers as doubles (Python, JavaScript, Go's
-        # float64): a literal that overflows would come back as infinity, which JSON cannot
-        # write again, so it is refused here like NaN and Infinity.
-        return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+        return _DECODER.decode(raw)
     except RecursionError:
         raise InvalidField(field, "must be JSON nested at most about 900 levels deep") from None
     except _NotFinite:
@@ -158,6 +162,8 @@ def json_object(field: str, raw: str) -> str:
     """JSON text that must hold an object; empty text means ``{}``. Returns the text to store."""
     if not raw:
         return "{}"
+    if raw == "{}":  # the usual value of most of these fields: nothing to parse
+        return raw
     if not isinstance(_parse_json(field, raw), dict):
         raise InvalidField(field, "must be a JSON object")
     return raw
@@ -167,6 +173,8 @@ def json_int_object(field: str, raw: str) -> str:
     """A JSON object whose values are all integers (iteration counters)."""
     if not raw:
         return "{}"
+    if raw == "{}":
+        return raw
     value = _parse_json(field, raw)
     if not isinstance(value, dict):
         raise InvalidField(field, "must be a JSON object")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import grpc
@@ -10,6 +12,8 @@ import pytest
 
 from checkpointd_client import (
     AlreadyExistsError,
+    AsyncCheckpointdClient,
+    Checkpoint,
     CheckpointdClient,
     FailedPreconditionError,
     IntegrityError,
@@ -319,3 +323,114 @@ def test_c8_run_end_only_history_has_no_resume_or_fork_point(client, execution_i
         client.get_resume_point(execution_id)
     with pytest.raises(NotFoundError):
         client.get_fork_point(execution_id)
+
+
+_PAYLOAD_FIELDS = (
+    "state_snapshot_json",
+    "node_input_json",
+    "node_output_json",
+    "iteration_counters_json",
+    "interrupt_context_json",
+)
+
+
+def _full_put_request(execution_id: str, view: int) -> checkpoint_service_pb2.PutCheckpointRequest:
+    return checkpoint_service_pb2.PutCheckpointRequest(
+        request_id=f"req-{uuid.uuid4().hex}",
+        view=view,  # type: ignore[arg-type]
+        checkpoint=checkpoint_pb2.Checkpoint(
+            execution_id=execution_id,
+            checkpoint_id=uuid.uuid4().hex,
+            node_id="step",
+            status=checkpoint_pb2.CHECKPOINT_STATUS_INTERRUPTED,
+            state_snapshot_json='{"messages":["x"]}',
+            node_input_json='{"in":1}',
+            node_output_json='{"out":2}',
+            iteration_counters_json='{"loop":3}',
+            interrupt_reason="approval",
+            interrupt_context_json='{"amount":500}',
+        ),
+    )
+
+
+def test_c1_put_basic_view_answers_the_row_without_its_json_payloads(sidecar, execution_id):
+    """PutCheckpoint with view BASIC stores the whole row and answers it without the JSON
+    payloads (ids, status, created_at and sequence are there); unspecified and FULL answer
+    the whole row, as before the field existed."""
+    with grpc.insecure_channel(sidecar.target) as channel:
+        stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
+        basic_request = _full_put_request(
+            execution_id, checkpoint_service_pb2.CHECKPOINT_VIEW_BASIC
+        )
+        basic = stub.PutCheckpoint(basic_request, timeout=10).checkpoint
+        stored = stub.GetCheckpoint(
+            checkpoint_service_pb2.GetCheckpointRequest(
+                execution_id=execution_id, checkpoint_id=basic.checkpoint_id
+            ),
+            timeout=10,
+        ).checkpoint
+        for view in (
+            checkpoint_service_pb2.CHECKPOINT_VIEW_UNSPECIFIED,
+            checkpoint_service_pb2.CHECKPOINT_VIEW_FULL,
+        ):
+            request = _full_put_request(execution_id, view)
+            full = stub.PutCheckpoint(request, timeout=10).checkpoint
+            for name in _PAYLOAD_FIELDS:
+                assert getattr(full, name) == getattr(request.checkpoint, name), (view, name)
+    assert all(getattr(basic, name) == "" for name in _PAYLOAD_FIELDS)
+    for name in _PAYLOAD_FIELDS:
+        assert getattr(stored, name) == getattr(basic_request.checkpoint, name)
+    without_payloads = checkpoint_pb2.Checkpoint()
+    without_payloads.CopyFrom(stored)
+    for name in _PAYLOAD_FIELDS:
+        without_payloads.ClearField(name)  # type: ignore[arg-type]
+    assert basic == without_payloads
+    assert basic.sequence > 0
+    assert basic.HasField("created_at")
+
+
+def test_c1_put_with_an_unknown_view_is_invalid_argument_and_writes_nothing(sidecar, execution_id):
+    """A view this server does not know is INVALID_FIELD naming `view`; nothing is stored."""
+    with grpc.insecure_channel(sidecar.target) as channel:
+        stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.PutCheckpoint(_full_put_request(execution_id, 7), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+        assert "view" in (refused.value.details() or "")  # type: ignore[attr-defined]
+        with pytest.raises(grpc.RpcError) as missing:
+            stub.GetLatestCheckpoint(
+                checkpoint_service_pb2.GetLatestCheckpointRequest(execution_id=execution_id),
+                timeout=10,
+            )
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+
+
+def test_c1_client_put_basic_view_returns_the_stored_row_without_payloads(
+    sidecar, client, execution_id
+):
+    """Both clients' put_checkpoint(view="basic") return the stored row's id, created_at and
+    sequence with empty JSON payloads; the row itself holds everything that was sent."""
+    sent = checkpoint(
+        execution_id,
+        state_snapshot={"messages": ["hello"]},
+        node_input={"q": 1},
+        iteration_counters={"loop": 2},
+    )
+    basic = client.put_checkpoint(sent, view="basic")
+    stored = client.get_checkpoint(execution_id, sent.checkpoint_id)
+    assert stored.state_snapshot == {"messages": ["hello"]}
+    assert basic == replace(
+        stored, state_snapshot={}, node_input={}, iteration_counters={}, interrupt_context={}
+    )
+
+    async def put_async() -> Checkpoint:
+        async with AsyncCheckpointdClient(sidecar.target, retry=NO_RETRY) as aclient:
+            return await aclient.put_checkpoint(
+                checkpoint(execution_id, state_snapshot={"a": 1}), view="basic"
+            )
+
+    async_basic = asyncio.run(put_async())
+    assert async_basic.state_snapshot == {}
+    assert client.get_latest_checkpoint(execution_id) == replace(
+        async_basic, state_snapshot={"a": 1}
+    )

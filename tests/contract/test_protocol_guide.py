@@ -167,6 +167,15 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "checkpoint": lambda s: s.checkpoints.PutCheckpoint(
         csvc.PutCheckpointRequest(), timeout=TIMEOUT
     ),
+    "view": lambda s: s.checkpoints.PutCheckpoint(
+        csvc.PutCheckpointRequest(
+            view=9,  # type: ignore[arg-type]
+            checkpoint=pb.Checkpoint(
+                execution_id="e", node_id="n", status=pb.CHECKPOINT_STATUS_COMPLETED
+            ),
+        ),
+        timeout=TIMEOUT,
+    ),
     "pending": lambda s: s.interrupts.RecordInterrupt(
         svc.RecordInterruptRequest(checkpoint=_interrupted()), timeout=TIMEOUT
     ),

@@ -21,6 +21,23 @@ from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2_grpc
 
 __all__ = ["CheckpointServicer"]
 
+#: Whether a PutCheckpoint reply leaves out the JSON payloads, by the request's view.
+_BASIC_VIEWS: dict[int, bool] = {
+    svc.CHECKPOINT_VIEW_UNSPECIFIED: False,
+    svc.CHECKPOINT_VIEW_FULL: False,
+    svc.CHECKPOINT_VIEW_BASIC: True,
+}
+
+
+def _basic_view(view: int) -> bool:
+    """Whether a response leaves out the JSON payloads; an unknown view is INVALID_ARGUMENT."""
+    basic = _BASIC_VIEWS.get(view)
+    if basic is None:
+        raise InvalidField(
+            "view", "must be CHECKPOINT_VIEW_BASIC, CHECKPOINT_VIEW_FULL or unspecified"
+        )
+    return basic
+
 
 class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
     """Serves checkpointd.v1.CheckpointService over a Store."""
@@ -36,11 +53,12 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("checkpoint"):
             raise InvalidField("checkpoint", "is required")
+        basic = _basic_view(request.view)
         record = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
         stored = await shielded(self._store.put_checkpoint(namespace, request_id, record))
-        return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored))
+        return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored, basic=basic))
 
     async def GetCheckpoint(
         self, request: svc.GetCheckpointRequest, context: grpc.aio.ServicerContext

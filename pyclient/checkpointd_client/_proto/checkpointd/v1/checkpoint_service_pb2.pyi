@@ -9,6 +9,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -20,6 +21,36 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _CheckpointView:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CheckpointViewEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CheckpointView.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHECKPOINT_VIEW_UNSPECIFIED: _CheckpointView.ValueType  # 0
+    """Not set: the method's default (the whole row for PutCheckpoint)."""
+    CHECKPOINT_VIEW_BASIC: _CheckpointView.ValueType  # 1
+    """Every field except the JSON payloads: state_snapshot_json, node_input_json,
+    node_output_json, iteration_counters_json and interrupt_context_json are empty. The
+    row's ids, status, created_at and sequence are there.
+    """
+    CHECKPOINT_VIEW_FULL: _CheckpointView.ValueType  # 2
+    """Every field."""
+
+class CheckpointView(_CheckpointView, metaclass=_CheckpointViewEnumTypeWrapper):
+    """CheckpointView selects the fields of a checkpoint that a response carries."""
+
+CHECKPOINT_VIEW_UNSPECIFIED: CheckpointView.ValueType  # 0
+"""Not set: the method's default (the whole row for PutCheckpoint)."""
+CHECKPOINT_VIEW_BASIC: CheckpointView.ValueType  # 1
+"""Every field except the JSON payloads: state_snapshot_json, node_input_json,
+node_output_json, iteration_counters_json and interrupt_context_json are empty. The
+row's ids, status, created_at and sequence are there.
+"""
+CHECKPOINT_VIEW_FULL: CheckpointView.ValueType  # 2
+"""Every field."""
+Global___CheckpointView: _TypeAlias = CheckpointView  # noqa: Y015
+
 @_typing.final
 class PutCheckpointRequest(_message.Message):
     """PutCheckpointRequest is the input of PutCheckpoint."""
@@ -29,10 +60,16 @@ class PutCheckpointRequest(_message.Message):
     NAMESPACE_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     CHECKPOINT_FIELD_NUMBER: _builtins.int
+    VIEW_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to write in; empty means "default"."""
     request_id: _builtins.str
     """The client-generated id that makes a retry safe. Up to 128 characters."""
+    view: Global___CheckpointView.ValueType
+    """How much of the stored row the response carries. Unspecified means
+    CHECKPOINT_VIEW_FULL, the whole row. A client that keeps the JSON it sent asks for
+    CHECKPOINT_VIEW_BASIC and is spared receiving the state back.
+    """
     @_builtins.property
     def checkpoint(self) -> _checkpoint_pb2.Checkpoint:
         """The checkpoint to store. Its sequence is ignored."""
@@ -43,10 +80,11 @@ class PutCheckpointRequest(_message.Message):
         namespace: _builtins.str = ...,
         request_id: _builtins.str = ...,
         checkpoint: _checkpoint_pb2.Checkpoint | None = ...,
+        view: Global___CheckpointView.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "namespace", b"namespace", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "namespace", b"namespace", "request_id", b"request_id", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -61,7 +99,9 @@ class PutCheckpointResponse(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def checkpoint(self) -> _checkpoint_pb2.Checkpoint:
-        """The stored row, with checkpoint_id, created_at and sequence filled."""
+        """The stored row, with checkpoint_id, created_at and sequence filled (without its JSON
+        payloads when the request asked for CHECKPOINT_VIEW_BASIC).
+        """
 
     def __init__(
         self,
