@@ -269,6 +269,67 @@ class ClientCore:
             claim_token=claim_token or new_id(),
         )
 
+    def submit_decision(
+        self,
+        execution_id: str,
+        approved: bool,
+        metadata: dict[str, Any] | None,
+        decided_by: str,
+        reason: str | None,
+        request_id: str | None,
+    ) -> interrupt_service_pb2.SubmitDecisionRequest:
+        """Build a SubmitDecision request (request id filled in)."""
+        return interrupt_service_pb2.SubmitDecisionRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            approved=approved,
+            metadata_json=_convert.dump_json(metadata or {}, field="metadata"),
+            decided_by=decided_by,
+            reason=reason,
+        )
+
+    def lease_decision(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_seconds: int,
+        request_id: str | None,
+    ) -> interrupt_service_pb2.LeaseDecisionRequest:
+        """Build a LeaseDecision request."""
+        return interrupt_service_pb2.LeaseDecisionRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            checkpoint_id=checkpoint_id,
+            lease_token=lease_token,
+            lease_seconds=lease_seconds,
+        )
+
+    def report_resume(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        error: str | None,
+        request_id: str | None,
+    ) -> interrupt_service_pb2.ReportResumeRequest:
+        """Build a ReportResume request: RESUMED when ``error`` is None, else RESUME_FAILED."""
+        return interrupt_service_pb2.ReportResumeRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            checkpoint_id=checkpoint_id,
+            lease_token=lease_token,
+            outcome=(
+                interrupt_service_pb2.RESUME_OUTCOME_RESUMED
+                if error is None
+                else interrupt_service_pb2.RESUME_OUTCOME_RESUME_FAILED
+            ),
+            error=error or "",
+        )
+
     def list_pending_interrupts(
         self,
         page_size: int,

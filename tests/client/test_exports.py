@@ -27,6 +27,7 @@ PUBLIC_NAMES = [
     "CheckpointdClient",
     "CheckpointdError",
     "DeadlineExceededError",
+    "Decision",
     "DeleteExecutionResult",
     "FailedPreconditionError",
     "IdempotencyResult",

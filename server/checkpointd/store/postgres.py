@@ -59,6 +59,10 @@ from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
     CheckpointStatus,
+    DecisionChange,
+    DecisionOutcome,
+    DecisionRecord,
+    DecisionStatus,
     DeleteExecutionResult,
     EventKind,
     EventPage,
@@ -112,7 +116,10 @@ _PENDING_COLUMNS: Final = (
 )
 _EVENT_COLUMNS: Final = (
     "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
-    "agent_path, pending_created_at, checkpoint_id, sequence, event_at"
+    "agent_path, pending_created_at, checkpoint_id, sequence, event_at, decision_json"
+)
+_DECISION_ROW_COLUMNS: Final = (
+    f"{_PENDING_COLUMNS}, {', '.join(rows.DECISION_COLUMNS)}, lease_token, request_id"
 )
 #: Seconds of silence after which the LISTEN connection is checked with a trivial query.
 _LISTEN_CHECK_SECONDS: Final = 30.0
@@ -153,7 +160,8 @@ class _Migration:
 
 
 def _load_migrations() -> tuple[_Migration, ...]:
-    """Read the packaged ``postgres_NNNN_name.sql`` files, checked to number 1, 2, 3, ..."""
+    """Read the packaged ``postgres_NNNN_name.sql`` files: distinct versions, ascending from
+    1 (a number may be missing: numbers are handed out ahead of the changes that take them)."""
     folder = importlib.resources.files("checkpointd.store").joinpath("migrations")
     found: list[_Migration] = []
     for entry in folder.iterdir():
@@ -161,9 +169,10 @@ def _load_migrations() -> tuple[_Migration, ...]:
         if match is not None:
             found.append(_Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
+    versions = [m.version for m in found]
+    if not versions or versions[0] != 1 or len(set(versions)) != len(versions):
         raise RuntimeError(
-            "packaged Postgres migrations must be numbered 1, 2, 3, ... without gaps; found "
+            "packaged Postgres migrations must be numbered 1, 2, 3, ... without repeats; found "
             f"{[m.version for m in found]}"
         )
     return tuple(found)
@@ -250,6 +259,10 @@ def _pending(row: asyncpg.Record) -> PendingRecord:
     return rows.pending_from_row(row, _utc_out)
 
 
+def _decided(row: asyncpg.Record) -> PendingRecord:
+    return rows.pending_from_row(row, _utc_out, with_decision=True)
+
+
 def _event(row: asyncpg.Record) -> InterruptEventRecord:
     return rows.event_from_row(row, _utc_out)
 
@@ -260,6 +273,8 @@ class _Sql:
     def __init__(self, s: str) -> None:
         cp, pending, claims = f"{s}.checkpoints", f"{s}.pending_interrupts", f"{s}.interrupt_claims"
         idem, events = f"{s}.idempotency_results", f"{s}.interrupt_events"
+        decisions = f"{s}.interrupt_decisions"
+        self._decisions_table = decisions
         applied = f"{s}.applied_requests"
         cols, pcols = _CHECKPOINT_COLUMNS, _PENDING_COLUMNS
 
@@ -449,11 +464,46 @@ class _Sql:
             WITH added AS (
                 INSERT INTO {events} (
                     namespace, kind, execution_id, chain_name, node_id, reason, context_json,
-                    agent_path, pending_created_at, checkpoint_id, sequence
-                ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                    agent_path, pending_created_at, checkpoint_id, sequence, decision_json
+                ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13)
                 RETURNING cursor
             )
             SELECT pg_notify($12, '') FROM added"""
+
+        # --- decisions (K1, K2) ---
+        dcols = _DECISION_ROW_COLUMNS
+        self.decision_of_pause = (
+            f"SELECT {dcols} FROM {decisions} "
+            "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3"
+        )
+        self.decision_of_pause_locked = self.decision_of_pause + " FOR UPDATE"
+        self.decision_by_request_id = (
+            f"SELECT {dcols} FROM {decisions} "
+            "WHERE namespace = $1 AND request_id = $2 AND request_id <> ''"
+        )
+        self.pending_by_execution_locked = (
+            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2 FOR UPDATE"
+        )
+        self.insert_decision = f"""
+            INSERT INTO {decisions} (
+                namespace, request_id, approved, metadata_json, decided_by, decision_reason,
+                decided_at, decision_status, {pcols}
+            ) VALUES ($1, $2, $3, $4, $5, $6, $7, 'decided',
+                      $8, $9, $10, $11, $12, $13, $14, $15, $16)
+            ON CONFLICT DO NOTHING
+            RETURNING {dcols}"""
+        self.take_lease = f"""
+            UPDATE {decisions} SET decision_status = 'resuming', lease_token = $4,
+                lease_expires_at = $5, attempts = attempts + $6
+            WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
+            RETURNING {dcols}"""
+        self.report_decision = f"""
+            UPDATE {decisions} SET decision_status = $4, decision_error = $5, reported_at = $6
+            WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
+            RETURNING {dcols}"""
+        self.delete_decisions = (
+            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2"
+        )
         purged = f"{s}.interrupt_events_purged"
         self.event_bounds = (
             "SELECT purged_through, greatest(purged_through, "
@@ -557,15 +607,22 @@ class _Sql:
         key = (chain_name, reason, agent_path_prefix)
         query = self._list_pending.get(key)
         if query is None:
-            where = ["namespace = $1", "sequence < $2"]
+            where = ["p.namespace = $1", "p.sequence < $2"]
             for column, is_set in (("chain_name", chain_name), ("reason", reason)):
                 if is_set:
-                    where.append(f"{column} = ${len(where) + 2}")
+                    where.append(f"p.{column} = ${len(where) + 2}")
             if agent_path_prefix:
-                where.append(f"starts_with(agent_path, ${len(where) + 2})")
+                where.append(f"starts_with(p.agent_path, ${len(where) + 2})")
+            # Each row with the decision on its pause, when there is one (K1).
+            columns = ", ".join(
+                [f"p.{c}" for c in _PENDING_COLUMNS.split(", ")]
+                + [f"d.{c}" for c in rows.DECISION_COLUMNS]
+            )
             query = (
-                f"SELECT {_PENDING_COLUMNS} FROM {self._pending_table} "
-                f"WHERE {' AND '.join(where)} ORDER BY sequence DESC LIMIT $3"
+                f"SELECT {columns} FROM {self._pending_table} AS p "
+                f"LEFT JOIN {self._decisions_table} AS d ON d.namespace = p.namespace "
+                "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
+                f"WHERE {' AND '.join(where)} ORDER BY p.sequence DESC LIMIT $3"
             )
             self._list_pending[key] = query
         return query
@@ -838,6 +895,7 @@ class PostgresStore:
             results = _count(
                 await conn.execute(self._sql.delete_idempotent, namespace, execution_id)
             )
+            await conn.execute(self._sql.delete_decisions, namespace, execution_id)
             result = DeleteExecutionResult(
                 checkpoints_deleted=checkpoints,
                 pending_interrupt_deleted=removed is not None,
@@ -1026,6 +1084,132 @@ class PostgresStore:
             )
         return None if row is None else _pending(row)
 
+    # --- decisions -----------------------------------------------------------------------
+
+    async def submit_decision(
+        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+    ) -> DecisionChange:
+        """Store the one decision on the execution's pending interrupt, with a ``decided``
+        event, in one transaction (K1). Concurrent deciders queue on the pending row's lock;
+        each later one then finds the winner."""
+        async with self._connection() as conn, conn.transaction():
+            if request_id:
+                row = await conn.fetchrow(self._sql.decision_by_request_id, namespace, request_id)
+                if row is not None:
+                    return DecisionChange(DecisionOutcome.REPEATED, _decided(row))
+            row = await conn.fetchrow(
+                self._sql.pending_by_execution_locked, namespace, execution_id
+            )
+            if row is None:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            pending = _pending(row)
+            pause = (namespace, execution_id, pending.checkpoint_id)
+            winner = await conn.fetchrow(self._sql.decision_of_pause, *pause)
+            if winner is not None:
+                same = bool(request_id) and winner["request_id"] == request_id
+                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
+                return DecisionChange(outcome, _decided(winner))
+            row = await conn.fetchrow(
+                self._sql.insert_decision,
+                namespace,
+                request_id,
+                decision.approved,
+                decision.metadata_json,
+                decision.decided_by,
+                decision.reason,
+                _utc_in(decision.decided_at),
+                pending.execution_id,
+                pending.chain_name,
+                pending.node_id,
+                pending.reason,
+                pending.context_json,
+                pending.agent_path,
+                _utc_in(pending.created_at),
+                pending.checkpoint_id,
+                pending.sequence,
+            )
+            if row is None:
+                # Only a concurrent call with this request id, on another pause, can get here.
+                raise StoreUnavailable("the decision raced with another; retry")
+            decided = _decided(row)
+            await self._write_event(conn, namespace, EventKind.DECIDED, decided)
+            return DecisionChange(DecisionOutcome.APPLIED, decided)
+
+    async def lease_decision(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> DecisionChange:
+        """Take or renew the lease on a pause's decision (K2); see the Store protocol."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
+            if row is None:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided(row)
+            decision = current.decision
+            assert decision is not None
+            if decision.status.is_final:
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            renew = decision.status is DecisionStatus.RESUMING and row["lease_token"] == lease_token
+            expires = decision.lease_expires_at
+            if (
+                decision.status is DecisionStatus.RESUMING
+                and not renew
+                and expires is not None
+                and expires > now
+            ):
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            row = await conn.fetchrow(
+                self._sql.take_lease, *pause, lease_token, _utc_in(lease_until), 0 if renew else 1
+            )
+            assert row is not None  # the row is locked
+            return DecisionChange(DecisionOutcome.APPLIED, _decided(row))
+
+    async def report_resume(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        status: DecisionStatus,
+        error: str | None,
+        now: datetime,
+    ) -> DecisionChange:
+        """Record how the lease holder carried the decision out, with its event (K2); see
+        the Store protocol."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
+            if row is None:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided(row)
+            decision = current.decision
+            assert decision is not None
+            if row["lease_token"] != lease_token or decision.status is DecisionStatus.DECIDED:
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            if decision.status.is_final:
+                outcome = (
+                    DecisionOutcome.REPEATED
+                    if decision.status is status
+                    else DecisionOutcome.CONFLICT
+                )
+                return DecisionChange(outcome, current)
+            row = await conn.fetchrow(
+                self._sql.report_decision, *pause, status.value, error, _utc_in(now)
+            )
+            assert row is not None  # the row is locked
+            reported = _decided(row)
+            kind = (
+                EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
+            )
+            await self._write_event(conn, namespace, kind, reported)
+            return DecisionChange(DecisionOutcome.APPLIED, reported)
+
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time, in batches; return how many went."""
         claimed_before = _utc_in(claimed_before)
@@ -1079,8 +1263,8 @@ class PostgresStore:
         ]
         args += [f for f in (filters.chain_name, filters.reason, prefix) if f is not None]
         async with self._connection() as conn:
-            rows = await conn.fetch(query, *args)
-        return [_pending(row) for row in rows]
+            found = await conn.fetch(query, *args)
+        return [_decided(row) for row in found]
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -1285,6 +1469,7 @@ class PostgresStore:
             pending.checkpoint_id,
             pending.sequence,
             self._channel,
+            None if pending.decision is None else rows.decision_to_json(pending.decision),
         )
 
     # --- interrupt events ----------------------------------------------------------------
@@ -1311,9 +1496,9 @@ class PostgresStore:
             self._connection() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            rows = await conn.fetch(query, *args)
+            found = await conn.fetch(query, *args)
             _, latest = await self._event_bounds(conn)
-        return [_pending(row) for row in rows], latest
+        return [_decided(row) for row in found], latest
 
     async def read_events(
         self,
