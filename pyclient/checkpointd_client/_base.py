@@ -330,6 +330,17 @@ class ClientCore:
             error=error or "",
         )
 
+    def list_decisions(
+        self, page_size: int, page_token: str, open_only: bool
+    ) -> interrupt_service_pb2.ListDecisionsRequest:
+        """Build a ListDecisions request."""
+        return interrupt_service_pb2.ListDecisionsRequest(
+            namespace=self.namespace,
+            page_size=_check_page_size(page_size),
+            page_token=page_token,
+            open_only=open_only,
+        )
+
     def list_pending_interrupts(
         self,
         page_size: int,
@@ -376,6 +387,16 @@ def checkpoint_page(response: checkpoint_service_pb2.ListCheckpointsResponse) ->
     """Parse a ListCheckpoints response."""
     return CheckpointPage(
         checkpoints=[_convert.checkpoint_from_proto(c) for c in response.checkpoints],
+        next_page_token=response.next_page_token,
+    )
+
+
+def decision_page(
+    response: interrupt_service_pb2.ListDecisionsResponse,
+) -> PendingInterruptPage:
+    """The page of a ListDecisions response."""
+    return PendingInterruptPage(
+        pending_interrupts=[_convert.pending_from_proto(p) for p in response.decided],
         next_page_token=response.next_page_token,
     )
 

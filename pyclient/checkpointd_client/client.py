@@ -438,6 +438,23 @@ class CheckpointdClient:
         )
         return _convert.pending_from_proto(response.pending)
 
+    def list_decisions(
+        self,
+        *,
+        open_only: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterruptPage:
+        """Return one page of decided pauses, oldest first, each with its ``decision``; with
+        ``open_only`` only those no worker has reported on yet (K2)."""
+        request = self._core.list_decisions(page_size, page_token, open_only)
+        response: interrupt_service_pb2.ListDecisionsResponse = self._invoke(
+            self._interrupts.ListDecisions, request, timeout, metadata
+        )
+        return _base.decision_page(response)
+
     def list_pending_interrupts(
         self,
         *,
@@ -943,6 +960,23 @@ class AsyncCheckpointdClient:
             self._interrupts.ReportResume, request, timeout, metadata
         )
         return _convert.pending_from_proto(response.pending)
+
+    async def list_decisions(
+        self,
+        *,
+        open_only: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterruptPage:
+        """Return one page of decided pauses, oldest first, each with its ``decision``; with
+        ``open_only`` only those no worker has reported on yet (K2)."""
+        request = self._core.list_decisions(page_size, page_token, open_only)
+        response: interrupt_service_pb2.ListDecisionsResponse = await self._invoke(
+            self._interrupts.ListDecisions, request, timeout, metadata
+        )
+        return _base.decision_page(response)
 
     async def list_pending_interrupts(
         self,

@@ -121,6 +121,7 @@ RPC_ACCESS: dict[str, Access] = {
     _INTERRUPTS + "SubmitDecision": Access.WRITE,
     _INTERRUPTS + "LeaseDecision": Access.WRITE,
     _INTERRUPTS + "ReportResume": Access.WRITE,
+    _INTERRUPTS + "ListDecisions": Access.READ,
     _IDEMPOTENCY + "PutIdempotencyResult": Access.WRITE,
     _IDEMPOTENCY + "GetIdempotencyResult": Access.READ,
 }

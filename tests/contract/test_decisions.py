@@ -317,3 +317,35 @@ def test_k2_lease_and_report_need_a_decision(client, execution_id):
     with pytest.raises(InvalidArgumentError) as err:
         client.lease_decision(execution_id, checkpoint_id, lease_token="w", lease_seconds=3601)
     assert err.value.metadata["field"] == "lease_seconds"
+
+
+def test_k2_open_decisions_are_listed_after_their_pending_row_is_gone(client, execution_id):
+    """ListDecisions(open_only) shows a decision until a worker reports on it, also once the
+    resume has claimed the pending interrupt; all decisions page oldest first."""
+    runs = [f"{execution_id}-{n}" for n in range(3)]
+    pauses = {run: pause(client, run) for run in runs}
+    for run in runs:
+        client.submit_decision(run, approved=True, decided_by="bot")
+    client.claim_interrupt(runs[0])  # what fastaiagent's resume does first
+    client.lease_decision(runs[1], pauses[runs[1]], lease_token="w")
+    client.report_resume(runs[1], pauses[runs[1]], lease_token="w")
+
+    def listed_ids(open_only: bool) -> list[str]:
+        ids, token = [], ""
+        while True:
+            page = client.list_decisions(open_only=open_only, page_size=1, page_token=token)
+            ids += [p.execution_id for p in page.pending_interrupts if p.execution_id in runs]
+            token = page.next_page_token
+            if not token:
+                return ids
+
+    assert listed_ids(open_only=True) == [runs[0], runs[2]]
+    assert listed_ids(open_only=False) == runs
+    [first] = [
+        p
+        for p in client.list_decisions(open_only=True).pending_interrupts
+        if p.execution_id == runs[0]
+    ]
+    assert first.checkpoint_id == pauses[runs[0]]
+    assert first.decision is not None
+    assert first.decision.status == "decided"

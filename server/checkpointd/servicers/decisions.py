@@ -20,6 +20,7 @@ from checkpointd.errors import (
     NoDecision,
     NoPendingInterrupt,
 )
+from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
 
@@ -160,3 +161,29 @@ class DecisionMethods:
             raise LeaseLost(execution_id)
         assert change.pending is not None
         return svc.ReportResumeResponse(pending=pending_to_proto(change.pending))
+
+    async def ListDecisions(
+        self, request: svc.ListDecisionsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ListDecisionsResponse:
+        namespace = v.namespace(request.namespace)
+        limit = v.page_size("page_size", request.page_size)
+        scope = ("decisions", namespace, request.open_only)
+        after = decode_token(request.page_token, scope) or 0
+        rows = await shielded(
+            self._deps.store.list_decisions(
+                namespace, after_sequence=after, limit=limit + 1, open_only=request.open_only
+            )
+        )
+        response = svc.ListDecisionsResponse()
+        budget = self._deps.max_message_bytes
+        last_sequence = 0
+        for row in rows[:limit]:
+            message = pending_to_proto(row)
+            budget -= message.ByteSize() + 8
+            if budget < 0 and response.decided:
+                break
+            response.decided.append(message)
+            last_sequence = row.sequence
+        if len(response.decided) < len(rows):
+            response.next_page_token = encode_token(last_sequence, scope)
+        return response

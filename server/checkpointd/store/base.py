@@ -311,6 +311,13 @@ class Store(Protocol):
         """
         ...
 
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Return up to ``limit`` decided pauses with sequence > ``after_sequence``, oldest
+        first, each with its decision; with ``open_only`` only those not reported yet."""
+        ...
+
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time; return how many went."""
         ...

@@ -501,6 +501,14 @@ class _Sql:
             UPDATE {decisions} SET decision_status = $4, decision_error = $5, reported_at = $6
             WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
             RETURNING {dcols}"""
+        self.list_decisions = (
+            f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND sequence > $2 "
+            "ORDER BY sequence LIMIT $3"
+        )
+        self.list_open_decisions = (
+            f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND sequence > $2 "
+            "AND decision_status IN ('decided', 'resuming') ORDER BY sequence LIMIT $3"
+        )
         self.delete_decisions = (
             f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2"
         )
@@ -1209,6 +1217,15 @@ class PostgresStore:
             )
             await self._write_event(conn, namespace, kind, reported)
             return DecisionChange(DecisionOutcome.APPLIED, reported)
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        query = self._sql.list_open_decisions if open_only else self._sql.list_decisions
+        async with self._connection() as conn:
+            found = await conn.fetch(query, namespace, after_sequence, limit)
+        return [_decided(row) for row in found]
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time, in batches; return how many went."""

@@ -249,6 +249,15 @@ _SQL_REPORT_DECISION: Final = (
     "UPDATE interrupt_decisions SET decision_status = ?, decision_error = ?, reported_at = ? "
     "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
 )
+_SQL_LIST_DECISIONS: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND sequence > ? ORDER BY sequence LIMIT ?"
+)
+_SQL_LIST_OPEN_DECISIONS: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND sequence > ? AND decision_status IN ('decided', 'resuming') "
+    "ORDER BY sequence LIMIT ?"
+)
 _SQL_DELETE_DECISIONS_OF_EXECUTION: Final = (
     "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ?"
 )
@@ -1251,6 +1260,15 @@ class SQLiteStore:
             )
             await self._append_event(conn, namespace, kind, reported, now_us)
             return DecisionChange(DecisionOutcome.APPLIED, reported)
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        sql = _SQL_LIST_OPEN_DECISIONS if open_only else _SQL_LIST_DECISIONS
+        async with self._call():
+            found = await _fetch(self._read_conn(), sql, (namespace, after_sequence, limit))
+        return [_decided_from_row(row) for row in found]
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims made before ``claimed_before``; return how many went."""

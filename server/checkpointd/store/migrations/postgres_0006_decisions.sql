@@ -37,6 +37,9 @@ CREATE TABLE {schema}.interrupt_decisions (
 CREATE UNIQUE INDEX interrupt_decisions_request_id_idx
     ON {schema}.interrupt_decisions (namespace, request_id) WHERE request_id <> '';
 
+-- ListDecisions pages by the pause's sequence (oldest first).
+CREATE INDEX interrupt_decisions_sequence_idx ON {schema}.interrupt_decisions (namespace, sequence);
+
 -- The outbox learns the decision events, and carries the decision with each of them.
 ALTER TABLE {schema}.interrupt_events DROP CONSTRAINT interrupt_events_kind_check;
 ALTER TABLE {schema}.interrupt_events ADD CONSTRAINT interrupt_events_kind_check

@@ -36,6 +36,9 @@ CREATE TABLE interrupt_decisions (
 CREATE UNIQUE INDEX interrupt_decisions_by_request_id
     ON interrupt_decisions (namespace, request_id) WHERE request_id <> '';
 
+-- ListDecisions pages by the pause's sequence (oldest first).
+CREATE INDEX interrupt_decisions_by_sequence ON interrupt_decisions (namespace, sequence);
+
 -- The outbox learns the decision events, and carries the decision with each of them. SQLite
 -- cannot change a CHECK constraint, so the table is rebuilt; the highest cursor ever handed
 -- out (sqlite_sequence) carries over, so no cursor is reused even when every event was purged.

@@ -692,3 +692,65 @@ class ReportResumeResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReportResumeResponse: _TypeAlias = ReportResumeResponse  # noqa: Y015
+
+@_typing.final
+class ListDecisionsRequest(_message.Message):
+    """ListDecisionsRequest is the input of ListDecisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    OPEN_ONLY_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace to read from; empty means "default"."""
+    page_size: _builtins.int
+    """The largest number of rows to return: 0 means 100, the cap is 1000."""
+    page_token: _builtins.str
+    """The next_page_token of the previous page, or empty for the first page."""
+    open_only: _builtins.bool
+    """Only decisions no worker has reported on yet (DECIDED or RESUMING)."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        open_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespace", b"namespace", "open_only", b"open_only", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDecisionsRequest: _TypeAlias = ListDecisionsRequest  # noqa: Y015
+
+@_typing.final
+class ListDecisionsResponse(_message.Message):
+    """ListDecisionsResponse is the output of ListDecisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECIDED_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """The token for the next page; empty when this page is the last."""
+    @_builtins.property
+    def decided(self) -> _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.PendingInterrupt]:
+        """The decided pending interrupts of this page, oldest pause first, each with its decision."""
+
+    def __init__(
+        self,
+        *,
+        decided: _abc.Iterable[_checkpoint_pb2.PendingInterrupt] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decided", b"decided", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDecisionsResponse: _TypeAlias = ListDecisionsResponse  # noqa: Y015

@@ -72,6 +72,11 @@ class InterruptServiceStub:
                 request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeResponse.FromString,
                 _registered_method=True)
+        self.ListDecisions = channel.unary_unary(
+                '/checkpointd.v1.InterruptService/ListDecisions',
+                request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsResponse.FromString,
+                _registered_method=True)
 
 
 class InterruptServiceServicer:
@@ -219,6 +224,16 @@ class InterruptServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDecisions(self, request, context):
+        """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+        reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+        the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+        pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InterruptServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -256,6 +271,11 @@ def add_InterruptServiceServicer_to_server(servicer, server):
                     servicer.ReportResume,
                     request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeResponse.SerializeToString,
+            ),
+            'ListDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDecisions,
+                    request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -450,6 +470,33 @@ class InterruptService:
             '/checkpointd.v1.InterruptService/ReportResume',
             checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeRequest.SerializeToString,
             checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.InterruptService/ListDecisions',
+            checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsRequest.SerializeToString,
+            checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -147,6 +147,12 @@ class InterruptServiceStub:
     (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
     stored decision again.
     """
+    ListDecisions: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListDecisionsRequest, _interrupt_service_pb2.ListDecisionsResponse]
+    """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+    reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+    the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+    pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
+    """
 
 @_typing.type_check_only
 class InterruptServiceAsyncStub(InterruptServiceStub):
@@ -266,6 +272,12 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     out, as long as nobody took it since): any other token is FAILED_PRECONDITION
     (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
     stored decision again.
+    """
+    ListDecisions: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListDecisionsRequest, _interrupt_service_pb2.ListDecisionsResponse]  # type: ignore[assignment]
+    """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+    reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+    the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+    pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
     """
 
 class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -425,6 +437,18 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         out, as long as nobody took it since): any other token is FAILED_PRECONDITION
         (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
         stored decision again.
+        """
+
+    @_abc_1.abstractmethod
+    def ListDecisions(
+        self,
+        request: _interrupt_service_pb2.ListDecisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_interrupt_service_pb2.ListDecisionsResponse, _abc.Awaitable[_interrupt_service_pb2.ListDecisionsResponse]]:
+        """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+        reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+        the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+        pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
         """
 
 def add_InterruptServiceServicer_to_server(servicer: InterruptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
