@@ -121,6 +121,18 @@ def test_k1_concurrent_deciders_exactly_one_wins(client, sidecar: Sidecar, execu
     assert listed(client, execution_id).decision.decided_by == winner
 
 
+def test_k1_a_decision_after_the_resume_is_already_decided(client, execution_id):
+    """Once the decided pause was resumed (its pending row claimed), a different decision is
+    still refused naming the winner, not NOT_FOUND: a slow bot learns who decided."""
+    pause(client, execution_id)
+    client.submit_decision(execution_id, approved=True, decided_by="fast-bot")
+    client.claim_interrupt(execution_id)
+    with pytest.raises(FailedPreconditionError) as err:
+        client.submit_decision(execution_id, approved=False, decided_by="slow-bot")
+    assert err.value.reason == "ALREADY_DECIDED"
+    assert err.value.metadata["decided_by"] == "fast-bot"
+
+
 def test_k1_deciding_with_nothing_pending_is_not_found(client, execution_id):
     """No pending interrupt (never paused, or already claimed): NO_PENDING_INTERRUPT."""
     with pytest.raises(NotFoundError) as err:

@@ -4,8 +4,10 @@ of a resume (it is slow, and killed as soon as it logs that it is fulfilling an 
 
 Every decided run completes exactly once (one completed run-end row), every ``@idempotent``
 side effect fires once, no decision is lost (each ends ``resumed``), and a second decision on
-any pause is refused. Reduced size in ``make test``; 200 runs under
-``CHECKPOINTD_RELIABILITY=full``. Both backends.
+any pause is refused. In the second variant a Node.js bot (clients/node/examples/
+approval_bot.js, approving everything it sees undecided) races the Python bot for every
+pause: each pause still takes exactly one decision, from one bot or the other. Reduced size
+in ``make test``; 200 runs under ``CHECKPOINTD_RELIABILITY=full``. Both backends.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from checkpointd_client import CheckpointdClient, FailedPreconditionError
+from tests.polyglot.conftest import NODE_CLIENT
+from tests.polyglot.conftest import node as node  # the fixture, for the Node variant
 from tests.reliability.figures import record, size
 from tests.support.sidecar import Sidecar
 
@@ -51,8 +55,9 @@ def fleet_env(home: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.parametrize("bots", ["python", "python-and-node"])
 def test_k2_decided_runs_complete_once_while_a_worker_is_killed(
-    sidecar: Sidecar, tmp_path: Path
+    sidecar: Sidecar, tmp_path: Path, bots: str, request: pytest.FixtureRequest
 ) -> None:
     namespace = f"k2-{uuid.uuid4().hex[:8]}"
     events = tmp_path / "events.jsonl"
@@ -94,8 +99,25 @@ def test_k2_decided_runs_complete_once_while_a_worker_is_killed(
         )
 
     workers = [spawn(n) for n in range(WORKERS)]
+    if bots == "python-and-node":
+        node_exe = request.getfixturevalue("node")
+        node_log = tmp_path / "node-bot.log"
+        with node_log.open("wb") as out:
+            workers.append(
+                subprocess.Popen(
+                    [
+                        node_exe,
+                        "examples/approval_bot.js",
+                        *("--namespace", namespace, "--limit", "1e12", "--name", "node-bot"),
+                    ],
+                    cwd=NODE_CLIENT,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env={**os.environ, "CHECKPOINTD_TARGET": sidecar.target},
+                )
+            )
     kills = 0
-    approved: set[str] = set()
+    lost_to: list[tuple[str, str]] = []
     try:
         with CheckpointdClient(sidecar.target, namespace=namespace) as bot:
             # The bot decides the runs a few at a time while the workers run (a quarter are
@@ -107,16 +129,20 @@ def test_k2_decided_runs_complete_once_while_a_worker_is_killed(
                 assert time.monotonic() < deadline, f"{len(waiting)} runs never completed"
                 for n, run in undecided[:2]:
                     verdict = n % 4 != 0
-                    bot.submit_decision(
-                        run, approved=verdict, decided_by="py-bot", resume_metadata={"by": "py-bot"}
-                    )
-                    if verdict:
-                        approved.add(run)
+                    try:
+                        bot.submit_decision(
+                            run,
+                            approved=verdict,
+                            decided_by="py-bot",
+                            resume_metadata={"by": "py-bot"},
+                        )
+                    except FailedPreconditionError as exc:  # the Node bot was first
+                        lost_to.append((bots, exc.metadata["decided_by"]))
                     if n % 5 == 0:
                         with pytest.raises(FailedPreconditionError) as refused:
                             bot.submit_decision(run, approved=not verdict, decided_by="late-bot")
                         assert refused.value.reason == "ALREADY_DECIDED"
-                        assert refused.value.metadata["decided_by"] == "py-bot"
+                        assert refused.value.metadata["decided_by"] in {"py-bot", "node-bot"}
                 del undecided[:2]
                 if kills < KILLS and fulfilling(workers[0].pid):
                     workers[0].send_signal(signal.SIGKILL)
@@ -141,6 +167,10 @@ def test_k2_decided_runs_complete_once_while_a_worker_is_killed(
                 assert [c.status for c in ends] == ["completed"], run
             assert statuses == {"resumed": RUNS}
             assert list(bot.iter_pending_interrupts()) == []
+            decisions = {p.execution_id: p.decision for p in _all_decisions(bot)}
+            assert set(decisions) == set(runs)
+            approved = {run for run, d in decisions.items() if d is not None and d.approved}
+            deciders = Counter(d.decided_by for d in decisions.values() if d is not None)
     finally:
         for proc in workers:
             proc.send_signal(signal.SIGTERM)
@@ -167,10 +197,27 @@ def test_k2_decided_runs_complete_once_while_a_worker_is_killed(
     # Each kill stopped a fulfil half-way, and another worker ran that order's fulfil again:
     # yet each order shipped or refunded once.
     assert sum(1 for count in by_kind["fulfil"].values() if count > 1) >= 1
+    assert set(lost_to) <= {("python-and-node", "node-bot")}
+    if bots == "python":
+        assert deciders == {"py-bot": RUNS}
+    else:
+        assert set(deciders) <= {"py-bot", "node-bot"}
     record(
-        "resume workers (K2)",
+        f"resume workers (K2, {bots} bots)",
         runs=RUNS,
+        node_bot_decisions=deciders.get("node-bot", 0),
         worker_kills=kills,
         fulfil_reruns=redriven,
         redrives=text.count(" re-drives "),
     )
+
+
+def _all_decisions(client: CheckpointdClient) -> list:  # type: ignore[type-arg]
+    """Every decided pause of the namespace, page by page."""
+    found, token = [], ""
+    while True:
+        page = client.list_decisions(page_token=token)
+        found += page.pending_interrupts
+        token = page.next_page_token
+        if not token:
+            return found

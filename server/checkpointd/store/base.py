@@ -267,8 +267,10 @@ class Store(Protocol):
         in one transaction, unless that pause already has one (K1).
 
         REPEATED with the stored decision when a decision was stored under this non-empty
-        ``request_id`` (whatever happened since); NOT_FOUND when nothing is pending; CONFLICT
-        with the winner when the pause is decided; APPLIED otherwise. Decided rows come back
+        ``request_id`` (whatever happened since); CONFLICT with the winner when the pending
+        pause is decided, or when nothing is pending and the execution's newest decided pause
+        was resumed since; NOT_FOUND when nothing is pending and nothing was decided; APPLIED
+        otherwise. Decided rows come back
         with ``decision`` set.
         """
         ...

@@ -477,6 +477,10 @@ class _Sql:
             "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3"
         )
         self.decision_of_pause_locked = self.decision_of_pause + " FOR UPDATE"
+        self.newest_decision_of_execution = (
+            f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND execution_id = $2 "
+            "ORDER BY sequence DESC LIMIT 1"
+        )
         self.decision_by_request_id = (
             f"SELECT {dcols} FROM {decisions} "
             "WHERE namespace = $1 AND request_id = $2 AND request_id <> ''"
@@ -1109,6 +1113,12 @@ class PostgresStore:
                 self._sql.pending_by_execution_locked, namespace, execution_id
             )
             if row is None:
+                # Resumed since (its pending row claimed): the run's last decision stands.
+                last = await conn.fetchrow(
+                    self._sql.newest_decision_of_execution, namespace, execution_id
+                )
+                if last is not None:
+                    return DecisionChange(DecisionOutcome.CONFLICT, _decided(last))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending(row)
             pause = (namespace, execution_id, pending.checkpoint_id)

@@ -235,6 +235,10 @@ _SQL_DECISION_BY_REQUEST_ID: Final = (
     f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
     "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
 )
+_SQL_NEWEST_DECISION_OF_EXECUTION: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
+)
 _SQL_INSERT_DECISION: Final = (
     "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
     "decided_by, decision_reason, decided_at, decision_status, "
@@ -1150,6 +1154,12 @@ class SQLiteStore:
                     return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
             found = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, (namespace, execution_id))
             if not found:
+                # Resumed since (its pending row claimed): the run's last decision stands.
+                last = await _fetch(
+                    conn, _SQL_NEWEST_DECISION_OF_EXECUTION, (namespace, execution_id)
+                )
+                if last:
+                    return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending_from_row(found[0])
             pause = (namespace, execution_id, pending.checkpoint_id)

@@ -185,9 +185,11 @@ class InterruptServiceServicer:
         (its `decision` field, in ListPendingInterrupts and the watch snapshot) with a "decided"
         interrupt event, in one transaction. Any later decision on the same pause, whatever its
         content, is FAILED_PRECONDITION (ALREADY_DECIDED, metadata "decided_by", "approved" and
-        "decided_at" naming the winner) and changes nothing. A retry with the request_id of the
-        decision that won gets the same answer, even after the run was resumed. An execution
-        with no pending interrupt is NOT_FOUND (NO_PENDING_INTERRUPT). Deciding writes: a
+        "decided_at" naming the winner) and changes nothing; so is a decision that arrives after
+        the decided pause was resumed (its pending interrupt claimed), naming the execution's
+        newest decision. A retry with the request_id of the decision that won gets the same
+        answer, even after the run was resumed. An execution with no pending interrupt and no
+        decision is NOT_FOUND (NO_PENDING_INTERRUPT). Deciding writes: a
         read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
