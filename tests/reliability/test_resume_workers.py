@@ -30,6 +30,8 @@ from tests.polyglot.conftest import node as node  # the fixture, for the Node va
 from tests.reliability.figures import record, size
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.timeout(size(240, 1800))
+
 FLEET = Path(__file__).with_name("resume_fleet.py")
 RUNS = size(20, 200)
 WORKERS = 3
