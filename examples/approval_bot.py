@@ -3,16 +3,22 @@
 Orders run through a fastaiagent chain that charges the card and then pauses on
 ``interrupt("manager_approval", ...)``; checkpointd keeps the paused run. The bot watches the
 namespace's pending interrupts (the current set, then every change as it happens), applies
-its rule, and resumes the run with ``Chain.aresume``, from any process, any time later::
+its rule and records its **decision** (``submit_decision``); it never runs the order's code,
+so it could be written in any language (``clients/node/examples/approval_bot.js`` is the
+same bot in Node.js). Resume **workers**, which have the chain, carry each decision out::
 
     checkpointd serve &                                   # the sidecar
     python examples/approval_bot.py submit 120 2500 40    # three orders wait for approval
+    python examples/approval_bot.py worker &              # resumes decided orders
     python examples/approval_bot.py run --limit 1000      # approves 120 and 40, escalates 2500
 
-Run as many copies of the bot as you like: each order is resumed exactly once, because the
-resume starts with an atomic claim of the pending interrupt, and the copies that lose it get
-``AlreadyResumed``, which the bot passes over quietly. The bot reconnects by itself when the
-server restarts, and stops cleanly on Ctrl-C or SIGTERM, after the order in hand.
+Run as many copies of either as you like. Each order takes one decision: a bot that decides
+second gets ``ALREADY_DECIDED`` and passes over it quietly. Each decision is carried out once:
+a worker holds a lease on it while it resumes the run, and if it dies mid-resume another
+worker takes the run over from its newest checkpoint (the card is charged once, by
+``@idempotent``). A person can decide an escalated order with ``checkpointd interrupts decide
+ORDER --approve``. Both reconnect by themselves when the server restarts, and stop cleanly on
+Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -27,15 +33,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from fastaiagent import AlreadyResumed, Chain, FunctionTool, Resume, idempotent, interrupt
+from fastaiagent import Chain, FunctionTool, idempotent, interrupt
 
 from checkpointd_client import (
     AsyncCheckpointdClient,
+    FailedPreconditionError,
     InterruptEvent,
+    NotFoundError,
     PendingInterrupt,
     SnapshotItem,
 )
-from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 
 CHAIN_NAME = "orders"
 REASON = "manager_approval"
@@ -111,14 +119,16 @@ async def submit(args: argparse.Namespace) -> int:
 class Bot:
     """Approves orders under ``limit`` and escalates the rest, each order once per process."""
 
-    def __init__(self, chain: Chain, *, limit: float, name: str) -> None:
-        self.chain = chain
+    def __init__(self, client: AsyncCheckpointdClient, *, limit: float, name: str) -> None:
+        self.client = client
         self.limit = limit
         self.name = name
         self.escalated: set[str] = set()
 
     async def decide(self, pending: PendingInterrupt) -> None:
-        """Apply the rule to one paused order."""
+        """Apply the rule to one paused order that nobody has decided yet."""
+        if pending.decision is not None:
+            return
         amount = pending.context.get("amount")
         if not isinstance(amount, int | float) or amount >= self.limit:
             if pending.execution_id not in self.escalated:
@@ -126,15 +136,24 @@ class Bot:
                 print(f"ESCALATE {pending.execution_id} amount={amount}", flush=True)
             return
         try:
-            result = await self.chain.aresume(
-                pending.execution_id, resume_value=Resume(approved=True, metadata={"by": self.name})
+            await self.client.submit_decision(
+                pending.execution_id,
+                approved=True,
+                decided_by=self.name,
+                resume_metadata={"by": self.name},  # the run reads it as Resume.metadata
+                reason=f"amount {amount} is under {self.limit:g}",
             )
-        except AlreadyResumed:
-            return  # another copy of the bot (or a person) resumed it first
-        print(f"APPROVED {pending.execution_id} amount={amount} {result.status}", flush=True)
+        except FailedPreconditionError as exc:
+            if exc.reason == "ALREADY_DECIDED":
+                return  # another copy of the bot (or a person) decided it first
+            raise
+        except NotFoundError:
+            return  # resumed or deleted meanwhile
+        print(f"APPROVED {pending.execution_id} amount={amount}", flush=True)
 
-    async def run(self, client: AsyncCheckpointdClient) -> None:
+    async def run(self) -> None:
         """Watch the pending approvals until the watch is closed (Ctrl-C, SIGTERM)."""
+        client = self.client
         watch = client.watch_interrupts(chain_name=CHAIN_NAME, reason=REASON)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -145,19 +164,35 @@ class Bot:
                 case SnapshotItem(pending=pending) | InterruptEvent(type="added", pending=pending):
                     await self.decide(pending)
                 case _:
-                    pass  # claimed / removed orders, the snapshot marker, progress
+                    pass  # decided / claimed / resumed orders, the snapshot marker, progress
         print(f"{self.name}: stopped", file=sys.stderr, flush=True)
 
 
 async def run_bot(args: argparse.Namespace) -> int:
-    """The bot's side: watch, decide, resume."""
+    """The bot's side: watch and decide."""
+    async with AsyncCheckpointdClient(args.target, namespace=args.namespace) as client:
+        await Bot(client, limit=args.limit, name=args.name).run()
+    return 0
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    """The worker's side: resume each decided order once, with the decision."""
     store = SidecarCheckpointer(args.target, namespace=args.namespace)
+    worker = ResumeWorker(
+        {CHAIN_NAME: build_chain(store, args.ledger)},
+        target=args.target,
+        namespace=args.namespace,
+        name=args.name,
+    )
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, worker.stop)
+    print(f"{worker.name}: resuming decided orders", file=sys.stderr, flush=True)
     try:
-        bot = Bot(build_chain(store, args.ledger), limit=args.limit, name=args.name)
-        async with AsyncCheckpointdClient(args.target, namespace=args.namespace) as client:
-            await bot.run(client)
+        await worker.arun()
     finally:
         store.close()
+    print(f"{worker.name}: stopped", file=sys.stderr, flush=True)
     return 0
 
 
@@ -170,11 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     start = commands.add_parser("submit", help="start orders that wait for approval")
     start.add_argument("amounts", nargs="+", type=int)
     start.add_argument("--account", default="acct-42")
-    bot = commands.add_parser("run", help="run the bot until Ctrl-C")
+    bot = commands.add_parser("run", help="run the bot until Ctrl-C: decide paused orders")
     bot.add_argument("--limit", type=float, default=1000, help="approve amounts below this")
     bot.add_argument("--name", default=f"approval-bot-{os.getpid()}")
+    worker = commands.add_parser("worker", help="resume decided orders until Ctrl-C")
+    worker.add_argument("--name", default=f"resume-worker-{os.getpid()}")
     args = parser.parse_args(argv)
-    return asyncio.run(submit(args) if args.command == "submit" else run_bot(args))
+    command = {"submit": submit, "run": run_bot, "worker": run_worker}[args.command]
+    return asyncio.run(command(args))
 
 
 if __name__ == "__main__":

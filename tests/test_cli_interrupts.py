@@ -51,9 +51,19 @@ def test_i4_interrupts_list_prints_an_aligned_table_newest_first(sidecar: Sideca
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "AGE"]
+    assert lines[0].split() == [
+        "EXECUTION_ID",
+        "CHAIN",
+        "REASON",
+        "NODE",
+        "AGENT_PATH",
+        "DECISION",
+        "AGE",
+    ]
     assert [line.split()[0] for line in lines[1:]] == ["exec-c", "exec-long-identifier-b", "exec-a"]
-    starts = [lines[0].index(col) for col in ("CHAIN", "REASON", "NODE", "AGENT_PATH", "AGE")]
+    starts = [
+        lines[0].index(col) for col in ("CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
+    ]
     for line in lines[1:]:
         for start in starts:
             assert line[start - 2 : start] == "  ", (line, start)
@@ -198,3 +208,57 @@ def test_interrupts_age_is_short_and_never_negative():
     ]
     assert format_age(now + timedelta(seconds=5), now) == "0s"
     assert format_age(None, now) == "-"
+
+
+def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar: Sidecar):
+    """`interrupts decide` stores the decision (metadata and reason included), `list` shows
+    it in the DECISION column, and a second decision fails with one line naming the first."""
+    with CheckpointdClient(sidecar.target, namespace="team") as client:
+        record(client, "exec-d")
+        record(client, "exec-e")
+    base = ("--target", sidecar.target, "--namespace", "team")
+    approved = cli(
+        "interrupts",
+        "decide",
+        "exec-d",
+        "--approve",
+        "--metadata",
+        '{"limit": 100}',
+        "--reason",
+        "under the limit",
+        "--decided-by",
+        "alice",
+        *base,
+    )
+    assert approved.returncode == 0, approved.stderr
+    assert "exec-d" in approved.stdout
+    assert "decision=approved:alice:decided" in approved.stdout
+    with CheckpointdClient(sidecar.target, namespace="team") as client:
+        [row] = [
+            p
+            for p in client.list_pending_interrupts().pending_interrupts
+            if p.execution_id == "exec-d"
+        ]
+    assert row.decision is not None
+    assert (row.decision.metadata, row.decision.reason) == ({"limit": 100}, "under the limit")
+
+    again = cli("interrupts", "decide", "exec-d", "--reject", "--decided-by", "bob", *base)
+    assert again.returncode == 1
+    assert again.stderr.count("\n") == 1
+    assert "already approved by alice" in again.stderr
+
+    listing = cli("interrupts", "list", *base)
+    rows = {line.split()[0]: line.split() for line in listing.stdout.splitlines()[1:]}
+    assert rows["exec-d"][-2] == "approved:alice:decided"
+    assert rows["exec-e"][-2] == "-"
+
+    bad = cli("interrupts", "decide", "exec-e", "--approve", "--metadata", "[1]", *base)
+    assert bad.returncode == 2
+    assert "JSON object" in bad.stderr
+    neither = cli("interrupts", "decide", "exec-e", *base)
+    assert neither.returncode == 2
+    nothing = cli("interrupts", "decide", "exec-none", "--approve", *base)
+    assert nothing.returncode == 1
+    assert "NO_PENDING_INTERRUPT" in nothing.stderr or "no pending interrupt" in nothing.stderr
+    for result in (again, bad, neither, nothing):
+        assert "Traceback" not in result.stderr

@@ -37,6 +37,7 @@ from checkpointd_client.errors import (
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
+    Decision,
     DeleteExecutionResult,
     IdempotencyResult,
     InterruptEvent,
@@ -61,6 +62,7 @@ __all__ = [
     "CheckpointdClient",
     "CheckpointdError",
     "DeadlineExceededError",
+    "Decision",
     "DeleteExecutionResult",
     "FailedPreconditionError",
     "IdempotencyResult",

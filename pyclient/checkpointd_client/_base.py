@@ -276,6 +276,78 @@ class ClientCore:
             claim_token=claim_token or new_id(),
         )
 
+    def submit_decision(
+        self,
+        execution_id: str,
+        approved: bool,
+        metadata: dict[str, Any] | None,
+        decided_by: str,
+        reason: str | None,
+        request_id: str | None,
+    ) -> interrupt_service_pb2.SubmitDecisionRequest:
+        """Build a SubmitDecision request (request id filled in)."""
+        return interrupt_service_pb2.SubmitDecisionRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            approved=approved,
+            metadata_json=_convert.dump_json(metadata or {}, field="metadata"),
+            decided_by=decided_by,
+            reason=reason,
+        )
+
+    def lease_decision(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_seconds: int,
+        request_id: str | None,
+    ) -> interrupt_service_pb2.LeaseDecisionRequest:
+        """Build a LeaseDecision request."""
+        return interrupt_service_pb2.LeaseDecisionRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            checkpoint_id=checkpoint_id,
+            lease_token=lease_token,
+            lease_seconds=lease_seconds,
+        )
+
+    def report_resume(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        error: str | None,
+        request_id: str | None,
+    ) -> interrupt_service_pb2.ReportResumeRequest:
+        """Build a ReportResume request: RESUMED when ``error`` is None, else RESUME_FAILED."""
+        return interrupt_service_pb2.ReportResumeRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            execution_id=execution_id,
+            checkpoint_id=checkpoint_id,
+            lease_token=lease_token,
+            outcome=(
+                interrupt_service_pb2.RESUME_OUTCOME_RESUMED
+                if error is None
+                else interrupt_service_pb2.RESUME_OUTCOME_RESUME_FAILED
+            ),
+            error=error or "",
+        )
+
+    def list_decisions(
+        self, page_size: int, page_token: str, open_only: bool
+    ) -> interrupt_service_pb2.ListDecisionsRequest:
+        """Build a ListDecisions request."""
+        return interrupt_service_pb2.ListDecisionsRequest(
+            namespace=self.namespace,
+            page_size=_check_page_size(page_size),
+            page_token=page_token,
+            open_only=open_only,
+        )
+
     def list_pending_interrupts(
         self,
         page_size: int,
@@ -322,6 +394,16 @@ def checkpoint_page(response: checkpoint_service_pb2.ListCheckpointsResponse) ->
     """Parse a ListCheckpoints response."""
     return CheckpointPage(
         checkpoints=[_convert.checkpoint_from_proto(c) for c in response.checkpoints],
+        next_page_token=response.next_page_token,
+    )
+
+
+def decision_page(
+    response: interrupt_service_pb2.ListDecisionsResponse,
+) -> PendingInterruptPage:
+    """The page of a ListDecisions response."""
+    return PendingInterruptPage(
+        pending_interrupts=[_convert.pending_from_proto(p) for p in response.decided],
         next_page_token=response.next_page_token,
     )
 

@@ -21,6 +21,8 @@ from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2, interrupt_s
 from checkpointd_client.models import (
     CHECKPOINT_STATUSES,
     Checkpoint,
+    Decision,
+    DecisionStatus,
     InterruptEvent,
     InterruptEventType,
     PendingInterrupt,
@@ -39,6 +41,9 @@ _EVENT_TYPE_FROM_PROTO: dict[int, InterruptEventType] = {
     interrupt_service_pb2.INTERRUPT_EVENT_TYPE_ADDED: "added",
     interrupt_service_pb2.INTERRUPT_EVENT_TYPE_CLAIMED: "claimed",
     interrupt_service_pb2.INTERRUPT_EVENT_TYPE_REMOVED: "removed",
+    interrupt_service_pb2.INTERRUPT_EVENT_TYPE_DECIDED: "decided",
+    interrupt_service_pb2.INTERRUPT_EVENT_TYPE_RESUMED: "resumed",
+    interrupt_service_pb2.INTERRUPT_EVENT_TYPE_RESUME_FAILED: "resume_failed",
 }
 
 
@@ -239,6 +244,37 @@ def pending_from_proto(msg: checkpoint_pb2.PendingInterrupt) -> PendingInterrupt
         agent_path=msg.agent_path if msg.HasField("agent_path") else None,
         created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
         checkpoint_id=msg.checkpoint_id,
+        decision=decision_from_proto(msg.decision) if msg.HasField("decision") else None,
+    )
+
+
+_DECISION_STATUS_FROM_PROTO: dict[int, DecisionStatus] = {
+    checkpoint_pb2.DECISION_STATUS_DECIDED: "decided",
+    checkpoint_pb2.DECISION_STATUS_RESUMING: "resuming",
+    checkpoint_pb2.DECISION_STATUS_RESUMED: "resumed",
+    checkpoint_pb2.DECISION_STATUS_RESUME_FAILED: "resume_failed",
+}
+
+
+def decision_from_proto(msg: checkpoint_pb2.Decision) -> Decision:
+    """Build a decision from its wire message."""
+    return Decision(
+        approved=msg.approved,
+        metadata=load_json_object(msg.metadata_json, field="decision.metadata"),
+        decided_by=msg.decided_by,
+        reason=msg.reason if msg.HasField("reason") else None,
+        decided_at=timestamp_to_datetime(msg.decided_at) if msg.HasField("decided_at") else None,
+        status=_DECISION_STATUS_FROM_PROTO.get(msg.status, "decided"),
+        attempts=msg.attempts,
+        lease_expires_at=(
+            timestamp_to_datetime(msg.lease_expires_at)
+            if msg.HasField("lease_expires_at")
+            else None
+        ),
+        error=msg.error,
+        reported_at=(
+            timestamp_to_datetime(msg.reported_at) if msg.HasField("reported_at") else None
+        ),
     )
 
 

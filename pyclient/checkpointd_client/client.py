@@ -369,6 +369,97 @@ class CheckpointdClient:
         )
         return _convert.pending_from_proto(response.pending)
 
+    def submit_decision(
+        self,
+        execution_id: str,
+        *,
+        approved: bool,
+        decided_by: str,
+        resume_metadata: dict[str, Any] | None = None,
+        reason: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Decide an execution's pending interrupt: approve or reject it (K1).
+
+        ``resume_metadata`` reaches the run as fastaiagent's ``Resume.metadata``. A pause
+        takes one decision: a later one raises
+        :class:`~checkpointd_client.FailedPreconditionError` with reason ``ALREADY_DECIDED``,
+        naming the winner in its metadata; the request id is reused on retries, so a lost
+        reply is answered with the first answer. Returns the pending interrupt with its
+        ``decision``.
+        """
+        request = self._core.submit_decision(
+            execution_id, approved, resume_metadata, decided_by, reason, request_id
+        )
+        response: interrupt_service_pb2.SubmitDecisionResponse = self._invoke(
+            self._interrupts.SubmitDecision, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    def lease_decision(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        *,
+        lease_token: str,
+        lease_seconds: int = 0,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Take or renew the lease on the decision of a pause, to carry it out (K2).
+
+        The same ``lease_token`` renews; a lease that ran out can be taken by another token.
+        Raises :class:`~checkpointd_client.FailedPreconditionError` (``LEASE_HELD``,
+        ``DECISION_CLOSED``) or :class:`~checkpointd_client.NotFoundError` (``NO_DECISION``).
+        """
+        request = self._core.lease_decision(
+            execution_id, checkpoint_id, lease_token, lease_seconds, request_id
+        )
+        response: interrupt_service_pb2.LeaseDecisionResponse = self._invoke(
+            self._interrupts.LeaseDecision, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    def report_resume(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        *,
+        lease_token: str,
+        error: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Report a leased decision carried out (``error`` None) or failed (K2)."""
+        request = self._core.report_resume(
+            execution_id, checkpoint_id, lease_token, error, request_id
+        )
+        response: interrupt_service_pb2.ReportResumeResponse = self._invoke(
+            self._interrupts.ReportResume, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    def list_decisions(
+        self,
+        *,
+        open_only: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterruptPage:
+        """Return one page of decided pauses, oldest first, each with its ``decision``; with
+        ``open_only`` only those no worker has reported on yet (K2)."""
+        request = self._core.list_decisions(page_size, page_token, open_only)
+        response: interrupt_service_pb2.ListDecisionsResponse = self._invoke(
+            self._interrupts.ListDecisions, request, timeout, metadata
+        )
+        return _base.decision_page(response)
+
     def list_pending_interrupts(
         self,
         *,
@@ -801,6 +892,97 @@ class AsyncCheckpointdClient:
             self._interrupts.ClaimInterrupt, request, timeout, metadata
         )
         return _convert.pending_from_proto(response.pending)
+
+    async def submit_decision(
+        self,
+        execution_id: str,
+        *,
+        approved: bool,
+        decided_by: str,
+        resume_metadata: dict[str, Any] | None = None,
+        reason: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Decide an execution's pending interrupt: approve or reject it (K1).
+
+        ``resume_metadata`` reaches the run as fastaiagent's ``Resume.metadata``. A pause
+        takes one decision: a later one raises
+        :class:`~checkpointd_client.FailedPreconditionError` with reason ``ALREADY_DECIDED``,
+        naming the winner in its metadata; the request id is reused on retries, so a lost
+        reply is answered with the first answer. Returns the pending interrupt with its
+        ``decision``.
+        """
+        request = self._core.submit_decision(
+            execution_id, approved, resume_metadata, decided_by, reason, request_id
+        )
+        response: interrupt_service_pb2.SubmitDecisionResponse = await self._invoke(
+            self._interrupts.SubmitDecision, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    async def lease_decision(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        *,
+        lease_token: str,
+        lease_seconds: int = 0,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Take or renew the lease on the decision of a pause, to carry it out (K2).
+
+        The same ``lease_token`` renews; a lease that ran out can be taken by another token.
+        Raises :class:`~checkpointd_client.FailedPreconditionError` (``LEASE_HELD``,
+        ``DECISION_CLOSED``) or :class:`~checkpointd_client.NotFoundError` (``NO_DECISION``).
+        """
+        request = self._core.lease_decision(
+            execution_id, checkpoint_id, lease_token, lease_seconds, request_id
+        )
+        response: interrupt_service_pb2.LeaseDecisionResponse = await self._invoke(
+            self._interrupts.LeaseDecision, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    async def report_resume(
+        self,
+        execution_id: str,
+        checkpoint_id: str,
+        *,
+        lease_token: str,
+        error: str | None = None,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterrupt:
+        """Report a leased decision carried out (``error`` None) or failed (K2)."""
+        request = self._core.report_resume(
+            execution_id, checkpoint_id, lease_token, error, request_id
+        )
+        response: interrupt_service_pb2.ReportResumeResponse = await self._invoke(
+            self._interrupts.ReportResume, request, timeout, metadata
+        )
+        return _convert.pending_from_proto(response.pending)
+
+    async def list_decisions(
+        self,
+        *,
+        open_only: bool = False,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> PendingInterruptPage:
+        """Return one page of decided pauses, oldest first, each with its ``decision``; with
+        ``open_only`` only those no worker has reported on yet (K2)."""
+        request = self._core.list_decisions(page_size, page_token, open_only)
+        response: interrupt_service_pb2.ListDecisionsResponse = await self._invoke(
+            self._interrupts.ListDecisions, request, timeout, metadata
+        )
+        return _base.decision_page(response)
 
     async def list_pending_interrupts(
         self,

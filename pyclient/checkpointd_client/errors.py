@@ -125,9 +125,14 @@ class AlreadyExistsError(IntegrityError):
 class FailedPreconditionError(CheckpointdError):
     """FAILED_PRECONDITION: the state does not allow the call.
 
-    Reasons: ``RUN_ALREADY_FINISHED`` (a resume of a completed run) and
+    Reasons: ``RUN_ALREADY_FINISHED`` (a resume of a completed run);
     ``REQUEST_APPLIED_THEN_DELETED`` (a retry of a put or record that was applied and whose
-    rows were deleted or pruned since; nothing was written; ``metadata["request_id"]``).
+    rows were deleted or pruned since; nothing was written; ``metadata["request_id"]``);
+    ``ALREADY_DECIDED`` (the pause already has a decision; ``metadata["decided_by"]``,
+    ``["approved"]`` (``"true"``/``"false"``) and ``["decided_at"]`` name the winner);
+    ``LEASE_HELD`` (another worker holds the decision's lease; ``["lease_expires_at"]``);
+    ``LEASE_LOST`` (another worker took the lease over); ``DECISION_CLOSED`` (a worker
+    already reported on the decision; ``["status"]``).
     """
 
 

@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from checkpointd_client._base import new_id
+from checkpointd_client._resume_context import CLAIM_TOKEN
 from checkpointd_client.client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
     from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
 
-__all__ = ["SidecarCheckpointer"]
+__all__ = ["ResumeWorker", "SidecarCheckpointer"]
 
 #: The largest page the server returns; ``list`` asks for no more than it needs.
 _MAX_PAGE = 1000
@@ -245,10 +246,12 @@ class SidecarCheckpointer:
         """Claim the execution's pending interrupt; ``None`` if there is none (or it was lost).
 
         Exactly one caller among concurrent ones gets the row (I3); a retry after a lost
-        reply gets the same row again.
+        reply gets the same row again. Inside a :class:`ResumeWorker` resume the claim token
+        is the pause's own, so a worker that re-drives a run whose worker died after this
+        claim wins it again.
         """
         try:
-            claimed = self._client.claim_interrupt(execution_id)
+            claimed = self._client.claim_interrupt(execution_id, claim_token=CLAIM_TOKEN.get())
         except NotFoundError:
             return None
         return _from_pending(claimed)
@@ -323,3 +326,7 @@ class SidecarCheckpointer:
         """Return the cached result, or ``None`` when there is none (as the reference does)."""
         cached = self._client.get_idempotent(execution_id, function_key)
         return cached.value if cached.found else None
+
+
+# Imported last: the worker module uses this one's adapter only through fastaiagent's runners.
+from checkpointd_client.resume_worker import ResumeWorker  # noqa: E402

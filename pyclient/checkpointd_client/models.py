@@ -14,9 +14,12 @@ from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "CHECKPOINT_STATUSES",
+    "DECISION_STATUSES",
     "INTERRUPT_EVENT_TYPES",
     "Checkpoint",
     "CheckpointPage",
+    "Decision",
+    "DecisionStatus",
     "DeleteExecutionResult",
     "IdempotencyResult",
     "InterruptEvent",
@@ -102,6 +105,42 @@ class PendingInterrupt:
     """When the run paused (UTC). ``None`` on a write means the checkpoint's ``created_at``."""
     checkpoint_id: str = ""
     """Output only: the id of the interrupted checkpoint written with this row."""
+    decision: Decision | None = None
+    """Output only: the one decision taken on this pause (K1), when there is one."""
+
+
+#: How far a decision has been carried out: ``"decided"`` (waiting for a worker, or its
+#: worker's lease ran out), ``"resuming"`` (a worker holds a lease), ``"resumed"`` or
+#: ``"resume_failed"`` (a worker reported; final).
+DecisionStatus: TypeAlias = Literal["decided", "resuming", "resumed", "resume_failed"]
+#: The values :attr:`Decision.status` may take.
+DECISION_STATUSES: tuple[DecisionStatus, ...] = ("decided", "resuming", "resumed", "resume_failed")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """The answer given to a pause (approve or reject), and how it was carried out."""
+
+    approved: bool
+    """Whether the run may go on (fastaiagent's ``Resume.approved``)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Handed to the run as fastaiagent's ``Resume.metadata``."""
+    decided_by: str = ""
+    """Who decided."""
+    reason: str | None = None
+    """Why, in the decider's words."""
+    decided_at: datetime | None = None
+    """When the decision was stored (UTC)."""
+    status: DecisionStatus = "decided"
+    """How far the decision has been carried out."""
+    attempts: int = 0
+    """How many leases workers have taken on it (1 after a clean resume)."""
+    lease_expires_at: datetime | None = None
+    """When the current worker's lease runs out (status ``"resuming"`` only)."""
+    error: str = ""
+    """What the worker reported (status ``"resume_failed"`` only)."""
+    reported_at: datetime | None = None
+    """When a worker reported (status ``"resumed"`` or ``"resume_failed"``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -176,9 +215,18 @@ class IdempotencyResult:
 # --- the interrupt watch (contract I5, P4) ---------------------------------------------------
 
 #: What happened to a pending interrupt.
-InterruptEventType: TypeAlias = Literal["added", "claimed", "removed"]
+InterruptEventType: TypeAlias = Literal[
+    "added", "claimed", "removed", "decided", "resumed", "resume_failed"
+]
 #: The values :attr:`InterruptEvent.type` may take.
-INTERRUPT_EVENT_TYPES: tuple[InterruptEventType, ...] = ("added", "claimed", "removed")
+INTERRUPT_EVENT_TYPES: tuple[InterruptEventType, ...] = (
+    "added",
+    "claimed",
+    "removed",
+    "decided",
+    "resumed",
+    "resume_failed",
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -211,8 +259,9 @@ class InterruptEvent:
     cursor: int
     """The position of the event in the store's outbox; monotonic per store."""
     type: InterruptEventType
-    """``"added"`` (a run paused), ``"claimed"`` (a resumer won it) or ``"removed"`` (its
-    execution was deleted)."""
+    """``"added"`` (a run paused), ``"claimed"`` (a resumer won it), ``"removed"`` (its
+    execution was deleted), ``"decided"`` (a decision was stored: ``pending.decision``),
+    ``"resumed"`` or ``"resume_failed"`` (a worker reported on the decision)."""
     pending: PendingInterrupt
     """The pending interrupt the event is about, as it was when the event was written."""
     event_time: datetime
@@ -231,6 +280,7 @@ class WatchProgress:
 #:
 #:     match item:
 #:         case SnapshotItem(pending=p) | InterruptEvent(type="added", pending=p): ...
+#:         case InterruptEvent(type="decided", pending=p): ...  # p.decision is set
 #:         case InterruptEvent(type="claimed" | "removed", pending=p): ...
 #:         case SnapshotComplete() | WatchProgress(): ...
 WatchItem: TypeAlias = SnapshotItem | SnapshotComplete | InterruptEvent | WatchProgress

@@ -118,6 +118,10 @@ RPC_ACCESS: dict[str, Access] = {
     _INTERRUPTS + "ClaimInterrupt": Access.WRITE,
     _INTERRUPTS + "ListPendingInterrupts": Access.READ,
     _INTERRUPTS + "WatchInterrupts": Access.READ,
+    _INTERRUPTS + "SubmitDecision": Access.WRITE,
+    _INTERRUPTS + "LeaseDecision": Access.WRITE,
+    _INTERRUPTS + "ReportResume": Access.WRITE,
+    _INTERRUPTS + "ListDecisions": Access.READ,
     _IDEMPOTENCY + "PutIdempotencyResult": Access.WRITE,
     _IDEMPOTENCY + "GetIdempotencyResult": Access.READ,
 }

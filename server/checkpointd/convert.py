@@ -12,13 +12,20 @@ from datetime import UTC, datetime
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from checkpointd import validation as v
-from checkpointd.domain import CheckpointRecord, CheckpointStatus, PendingRecord
+from checkpointd.domain import (
+    CheckpointRecord,
+    CheckpointStatus,
+    DecisionRecord,
+    DecisionStatus,
+    PendingRecord,
+)
 from checkpointd.errors import InvalidField
 from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as pb
 
 __all__ = [
     "checkpoint_from_proto",
     "checkpoint_to_proto",
+    "decision_to_proto",
     "pending_from_proto",
     "pending_to_proto",
 ]
@@ -29,6 +36,12 @@ _STATUS_FROM_PROTO = {
     pb.CHECKPOINT_STATUS_FAILED: CheckpointStatus.FAILED,
 }
 _STATUS_TO_PROTO = {status: number for number, status in _STATUS_FROM_PROTO.items()}
+_DECISION_STATUS_TO_PROTO = {
+    DecisionStatus.DECIDED: pb.DECISION_STATUS_DECIDED,
+    DecisionStatus.RESUMING: pb.DECISION_STATUS_RESUMING,
+    DecisionStatus.RESUMED: pb.DECISION_STATUS_RESUMED,
+    DecisionStatus.RESUME_FAILED: pb.DECISION_STATUS_RESUME_FAILED,
+}
 
 
 def _optional(message: pb.Checkpoint | pb.PendingInterrupt, name: str) -> str | None:
@@ -170,4 +183,26 @@ def pending_to_proto(record: PendingRecord) -> pb.PendingInterrupt:
     )
     if record.agent_path is not None:
         msg.agent_path = record.agent_path
+    if record.decision is not None:
+        msg.decision.CopyFrom(decision_to_proto(record.decision))
+    return msg
+
+
+def decision_to_proto(record: DecisionRecord) -> pb.Decision:
+    """Copy a stored decision into its message."""
+    msg = pb.Decision(
+        approved=record.approved,
+        metadata_json=record.metadata_json,
+        decided_by=record.decided_by,
+        decided_at=_timestamp(record.decided_at),
+        status=_DECISION_STATUS_TO_PROTO[record.status],
+        attempts=record.attempts,
+        error=record.error or "",
+    )
+    if record.reason is not None:
+        msg.reason = record.reason
+    if record.lease_expires_at is not None and record.status is DecisionStatus.RESUMING:
+        msg.lease_expires_at.CopyFrom(_timestamp(record.lease_expires_at))
+    if record.reported_at is not None:
+        msg.reported_at.CopyFrom(_timestamp(record.reported_at))
     return msg

@@ -18,6 +18,10 @@ __all__ = [
     "RUN_END",
     "CheckpointRecord",
     "CheckpointStatus",
+    "DecisionChange",
+    "DecisionOutcome",
+    "DecisionRecord",
+    "DecisionStatus",
     "DeleteExecutionResult",
     "EventKind",
     "EventPage",
@@ -50,6 +54,39 @@ class EventKind(enum.StrEnum):
     ADDED = "added"
     CLAIMED = "claimed"
     REMOVED = "removed"
+    DECIDED = "decided"
+    RESUMED = "resumed"
+    RESUME_FAILED = "resume_failed"
+
+
+class DecisionStatus(enum.StrEnum):
+    """How far a decision has been carried out; stored as this text in both backends."""
+
+    DECIDED = "decided"
+    RESUMING = "resuming"
+    RESUMED = "resumed"
+    RESUME_FAILED = "resume_failed"
+
+    @property
+    def is_final(self) -> bool:
+        """Whether a worker has reported on the decision (nothing more will change)."""
+        return self in (DecisionStatus.RESUMED, DecisionStatus.RESUME_FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """The one decision on a pause (K1) and how far it was carried out (K2)."""
+
+    approved: bool
+    metadata_json: str
+    decided_by: str
+    reason: str | None
+    decided_at: datetime
+    status: DecisionStatus = DecisionStatus.DECIDED
+    attempts: int = 0
+    lease_expires_at: datetime | None = None
+    error: str | None = None
+    reported_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +132,8 @@ class PendingRecord:
     created_at: datetime
     checkpoint_id: str
     sequence: int = 0
+    decision: DecisionRecord | None = None
+    """The decision on this pause, when there is one (K1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,3 +224,26 @@ class SnapshotPage:
     purged_through: int
     """The outbox's purged_through when the page was read: above the snapshot cursor, the
     events the page was reconstructed from may be gone, and the page cannot be trusted."""
+
+
+class DecisionOutcome(enum.Enum):
+    """What a store did with a decision, a lease or a report (K1, K2)."""
+
+    APPLIED = "applied"
+    """Written now."""
+    REPEATED = "repeated"
+    """A retry of what is already stored; nothing written."""
+    NOT_FOUND = "not_found"
+    """No pending interrupt (a decision) or no decision (a lease, a report)."""
+    CONFLICT = "conflict"
+    """Refused: another decision won, another worker holds the lease, or the decision was
+    already reported; ``pending`` shows the stored state."""
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionChange:
+    """The result of a decision, lease or report: what happened, and the decided pending
+    interrupt as stored now (None when NOT_FOUND)."""
+
+    outcome: DecisionOutcome
+    pending: PendingRecord | None

@@ -31,6 +31,12 @@ error can carry unbounded input whatever raised it.
     ├── CheckpointNotFound    NOT_FOUND            CHECKPOINT_NOT_FOUND
     ├── NoCheckpoints         NOT_FOUND            NO_CHECKPOINTS
     ├── NoPendingInterrupt    NOT_FOUND            NO_PENDING_INTERRUPT
+    ├── NoDecision            NOT_FOUND            NO_DECISION
+    ├── AlreadyDecided        FAILED_PRECONDITION  ALREADY_DECIDED (metadata: decided_by,
+    │                                                               approved, decided_at)
+    ├── LeaseHeld             FAILED_PRECONDITION  LEASE_HELD (metadata: lease_expires_at)
+    ├── LeaseLost             FAILED_PRECONDITION  LEASE_LOST
+    ├── DecisionClosed        FAILED_PRECONDITION  DECISION_CLOSED (metadata: status)
     └── RunAlreadyFinished    FAILED_PRECONDITION  RUN_ALREADY_FINISHED
     store.CheckpointExists    ALREADY_EXISTS       CHECKPOINT_EXISTS
     store.RequestAppliedThenDeleted
@@ -51,17 +57,22 @@ from checkpointd.store.base import CheckpointExists, RequestAppliedThenDeleted, 
 __all__ = [
     "ECHO_MAX",
     "ERROR_DOMAIN",
+    "AlreadyDecided",
     "CheckpointNotFound",
     "CheckpointdError",
     "CursorExpired",
+    "DecisionClosed",
     "InvalidField",
     "InvalidPageToken",
     "InvalidToken",
+    "LeaseHeld",
+    "LeaseLost",
     "MalformedRequest",
     "MessageTooLarge",
     "MissingToken",
     "NamespaceNotAllowed",
     "NoCheckpoints",
+    "NoDecision",
     "NoPendingInterrupt",
     "ReadOnlyToken",
     "RunAlreadyFinished",
@@ -182,6 +193,68 @@ class NoPendingInterrupt(CheckpointdError):
             f"execution {echo(execution_id)!r} has no pending interrupt (it was never paused, "
             "was already claimed, or was deleted)",
             execution_id=echo(execution_id),
+        )
+
+
+class NoDecision(CheckpointdError):
+    """A lease or a report names a pause that has no decision (K2)."""
+
+    def __init__(self, execution_id: str, checkpoint_id: str) -> None:
+        super().__init__(
+            f"execution {echo(execution_id)!r} has no decision on its pause at checkpoint "
+            f"{echo(checkpoint_id)!r}",
+            execution_id=echo(execution_id),
+            checkpoint_id=echo(checkpoint_id),
+        )
+
+
+class AlreadyDecided(CheckpointdError):
+    """A second decision on a pause that already has one (K1); names the winner."""
+
+    def __init__(self, execution_id: str, decided_by: str, approved: bool, decided_at: str) -> None:
+        verdict = "approved" if approved else "rejected"
+        super().__init__(
+            f"execution {echo(execution_id)!r} was already decided: {verdict} by "
+            f"{echo(decided_by)!r} at {decided_at}; a pause takes one decision",
+            execution_id=echo(execution_id),
+            decided_by=echo(decided_by),
+            approved="true" if approved else "false",
+            decided_at=decided_at,
+        )
+
+
+class LeaseHeld(CheckpointdError):
+    """Another worker holds an unexpired lease on the decision (K2)."""
+
+    def __init__(self, execution_id: str, lease_expires_at: str) -> None:
+        super().__init__(
+            f"another worker holds the lease on the decision of execution {echo(execution_id)!r} "
+            f"until {lease_expires_at}",
+            execution_id=echo(execution_id),
+            lease_expires_at=lease_expires_at,
+        )
+
+
+class LeaseLost(CheckpointdError):
+    """A report from a worker whose lease another worker has taken since (K2)."""
+
+    def __init__(self, execution_id: str) -> None:
+        super().__init__(
+            f"this lease on the decision of execution {echo(execution_id)!r} is no longer "
+            "held: another worker took it over after it ran out",
+            execution_id=echo(execution_id),
+        )
+
+
+class DecisionClosed(CheckpointdError):
+    """A lease on a decision that a worker has already reported on (K2)."""
+
+    def __init__(self, execution_id: str, status: str) -> None:
+        super().__init__(
+            f"the decision of execution {echo(execution_id)!r} was already carried out "
+            f"({status}); there is nothing left to resume",
+            execution_id=echo(execution_id),
+            status=status,
         )
 
 
@@ -327,6 +400,11 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, str], ...] = (
     (CheckpointNotFound, grpc.StatusCode.NOT_FOUND, "CHECKPOINT_NOT_FOUND"),
     (NoCheckpoints, grpc.StatusCode.NOT_FOUND, "NO_CHECKPOINTS"),
     (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, "NO_PENDING_INTERRUPT"),
+    (NoDecision, grpc.StatusCode.NOT_FOUND, "NO_DECISION"),
+    (AlreadyDecided, grpc.StatusCode.FAILED_PRECONDITION, "ALREADY_DECIDED"),
+    (LeaseHeld, grpc.StatusCode.FAILED_PRECONDITION, "LEASE_HELD"),
+    (LeaseLost, grpc.StatusCode.FAILED_PRECONDITION, "LEASE_LOST"),
+    (DecisionClosed, grpc.StatusCode.FAILED_PRECONDITION, "DECISION_CLOSED"),
     (RunAlreadyFinished, grpc.StatusCode.FAILED_PRECONDITION, "RUN_ALREADY_FINISHED"),
     (CheckpointExists, grpc.StatusCode.ALREADY_EXISTS, "CHECKPOINT_EXISTS"),
     (

@@ -28,6 +28,7 @@ PUBLIC_NAMES = [
     "CheckpointdClient",
     "CheckpointdError",
     "DeadlineExceededError",
+    "Decision",
     "DeleteExecutionResult",
     "FailedPreconditionError",
     "IdempotencyResult",

@@ -164,6 +164,26 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "reason": _list_pending(reason="r" * 257),
     "agent_path_prefix": _list_pending(agent_path_prefix="p" * 1025),
     "after_cursor": _watch(after_cursor=-1),
+    "decided_by": lambda s: s.interrupts.SubmitDecision(
+        svc.SubmitDecisionRequest(execution_id="e", approved=True), timeout=TIMEOUT
+    ),
+    "metadata_json": lambda s: s.interrupts.SubmitDecision(
+        svc.SubmitDecisionRequest(execution_id="e", decided_by="b", metadata_json="[]"),
+        timeout=TIMEOUT,
+    ),
+    "lease_token": lambda s: s.interrupts.LeaseDecision(
+        svc.LeaseDecisionRequest(execution_id="e", checkpoint_id="c"), timeout=TIMEOUT
+    ),
+    "lease_seconds": lambda s: s.interrupts.LeaseDecision(
+        svc.LeaseDecisionRequest(
+            execution_id="e", checkpoint_id="c", lease_token="t", lease_seconds=-1
+        ),
+        timeout=TIMEOUT,
+    ),
+    "outcome": lambda s: s.interrupts.ReportResume(
+        svc.ReportResumeRequest(execution_id="e", checkpoint_id="c", lease_token="t"),
+        timeout=TIMEOUT,
+    ),
     "checkpoint": lambda s: s.checkpoints.PutCheckpoint(
         csvc.PutCheckpointRequest(), timeout=TIMEOUT
     ),

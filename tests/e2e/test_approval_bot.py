@@ -1,9 +1,10 @@
-"""examples/approval_bot.py end to end: two bots at once resume each order exactly once.
+"""examples/approval_bot.py end to end: two bots decide, two workers resume, once per order.
 
 Orders are started by the example's own ``submit`` command (the app), some before the bots
 start (they reach the bots through the watch's snapshot) and some after (live events). Two
-bot processes watch the same namespace and race to resume every order below the limit; the
-ledger the chain writes after approval is the side effect that must happen once per order.
+bot processes watch the same namespace and race to decide every order below the limit (one
+decision wins per order); two resume-worker processes carry the decisions out. The ledger
+the chain writes after approval is the side effect that must happen once per order.
 """
 
 from __future__ import annotations
@@ -42,9 +43,12 @@ def bot_env(home: Path) -> dict[str, str]:
     return env
 
 
-def test_p4_i3_two_approval_bots_resume_each_order_exactly_once(sidecar: Sidecar, tmp_path: Path):
-    """Orders under the limit are resumed once each across two bots (the loser is quiet);
-    the others are escalated and stay pending; SIGTERM stops both bots cleanly."""
+def test_p4_k1_k2_two_approval_bots_and_two_workers_complete_each_order_once(
+    sidecar: Sidecar, tmp_path: Path
+):
+    """Orders under the limit are decided once each across two bots (the loser is quiet)
+    and resumed once each across two workers; the others are escalated and stay pending,
+    undecided; SIGTERM stops every process cleanly."""
     namespace = f"bots-{uuid.uuid4().hex[:8]}"
     ledger = tmp_path / "ledger.jsonl"
     env = bot_env(tmp_path)
@@ -80,6 +84,15 @@ def test_p4_i3_two_approval_bots_resume_each_order_exactly_once(sidecar: Sidecar
             bots.append(
                 subprocess.Popen(cmd, stdout=out_file, stderr=err_file, env=env, cwd=tmp_path)
             )
+    for n in (1, 2):
+        cmd = [*common, "worker", "--name", f"worker-{n}"]
+        with (
+            (tmp_path / f"worker-{n}.out").open("w") as out_file,
+            (tmp_path / f"worker-{n}.err").open("w") as err_file,
+        ):
+            bots.append(
+                subprocess.Popen(cmd, stdout=out_file, stderr=err_file, env=env, cwd=tmp_path)
+            )
     try:
         orders |= submit(AFTER)
         approved = {o for o, amount in orders.items() if amount < LIMIT}
@@ -102,8 +115,10 @@ def test_p4_i3_two_approval_bots_resume_each_order_exactly_once(sidecar: Sidecar
             bot.send_signal(signal.SIGTERM)
         codes = [bot.wait(TIMEOUT) for bot in bots]
 
-    errors = [(tmp_path / f"bot-{n}.err").read_text() for n in (1, 2)]
-    assert codes == [0, 0], errors
+    errors = [
+        (tmp_path / f"{role}-{n}.err").read_text() for role in ("bot", "worker") for n in (1, 2)
+    ]
+    assert codes == [0, 0, 0, 0], errors
     for err in errors:
         assert "Traceback" not in err
         assert "stopped" in err
@@ -116,5 +131,9 @@ def test_p4_i3_two_approval_bots_resume_each_order_exactly_once(sidecar: Sidecar
     assert Counter(approvals) == Counter(approved)
 
     with CheckpointdClient(sidecar.target, namespace=namespace) as client:
-        still = {p.execution_id for p in client.iter_pending_interrupts()}
-    assert still == escalated
+        still = {p.execution_id: p for p in client.iter_pending_interrupts()}
+        decided = client.list_decisions().pending_interrupts
+    assert set(still) == escalated
+    assert all(p.decision is None for p in still.values())
+    assert sorted(p.execution_id for p in decided) == sorted(approved)
+    assert all(p.decision is not None and p.decision.status == "resumed" for p in decided)

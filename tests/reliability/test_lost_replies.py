@@ -21,6 +21,7 @@ from checkpointd_client import (
     AsyncCheckpointdClient,
     Checkpoint,
     CheckpointdClient,
+    FailedPreconditionError,
     NotFoundError,
     PendingInterrupt,
     RetryPolicy,
@@ -139,6 +140,54 @@ def test_i3_claim_retried_after_lost_replies_keeps_the_win(proxy, client, sideca
     assert len(tokens) == 1
     with CheckpointdClient(sidecar.target, retry=NO_RETRY) as other, pytest.raises(NotFoundError):
         other.claim_interrupt(execution_id)
+
+
+def test_k1_decision_retried_after_lost_replies_is_one_decision(proxy, client, sidecar):
+    """A decision whose replies are lost is retried with the same request id and gets its own
+    answer, not ALREADY_DECIDED; the pause holds that one decision, and another decider is
+    refused naming it."""
+    execution_id = f"lost-{uuid.uuid4().hex[:8]}"
+    cp, pending = _interrupted(execution_id)
+    client.record_interrupt(cp, pending)
+    proxy.lose_reply_next("SubmitDecision", times=3)
+    decided = client.submit_decision(
+        execution_id, approved=False, decided_by="lossy-bot", resume_metadata={"n": 1}
+    )
+    assert proxy.forwarded("SubmitDecision") == 4
+    ids = {
+        r.request_id
+        for r in proxy.requests(
+            "SubmitDecision", interrupt_service_pb2.SubmitDecisionRequest.FromString
+        )
+    }
+    assert len(ids) == 1
+    assert decided.decision is not None
+    assert (decided.decision.decided_by, decided.decision.approved) == ("lossy-bot", False)
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as other:
+        with pytest.raises(FailedPreconditionError) as refused:
+            other.submit_decision(execution_id, approved=True, decided_by="other")
+        assert refused.value.metadata["decided_by"] == "lossy-bot"
+        [listed] = other.list_pending_interrupts().pending_interrupts
+        assert listed.decision == decided.decision
+
+
+def test_k2_lease_and_report_retried_after_lost_replies_count_once(proxy, client):
+    """A lease and a report whose replies are lost are retried with the same token: the retry
+    renews rather than counting a second attempt, and the report is answered, not refused."""
+    execution_id = f"lost-{uuid.uuid4().hex[:8]}"
+    cp, pending = _interrupted(execution_id)
+    checkpoint_id = client.record_interrupt(cp, pending).pending.checkpoint_id
+    client.submit_decision(execution_id, approved=True, decided_by="bot")
+    proxy.lose_reply_next("LeaseDecision", times=2)
+    leased = client.lease_decision(execution_id, checkpoint_id, lease_token="w1")
+    assert proxy.forwarded("LeaseDecision") == 3
+    assert leased.decision is not None
+    assert leased.decision.attempts == 1
+    proxy.lose_reply_next("ReportResume", times=2)
+    reported = client.report_resume(execution_id, checkpoint_id, lease_token="w1")
+    assert proxy.forwarded("ReportResume") == 3
+    assert reported.decision is not None
+    assert (reported.decision.status, reported.decision.attempts) == ("resumed", 1)
 
 
 def test_d1_idempotency_put_retried_after_lost_reply_stores_the_value(proxy, client):

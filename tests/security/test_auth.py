@@ -51,6 +51,9 @@ def _every_rpc(client: CheckpointdClient, run: str) -> dict[str, Callable[[], An
         "RecordInterrupt": lambda: client.record_interrupt(cp, pending),
         "ClaimInterrupt": lambda: client.claim_interrupt(run),
         "PutIdempotencyResult": lambda: client.put_idempotent(run, "k", 1),
+        "SubmitDecision": lambda: client.submit_decision(run, approved=True, decided_by="x"),
+        "LeaseDecision": lambda: client.lease_decision(run, "c", lease_token="t"),
+        "ReportResume": lambda: client.report_resume(run, "c", lease_token="t"),
         "GetCheckpoint": lambda: client.get_checkpoint(run, "missing"),
         "GetLatestCheckpoint": lambda: client.get_latest_checkpoint(run),
         "ListCheckpoints": lambda: client.list_checkpoints(run),
@@ -69,6 +72,9 @@ WRITES = (
     "RecordInterrupt",
     "ClaimInterrupt",
     "PutIdempotencyResult",
+    "SubmitDecision",
+    "LeaseDecision",
+    "ReportResume",
 )
 
 
@@ -250,6 +256,25 @@ def test_e2_read_only_token_reads_and_watches_but_cannot_write(
                 writer.claim_interrupt(f"{run}-paused")
             event = next(i for i in items if isinstance(i, InterruptEvent))
             assert (event.type, event.pending.execution_id) == ("claimed", f"{run}-paused")
+
+
+def test_k1_read_only_token_cannot_decide_but_sees_decisions(auth_sidecar: Sidecar, tokens: Tokens):
+    """Deciding writes: a read-only token is refused (READ_ONLY_TOKEN) and the pause stays
+    undecided; once a read-write token decides, the read-only token sees the decision."""
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    with _client(auth_sidecar, tokens.bot, "team-a") as writer:
+        cp, pending = interrupted(run)
+        writer.record_interrupt(cp, pending)
+        with _client(auth_sidecar, tokens.viewer, "team-a") as viewer:
+            with pytest.raises(PermissionDeniedError) as denied:
+                viewer.submit_decision(run, approved=True, decided_by="viewer")
+            assert denied.value.reason == "READ_ONLY_TOKEN"
+            [row] = viewer.list_pending_interrupts().pending_interrupts
+            assert row.decision is None
+            writer.submit_decision(run, approved=False, decided_by="bot")
+            [row] = viewer.list_pending_interrupts().pending_interrupts
+            assert row.decision is not None
+            assert row.decision.decided_by == "bot"
 
 
 def test_e2_environment_token_and_clients_configured_by_environment(

@@ -169,6 +169,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (2, "watch"),
             (3, "applied_requests"),
             (4, "request_ids"),
+            (6, "decisions"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
@@ -178,6 +179,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             "checkpoints",
             "idempotency_results",
             "interrupt_claims",
+            "interrupt_decisions",
             "interrupt_events",
             "interrupt_events_purged",
             "pending_interrupts",

@@ -274,6 +274,37 @@ class CheckpointdClient {
     return (await this.call(this.interrupts, 'ClaimInterrupt', request, { timeoutMs })).pending;
   }
 
+  /**
+   * Decide an execution's pending interrupt (contract K1): approve or reject it, with
+   * `metadata` (an object, or JSON text) handed to the run as fastaiagent's Resume.metadata.
+   * A Python resume worker carries the decision out. Returns the pending interrupt with its
+   * `decision`. A pause takes one decision: a later one rejects with FAILED_PRECONDITION,
+   * reason ALREADY_DECIDED, whose metadata (decided_by, approved, decided_at) names the
+   * winner; a retry with the same requestId after a lost reply gets the first answer.
+   */
+  async submitDecision(executionId, { approved, decidedBy, metadata = {}, reason, requestId = newId(), timeoutMs } = {}) {
+    if (typeof approved !== 'boolean') throw new TypeError('submitDecision needs approved: true or false');
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      execution_id: executionId,
+      approved,
+      metadata_json: typeof metadata === 'string' ? metadata : json.stringify(metadata),
+      decided_by: decidedBy,
+      reason,
+    };
+    return (await this.call(this.interrupts, 'SubmitDecision', request, { timeoutMs })).pending;
+  }
+
+  /**
+   * Return one page of decided pauses, oldest first, each a pending interrupt with its
+   * `decision`: { decided, next_page_token }. With openOnly, those no worker reported on yet.
+   */
+  async listDecisions({ openOnly = false, pageSize = 0, pageToken = '', timeoutMs } = {}) {
+    const request = { namespace: this.namespace, page_size: pageSize, page_token: pageToken, open_only: openOnly };
+    return this.call(this.interrupts, 'ListDecisions', request, { timeoutMs });
+  }
+
   /** Return one page of pending interrupts, newest first: { pending_interrupts, next_page_token }. */
   async listPendingInterrupts({ pageSize = 0, pageToken = '', chainName, reason, agentPathPrefix, timeoutMs } = {}) {
     const request = {

@@ -244,6 +244,40 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     }
   });
 
+  test('K1 submitDecision: the first decision wins and is listed; a second is ALREADY_DECIDED naming it', async () => {
+    const recorded = await client.recordInterrupt(...pause('run-k1', 'manager_approval', { amount: 50 }));
+    await rejectsWith(client.submitDecision('run-none', { approved: true, decidedBy: 'node-bot' }), 'NOT_FOUND', 'NO_PENDING_INTERRUPT');
+    const requestId = newId();
+    const decided = await client.submitDecision('run-k1', {
+      approved: true,
+      decidedBy: 'node-bot',
+      metadata: { limit: 2n ** 64n, by: 'node-bot' },
+      reason: 'under the limit',
+      requestId,
+    });
+    assert.equal(decided.checkpoint_id, recorded.checkpoint.checkpoint_id);
+    assert.equal(decided.decision.approved, true);
+    assert.equal(decided.decision.decided_by, 'node-bot');
+    assert.equal(decided.decision.reason, 'under the limit');
+    assert.equal(decided.decision.status, 'DECISION_STATUS_DECIDED');
+    assert.deepEqual(json.parse(decided.decision.metadata_json), { limit: 2n ** 64n, by: 'node-bot' });
+    // A retry of the same call (a lost reply) gets the same answer.
+    assert.deepEqual(await client.submitDecision('run-k1', { approved: true, decidedBy: 'node-bot', requestId }), decided);
+    await assert.rejects(client.submitDecision('run-k1', { approved: false, decidedBy: 'other' }), (err) => {
+      assert.equal(err.codeName, 'FAILED_PRECONDITION');
+      assert.equal(err.reason, 'ALREADY_DECIDED');
+      assert.equal(err.metadata.decided_by, 'node-bot');
+      assert.equal(err.metadata.approved, 'true');
+      return true;
+    });
+    const listed = await client.listPendingInterrupts();
+    const row = listed.pending_interrupts.find((p) => p.execution_id === 'run-k1');
+    assert.equal(row.decision.decided_by, 'node-bot');
+    const open = await client.listDecisions({ openOnly: true });
+    assert.ok(open.decided.some((p) => p.execution_id === 'run-k1'));
+    await rejectsWith(client.submitDecision('run-k1', { approved: true, decidedBy: '' }), 'INVALID_ARGUMENT', 'INVALID_FIELD');
+  });
+
   test('I5 watch: snapshot, marker, live events; a reconnect from a cursor replays exactly the rest', { timeout: 60_000 }, async () => {
     const ns = `${NAMESPACE}-watch`;
     const watcher = new CheckpointdClient({ target: TARGET, namespace: ns });

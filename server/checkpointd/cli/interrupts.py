@@ -1,14 +1,18 @@
-"""``checkpointd interrupts list|watch``: the pending interrupts of a namespace, for people.
+"""``checkpointd interrupts list|watch|decide``: the pending interrupts of a namespace, for
+people.
 
-``list`` prints an aligned table, newest first. ``watch`` prints the pending set and then one
-line per change as it happens (``--json``: one JSON object per line, for machines), and
-reconnects by itself when the server goes away. Both talk to a running server through the
-Python client; ``--target`` defaults to ``$CHECKPOINTD_TARGET``, then 127.0.0.1:7470.
+``list`` prints an aligned table, newest first, with the decision on each pause. ``watch``
+prints the pending set and then one line per change as it happens (``--json``: one JSON object
+per line, for machines), and reconnects by itself when the server goes away. ``decide``
+approves or rejects a pause (contract K1); a resume worker carries the decision out. All talk
+to a running server through the Python client; ``--target`` defaults to
+``$CHECKPOINTD_TARGET``, then 127.0.0.1:7470.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import signal
@@ -21,6 +25,8 @@ from typing import Any
 from checkpointd_client import (
     CheckpointdClient,
     CheckpointdError,
+    Decision,
+    FailedPreconditionError,
     InterruptEvent,
     PendingInterrupt,
     SnapshotComplete,
@@ -31,7 +37,7 @@ from checkpointd_client import (
 
 __all__ = ["format_age", "format_table", "register"]
 
-COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "AGE")
+COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
 #: The most rows ``list`` asks for per page (the server's cap).
 PAGE_CAP = 1000
 
@@ -131,6 +137,41 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     watch.set_defaults(handler=run_watch)
 
+    decide = actions.add_parser(
+        "decide",
+        help="approve or reject a pending interrupt",
+        description="Decide a pending interrupt: a resume worker then resumes the run with "
+        "Resume(approved=..., metadata=...). A pause takes one decision; a second one is "
+        "refused, naming the first.",
+    )
+    decide.add_argument("execution_id", metavar="EXECUTION_ID", help="the paused run")
+    verdict = decide.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--approve", dest="approved", action="store_true", help="let it go on")
+    verdict.add_argument("--reject", dest="approved", action="store_false", help="refuse it")
+    decide.add_argument(
+        "--metadata",
+        default="{}",
+        help="a JSON object handed to the run as Resume.metadata [default: {}]",
+    )
+    decide.add_argument("--reason", help="why, for the record")
+    decide.add_argument("--decided-by", help="who decides [default: the user running the command]")
+    decide.add_argument(
+        "--target",
+        default=None,
+        help="the server: host:port or unix:///path "
+        "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
+    )
+    decide.add_argument(
+        "--namespace", default="default", help="the namespace of the run [default: %(default)s]"
+    )
+    decide.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        help="seconds the request may take [default: %(default)s]",
+    )
+    decide.set_defaults(handler=run_decide)
+
 
 # --- formatting ---------------------------------------------------------------------------
 
@@ -146,6 +187,14 @@ def format_age(created_at: datetime | None, now: datetime) -> str:
     return f"{seconds}s"
 
 
+def format_decision(decision: Decision | None) -> str:
+    """Return a decision in one word: ``approved:alice:resumed`` (``-`` when undecided)."""
+    if decision is None:
+        return "-"
+    verdict = "approved" if decision.approved else "rejected"
+    return f"{verdict}:{decision.decided_by}:{decision.status}"
+
+
 def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
     """Return the header and one line per row, each column as wide as its widest cell."""
     cells = [
@@ -155,6 +204,7 @@ def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
             p.reason or "-",
             p.node_id or "-",
             p.agent_path or "-",
+            format_decision(p.decision),
             format_age(p.created_at, now),
         )
         for p in rows
@@ -177,6 +227,27 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
         "agent_path": pending.agent_path,
         "created_at": pending.created_at.isoformat() if pending.created_at else None,
         "checkpoint_id": pending.checkpoint_id,
+        "decision": None if pending.decision is None else decision_json(pending.decision),
+    }
+
+
+def decision_json(decision: Decision) -> dict[str, Any]:
+    """Return a decision as a JSON object (times as ISO 8601 UTC)."""
+
+    def when(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    return {
+        "approved": decision.approved,
+        "metadata": decision.metadata,
+        "decided_by": decision.decided_by,
+        "reason": decision.reason,
+        "decided_at": when(decision.decided_at),
+        "status": decision.status,
+        "attempts": decision.attempts,
+        "lease_expires_at": when(decision.lease_expires_at),
+        "error": decision.error,
+        "reported_at": when(decision.reported_at),
     }
 
 
@@ -216,6 +287,8 @@ def _describe(pending: PendingInterrupt) -> str:
     ]
     if pending.agent_path:
         parts.append(f"agent_path={pending.agent_path}")
+    if pending.decision is not None:
+        parts.append(f"decision={format_decision(pending.decision)}")
     return " ".join(parts)
 
 
@@ -272,6 +345,49 @@ def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if more:
         print(f"(showing the newest {args.limit}; raise --limit for more)", file=sys.stderr)
     return 0
+
+
+def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Decide one pause; print the decision. 1 when refused (the winner is named)."""
+    try:
+        metadata = json.loads(args.metadata)
+    except ValueError:
+        parser.error(f"--metadata: {args.metadata!r} is not JSON")
+    if not isinstance(metadata, dict):
+        parser.error("--metadata must be a JSON object")
+    decided_by = args.decided_by or _user()
+    try:
+        with CheckpointdClient(
+            args.target, namespace=args.namespace, timeout=args.timeout
+        ) as client:
+            decided = client.submit_decision(
+                args.execution_id,
+                approved=args.approved,
+                decided_by=decided_by,
+                resume_metadata=metadata,
+                reason=args.reason,
+            )
+    except FailedPreconditionError as exc:
+        if exc.reason == "ALREADY_DECIDED":
+            verdict = "approved" if exc.metadata.get("approved") == "true" else "rejected"
+            print(
+                f"checkpointd: error: {args.execution_id} was already {verdict} by "
+                f"{exc.metadata.get('decided_by')} at {exc.metadata.get('decided_at')}",
+                file=sys.stderr,
+            )
+            return 1
+        return _fail(exc)
+    except (CheckpointdError, ValueError) as exc:
+        return _fail(exc)
+    print(f"decided {_describe(decided)}")
+    return 0
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser() or "cli"
+    except (KeyError, OSError):  # no user name in a bare container
+        return "cli"
 
 
 def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

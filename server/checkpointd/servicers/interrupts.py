@@ -17,6 +17,7 @@ from checkpointd.errors import InvalidField, NoPendingInterrupt
 from checkpointd.interceptors import abort_with_error
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.decisions import DecisionMethods
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
@@ -28,6 +29,9 @@ _EVENT_TYPES = {
     EventKind.ADDED: svc.INTERRUPT_EVENT_TYPE_ADDED,
     EventKind.CLAIMED: svc.INTERRUPT_EVENT_TYPE_CLAIMED,
     EventKind.REMOVED: svc.INTERRUPT_EVENT_TYPE_REMOVED,
+    EventKind.DECIDED: svc.INTERRUPT_EVENT_TYPE_DECIDED,
+    EventKind.RESUMED: svc.INTERRUPT_EVENT_TYPE_RESUMED,
+    EventKind.RESUME_FAILED: svc.INTERRUPT_EVENT_TYPE_RESUME_FAILED,
 }
 
 
@@ -81,8 +85,9 @@ def _watch_response(item: WatchItem) -> svc.WatchInterruptsResponse:
     return svc.WatchInterruptsResponse(progress=svc.WatchProgress(cursor=item.cursor))
 
 
-class InterruptServicer(svc_grpc.InterruptServiceServicer):
-    """Serves checkpointd.v1.InterruptService over a Store."""
+class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
+    """Serves checkpointd.v1.InterruptService over a Store (the decision RPCs are in
+    :mod:`checkpointd.servicers.decisions`)."""
 
     def __init__(self, deps: ServiceDeps) -> None:
         self._deps = deps

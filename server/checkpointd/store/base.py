@@ -22,8 +22,14 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
   (tombstones, so their late retry writes nothing: C9); and the replies of DeleteExecution
   and PruneCheckpoints (``reply_json``), so a retry is answered like the first call. The
   purge forgets them after the request-id retention.
-* ``interrupt_events``: the outbox; one row per added/claimed/removed pending interrupt,
-  written in the same transaction as the change (contract I1), with a monotonic ``cursor``.
+* ``interrupt_events``: the outbox; one row per added/claimed/removed/decided pending
+  interrupt and per resume report, written in the same transaction as the change (contract
+  I1), with a monotonic ``cursor``; decision events carry the decision (``decision_json``).
+* ``interrupt_decisions``: primary key ``(namespace, execution_id, checkpoint_id)``: the one
+  decision on a pause (K1), its request id (unique per namespace when not empty), a copy of
+  the pending row as decided, and how it is being carried out: status, the worker's lease
+  (``lease_token``, ``lease_expires_at``), attempts, error (K2). It outlives the pending row,
+  which the resume claims; DeleteExecution removes it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from typing import Protocol, runtime_checkable
 
 from checkpointd.domain import (
     CheckpointRecord,
+    DecisionChange,
+    DecisionRecord,
+    DecisionStatus,
     DeleteExecutionResult,
     EventPage,
     Page,
@@ -254,6 +263,68 @@ class Store(Protocol):
         ``claimed_at = now``, write a ``claimed`` event, and return it; if there is no row, look
         the token up once more (a concurrent retry may have just won). None when nobody's.
         """
+        ...
+
+    # --- decisions -----------------------------------------------------------------------
+
+    async def submit_decision(
+        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+    ) -> DecisionChange:
+        """Store ``decision`` on the execution's pending interrupt with a ``decided`` event,
+        in one transaction, unless that pause already has one (K1).
+
+        REPEATED with the stored decision when a decision was stored under this non-empty
+        ``request_id`` (whatever happened since); CONFLICT with the winner when the pending
+        pause is decided, or when nothing is pending and the execution's newest decided pause
+        was resumed since; NOT_FOUND when nothing is pending and nothing was decided; APPLIED
+        otherwise. Decided rows come back
+        with ``decision`` set.
+        """
+        ...
+
+    async def lease_decision(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> DecisionChange:
+        """Take or renew the lease on the decision of a pause (K2).
+
+        APPLIED when the decision is ``decided``, or ``resuming`` under this token (a renewal,
+        attempts unchanged) or under a lease that ran out before ``now`` (a takeover,
+        attempts + 1, as for a first lease); the lease then runs until ``lease_until``.
+        CONFLICT when another token's lease runs, or a worker already reported; NOT_FOUND
+        when the pause has no decision.
+        """
+        ...
+
+    async def report_resume(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        status: DecisionStatus,
+        error: str | None,
+        now: datetime,
+    ) -> DecisionChange:
+        """Record the outcome (``resumed`` or ``resume_failed``) of the lease holder, with
+        its event, in one transaction (K2).
+
+        Only the token that holds the lease, expired or not, may report. REPEATED for the same
+        report again; CONFLICT for another token, a decision never leased, or a different
+        outcome after the first; NOT_FOUND when the pause has no decision.
+        """
+        ...
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Return up to ``limit`` decided pauses with sequence > ``after_sequence``, oldest
+        first, each with its decision; with ``open_only`` only those not reported yet."""
         ...
 
     async def purge_claims(self, claimed_before: datetime) -> int:

@@ -70,6 +70,10 @@ from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
     CheckpointStatus,
+    DecisionChange,
+    DecisionOutcome,
+    DecisionRecord,
+    DecisionStatus,
     DeleteExecutionResult,
     EventKind,
     EventPage,
@@ -125,7 +129,10 @@ _PENDING_COLUMNS: Final = (
 )
 _EVENT_COLUMNS: Final = (
     "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
-    "agent_path, pending_created_at, checkpoint_id, sequence, event_at"
+    "agent_path, pending_created_at, checkpoint_id, sequence, event_at, decision_json"
+)
+_DECISION_ROW_COLUMNS: Final = (
+    f"{_PENDING_COLUMNS}, {', '.join(rows.DECISION_COLUMNS)}, lease_token, request_id"
 )
 # The pending row an event carries, under the pending table's column names.
 _EVENT_PENDING_COLUMNS: Final = (
@@ -160,13 +167,13 @@ def _pending_filters(filters: PendingFilter) -> tuple[str, list[object]]:
     sql = ""
     params: list[object] = []
     if filters.chain_name is not None:
-        sql += " AND chain_name = ?"
+        sql += " AND p.chain_name = ?"
         params.append(filters.chain_name)
     if filters.reason is not None:
-        sql += " AND reason = ?"
+        sql += " AND p.reason = ?"
         params.append(filters.reason)
     if filters.agent_path_prefix:
-        sql += " AND starts_with(agent_path, ?)"
+        sql += " AND starts_with(p.agent_path, ?)"
         params.append(filters.agent_path_prefix)
     return sql, params
 
@@ -215,7 +222,8 @@ class _Migration:
 
 
 def _load_migrations() -> tuple[_Migration, ...]:
-    """Read the packaged ``postgres_NNNN_name.sql`` files, checked to number 1, 2, 3, ..."""
+    """Read the packaged ``postgres_NNNN_name.sql`` files: distinct versions, ascending from
+    1 (a number may be missing: numbers are handed out ahead of the changes that take them)."""
     folder = importlib.resources.files("checkpointd.store").joinpath("migrations")
     found: list[_Migration] = []
     for entry in folder.iterdir():
@@ -223,9 +231,10 @@ def _load_migrations() -> tuple[_Migration, ...]:
         if match is not None:
             found.append(_Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
-    if [m.version for m in found] != list(range(1, len(found) + 1)):
+    versions = [m.version for m in found]
+    if not versions or versions[0] != 1 or len(set(versions)) != len(versions):
         raise RuntimeError(
-            "packaged Postgres migrations must be numbered 1, 2, 3, ... without gaps; found "
+            "packaged Postgres migrations must be numbered 1, 2, 3, ... without repeats; found "
             f"{[m.version for m in found]}"
         )
     return tuple(found)
@@ -312,6 +321,10 @@ def _pending(row: asyncpg.Record) -> PendingRecord:
     return rows.pending_from_row(row, _utc_out)
 
 
+def _decided(row: asyncpg.Record) -> PendingRecord:
+    return rows.pending_from_row(row, _utc_out, with_decision=True)
+
+
 def _event(row: asyncpg.Record) -> InterruptEventRecord:
     return rows.event_from_row(row, _utc_out)
 
@@ -322,6 +335,8 @@ class _Sql:
     def __init__(self, s: str) -> None:
         cp, pending, claims = f"{s}.checkpoints", f"{s}.pending_interrupts", f"{s}.interrupt_claims"
         idem, events = f"{s}.idempotency_results", f"{s}.interrupt_events"
+        decisions = f"{s}.interrupt_decisions"
+        self._decisions_table = decisions
         applied = f"{s}.applied_requests"
         cols, pcols = _CHECKPOINT_COLUMNS, _PENDING_COLUMNS
 
@@ -516,11 +531,58 @@ class _Sql:
             WITH added AS (
                 INSERT INTO {events} (
                     namespace, kind, execution_id, chain_name, node_id, reason, context_json,
-                    agent_path, pending_created_at, checkpoint_id, sequence
-                ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                    agent_path, pending_created_at, checkpoint_id, sequence, decision_json
+                ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13)
                 RETURNING cursor
             )
             SELECT pg_notify($12, '') FROM added"""
+
+        # --- decisions (K1, K2) ---
+        dcols = _DECISION_ROW_COLUMNS
+        self.decision_of_pause = (
+            f"SELECT {dcols} FROM {decisions} "
+            "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3"
+        )
+        self.decision_of_pause_locked = self.decision_of_pause + " FOR UPDATE"
+        self.newest_decision_of_execution = (
+            f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND execution_id = $2 "
+            "ORDER BY sequence DESC LIMIT 1"
+        )
+        self.decision_by_request_id = (
+            f"SELECT {dcols} FROM {decisions} "
+            "WHERE namespace = $1 AND request_id = $2 AND request_id <> ''"
+        )
+        self.pending_by_execution_locked = (
+            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2 FOR UPDATE"
+        )
+        self.insert_decision = f"""
+            INSERT INTO {decisions} (
+                namespace, request_id, approved, metadata_json, decided_by, decision_reason,
+                decided_at, decision_status, {pcols}
+            ) VALUES ($1, $2, $3, $4, $5, $6, $7, 'decided',
+                      $8, $9, $10, $11, $12, $13, $14, $15, $16)
+            ON CONFLICT DO NOTHING
+            RETURNING {dcols}"""
+        self.take_lease = f"""
+            UPDATE {decisions} SET decision_status = 'resuming', lease_token = $4,
+                lease_expires_at = $5, attempts = attempts + $6
+            WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
+            RETURNING {dcols}"""
+        self.report_decision = f"""
+            UPDATE {decisions} SET decision_status = $4, decision_error = $5, reported_at = $6
+            WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
+            RETURNING {dcols}"""
+        self.list_decisions = (
+            f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND sequence > $2 "
+            "ORDER BY sequence LIMIT $3"
+        )
+        self.list_open_decisions = (
+            f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND sequence > $2 "
+            "AND decision_status IN ('decided', 'resuming') ORDER BY sequence LIMIT $3"
+        )
+        self.delete_decisions = (
+            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2"
+        )
         purged = f"{s}.interrupt_events_purged"
         self.event_bounds = (
             "SELECT purged_through, greatest(purged_through, "
@@ -613,6 +675,15 @@ class _Sql:
                    (SELECT max(created_at) FROM doomed) AS resume_at"""
 
         self.pending_table = pending
+        # Each pending row with the decision on its pause, when there is one (K1).
+        self.decided_pending_columns = ", ".join(
+            [f"p.{c}" for c in _PENDING_COLUMNS.split(", ")]
+            + [f"d.{c}" for c in rows.DECISION_COLUMNS]
+        )
+        self.decision_join = (
+            f"LEFT JOIN {decisions} AS d ON d.namespace = p.namespace "
+            "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id"
+        )
         self.events_table = events
         self._list_pending: dict[tuple[bool, bool, bool, bool], str] = {}
         self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"
@@ -627,17 +698,23 @@ class _Sql:
         key = (chain_name, reason, agent_path_prefix, sizes)
         query = self._list_pending.get(key)
         if query is None:
-            where = ["namespace = $1", "sequence < $2"]
+            where = ["p.namespace = $1", "p.sequence < $2"]
             for column, is_set in (("chain_name", chain_name), ("reason", reason)):
                 if is_set:
-                    where.append(f"{column} = ${len(where) + 2}")
+                    where.append(f"p.{column} = ${len(where) + 2}")
             if agent_path_prefix:
-                where.append(f"starts_with(agent_path, ${len(where) + 2})")
-            columns = _PENDING_SIZE if sizes else _PENDING_COLUMNS
-            query = (
-                f"SELECT {columns} FROM {self.pending_table} "
-                f"WHERE {' AND '.join(where)} ORDER BY sequence DESC LIMIT $3"
-            )
+                where.append(f"starts_with(p.agent_path, ${len(where) + 2})")
+            if sizes:
+                query = (
+                    f"SELECT {_PENDING_SIZE} FROM {self.pending_table} AS p "
+                    f"WHERE {' AND '.join(where)} ORDER BY p.sequence DESC LIMIT $3"
+                )
+            else:
+                query = (
+                    f"SELECT {self.decided_pending_columns} FROM {self.pending_table} AS p "
+                    f"{self.decision_join} "
+                    f"WHERE {' AND '.join(where)} ORDER BY p.sequence DESC LIMIT $3"
+                )
             self._list_pending[key] = query
         return query
 
@@ -949,6 +1026,7 @@ class PostgresStore:
             results = _count(
                 await conn.execute(self._sql.delete_idempotent, namespace, execution_id)
             )
+            await conn.execute(self._sql.delete_decisions, namespace, execution_id)
             result = DeleteExecutionResult(
                 checkpoints_deleted=checkpoints,
                 pending_interrupt_deleted=removed is not None,
@@ -1137,6 +1215,147 @@ class PostgresStore:
             )
         return None if row is None else _pending(row)
 
+    # --- decisions -----------------------------------------------------------------------
+
+    async def submit_decision(
+        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+    ) -> DecisionChange:
+        """Store the one decision on the execution's pending interrupt, with a ``decided``
+        event, in one transaction (K1). Concurrent deciders queue on the pending row's lock;
+        each later one then finds the winner."""
+        async with self._connection() as conn, conn.transaction():
+            if request_id:
+                row = await conn.fetchrow(self._sql.decision_by_request_id, namespace, request_id)
+                if row is not None:
+                    return DecisionChange(DecisionOutcome.REPEATED, _decided(row))
+            row = await conn.fetchrow(
+                self._sql.pending_by_execution_locked, namespace, execution_id
+            )
+            if row is None:
+                # Resumed since (its pending row claimed): the run's last decision stands.
+                last = await conn.fetchrow(
+                    self._sql.newest_decision_of_execution, namespace, execution_id
+                )
+                if last is not None:
+                    return DecisionChange(DecisionOutcome.CONFLICT, _decided(last))
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            pending = _pending(row)
+            pause = (namespace, execution_id, pending.checkpoint_id)
+            winner = await conn.fetchrow(self._sql.decision_of_pause, *pause)
+            if winner is not None:
+                same = bool(request_id) and winner["request_id"] == request_id
+                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
+                return DecisionChange(outcome, _decided(winner))
+            row = await conn.fetchrow(
+                self._sql.insert_decision,
+                namespace,
+                request_id,
+                decision.approved,
+                decision.metadata_json,
+                decision.decided_by,
+                decision.reason,
+                _utc_in(decision.decided_at),
+                pending.execution_id,
+                pending.chain_name,
+                pending.node_id,
+                pending.reason,
+                pending.context_json,
+                pending.agent_path,
+                _utc_in(pending.created_at),
+                pending.checkpoint_id,
+                pending.sequence,
+            )
+            if row is None:
+                # Only a concurrent call with this request id, on another pause, can get here.
+                raise StoreUnavailable("the decision raced with another; retry")
+            decided = _decided(row)
+            await self._write_event(conn, namespace, EventKind.DECIDED, decided)
+            return DecisionChange(DecisionOutcome.APPLIED, decided)
+
+    async def lease_decision(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> DecisionChange:
+        """Take or renew the lease on a pause's decision (K2); see the Store protocol."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
+            if row is None:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided(row)
+            decision = current.decision
+            assert decision is not None
+            if decision.status.is_final:
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            renew = decision.status is DecisionStatus.RESUMING and row["lease_token"] == lease_token
+            expires = decision.lease_expires_at
+            if (
+                decision.status is DecisionStatus.RESUMING
+                and not renew
+                and expires is not None
+                and expires > now
+            ):
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            row = await conn.fetchrow(
+                self._sql.take_lease, *pause, lease_token, _utc_in(lease_until), 0 if renew else 1
+            )
+            assert row is not None  # the row is locked
+            return DecisionChange(DecisionOutcome.APPLIED, _decided(row))
+
+    async def report_resume(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        status: DecisionStatus,
+        error: str | None,
+        now: datetime,
+    ) -> DecisionChange:
+        """Record how the lease holder carried the decision out, with its event (K2); see
+        the Store protocol."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
+            if row is None:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided(row)
+            decision = current.decision
+            assert decision is not None
+            if row["lease_token"] != lease_token or decision.status is DecisionStatus.DECIDED:
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            if decision.status.is_final:
+                outcome = (
+                    DecisionOutcome.REPEATED
+                    if decision.status is status
+                    else DecisionOutcome.CONFLICT
+                )
+                return DecisionChange(outcome, current)
+            row = await conn.fetchrow(
+                self._sql.report_decision, *pause, status.value, error, _utc_in(now)
+            )
+            assert row is not None  # the row is locked
+            reported = _decided(row)
+            kind = (
+                EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
+            )
+            await self._write_event(conn, namespace, kind, reported)
+            return DecisionChange(DecisionOutcome.APPLIED, reported)
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        query = self._sql.list_open_decisions if open_only else self._sql.list_decisions
+        async with self._connection() as conn:
+            found = await conn.fetch(query, namespace, after_sequence, limit)
+        return [_decided(row) for row in found]
+
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time, in batches; return how many went."""
         claimed_before = _utc_in(claimed_before)
@@ -1202,7 +1421,7 @@ class PostgresStore:
             found = await conn.fetch(
                 self._sql.list_pending(*shape), namespace, bound, taken, *set_filters
             )
-        return Page((_pending(row) for row in found), more=len(sizes) > taken)
+        return Page((_decided(row) for row in found), more=len(sizes) > taken)
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -1407,6 +1626,7 @@ class PostgresStore:
             pending.checkpoint_id,
             pending.sequence,
             self._channel,
+            None if pending.decision is None else rows.decision_to_json(pending.decision),
         )
 
     # --- interrupt events ----------------------------------------------------------------
@@ -1446,8 +1666,17 @@ class PostgresStore:
         def pending_sql(columns: str) -> str:
             return _numbered(
                 f"SELECT {columns} FROM {self._sql.pending_table} AS p "
-                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where}{added_after} "
-                "ORDER BY sequence DESC LIMIT ?"
+                f"WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?{where}{added_after} "
+                "ORDER BY p.sequence DESC LIMIT ?"
+            )
+
+        def decided_pending_sql() -> str:
+            # The rows pending now carry the decision on their pause, as a listing does (K1).
+            return _numbered(
+                f"SELECT {self._sql.decided_pending_columns} FROM {self._sql.pending_table} AS p "
+                f"{self._sql.decision_join} "
+                f"WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?{where}{added_after} "
+                "ORDER BY p.sequence DESC LIMIT ?"
             )
 
         def gone_sql(columns: str) -> str:
@@ -1477,9 +1706,9 @@ class PostgresStore:
             if taken:
                 low = sizes[taken - 1][0] - 1
                 for row in await conn.fetch(
-                    pending_sql(_PENDING_COLUMNS), namespace, high, low, *params, after, taken
+                    decided_pending_sql(), namespace, high, low, *params, after, taken
                 ):
-                    found[int(row["sequence"])] = _pending(row)
+                    found[int(row["sequence"])] = _decided(row)
                 for row in await conn.fetch(
                     gone_sql(_EVENT_PENDING_COLUMNS),
                     namespace,

@@ -4,19 +4,49 @@ passes its own reader."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from checkpointd.domain import (
     CheckpointRecord,
     CheckpointStatus,
+    DecisionRecord,
+    DecisionStatus,
     EventKind,
     InterruptEventRecord,
     PendingRecord,
 )
 
-__all__ = ["Row", "TimeReader", "checkpoint_from_row", "event_from_row", "pending_from_row"]
+__all__ = [
+    "DECISION_COLUMNS",
+    "Row",
+    "TimeReader",
+    "checkpoint_from_row",
+    "decision_from_json",
+    "decision_from_row",
+    "decision_to_json",
+    "event_from_row",
+    "pending_from_row",
+]
+
+#: The decision columns of ``interrupt_decisions``, as read with a pending row.
+DECISION_COLUMNS = (
+    "approved",
+    "metadata_json",
+    "decided_by",
+    "decision_reason",
+    "decided_at",
+    "decision_status",
+    "attempts",
+    "lease_expires_at",
+    "decision_error",
+    "reported_at",
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 TimeReader = Callable[[Any], datetime]
 
@@ -51,11 +81,85 @@ def checkpoint_from_row(row: Row, read_time: TimeReader) -> CheckpointRecord:
     )
 
 
+def decision_from_row(row: Row, read_time: TimeReader) -> DecisionRecord | None:
+    """The decision of a row read with :data:`DECISION_COLUMNS` (None when a LEFT JOIN found
+    no decision)."""
+    if row["decided_by"] is None:
+        return None
+    lease = row["lease_expires_at"]
+    reported = row["reported_at"]
+    return DecisionRecord(
+        approved=bool(row["approved"]),
+        metadata_json=row["metadata_json"],
+        decided_by=row["decided_by"],
+        reason=row["decision_reason"],
+        decided_at=read_time(row["decided_at"]),
+        status=DecisionStatus(row["decision_status"]),
+        attempts=int(row["attempts"]),
+        lease_expires_at=None if lease is None else read_time(lease),
+        error=row["decision_error"],
+        reported_at=None if reported is None else read_time(reported),
+    )
+
+
+def _us(value: datetime | None) -> int | None:
+    return None if value is None else (value - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_us(value: int | None) -> datetime | None:
+    return None if value is None else _EPOCH + timedelta(microseconds=value)
+
+
+def decision_to_json(decision: DecisionRecord) -> str:
+    """The decision as the outbox keeps it with an event (times in microseconds)."""
+    return json.dumps(
+        {
+            "approved": decision.approved,
+            "metadata_json": decision.metadata_json,
+            "decided_by": decision.decided_by,
+            "reason": decision.reason,
+            "decided_at": _us(decision.decided_at),
+            "status": decision.status.value,
+            "attempts": decision.attempts,
+            "lease_expires_at": _us(decision.lease_expires_at),
+            "error": decision.error,
+            "reported_at": _us(decision.reported_at),
+        },
+        separators=(",", ":"),
+    )
+
+
+def decision_from_json(text: str | None) -> DecisionRecord | None:
+    """The decision an outbox event carries (None for events written without one)."""
+    if not text:
+        return None
+    data = json.loads(text)
+    decided_at = _from_us(data["decided_at"])
+    assert decided_at is not None
+    return DecisionRecord(
+        approved=bool(data["approved"]),
+        metadata_json=data["metadata_json"],
+        decided_by=data["decided_by"],
+        reason=data["reason"],
+        decided_at=decided_at,
+        status=DecisionStatus(data["status"]),
+        attempts=int(data["attempts"]),
+        lease_expires_at=_from_us(data["lease_expires_at"]),
+        error=data["error"],
+        reported_at=_from_us(data["reported_at"]),
+    )
+
+
 def pending_from_row(
-    row: Row, read_time: TimeReader, *, created_at_column: str = "created_at"
+    row: Row,
+    read_time: TimeReader,
+    *,
+    created_at_column: str = "created_at",
+    with_decision: bool = False,
 ) -> PendingRecord:
-    """A pending interrupt from a ``pending_interrupts`` row (or an event or claim row that
-    carries one, whose created_at column may be named otherwise)."""
+    """A pending interrupt from a ``pending_interrupts`` row (or an event, claim or decision
+    row that carries one, whose created_at column may be named otherwise); with
+    ``with_decision`` the row also carries :data:`DECISION_COLUMNS`."""
     return PendingRecord(
         execution_id=row["execution_id"],
         chain_name=row["chain_name"],
@@ -66,6 +170,7 @@ def pending_from_row(
         created_at=read_time(row[created_at_column]),
         checkpoint_id=row["checkpoint_id"],
         sequence=row["sequence"],
+        decision=decision_from_row(row, read_time) if with_decision else None,
     )
 
 
@@ -75,6 +180,9 @@ def event_from_row(row: Row, read_time: TimeReader) -> InterruptEventRecord:
         cursor=row["cursor"],
         namespace=row["namespace"],
         kind=EventKind(row["kind"]),
-        pending=pending_from_row(row, read_time, created_at_column="pending_created_at"),
+        pending=replace(
+            pending_from_row(row, read_time, created_at_column="pending_created_at"),
+            decision=decision_from_json(row["decision_json"]),
+        ),
         event_at=read_time(row["event_at"]),
     )

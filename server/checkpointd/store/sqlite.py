@@ -59,6 +59,10 @@ import aiosqlite
 from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
+    DecisionChange,
+    DecisionOutcome,
+    DecisionRecord,
+    DecisionStatus,
     DeleteExecutionResult,
     EventKind,
     EventPage,
@@ -225,15 +229,27 @@ _SQL_INSERT_PENDING: Final = (
 _SQL_DELETE_PENDING_OF_EXECUTION: Final = (
     "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
 )
+# Each pending row with the decision on its pause, when there is one (K1).
 _SQL_LIST_PENDING: Final = (
-    f"SELECT {_PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND sequence < ?"
+    "SELECT "
+    + ", ".join(f"p.{c}" for c in _PENDING_COLUMNS.split(", "))
+    + ", "
+    + ", ".join(f"d.{c}" for c in rows.DECISION_COLUMNS)
+    + " FROM pending_interrupts AS p LEFT JOIN interrupt_decisions AS d "
+    "ON d.namespace = p.namespace AND d.execution_id = p.execution_id "
+    "AND d.checkpoint_id = p.checkpoint_id "
+    "WHERE p.namespace = ? AND p.sequence < ?"
 )
-_SQL_LIST_PENDING_ABOVE: Final = " AND sequence > ?"
-_SQL_LIST_PENDING_CHAIN_NAME: Final = " AND chain_name = ?"
-_SQL_LIST_PENDING_REASON: Final = " AND reason = ?"
+# The sizes of the same rows (no decisions), read first so a page loads only what fits (B1).
+_SQL_LIST_PENDING_SIZES: Final = (
+    f"SELECT {_PENDING_SIZE} FROM pending_interrupts AS p WHERE p.namespace = ? AND p.sequence < ?"
+)
+_SQL_LIST_PENDING_ABOVE: Final = " AND p.sequence > ?"
+_SQL_LIST_PENDING_CHAIN_NAME: Final = " AND p.chain_name = ?"
+_SQL_LIST_PENDING_REASON: Final = " AND p.reason = ?"
 # A prefix match without LIKE, whose % and _ would be wildcards in the caller's prefix.
-_SQL_LIST_PENDING_AGENT_PATH_PREFIX: Final = " AND substr(agent_path, 1, length(?)) = ?"
-_SQL_LIST_PENDING_ORDER: Final = " ORDER BY sequence DESC LIMIT ?"
+_SQL_LIST_PENDING_AGENT_PATH_PREFIX: Final = " AND substr(p.agent_path, 1, length(?)) = ?"
+_SQL_LIST_PENDING_ORDER: Final = " ORDER BY p.sequence DESC LIMIT ?"
 # The pending row an event carries, under the pending table's column names.
 _EVENT_PENDING_COLUMNS: Final = (
     "execution_id, chain_name, node_id, reason, context_json, agent_path, "
@@ -266,6 +282,49 @@ def _pending_filters(filters: PendingFilter) -> tuple[str, list[Any]]:
     return sql, params
 
 
+# --- decisions (K1, K2) ---
+_DECISION_ROW_COLUMNS: Final = (
+    f"{_PENDING_COLUMNS}, {', '.join(rows.DECISION_COLUMNS)}, lease_token, request_id"
+)
+_SQL_DECISION_OF_PAUSE: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
+)
+_SQL_DECISION_BY_REQUEST_ID: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
+)
+_SQL_NEWEST_DECISION_OF_EXECUTION: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
+)
+_SQL_INSERT_DECISION: Final = (
+    "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
+    "decided_by, decision_reason, decided_at, decision_status, "
+    f"{_PENDING_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_TAKE_LEASE: Final = (
+    "UPDATE interrupt_decisions SET decision_status = 'resuming', lease_token = ?, "
+    "lease_expires_at = ?, attempts = attempts + ? "
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
+)
+_SQL_REPORT_DECISION: Final = (
+    "UPDATE interrupt_decisions SET decision_status = ?, decision_error = ?, reported_at = ? "
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
+)
+_SQL_LIST_DECISIONS: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND sequence > ? ORDER BY sequence LIMIT ?"
+)
+_SQL_LIST_OPEN_DECISIONS: Final = (
+    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    "WHERE namespace = ? AND sequence > ? AND decision_status IN ('decided', 'resuming') "
+    "ORDER BY sequence LIMIT ?"
+)
+_SQL_DELETE_DECISIONS_OF_EXECUTION: Final = (
+    "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ?"
+)
+
 _SQL_CLAIM_BY_TOKEN: Final = (
     f"SELECT {_PENDING_COLUMNS} FROM interrupt_claims "
     "WHERE namespace = ? AND execution_id = ? AND claim_token = ?"
@@ -283,12 +342,12 @@ _SQL_PURGE_APPLIED_REQUESTS: Final = "DELETE FROM applied_requests WHERE applied
 
 _SQL_INSERT_EVENT: Final = (
     "INSERT INTO interrupt_events (namespace, kind, execution_id, chain_name, node_id, reason, "
-    "context_json, agent_path, pending_created_at, checkpoint_id, sequence, event_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "context_json, agent_path, pending_created_at, checkpoint_id, sequence, event_at, "
+    "decision_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _EVENT_COLUMNS: Final = (
     "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
-    "agent_path, pending_created_at, checkpoint_id, sequence, event_at"
+    "agent_path, pending_created_at, checkpoint_id, sequence, event_at, decision_json"
 )
 _SQL_EVENTS: Final = (
     f"SELECT {_EVENT_COLUMNS} FROM interrupt_events "
@@ -388,7 +447,9 @@ def _split_statements(script: str) -> tuple[str, ...]:
 
 
 def _load_migrations() -> list[_Migration]:
-    """The packaged SQLite migrations, by version; versions must run 1, 2, 3, ..."""
+    """The packaged SQLite migrations, by version: distinct, ascending from 1. A version may
+    be missing (numbers are handed out ahead of the changes that take them); a store never
+    applies one out of order unless such a gap is filled later."""
     folder = resources.files("checkpointd.store").joinpath("migrations")
     migrations: list[_Migration] = []
     for entry in folder.iterdir():
@@ -398,7 +459,8 @@ def _load_migrations() -> list[_Migration]:
         text = entry.read_text(encoding="utf-8")
         migrations.append(_Migration(int(match.group(1)), entry.name, _split_statements(text)))
     migrations.sort(key=lambda migration: migration.version)
-    if [m.version for m in migrations] != list(range(1, len(migrations) + 1)):
+    versions = [m.version for m in migrations]
+    if not versions or versions[0] != 1 or len(set(versions)) != len(versions):
         raise StoreError("the packaged SQLite migrations are not numbered 1, 2, 3, ...")
     return migrations
 
@@ -463,6 +525,10 @@ def _pending_from_row(row: sqlite3.Row) -> PendingRecord:
     return rows.pending_from_row(row, _from_us)
 
 
+def _decided_from_row(row: sqlite3.Row) -> PendingRecord:
+    return rows.pending_from_row(row, _from_us, with_decision=True)
+
+
 def _pending_params(pending: PendingRecord) -> tuple[Any, ...]:
     """The values of ``_PENDING_COLUMNS``, in order."""
     return (
@@ -516,6 +582,7 @@ async def _insert_event(
             pending.checkpoint_id,
             pending.sequence,
             event_at_us,
+            None if pending.decision is None else rows.decision_to_json(pending.decision),
         ),
     )
 
@@ -716,7 +783,7 @@ class SQLiteStore:
         except BaseException:
             await conn.rollback()
             raise
-        known = len(migrations)
+        known = migrations[-1].version
         for migration in migrations:
             await _run(conn, "BEGIN IMMEDIATE", ())
             try:
@@ -1012,6 +1079,7 @@ class SQLiteStore:
             checkpoints = await _run(conn, _SQL_DELETE_CHECKPOINTS_OF_EXECUTION, key)
             pending_deleted = await _run(conn, _SQL_DELETE_PENDING_OF_EXECUTION, key) > 0
             idempotency = await _run(conn, _SQL_DELETE_IDEMPOTENT_OF_EXECUTION, key)
+            await _run(conn, _SQL_DELETE_DECISIONS_OF_EXECUTION, key)
             if pending_rows:
                 pending = _pending_from_row(pending_rows[0])
                 await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
@@ -1156,6 +1224,146 @@ class SQLiteStore:
                 await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
                 return pending
 
+    # --- decisions -----------------------------------------------------------------------
+
+    async def submit_decision(
+        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+    ) -> DecisionChange:
+        """Store the one decision on the execution's pending interrupt, with a ``decided``
+        event, in one transaction (K1). Writers are serialized, so the first one wins."""
+        async with self._call(), self._write() as conn:
+            if request_id:
+                earlier = await _fetch(conn, _SQL_DECISION_BY_REQUEST_ID, (namespace, request_id))
+                if earlier:
+                    return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
+            found = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, (namespace, execution_id))
+            if not found:
+                # Resumed since (its pending row claimed): the run's last decision stands.
+                last = await _fetch(
+                    conn, _SQL_NEWEST_DECISION_OF_EXECUTION, (namespace, execution_id)
+                )
+                if last:
+                    return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            pending = _pending_from_row(found[0])
+            pause = (namespace, execution_id, pending.checkpoint_id)
+            winner = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            if winner:
+                same = bool(request_id) and winner[0]["request_id"] == request_id
+                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
+                return DecisionChange(outcome, _decided_from_row(winner[0]))
+            decision = dataclasses.replace(
+                decision, decided_at=_from_us(_to_us(decision.decided_at))
+            )
+            await _run(
+                conn,
+                _SQL_INSERT_DECISION,
+                (
+                    namespace,
+                    request_id,
+                    int(decision.approved),
+                    decision.metadata_json,
+                    decision.decided_by,
+                    decision.reason,
+                    _to_us(decision.decided_at),
+                    *_pending_params(pending),
+                ),
+            )
+            decided = dataclasses.replace(pending, decision=decision)
+            await self._append_event(
+                conn, namespace, EventKind.DECIDED, decided, _to_us(decision.decided_at)
+            )
+            return DecisionChange(DecisionOutcome.APPLIED, decided)
+
+    async def lease_decision(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> DecisionChange:
+        """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
+        whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._call(), self._write() as conn:
+            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided_from_row(found[0])
+            decision = current.decision
+            assert decision is not None
+            held_by = found[0]["lease_token"]
+            if decision.status.is_final:
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            renew = decision.status is DecisionStatus.RESUMING and held_by == lease_token
+            expires = decision.lease_expires_at
+            if (
+                decision.status is DecisionStatus.RESUMING
+                and not renew
+                and expires is not None
+                and expires > now
+            ):
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            await _run(
+                conn,
+                _SQL_TAKE_LEASE,
+                (lease_token, _to_us(lease_until), 0 if renew else 1, *pause),
+            )
+            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(found[0]))
+
+    async def report_resume(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        status: DecisionStatus,
+        error: str | None,
+        now: datetime,
+    ) -> DecisionChange:
+        """Record how the lease holder carried the decision out, with a ``resumed`` or
+        ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
+        REPEATED; a report by anyone but the lease holder, or a different second report, is a
+        CONFLICT."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._call(), self._write() as conn:
+            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided_from_row(found[0])
+            decision = current.decision
+            assert decision is not None
+            if found[0]["lease_token"] != lease_token or decision.status is DecisionStatus.DECIDED:
+                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            if decision.status.is_final:
+                outcome = (
+                    DecisionOutcome.REPEATED
+                    if decision.status is status
+                    else DecisionOutcome.CONFLICT
+                )
+                return DecisionChange(outcome, current)
+            now_us = _to_us(now)
+            await _run(conn, _SQL_REPORT_DECISION, (status.value, error, now_us, *pause))
+            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            reported = _decided_from_row(found[0])
+            kind = (
+                EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
+            )
+            await self._append_event(conn, namespace, kind, reported, now_us)
+            return DecisionChange(DecisionOutcome.APPLIED, reported)
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        sql = _SQL_LIST_OPEN_DECISIONS if open_only else _SQL_LIST_DECISIONS
+        async with self._call():
+            found = await _fetch(self._read_conn(), sql, (namespace, after_sequence, limit))
+        return [_decided_from_row(row) for row in found]
+
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims made before ``claimed_before``; return how many went."""
         async with self._call(), self._write() as conn:
@@ -1185,7 +1393,7 @@ class SQLiteStore:
             async with self._call():
                 conn = self._read_conn()
                 sql, params = self._list_pending_query(
-                    namespace, before_sequence, limit + 1, filters, columns=_PENDING_SIZE
+                    namespace, before_sequence, limit + 1, filters, sizes=True
                 )
                 sizes = await _fetch(conn, sql, params)
                 taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
@@ -1199,7 +1407,7 @@ class SQLiteStore:
                 )
                 found = await _fetch(conn, sql, params)
             if found:
-                return Page((_pending_from_row(row) for row in found), more=len(sizes) > taken)
+                return Page((_decided_from_row(row) for row in found), more=len(sizes) > taken)
 
     @staticmethod
     def _list_pending_query(
@@ -1209,11 +1417,11 @@ class SQLiteStore:
         filters: PendingFilter,
         *,
         above: int | None = None,
-        columns: str = _PENDING_COLUMNS,
+        sizes: bool = False,
     ) -> tuple[str, list[Any]]:
-        """The pending listing below ``before_sequence`` (and above ``above``), newest first,
-        of ``columns`` (the rows, or their sizes)."""
-        sql = _SQL_LIST_PENDING.replace(_PENDING_COLUMNS, columns, 1)
+        """The pending listing below ``before_sequence`` (and above ``above``), newest first:
+        the rows with their decisions, or (``sizes``) each row's sequence and size."""
+        sql = _SQL_LIST_PENDING_SIZES if sizes else _SQL_LIST_PENDING
         params: list[Any] = [
             namespace,
             _MAX_SEQUENCE if before_sequence is None else before_sequence,
@@ -1330,8 +1538,14 @@ class SQLiteStore:
         def pending_sql(columns: str) -> str:
             return (
                 f"SELECT {columns} FROM pending_interrupts AS p "
-                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where}"
+                f"WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?{where}"
                 f"{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
+            )
+
+        def decided_pending_sql() -> str:
+            # The rows pending now carry the decision on their pause, as a listing does (K1).
+            return _SQL_LIST_PENDING + (
+                f" AND p.sequence > ?{where}{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
             )
 
         def gone_sql(columns: str) -> str:
@@ -1359,11 +1573,9 @@ class SQLiteStore:
             if taken:
                 low = sizes[taken - 1][0] - 1
                 for row in await _fetch(
-                    conn,
-                    pending_sql(_PENDING_COLUMNS),
-                    [namespace, high, low, *params, after, taken],
+                    conn, decided_pending_sql(), [namespace, high, low, *params, after, taken]
                 ):
-                    found[int(row["sequence"])] = _pending_from_row(row)
+                    found[int(row["sequence"])] = _decided_from_row(row)
                 for row in await _fetch(
                     conn,
                     gone_sql(_EVENT_PENDING_COLUMNS),

@@ -46,6 +46,38 @@ CHECKPOINT_STATUS_FAILED: CheckpointStatus.ValueType  # 3
 """The step (or the run, on a run_end row) failed. Prune may delete the row once it is old enough."""
 Global___CheckpointStatus: _TypeAlias = CheckpointStatus  # noqa: Y015
 
+class _DecisionStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DecisionStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DecisionStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DECISION_STATUS_UNSPECIFIED: _DecisionStatus.ValueType  # 0
+    """Never sent."""
+    DECISION_STATUS_DECIDED: _DecisionStatus.ValueType  # 1
+    """Decided; no worker has taken it yet, or the last one's lease ran out."""
+    DECISION_STATUS_RESUMING: _DecisionStatus.ValueType  # 2
+    """A worker holds a lease on it and is resuming the run."""
+    DECISION_STATUS_RESUMED: _DecisionStatus.ValueType  # 3
+    """A worker resumed the run with this decision (it completed, or paused again)."""
+    DECISION_STATUS_RESUME_FAILED: _DecisionStatus.ValueType  # 4
+    """A worker tried to resume the run with this decision and failed; error says why."""
+
+class DecisionStatus(_DecisionStatus, metaclass=_DecisionStatusEnumTypeWrapper):
+    """DecisionStatus is how far a decision has been carried out."""
+
+DECISION_STATUS_UNSPECIFIED: DecisionStatus.ValueType  # 0
+"""Never sent."""
+DECISION_STATUS_DECIDED: DecisionStatus.ValueType  # 1
+"""Decided; no worker has taken it yet, or the last one's lease ran out."""
+DECISION_STATUS_RESUMING: DecisionStatus.ValueType  # 2
+"""A worker holds a lease on it and is resuming the run."""
+DECISION_STATUS_RESUMED: DecisionStatus.ValueType  # 3
+"""A worker resumed the run with this decision (it completed, or paused again)."""
+DECISION_STATUS_RESUME_FAILED: DecisionStatus.ValueType  # 4
+"""A worker tried to resume the run with this decision and failed; error says why."""
+Global___DecisionStatus: _TypeAlias = DecisionStatus  # noqa: Y015
+
 @_typing.final
 class Checkpoint(_message.Message):
     """Checkpoint is the state of one run at one step boundary.
@@ -187,6 +219,7 @@ class PendingInterrupt(_message.Message):
     AGENT_PATH_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    DECISION_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """The paused run. Required; 1 to 256 characters."""
     chain_name: _builtins.str
@@ -207,6 +240,10 @@ class PendingInterrupt(_message.Message):
         used.
         """
 
+    @_builtins.property
+    def decision(self) -> Global___Decision:
+        """Output only. The decision taken on this pause (SubmitDecision), when there is one."""
+
     def __init__(
         self,
         *,
@@ -218,13 +255,80 @@ class PendingInterrupt(_message.Message):
         agent_path: _builtins.str | None = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         checkpoint_id: _builtins.str = ...,
+        decision: Global___Decision | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "created_at", b"created_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "created_at", b"created_at", "decision", b"decision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "chain_name", b"chain_name", "checkpoint_id", b"checkpoint_id", "context_json", b"context_json", "created_at", b"created_at", "execution_id", b"execution_id", "node_id", b"node_id", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "chain_name", b"chain_name", "checkpoint_id", b"checkpoint_id", "context_json", b"context_json", "created_at", b"created_at", "decision", b"decision", "execution_id", b"execution_id", "node_id", b"node_id", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__agent_path: _TypeAlias = _typing.Literal["agent_path"]  # noqa: Y015
     _WhichOneofArgType__agent_path: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__agent_path) -> _WhichOneofReturnType__agent_path | None: ...
 
 Global___PendingInterrupt: _TypeAlias = PendingInterrupt  # noqa: Y015
+
+@_typing.final
+class Decision(_message.Message):
+    """Decision is the one answer given to a pause (contract K1), and how it was carried out."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    APPROVED_FIELD_NUMBER: _builtins.int
+    METADATA_JSON_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DECIDED_AT_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    REPORTED_AT_FIELD_NUMBER: _builtins.int
+    approved: _builtins.bool
+    """Whether the run may go on (fastaiagent's Resume.approved)."""
+    metadata_json: _builtins.str
+    """A JSON object handed to the run (fastaiagent's Resume.metadata). Empty means `{}`."""
+    decided_by: _builtins.str
+    """Who decided: a user or a bot name. 1 to 256 characters."""
+    reason: _builtins.str
+    """Why, in the decider's words. Up to 1024 characters."""
+    status: Global___DecisionStatus.ValueType
+    """How far the decision has been carried out."""
+    attempts: _builtins.int
+    """How many leases workers have taken on it (1 after a clean resume)."""
+    error: _builtins.str
+    """The error a worker reported (status RESUME_FAILED only). Up to 4096 characters."""
+    @_builtins.property
+    def decided_at(self) -> _timestamp_pb2.Timestamp:
+        """When the decision was stored, by the server's clock."""
+
+    @_builtins.property
+    def lease_expires_at(self) -> _timestamp_pb2.Timestamp:
+        """When the current lease runs out (status RESUMING only)."""
+
+    @_builtins.property
+    def reported_at(self) -> _timestamp_pb2.Timestamp:
+        """When a worker last reported on it (status RESUMED or RESUME_FAILED)."""
+
+    def __init__(
+        self,
+        *,
+        approved: _builtins.bool = ...,
+        metadata_json: _builtins.str = ...,
+        decided_by: _builtins.str = ...,
+        reason: _builtins.str | None = ...,
+        decided_at: _timestamp_pb2.Timestamp | None = ...,
+        status: Global___DecisionStatus.ValueType = ...,
+        attempts: _builtins.int = ...,
+        lease_expires_at: _timestamp_pb2.Timestamp | None = ...,
+        error: _builtins.str = ...,
+        reported_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "decided_at", b"decided_at", "lease_expires_at", b"lease_expires_at", "reason", b"reason", "reported_at", b"reported_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "attempts", b"attempts", "decided_at", b"decided_at", "decided_by", b"decided_by", "error", b"error", "lease_expires_at", b"lease_expires_at", "metadata_json", b"metadata_json", "reason", b"reason", "reported_at", b"reported_at", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+
+Global___Decision: _TypeAlias = Decision  # noqa: Y015

@@ -52,7 +52,10 @@ class CheckpointServiceStub:
       "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
       CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, REQUEST_APPLIED_THEN_DELETED (metadata
       "request_id"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
-      NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, and
+      NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, for
+      the decision RPCs also ALREADY_DECIDED (metadata "decided_by", "approved",
+      "decided_at"), NO_DECISION, LEASE_HELD (metadata "lease_expires_at"), LEASE_LOST and
+      DECISION_CLOSED (metadata "status"), and
       for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW, TOO_MANY_WATCH_STREAMS,
       WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and DEADLINE_EXCEEDED may be retried with
       the same request_id. A value echoed from the request in a message or in metadata is cut
@@ -165,7 +168,10 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
       "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
       CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, REQUEST_APPLIED_THEN_DELETED (metadata
       "request_id"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
-      NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, and
+      NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, for
+      the decision RPCs also ALREADY_DECIDED (metadata "decided_by", "approved",
+      "decided_at"), NO_DECISION, LEASE_HELD (metadata "lease_expires_at"), LEASE_LOST and
+      DECISION_CLOSED (metadata "status"), and
       for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW, TOO_MANY_WATCH_STREAMS,
       WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and DEADLINE_EXCEEDED may be retried with
       the same request_id. A value echoed from the request in a message or in metadata is cut
@@ -274,7 +280,10 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
       "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
       CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, REQUEST_APPLIED_THEN_DELETED (metadata
       "request_id"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
-      NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, and
+      NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, for
+      the decision RPCs also ALREADY_DECIDED (metadata "decided_by", "approved",
+      "decided_at"), NO_DECISION, LEASE_HELD (metadata "lease_expires_at"), LEASE_LOST and
+      DECISION_CLOSED (metadata "status"), and
       for WatchInterrupts also CURSOR_EXPIRED, WATCHER_TOO_SLOW, TOO_MANY_WATCH_STREAMS,
       WATCH_EXPIRED and SHUTTING_DOWN. UNAVAILABLE and DEADLINE_EXCEEDED may be retried with
       the same request_id. A value echoed from the request in a message or in metadata is cut

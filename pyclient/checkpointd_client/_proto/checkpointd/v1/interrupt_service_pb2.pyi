@@ -35,6 +35,16 @@ class _InterruptEventTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_In
     """A resumer claimed the pending interrupt; it is no longer pending."""
     INTERRUPT_EVENT_TYPE_REMOVED: _InterruptEventType.ValueType  # 3
     """The pending interrupt was deleted with its execution."""
+    INTERRUPT_EVENT_TYPE_DECIDED: _InterruptEventType.ValueType  # 4
+    """The pending interrupt was decided (SubmitDecision); `pending.decision` holds the
+    decision.
+    """
+    INTERRUPT_EVENT_TYPE_RESUMED: _InterruptEventType.ValueType  # 5
+    """A worker resumed the run with the decision (ReportResume). The pending row it names may
+    already be gone (claimed by the resume).
+    """
+    INTERRUPT_EVENT_TYPE_RESUME_FAILED: _InterruptEventType.ValueType  # 6
+    """A worker failed to resume the run with the decision; `pending.decision.error` says why."""
 
 class InterruptEventType(_InterruptEventType, metaclass=_InterruptEventTypeEnumTypeWrapper):
     """InterruptEventType says what happened to a pending interrupt."""
@@ -47,7 +57,41 @@ INTERRUPT_EVENT_TYPE_CLAIMED: InterruptEventType.ValueType  # 2
 """A resumer claimed the pending interrupt; it is no longer pending."""
 INTERRUPT_EVENT_TYPE_REMOVED: InterruptEventType.ValueType  # 3
 """The pending interrupt was deleted with its execution."""
+INTERRUPT_EVENT_TYPE_DECIDED: InterruptEventType.ValueType  # 4
+"""The pending interrupt was decided (SubmitDecision); `pending.decision` holds the
+decision.
+"""
+INTERRUPT_EVENT_TYPE_RESUMED: InterruptEventType.ValueType  # 5
+"""A worker resumed the run with the decision (ReportResume). The pending row it names may
+already be gone (claimed by the resume).
+"""
+INTERRUPT_EVENT_TYPE_RESUME_FAILED: InterruptEventType.ValueType  # 6
+"""A worker failed to resume the run with the decision; `pending.decision.error` says why."""
 Global___InterruptEventType: _TypeAlias = InterruptEventType  # noqa: Y015
+
+class _ResumeOutcome:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ResumeOutcomeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ResumeOutcome.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RESUME_OUTCOME_UNSPECIFIED: _ResumeOutcome.ValueType  # 0
+    """Never valid."""
+    RESUME_OUTCOME_RESUMED: _ResumeOutcome.ValueType  # 1
+    """The run was resumed with the decision."""
+    RESUME_OUTCOME_RESUME_FAILED: _ResumeOutcome.ValueType  # 2
+    """The run could not be resumed; error says why."""
+
+class ResumeOutcome(_ResumeOutcome, metaclass=_ResumeOutcomeEnumTypeWrapper):
+    """ResumeOutcome is what a worker reports."""
+
+RESUME_OUTCOME_UNSPECIFIED: ResumeOutcome.ValueType  # 0
+"""Never valid."""
+RESUME_OUTCOME_RESUMED: ResumeOutcome.ValueType  # 1
+"""The run was resumed with the decision."""
+RESUME_OUTCOME_RESUME_FAILED: ResumeOutcome.ValueType  # 2
+"""The run could not be resumed; error says why."""
+Global___ResumeOutcome: _TypeAlias = ResumeOutcome  # noqa: Y015
 
 @_typing.final
 class InterruptEvent(_message.Message):
@@ -438,3 +482,275 @@ class ListPendingInterruptsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListPendingInterruptsResponse: _TypeAlias = ListPendingInterruptsResponse  # noqa: Y015
+
+@_typing.final
+class SubmitDecisionRequest(_message.Message):
+    """SubmitDecisionRequest is the input of SubmitDecision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    APPROVED_FIELD_NUMBER: _builtins.int
+    METADATA_JSON_FIELD_NUMBER: _builtins.int
+    DECIDED_BY_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace of the run; empty means "default"."""
+    request_id: _builtins.str
+    """The client-generated id of this call. Up to 128 characters. A retry with the same id
+    gets the first answer.
+    """
+    execution_id: _builtins.str
+    """The paused run. Required."""
+    approved: _builtins.bool
+    """Whether the run may go on."""
+    metadata_json: _builtins.str
+    """A JSON object handed to the run as Resume.metadata; empty means `{}`."""
+    decided_by: _builtins.str
+    """Who decides. Required; up to 256 characters."""
+    reason: _builtins.str
+    """Why, when set. Up to 1024 characters."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        execution_id: _builtins.str = ...,
+        approved: _builtins.bool = ...,
+        metadata_json: _builtins.str = ...,
+        decided_by: _builtins.str = ...,
+        reason: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "reason", b"reason"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "decided_by", b"decided_by", "execution_id", b"execution_id", "metadata_json", b"metadata_json", "namespace", b"namespace", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+
+Global___SubmitDecisionRequest: _TypeAlias = SubmitDecisionRequest  # noqa: Y015
+
+@_typing.final
+class SubmitDecisionResponse(_message.Message):
+    """SubmitDecisionResponse is the output of SubmitDecision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PENDING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pending(self) -> _checkpoint_pb2.PendingInterrupt:
+        """The pending interrupt as decided, with its decision."""
+
+    def __init__(
+        self,
+        *,
+        pending: _checkpoint_pb2.PendingInterrupt | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubmitDecisionResponse: _TypeAlias = SubmitDecisionResponse  # noqa: Y015
+
+@_typing.final
+class LeaseDecisionRequest(_message.Message):
+    """LeaseDecisionRequest is the input of LeaseDecision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    LEASE_TOKEN_FIELD_NUMBER: _builtins.int
+    LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace of the run; empty means "default"."""
+    request_id: _builtins.str
+    """The client-generated id of this call. Up to 128 characters."""
+    execution_id: _builtins.str
+    """The run. Required."""
+    checkpoint_id: _builtins.str
+    """The pause: the checkpoint_id of the decided pending interrupt. Required."""
+    lease_token: _builtins.str
+    """The caller-chosen token that holds the lease. Required; up to 128 characters."""
+    lease_seconds: _builtins.int
+    """How long the lease lasts unless renewed: 1 to 3600 seconds; 0 means 30."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        execution_id: _builtins.str = ...,
+        checkpoint_id: _builtins.str = ...,
+        lease_token: _builtins.str = ...,
+        lease_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "execution_id", b"execution_id", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "namespace", b"namespace", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaseDecisionRequest: _TypeAlias = LeaseDecisionRequest  # noqa: Y015
+
+@_typing.final
+class LeaseDecisionResponse(_message.Message):
+    """LeaseDecisionResponse is the output of LeaseDecision."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PENDING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pending(self) -> _checkpoint_pb2.PendingInterrupt:
+        """The decided pending interrupt (as it was when decided), with its decision now RESUMING."""
+
+    def __init__(
+        self,
+        *,
+        pending: _checkpoint_pb2.PendingInterrupt | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaseDecisionResponse: _TypeAlias = LeaseDecisionResponse  # noqa: Y015
+
+@_typing.final
+class ReportResumeRequest(_message.Message):
+    """ReportResumeRequest is the input of ReportResume."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    LEASE_TOKEN_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace of the run; empty means "default"."""
+    request_id: _builtins.str
+    """The client-generated id of this call. Up to 128 characters."""
+    execution_id: _builtins.str
+    """The run. Required."""
+    checkpoint_id: _builtins.str
+    """The pause, as given to LeaseDecision. Required."""
+    lease_token: _builtins.str
+    """The token of the lease. Required."""
+    outcome: Global___ResumeOutcome.ValueType
+    """What happened. Required."""
+    error: _builtins.str
+    """Why it failed (RESUME_FAILED); longer text is cut to 4096 characters."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        execution_id: _builtins.str = ...,
+        checkpoint_id: _builtins.str = ...,
+        lease_token: _builtins.str = ...,
+        outcome: Global___ResumeOutcome.ValueType = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "error", b"error", "execution_id", b"execution_id", "lease_token", b"lease_token", "namespace", b"namespace", "outcome", b"outcome", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportResumeRequest: _TypeAlias = ReportResumeRequest  # noqa: Y015
+
+@_typing.final
+class ReportResumeResponse(_message.Message):
+    """ReportResumeResponse is the output of ReportResume."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PENDING_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pending(self) -> _checkpoint_pb2.PendingInterrupt:
+        """The decided pending interrupt with its final decision."""
+
+    def __init__(
+        self,
+        *,
+        pending: _checkpoint_pb2.PendingInterrupt | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pending", b"pending"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportResumeResponse: _TypeAlias = ReportResumeResponse  # noqa: Y015
+
+@_typing.final
+class ListDecisionsRequest(_message.Message):
+    """ListDecisionsRequest is the input of ListDecisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    OPEN_ONLY_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace to read from; empty means "default"."""
+    page_size: _builtins.int
+    """The largest number of rows to return: 0 means 100, the cap is 1000."""
+    page_token: _builtins.str
+    """The next_page_token of the previous page, or empty for the first page."""
+    open_only: _builtins.bool
+    """Only decisions no worker has reported on yet (DECIDED or RESUMING)."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        open_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["namespace", b"namespace", "open_only", b"open_only", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDecisionsRequest: _TypeAlias = ListDecisionsRequest  # noqa: Y015
+
+@_typing.final
+class ListDecisionsResponse(_message.Message):
+    """ListDecisionsResponse is the output of ListDecisions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECIDED_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """The token for the next page; empty when this page is the last."""
+    @_builtins.property
+    def decided(self) -> _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.PendingInterrupt]:
+        """The decided pending interrupts of this page, oldest pause first, each with its decision."""
+
+    def __init__(
+        self,
+        *,
+        decided: _abc.Iterable[_checkpoint_pb2.PendingInterrupt] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decided", b"decided", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDecisionsResponse: _TypeAlias = ListDecisionsResponse  # noqa: Y015

@@ -57,6 +57,26 @@ class InterruptServiceStub:
                 request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsResponse.FromString,
                 _registered_method=True)
+        self.SubmitDecision = channel.unary_unary(
+                '/checkpointd.v1.InterruptService/SubmitDecision',
+                request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.SubmitDecisionRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.SubmitDecisionResponse.FromString,
+                _registered_method=True)
+        self.LeaseDecision = channel.unary_unary(
+                '/checkpointd.v1.InterruptService/LeaseDecision',
+                request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.LeaseDecisionRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.LeaseDecisionResponse.FromString,
+                _registered_method=True)
+        self.ReportResume = channel.unary_unary(
+                '/checkpointd.v1.InterruptService/ReportResume',
+                request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeResponse.FromString,
+                _registered_method=True)
+        self.ListDecisions = channel.unary_unary(
+                '/checkpointd.v1.InterruptService/ListDecisions',
+                request_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsResponse.FromString,
+                _registered_method=True)
 
 
 class InterruptServiceServicer:
@@ -156,6 +176,66 @@ class InterruptServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitDecision(self, request, context):
+        """Decides a pending interrupt: approve or reject it, with metadata for the run (contract
+        K1). A bot in any language decides; a resume worker (LeaseDecision, ReportResume)
+        carries the decision out.
+
+        A pause takes exactly one decision. The first one is stored on the pending interrupt
+        (its `decision` field, in ListPendingInterrupts and the watch snapshot) with a "decided"
+        interrupt event, in one transaction. Any later decision on the same pause, whatever its
+        content, is FAILED_PRECONDITION (ALREADY_DECIDED, metadata "decided_by", "approved" and
+        "decided_at" naming the winner) and changes nothing; so is a decision that arrives after
+        the decided pause was resumed (its pending interrupt claimed), naming the execution's
+        newest decision. A retry with the request_id of the decision that won gets the same
+        answer, even after the run was resumed. An execution with no pending interrupt and no
+        decision is NOT_FOUND (NO_PENDING_INTERRUPT). Deciding writes: a
+        read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaseDecision(self, request, context):
+        """Takes, or renews, the lease on a decision, so that one worker at a time resumes the run.
+
+        The caller names the pause (execution_id and checkpoint_id, as in the "decided" event)
+        and a lease_token it chose. When the decision is DECIDED, or RESUMING under a lease that
+        has run out (its worker died), the caller gets the lease: status RESUMING, attempts + 1,
+        lease_expires_at = now + lease_seconds. The same lease_token renews an unexpired lease.
+        Another token while the lease runs is FAILED_PRECONDITION (LEASE_HELD, metadata
+        "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
+        (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
+        (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
+        newest checkpoint; `@idempotent` results in the store keep side effects single.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportResume(self, request, context):
+        """Reports how a leased decision was carried out: RESUMED, or RESUME_FAILED with an error.
+
+        Writes the status on the decision and a "resumed" or "resume_failed" interrupt event in
+        one transaction. Only the holder of the current lease may report (its lease may have run
+        out, as long as nobody took it since): any other token is FAILED_PRECONDITION
+        (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
+        stored decision again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDecisions(self, request, context):
+        """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+        reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+        the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+        pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InterruptServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +258,26 @@ def add_InterruptServiceServicer_to_server(servicer, server):
                     servicer.WatchInterrupts,
                     request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsResponse.SerializeToString,
+            ),
+            'SubmitDecision': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitDecision,
+                    request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.SubmitDecisionRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.SubmitDecisionResponse.SerializeToString,
+            ),
+            'LeaseDecision': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaseDecision,
+                    request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.LeaseDecisionRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.LeaseDecisionResponse.SerializeToString,
+            ),
+            'ReportResume': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportResume,
+                    request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeResponse.SerializeToString,
+            ),
+            'ListDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDecisions,
+                    request_deserializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -291,6 +391,114 @@ class InterruptService:
             '/checkpointd.v1.InterruptService/WatchInterrupts',
             checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsRequest.SerializeToString,
             checkpointd_dot_v1_dot_interrupt__service__pb2.WatchInterruptsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitDecision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.InterruptService/SubmitDecision',
+            checkpointd_dot_v1_dot_interrupt__service__pb2.SubmitDecisionRequest.SerializeToString,
+            checkpointd_dot_v1_dot_interrupt__service__pb2.SubmitDecisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaseDecision(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.InterruptService/LeaseDecision',
+            checkpointd_dot_v1_dot_interrupt__service__pb2.LeaseDecisionRequest.SerializeToString,
+            checkpointd_dot_v1_dot_interrupt__service__pb2.LeaseDecisionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportResume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.InterruptService/ReportResume',
+            checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeRequest.SerializeToString,
+            checkpointd_dot_v1_dot_interrupt__service__pb2.ReportResumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.InterruptService/ListDecisions',
+            checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsRequest.SerializeToString,
+            checkpointd_dot_v1_dot_interrupt__service__pb2.ListDecisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

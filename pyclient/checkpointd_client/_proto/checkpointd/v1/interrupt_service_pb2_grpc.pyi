@@ -111,6 +111,50 @@ class InterruptServiceStub:
     than 10 s apart without data as too frequent. Clients should ping idle connections
     every 10 s or more (30 s is usual).
     """
+    SubmitDecision: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.SubmitDecisionRequest, _interrupt_service_pb2.SubmitDecisionResponse]
+    """Decides a pending interrupt: approve or reject it, with metadata for the run (contract
+    K1). A bot in any language decides; a resume worker (LeaseDecision, ReportResume)
+    carries the decision out.
+
+    A pause takes exactly one decision. The first one is stored on the pending interrupt
+    (its `decision` field, in ListPendingInterrupts and the watch snapshot) with a "decided"
+    interrupt event, in one transaction. Any later decision on the same pause, whatever its
+    content, is FAILED_PRECONDITION (ALREADY_DECIDED, metadata "decided_by", "approved" and
+    "decided_at" naming the winner) and changes nothing; so is a decision that arrives after
+    the decided pause was resumed (its pending interrupt claimed), naming the execution's
+    newest decision. A retry with the request_id of the decision that won gets the same
+    answer, even after the run was resumed. An execution with no pending interrupt and no
+    decision is NOT_FOUND (NO_PENDING_INTERRUPT). Deciding writes: a
+    read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
+    """
+    LeaseDecision: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.LeaseDecisionRequest, _interrupt_service_pb2.LeaseDecisionResponse]
+    """Takes, or renews, the lease on a decision, so that one worker at a time resumes the run.
+
+    The caller names the pause (execution_id and checkpoint_id, as in the "decided" event)
+    and a lease_token it chose. When the decision is DECIDED, or RESUMING under a lease that
+    has run out (its worker died), the caller gets the lease: status RESUMING, attempts + 1,
+    lease_expires_at = now + lease_seconds. The same lease_token renews an unexpired lease.
+    Another token while the lease runs is FAILED_PRECONDITION (LEASE_HELD, metadata
+    "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
+    (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
+    (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
+    newest checkpoint; `@idempotent` results in the store keep side effects single.
+    """
+    ReportResume: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ReportResumeRequest, _interrupt_service_pb2.ReportResumeResponse]
+    """Reports how a leased decision was carried out: RESUMED, or RESUME_FAILED with an error.
+
+    Writes the status on the decision and a "resumed" or "resume_failed" interrupt event in
+    one transaction. Only the holder of the current lease may report (its lease may have run
+    out, as long as nobody took it since): any other token is FAILED_PRECONDITION
+    (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
+    stored decision again.
+    """
+    ListDecisions: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListDecisionsRequest, _interrupt_service_pb2.ListDecisionsResponse]
+    """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+    reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+    the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+    pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
+    """
 
 @_typing.type_check_only
 class InterruptServiceAsyncStub(InterruptServiceStub):
@@ -194,6 +238,50 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
     than 10 s apart without data as too frequent. Clients should ping idle connections
     every 10 s or more (30 s is usual).
+    """
+    SubmitDecision: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.SubmitDecisionRequest, _interrupt_service_pb2.SubmitDecisionResponse]  # type: ignore[assignment]
+    """Decides a pending interrupt: approve or reject it, with metadata for the run (contract
+    K1). A bot in any language decides; a resume worker (LeaseDecision, ReportResume)
+    carries the decision out.
+
+    A pause takes exactly one decision. The first one is stored on the pending interrupt
+    (its `decision` field, in ListPendingInterrupts and the watch snapshot) with a "decided"
+    interrupt event, in one transaction. Any later decision on the same pause, whatever its
+    content, is FAILED_PRECONDITION (ALREADY_DECIDED, metadata "decided_by", "approved" and
+    "decided_at" naming the winner) and changes nothing; so is a decision that arrives after
+    the decided pause was resumed (its pending interrupt claimed), naming the execution's
+    newest decision. A retry with the request_id of the decision that won gets the same
+    answer, even after the run was resumed. An execution with no pending interrupt and no
+    decision is NOT_FOUND (NO_PENDING_INTERRUPT). Deciding writes: a
+    read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
+    """
+    LeaseDecision: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.LeaseDecisionRequest, _interrupt_service_pb2.LeaseDecisionResponse]  # type: ignore[assignment]
+    """Takes, or renews, the lease on a decision, so that one worker at a time resumes the run.
+
+    The caller names the pause (execution_id and checkpoint_id, as in the "decided" event)
+    and a lease_token it chose. When the decision is DECIDED, or RESUMING under a lease that
+    has run out (its worker died), the caller gets the lease: status RESUMING, attempts + 1,
+    lease_expires_at = now + lease_seconds. The same lease_token renews an unexpired lease.
+    Another token while the lease runs is FAILED_PRECONDITION (LEASE_HELD, metadata
+    "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
+    (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
+    (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
+    newest checkpoint; `@idempotent` results in the store keep side effects single.
+    """
+    ReportResume: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ReportResumeRequest, _interrupt_service_pb2.ReportResumeResponse]  # type: ignore[assignment]
+    """Reports how a leased decision was carried out: RESUMED, or RESUME_FAILED with an error.
+
+    Writes the status on the decision and a "resumed" or "resume_failed" interrupt event in
+    one transaction. Only the holder of the current lease may report (its lease may have run
+    out, as long as nobody took it since): any other token is FAILED_PRECONDITION
+    (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
+    stored decision again.
+    """
+    ListDecisions: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListDecisionsRequest, _interrupt_service_pb2.ListDecisionsResponse]  # type: ignore[assignment]
+    """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+    reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+    the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+    pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
     """
 
 class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -299,6 +387,74 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
         than 10 s apart without data as too frequent. Clients should ping idle connections
         every 10 s or more (30 s is usual).
+        """
+
+    @_abc_1.abstractmethod
+    def SubmitDecision(
+        self,
+        request: _interrupt_service_pb2.SubmitDecisionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_interrupt_service_pb2.SubmitDecisionResponse, _abc.Awaitable[_interrupt_service_pb2.SubmitDecisionResponse]]:
+        """Decides a pending interrupt: approve or reject it, with metadata for the run (contract
+        K1). A bot in any language decides; a resume worker (LeaseDecision, ReportResume)
+        carries the decision out.
+
+        A pause takes exactly one decision. The first one is stored on the pending interrupt
+        (its `decision` field, in ListPendingInterrupts and the watch snapshot) with a "decided"
+        interrupt event, in one transaction. Any later decision on the same pause, whatever its
+        content, is FAILED_PRECONDITION (ALREADY_DECIDED, metadata "decided_by", "approved" and
+        "decided_at" naming the winner) and changes nothing; so is a decision that arrives after
+        the decided pause was resumed (its pending interrupt claimed), naming the execution's
+        newest decision. A retry with the request_id of the decision that won gets the same
+        answer, even after the run was resumed. An execution with no pending interrupt and no
+        decision is NOT_FOUND (NO_PENDING_INTERRUPT). Deciding writes: a
+        read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
+        """
+
+    @_abc_1.abstractmethod
+    def LeaseDecision(
+        self,
+        request: _interrupt_service_pb2.LeaseDecisionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_interrupt_service_pb2.LeaseDecisionResponse, _abc.Awaitable[_interrupt_service_pb2.LeaseDecisionResponse]]:
+        """Takes, or renews, the lease on a decision, so that one worker at a time resumes the run.
+
+        The caller names the pause (execution_id and checkpoint_id, as in the "decided" event)
+        and a lease_token it chose. When the decision is DECIDED, or RESUMING under a lease that
+        has run out (its worker died), the caller gets the lease: status RESUMING, attempts + 1,
+        lease_expires_at = now + lease_seconds. The same lease_token renews an unexpired lease.
+        Another token while the lease runs is FAILED_PRECONDITION (LEASE_HELD, metadata
+        "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
+        (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
+        (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
+        newest checkpoint; `@idempotent` results in the store keep side effects single.
+        """
+
+    @_abc_1.abstractmethod
+    def ReportResume(
+        self,
+        request: _interrupt_service_pb2.ReportResumeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_interrupt_service_pb2.ReportResumeResponse, _abc.Awaitable[_interrupt_service_pb2.ReportResumeResponse]]:
+        """Reports how a leased decision was carried out: RESUMED, or RESUME_FAILED with an error.
+
+        Writes the status on the decision and a "resumed" or "resume_failed" interrupt event in
+        one transaction. Only the holder of the current lease may report (its lease may have run
+        out, as long as nobody took it since): any other token is FAILED_PRECONDITION
+        (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
+        stored decision again.
+        """
+
+    @_abc_1.abstractmethod
+    def ListDecisions(
+        self,
+        request: _interrupt_service_pb2.ListDecisionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_interrupt_service_pb2.ListDecisionsResponse, _abc.Awaitable[_interrupt_service_pb2.ListDecisionsResponse]]:
+        """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
+        reported (DECIDED or RESUMING), which is what a resume worker that starts late needs, as
+        the pending interrupt of a run whose worker died mid-resume is gone. Each row is the
+        pending interrupt as decided, with its decision. Paging as on ListPendingInterrupts.
         """
 
 def add_InterruptServiceServicer_to_server(servicer: InterruptServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,189 @@
+"""The decision RPCs of InterruptService: one decision per pause (K1), carried out once by a
+worker holding a lease (K2)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final
+
+import grpc
+
+from checkpointd import validation as v
+from checkpointd.convert import pending_to_proto
+from checkpointd.domain import DecisionOutcome, DecisionRecord, DecisionStatus, PendingRecord
+from checkpointd.errors import (
+    AlreadyDecided,
+    DecisionClosed,
+    InvalidField,
+    LeaseHeld,
+    LeaseLost,
+    NoDecision,
+    NoPendingInterrupt,
+)
+from checkpointd.paging import decode_token, encode_token
+from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
+
+__all__ = ["DecisionMethods"]
+
+DECIDED_BY_MAX: Final = 256
+DECISION_REASON_MAX: Final = 1024
+#: A reported error is cut, not refused: a worker's traceback must never lose the report.
+RESUME_ERROR_MAX: Final = 4096
+LEASE_SECONDS_DEFAULT: Final = 30
+LEASE_SECONDS_MAX: Final = 3600
+
+_OUTCOMES: Final = {
+    svc.RESUME_OUTCOME_RESUMED: DecisionStatus.RESUMED,
+    svc.RESUME_OUTCOME_RESUME_FAILED: DecisionStatus.RESUME_FAILED,
+}
+
+
+def _decision_of(pending: PendingRecord | None) -> DecisionRecord:
+    assert pending is not None
+    assert pending.decision is not None
+    return pending.decision
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class DecisionMethods:
+    """SubmitDecision, LeaseDecision and ReportResume, mixed into the InterruptService."""
+
+    _deps: ServiceDeps
+
+    async def SubmitDecision(
+        self, request: svc.SubmitDecisionRequest, context: grpc.aio.ServicerContext
+    ) -> svc.SubmitDecisionResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        decided_by = v.text("decided_by", request.decided_by, DECIDED_BY_MAX)
+        if not decided_by:
+            raise InvalidField("decided_by", "is required")
+        decision = DecisionRecord(
+            approved=request.approved,
+            metadata_json=v.json_object("metadata_json", request.metadata_json),
+            decided_by=decided_by,
+            reason=v.optional_text(
+                "reason",
+                request.reason if request.HasField("reason") else None,
+                DECISION_REASON_MAX,
+            ),
+            decided_at=self._deps.clock(),
+        )
+        change = await shielded(
+            self._deps.store.submit_decision(namespace, request_id, execution_id, decision)
+        )
+        if change.outcome is DecisionOutcome.NOT_FOUND:
+            raise NoPendingInterrupt(execution_id)
+        if change.outcome is DecisionOutcome.CONFLICT:
+            winner = _decision_of(change.pending)
+            raise AlreadyDecided(
+                execution_id,
+                winner.decided_by,
+                winner.approved,
+                winner.decided_at.isoformat(),
+            )
+        assert change.pending is not None
+        return svc.SubmitDecisionResponse(pending=pending_to_proto(change.pending))
+
+    async def LeaseDecision(
+        self, request: svc.LeaseDecisionRequest, context: grpc.aio.ServicerContext
+    ) -> svc.LeaseDecisionResponse:
+        namespace = v.namespace(request.namespace)
+        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        lease_token = v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX)
+        seconds = request.lease_seconds or LEASE_SECONDS_DEFAULT
+        if not 1 <= seconds <= LEASE_SECONDS_MAX:
+            raise InvalidField(
+                "lease_seconds", f"must be 0 (30) or 1 to {LEASE_SECONDS_MAX} (got {seconds})"
+            )
+        now = self._deps.clock()
+        change = await shielded(
+            self._deps.store.lease_decision(
+                namespace,
+                execution_id,
+                checkpoint_id,
+                lease_token,
+                now + timedelta(seconds=seconds),
+                now,
+            )
+        )
+        if change.outcome is DecisionOutcome.NOT_FOUND:
+            raise NoDecision(execution_id, checkpoint_id)
+        if change.outcome is DecisionOutcome.CONFLICT:
+            current = _decision_of(change.pending)
+            if current.status.is_final:
+                raise DecisionClosed(execution_id, current.status.value)
+            expires = current.lease_expires_at
+            raise LeaseHeld(execution_id, "" if expires is None else expires.isoformat())
+        assert change.pending is not None
+        return svc.LeaseDecisionResponse(pending=pending_to_proto(change.pending))
+
+    async def ReportResume(
+        self, request: svc.ReportResumeRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ReportResumeResponse:
+        namespace = v.namespace(request.namespace)
+        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        lease_token = v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX)
+        status = _OUTCOMES.get(request.outcome)
+        if status is None:
+            raise InvalidField(
+                "outcome", "must be RESUME_OUTCOME_RESUMED or RESUME_OUTCOME_RESUME_FAILED"
+            )
+        error = _cut(request.error.replace("\x00", ""), RESUME_ERROR_MAX) or None
+        if status is DecisionStatus.RESUMED:
+            error = None
+        change = await shielded(
+            self._deps.store.report_resume(
+                namespace,
+                execution_id,
+                checkpoint_id,
+                lease_token,
+                status,
+                error,
+                self._deps.clock(),
+            )
+        )
+        if change.outcome is DecisionOutcome.NOT_FOUND:
+            raise NoDecision(execution_id, checkpoint_id)
+        if change.outcome is DecisionOutcome.CONFLICT:
+            current = _decision_of(change.pending)
+            if current.status.is_final:
+                raise DecisionClosed(execution_id, current.status.value)
+            raise LeaseLost(execution_id)
+        assert change.pending is not None
+        return svc.ReportResumeResponse(pending=pending_to_proto(change.pending))
+
+    async def ListDecisions(
+        self, request: svc.ListDecisionsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ListDecisionsResponse:
+        namespace = v.namespace(request.namespace)
+        limit = v.page_size("page_size", request.page_size)
+        scope = ("decisions", namespace, request.open_only)
+        after = decode_token(request.page_token, scope) or 0
+        rows = await shielded(
+            self._deps.store.list_decisions(
+                namespace, after_sequence=after, limit=limit + 1, open_only=request.open_only
+            )
+        )
+        response = svc.ListDecisionsResponse()
+        budget = self._deps.max_message_bytes
+        last_sequence = 0
+        for row in rows[:limit]:
+            message = pending_to_proto(row)
+            budget -= message.ByteSize() + 8
+            if budget < 0 and response.decided:
+                break
+            response.decided.append(message)
+            last_sequence = row.sequence
+        if len(response.decided) < len(rows):
+            response.next_page_token = encode_token(last_sequence, scope)
+        return response
