@@ -18,6 +18,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -475,9 +476,13 @@ class _StoreOutage:
             url = urlsplit(spec.url)
             self._proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 5432)
             netloc = f"{url.username or 'postgres'}@127.0.0.1:{self._proxy.port}"
-            self.server_spec = StoreSpec(
-                "postgres", urlunsplit(url._replace(netloc=netloc)), pg_schema=spec.pg_schema
-            )
+            self.server_spec = replace(spec, url=urlunsplit(url._replace(netloc=netloc)))
+        elif spec.backend == "pgbouncer":
+            # The proxy sits between the server and PgBouncer: the store URL the server uses.
+            url = urlsplit(spec.server_url)
+            self._proxy = TcpProxy(url.hostname or "127.0.0.1", url.port or 6432)
+            netloc = f"{url.username or 'postgres'}@127.0.0.1:{self._proxy.port}"
+            self.server_spec = replace(spec, server_url=urlunsplit(url._replace(netloc=netloc)))
 
     def begin(self) -> None:
         if self._proxy is not None:
