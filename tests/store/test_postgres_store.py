@@ -161,6 +161,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (2, "watch"),
             (3, "applied_requests"),
             (4, "request_ids"),
+            (5, "replication_outbox"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema

@@ -547,6 +547,19 @@ class _Sql:
 
         self._pending_table = pending
         self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"
+
+        # --- replication outbox (R1-R4) ---
+        # `synced_at IS NULL` keeps a settled row settled (first wins): a concurrent settle
+        # waits for the first one's row lock, re-checks the predicate and skips the row.
+        self.list_unsynced = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND synced_at IS NULL "
+            "AND sequence > $2 ORDER BY sequence LIMIT $3"
+        )
+        self.settle = f"""
+            UPDATE {cp} AS c SET synced_at = $2, sync_error = v.reason
+            FROM unnest($3::text[], $4::text[]) AS v (cid, reason)
+            WHERE c.namespace = $1 AND c.checkpoint_id = v.cid AND c.synced_at IS NULL
+            RETURNING c.checkpoint_id"""
         self._list_pending: dict[tuple[bool, bool, bool], str] = {}
 
     def list_pending(self, chain_name: bool, reason: bool, agent_path_prefix: bool) -> str:
@@ -1373,6 +1386,33 @@ class PostgresStore:
     def event_notifier(self) -> _PgEventNotifier:
         """A notifier that LISTENs on its own connection (opened on the first wait)."""
         return _PgEventNotifier(self)
+
+    # --- replication outbox (contracts R1-R4) --------------------------------------------
+
+    async def list_unsynced(
+        self, namespace: str, *, after_sequence: int | None, limit: int
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
+        first."""
+        if limit <= 0:
+            return []
+        bound = 0 if after_sequence is None else after_sequence
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._sql.list_unsynced, namespace, bound, limit)
+        return [_checkpoint(row) for row in rows]
+
+    async def settle_checkpoints(
+        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[str]:
+        """Settle unsettled rows, first-wins, in one statement; return the ids settled."""
+        if not settlements:
+            return []
+        ids = [cid for cid, _ in settlements]
+        reasons = [reason for _, reason in settlements]
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._sql.settle, namespace, _utc_in(now), ids, reasons)
+        settled = {str(row["checkpoint_id"]) for row in rows}
+        return [cid for cid in ids if cid in settled]
 
     async def _listen(self, on_notify: Any, on_lost: Any) -> asyncpg.Connection[Any]:
         """Open a connection outside the pool that LISTENs to this store's event channel."""

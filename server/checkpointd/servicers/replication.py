@@ -1,0 +1,105 @@
+"""ReplicationService: the outbox of checkpoints a replicator copies elsewhere (R1-R4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+import grpc
+
+from checkpointd import validation as v
+from checkpointd.convert import checkpoint_to_proto
+from checkpointd.errors import InvalidField
+from checkpointd.paging import decode_token, encode_token
+from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as svc
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2_grpc as svc_grpc
+
+__all__ = ["MAX_SETTLE_IDS", "QUARANTINE_REASON_MAX", "ReplicationServicer"]
+
+#: Most checkpoints one Mark/Quarantine call may name (one transaction each).
+MAX_SETTLE_IDS: Final = 1000
+#: Longest quarantine reason, in characters.
+QUARANTINE_REASON_MAX: Final = 1024
+
+
+def _checked_count(field: str, count: int) -> None:
+    if count > MAX_SETTLE_IDS:
+        raise InvalidField(field, f"must name at most {MAX_SETTLE_IDS} checkpoints (got {count})")
+
+
+def _distinct_ids(field: str, ids: Iterable[str]) -> list[str]:
+    """Validated ids, first occurrence kept: naming an id twice is naming it once."""
+    seen: dict[str, None] = {}
+    for index, cid in enumerate(ids):
+        seen.setdefault(v.identifier(f"{field}[{index}]", cid, v.CHECKPOINT_ID_MAX), None)
+    return list(seen)
+
+
+class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
+    """Serves checkpointd.v1.ReplicationService over a Store."""
+
+    def __init__(self, deps: ServiceDeps) -> None:
+        self._deps = deps
+        self._store = deps.store
+
+    async def ListUnsyncedCheckpoints(
+        self, request: svc.ListUnsyncedCheckpointsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ListUnsyncedCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        limit = v.page_size("page_size", request.page_size)
+        scope = ("unsynced", namespace)
+        after = decode_token(request.page_token, scope)
+        # One extra row tells whether another page follows without a second query.
+        rows = await shielded(
+            self._store.list_unsynced(namespace, after_sequence=after, limit=limit + 1)
+        )
+        response = svc.ListUnsyncedCheckpointsResponse()
+        budget = self._deps.max_message_bytes
+        for row in rows[:limit]:
+            message = checkpoint_to_proto(row)
+            budget -= message.ByteSize() + 8  # field tag and length prefix
+            if budget < 0 and response.checkpoints:
+                break  # the page is full by size; the next one starts at this row
+            response.checkpoints.append(message)
+        if len(response.checkpoints) < len(rows):
+            response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
+        return response
+
+    async def MarkCheckpointsSynced(
+        self, request: svc.MarkCheckpointsSyncedRequest, context: grpc.aio.ServicerContext
+    ) -> svc.MarkCheckpointsSyncedResponse:
+        namespace = v.namespace(request.namespace)
+        _checked_count("checkpoint_ids", len(request.checkpoint_ids))
+        ids = _distinct_ids("checkpoint_ids", request.checkpoint_ids)
+        settled: list[str] = []
+        if ids:
+            settled = await shielded(
+                self._store.settle_checkpoints(
+                    namespace, [(cid, None) for cid in ids], self._deps.clock()
+                )
+            )
+        return svc.MarkCheckpointsSyncedResponse(settled_checkpoint_ids=settled)
+
+    async def QuarantineCheckpoints(
+        self, request: svc.QuarantineCheckpointsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.QuarantineCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        _checked_count("quarantines", len(request.quarantines))
+        reasons: dict[str, str] = {}
+        for index, entry in enumerate(request.quarantines):
+            field = f"quarantines[{index}]"
+            cid = v.identifier(f"{field}.checkpoint_id", entry.checkpoint_id, v.CHECKPOINT_ID_MAX)
+            if not entry.reason:
+                raise InvalidField(f"{field}.reason", "is required")
+            reason = v.text(f"{field}.reason", entry.reason, QUARANTINE_REASON_MAX)
+            if reasons.setdefault(cid, reason) != reason:
+                raise InvalidField(
+                    f"{field}.checkpoint_id", "is named earlier with a different reason"
+                )
+        settled: list[str] = []
+        if reasons:
+            settled = await shielded(
+                self._store.settle_checkpoints(namespace, list(reasons.items()), self._deps.clock())
+            )
+        return svc.QuarantineCheckpointsResponse(settled_checkpoint_ids=settled)
