@@ -535,7 +535,7 @@ class CheckpointdClient:
         metadata: Metadata = (),
     ) -> list[str]:
         """Settle checkpoints as quarantined, ``{checkpoint_id: reason}``; return the ids this
-        call settled (R3). A row already settled keeps its state and first reason.
+        call settled (R3). A synced row stays synced; a quarantined one takes the new reason.
         """
         request = self._core.quarantine_checkpoints(reasons)
         response: replication_service_pb2.QuarantineCheckpointsResponse = self._invoke(
@@ -1017,7 +1017,7 @@ class AsyncCheckpointdClient:
         metadata: Metadata = (),
     ) -> list[str]:
         """Settle checkpoints as quarantined, ``{checkpoint_id: reason}``; return the ids this
-        call settled (R3). A row already settled keeps its state and first reason.
+        call settled (R3). A synced row stays synced; a quarantined one takes the new reason.
         """
         request = self._core.quarantine_checkpoints(reasons)
         response: replication_service_pb2.QuarantineCheckpointsResponse = await self._invoke(

@@ -162,8 +162,9 @@ def test_r2_bad_mark_requests_are_invalid_argument_and_change_nothing(outbox):
 
 
 def test_r3_quarantine_settles_with_its_reason_and_first_settlement_wins(sidecar, outbox):
-    """A quarantined row leaves the outbox and keeps its reason; marking it synced later, or
-    quarantining it again, changes nothing; a synced row cannot be quarantined."""
+    """A quarantined row leaves the outbox and keeps its reason; marking it synced later
+    changes nothing, quarantining it again replaces the reason (as the reference does) without
+    settling it twice; a synced row cannot be quarantined."""
     a, b, c = (put(outbox, "run", i).checkpoint_id for i in range(3))
     assert outbox.mark_checkpoints_synced([a]) == [a]
     assert outbox.quarantine_checkpoints({b: "HTTP 413: state too large", a: "late"}) == [b]
@@ -172,7 +173,7 @@ def test_r3_quarantine_settles_with_its_reason_and_first_settlement_wins(sidecar
     assert unsynced_ids(outbox) == [c]
     state = sync_errors(sidecar)
     assert state[a] == (True, None)
-    assert state[b] == (True, "HTTP 413: state too large")
+    assert state[b] == (True, "another reason")
     assert state[c] == (False, None)
 
 

@@ -351,6 +351,7 @@ class Store(Protocol):
     ) -> list[str]:
         """Settle checkpoints, each ``(checkpoint_id, reason)``: synced when ``reason`` is
         None, quarantined with ``reason`` otherwise; ``synced_at = now``. Only unsettled rows
-        change (first wins, also against concurrent callers); unknown ids are ignored. Ids must
-        be distinct. Returns the ids this call settled, in the given order."""
+        are settled (first wins, also against concurrent callers); a quarantine of a row already
+        quarantined replaces its reason without settling it again; unknown ids are ignored. Ids
+        must be distinct. Returns the ids this call settled, in the given order."""
         ...

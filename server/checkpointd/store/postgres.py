@@ -560,6 +560,13 @@ class _Sql:
             FROM unnest($3::text[], $4::text[]) AS v (cid, reason)
             WHERE c.namespace = $1 AND c.checkpoint_id = v.cid AND c.synced_at IS NULL
             RETURNING c.checkpoint_id"""
+        # Run first, in the settle's transaction: a second quarantine of a quarantined row
+        # replaces its reason (as the reference does); a synced row is never touched.
+        self.requarantine = f"""
+            UPDATE {cp} AS c SET sync_error = v.reason
+            FROM unnest($2::text[], $3::text[]) AS v (cid, reason)
+            WHERE c.namespace = $1 AND c.checkpoint_id = v.cid AND v.reason IS NOT NULL
+              AND c.sync_error IS NOT NULL"""
         self._list_pending: dict[tuple[bool, bool, bool], str] = {}
 
     def list_pending(self, chain_name: bool, reason: bool, agent_path_prefix: bool) -> str:
@@ -1404,12 +1411,14 @@ class PostgresStore:
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[str]:
-        """Settle unsettled rows, first-wins, in one statement; return the ids settled."""
+        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
         if not settlements:
             return []
         ids = [cid for cid, _ in settlements]
         reasons = [reason for _, reason in settlements]
-        async with self._connection() as conn:
+        async with self._connection() as conn, conn.transaction():
+            if any(reason is not None for reason in reasons):
+                await conn.execute(self._sql.requarantine, namespace, ids, reasons)
             rows = await conn.fetch(self._sql.settle, namespace, _utc_in(now), ids, reasons)
         settled = {str(row["checkpoint_id"]) for row in rows}
         return [cid for cid in ids if cid in settled]

@@ -177,6 +177,12 @@ _SQL_QUARANTINE: Final = (
 )
 #: Ids per UPDATE, well under SQLite's bound-parameter limit.
 _SETTLE_CHUNK: Final = 500
+# A second quarantine of a quarantined row replaces its reason (as the reference does); it
+# never turns a synced row into a quarantined one.
+_SQL_REQUARANTINE: Final = (
+    "UPDATE checkpoints SET sync_error = ? "
+    "WHERE namespace = ? AND checkpoint_id = ? AND sync_error IS NOT NULL"
+)
 _SQL_DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
     "DELETE FROM checkpoints WHERE namespace = ? AND execution_id = ?"
 )
@@ -1325,5 +1331,8 @@ class SQLiteStore:
             for cid, reason in settlements:
                 if reason is not None:
                     hit = await _fetch(conn, _SQL_QUARANTINE, (now_us, reason, namespace, cid))
-                    settled.update(str(row["checkpoint_id"]) for row in hit)
+                    if hit:
+                        settled.add(cid)
+                    else:
+                        await _run(conn, _SQL_REQUARANTINE, (reason, namespace, cid))
         return [cid for cid, _ in settlements if cid in settled]

@@ -117,8 +117,9 @@ class ReplicationServiceServicer:
 
         Use it for a checkpoint the replica refuses on payload grounds, which a retry would only
         refuse again. The first-wins rule of MarkCheckpointsSynced applies: a row already synced
-        stays synced, and a row already quarantined keeps its first reason. At most 1000 entries
-        per call; the same id twice with different reasons is INVALID_ARGUMENT.
+        stays synced. A row already quarantined takes the new reason (as fastaiagent's own
+        checkpointers do) but is not settled again, so it is not in the reply. At most 1000
+        entries per call; the same id twice with different reasons is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

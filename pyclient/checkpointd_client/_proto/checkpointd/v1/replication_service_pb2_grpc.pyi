@@ -71,8 +71,9 @@ class ReplicationServiceStub:
 
     Use it for a checkpoint the replica refuses on payload grounds, which a retry would only
     refuse again. The first-wins rule of MarkCheckpointsSynced applies: a row already synced
-    stays synced, and a row already quarantined keeps its first reason. At most 1000 entries
-    per call; the same id twice with different reasons is INVALID_ARGUMENT.
+    stays synced. A row already quarantined takes the new reason (as fastaiagent's own
+    checkpointers do) but is not settled again, so it is not in the reply. At most 1000
+    entries per call; the same id twice with different reasons is INVALID_ARGUMENT.
     """
 
 @_typing.type_check_only
@@ -118,8 +119,9 @@ class ReplicationServiceAsyncStub(ReplicationServiceStub):
 
     Use it for a checkpoint the replica refuses on payload grounds, which a retry would only
     refuse again. The first-wins rule of MarkCheckpointsSynced applies: a row already synced
-    stays synced, and a row already quarantined keeps its first reason. At most 1000 entries
-    per call; the same id twice with different reasons is INVALID_ARGUMENT.
+    stays synced. A row already quarantined takes the new reason (as fastaiagent's own
+    checkpointers do) but is not settled again, so it is not in the reply. At most 1000
+    entries per call; the same id twice with different reasons is INVALID_ARGUMENT.
     """
 
 class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -180,8 +182,9 @@ class ReplicationServiceServicer(metaclass=_abc_1.ABCMeta):
 
         Use it for a checkpoint the replica refuses on payload grounds, which a retry would only
         refuse again. The first-wins rule of MarkCheckpointsSynced applies: a row already synced
-        stays synced, and a row already quarantined keeps its first reason. At most 1000 entries
-        per call; the same id twice with different reasons is INVALID_ARGUMENT.
+        stays synced. A row already quarantined takes the new reason (as fastaiagent's own
+        checkpointers do) but is not settled again, so it is not in the reply. At most 1000
+        entries per call; the same id twice with different reasons is INVALID_ARGUMENT.
         """
 
 def add_ReplicationServiceServicer_to_server(servicer: ReplicationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
