@@ -23,16 +23,18 @@ MAX_SETTLE_IDS: Final = 1000
 QUARANTINE_REASON_MAX: Final = 1024
 
 
-def _checked_count(field: str, count: int) -> None:
+def _too_many(count: int) -> str | None:
+    """The rule a request naming ``count`` checkpoints breaks, if any."""
     if count > MAX_SETTLE_IDS:
-        raise InvalidField(field, f"must name at most {MAX_SETTLE_IDS} checkpoints (got {count})")
+        return f"must name at most {MAX_SETTLE_IDS} checkpoints (got {count})"
+    return None
 
 
-def _distinct_ids(field: str, ids: Iterable[str]) -> list[str]:
+def _distinct_ids(ids: Iterable[str]) -> list[str]:
     """Validated ids, first occurrence kept: naming an id twice is naming it once."""
     seen: dict[str, None] = {}
-    for index, cid in enumerate(ids):
-        seen.setdefault(v.identifier(f"{field}[{index}]", cid, v.CHECKPOINT_ID_MAX), None)
+    for cid in ids:
+        seen.setdefault(v.identifier("checkpoint_ids", cid, v.CHECKPOINT_ID_MAX), None)
     return list(seen)
 
 
@@ -70,8 +72,9 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
         self, request: svc.MarkCheckpointsSyncedRequest, context: grpc.aio.ServicerContext
     ) -> svc.MarkCheckpointsSyncedResponse:
         namespace = v.namespace(request.namespace)
-        _checked_count("checkpoint_ids", len(request.checkpoint_ids))
-        ids = _distinct_ids("checkpoint_ids", request.checkpoint_ids)
+        if rule := _too_many(len(request.checkpoint_ids)):
+            raise InvalidField("checkpoint_ids", rule)
+        ids = _distinct_ids(request.checkpoint_ids)
         settled: list[str] = []
         if ids:
             settled = await shielded(
@@ -85,17 +88,21 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
         self, request: svc.QuarantineCheckpointsRequest, context: grpc.aio.ServicerContext
     ) -> svc.QuarantineCheckpointsResponse:
         namespace = v.namespace(request.namespace)
-        _checked_count("quarantines", len(request.quarantines))
+        if rule := _too_many(len(request.quarantines)):
+            raise InvalidField("quarantines", rule)
         reasons: dict[str, str] = {}
-        for index, entry in enumerate(request.quarantines):
-            field = f"quarantines[{index}]"
-            cid = v.identifier(f"{field}.checkpoint_id", entry.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        # Fields are named by their path without an index (as everywhere in E2's table).
+        for entry in request.quarantines:
+            cid = v.identifier(
+                "quarantines.checkpoint_id", entry.checkpoint_id, v.CHECKPOINT_ID_MAX
+            )
             if not entry.reason:
-                raise InvalidField(f"{field}.reason", "is required")
-            reason = v.text(f"{field}.reason", entry.reason, QUARANTINE_REASON_MAX)
+                raise InvalidField("quarantines.reason", "is required")
+            reason = v.text("quarantines.reason", entry.reason, QUARANTINE_REASON_MAX)
             if reasons.setdefault(cid, reason) != reason:
                 raise InvalidField(
-                    f"{field}.checkpoint_id", "is named earlier with a different reason"
+                    "quarantines.checkpoint_id",
+                    f"names {cid!r} twice with different reasons",
                 )
         settled: list[str] = []
         if reasons:
