@@ -21,6 +21,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
+    replication_service_pb2,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +36,15 @@ JAVA_OUTER_CLASSNAMES = {
     "checkpointd/v1/checkpoint_service.proto": "CheckpointServiceProto",
     "checkpointd/v1/idempotency_service.proto": "IdempotencyServiceProto",
     "checkpointd/v1/interrupt_service.proto": "InterruptServiceProto",
+    "checkpointd/v1/replication_service.proto": "ReplicationServiceProto",
 }
-MODULES = (checkpoint_pb2, checkpoint_service_pb2, idempotency_service_pb2, interrupt_service_pb2)
+MODULES = (
+    checkpoint_pb2,
+    checkpoint_service_pb2,
+    idempotency_service_pb2,
+    interrupt_service_pb2,
+    replication_service_pb2,
+)
 
 
 def _file_descriptors() -> dict[str, descriptor_pb2.FileDescriptorProto]:
@@ -122,6 +130,7 @@ def test_protoc_gen_go_generates_without_import_mappings(tmp_path):
         "checkpoint_service.pb.go",
         "idempotency_service.pb.go",
         "interrupt_service.pb.go",
+        "replication_service.pb.go",
     ]
     for path in generated:
         assert "\npackage checkpointdv1\n" in path.read_text()
@@ -145,4 +154,4 @@ def test_protoc_generates_java_and_csharp_where_declared(tmp_path):
     assert not list(java.glob("*OuterClass.java"))
     for path in (tmp_path / "cs").glob("*.cs"):
         assert f"\nnamespace {CSHARP_NAMESPACE} {{" in path.read_text()
-    assert len(list((tmp_path / "cs").glob("*.cs"))) == 4
+    assert len(list((tmp_path / "cs").glob("*.cs"))) == len(JAVA_OUTER_CLASSNAMES)

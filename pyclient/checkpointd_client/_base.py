@@ -9,7 +9,7 @@ import math
 import random
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -21,6 +21,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
+    replication_service_pb2,
 )
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
 from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
@@ -386,12 +387,49 @@ class ClientCore:
             namespace=self.namespace, execution_id=execution_id, key=key
         )
 
+    # --- replication outbox (R1-R4) ------------------------------------------------------
+
+    def list_unsynced_checkpoints(
+        self, page_size: int, page_token: str
+    ) -> replication_service_pb2.ListUnsyncedCheckpointsRequest:
+        """Build a ListUnsyncedCheckpoints request."""
+        return replication_service_pb2.ListUnsyncedCheckpointsRequest(
+            namespace=self.namespace, page_size=page_size, page_token=page_token
+        )
+
+    def mark_checkpoints_synced(
+        self, checkpoint_ids: Sequence[str]
+    ) -> replication_service_pb2.MarkCheckpointsSyncedRequest:
+        """Build a MarkCheckpointsSynced request."""
+        if isinstance(checkpoint_ids, str):
+            raise TypeError("checkpoint_ids must be a sequence of ids, not one string")
+        return replication_service_pb2.MarkCheckpointsSyncedRequest(
+            namespace=self.namespace, checkpoint_ids=list(checkpoint_ids)
+        )
+
+    def quarantine_checkpoints(
+        self, reasons: Mapping[str, str]
+    ) -> replication_service_pb2.QuarantineCheckpointsRequest:
+        """Build a QuarantineCheckpoints request from ``{checkpoint_id: reason}``."""
+        return replication_service_pb2.QuarantineCheckpointsRequest(
+            namespace=self.namespace,
+            quarantines=[
+                replication_service_pb2.CheckpointQuarantine(checkpoint_id=cid, reason=reason)
+                for cid, reason in reasons.items()
+            ],
+        )
+
 
 # --- responses --------------------------------------------------------------------------
 
 
-def checkpoint_page(response: checkpoint_service_pb2.ListCheckpointsResponse) -> CheckpointPage:
-    """Parse a ListCheckpoints response."""
+def checkpoint_page(
+    response: (
+        checkpoint_service_pb2.ListCheckpointsResponse
+        | replication_service_pb2.ListUnsyncedCheckpointsResponse
+    ),
+) -> CheckpointPage:
+    """Parse a ListCheckpoints or ListUnsyncedCheckpoints response."""
     return CheckpointPage(
         checkpoints=[_convert.checkpoint_from_proto(c) for c in response.checkpoints],
         next_page_token=response.next_page_token,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, Self
@@ -35,6 +35,8 @@ from checkpointd_client._proto.checkpointd.v1 import (
     idempotency_service_pb2_grpc,
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
+    replication_service_pb2,
+    replication_service_pb2_grpc,
 )
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig, open_aio_channel, open_channel
@@ -103,6 +105,7 @@ class CheckpointdClient:
         self._checkpoints = checkpoint_service_pb2_grpc.CheckpointServiceStub(self._channel)
         self._interrupts = interrupt_service_pb2_grpc.InterruptServiceStub(self._channel)
         self._idempotency = idempotency_service_pb2_grpc.IdempotencyServiceStub(self._channel)
+        self._replication = replication_service_pb2_grpc.ReplicationServiceStub(self._channel)
         self._closed = False
 
     @property
@@ -582,6 +585,60 @@ class CheckpointdClient:
         )
         return _base.idempotency_result(response)
 
+    # --- replication outbox -------------------------------------------------------------
+
+    def list_unsynced_checkpoints(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> CheckpointPage:
+        """Return one page of the namespace's unsettled checkpoints, oldest first (R1).
+
+        Listing changes nothing: a row stays listed until it is marked synced or quarantined.
+        ``page_size`` 0 means the server's default (100); the server caps it at 1000.
+        """
+        request = self._core.list_unsynced_checkpoints(page_size, page_token)
+        response: replication_service_pb2.ListUnsyncedCheckpointsResponse = self._invoke(
+            self._replication.ListUnsyncedCheckpoints, request, timeout, metadata
+        )
+        return _base.checkpoint_page(response)
+
+    def mark_checkpoints_synced(
+        self,
+        checkpoint_ids: Sequence[str],
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> list[str]:
+        """Settle checkpoints as synced; return the ids this call settled (R2).
+
+        Unknown and already-settled ids are left alone, so a retry is harmless.
+        """
+        request = self._core.mark_checkpoints_synced(checkpoint_ids)
+        response: replication_service_pb2.MarkCheckpointsSyncedResponse = self._invoke(
+            self._replication.MarkCheckpointsSynced, request, timeout, metadata
+        )
+        return list(response.settled_checkpoint_ids)
+
+    def quarantine_checkpoints(
+        self,
+        reasons: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> list[str]:
+        """Settle checkpoints as quarantined, ``{checkpoint_id: reason}``; return the ids this
+        call settled (R3). A synced row stays synced; a quarantined one takes the new reason.
+        """
+        request = self._core.quarantine_checkpoints(reasons)
+        response: replication_service_pb2.QuarantineCheckpointsResponse = self._invoke(
+            self._replication.QuarantineCheckpoints, request, timeout, metadata
+        )
+        return list(response.settled_checkpoint_ids)
+
 
 class AsyncCheckpointdClient:
     """An asyncio checkpointd client over one ``grpc.aio`` channel.
@@ -617,11 +674,11 @@ class AsyncCheckpointdClient:
         # A grpc.aio channel binds to the event loop it is created in, so it is created on
         # first use, inside the loop that awaits the calls.
         self._channel: Any = None
-        self._stubs: tuple[Any, Any, Any] | None = None
+        self._stubs: tuple[Any, Any, Any, Any] | None = None
         self._closed = False
 
-    def _connect(self) -> tuple[Any, Any, Any]:
-        """Return the three service stubs, opening the channel on first use."""
+    def _connect(self) -> tuple[Any, Any, Any, Any]:
+        """Return the four service stubs, opening the channel on first use."""
         if self._closed:
             raise RuntimeError(_CLOSED)
         if self._stubs is None:
@@ -632,6 +689,7 @@ class AsyncCheckpointdClient:
                 checkpoint_service_pb2_grpc.CheckpointServiceStub(self._channel),
                 interrupt_service_pb2_grpc.InterruptServiceStub(self._channel),
                 idempotency_service_pb2_grpc.IdempotencyServiceStub(self._channel),
+                replication_service_pb2_grpc.ReplicationServiceStub(self._channel),
             )
         return self._stubs
 
@@ -646,6 +704,10 @@ class AsyncCheckpointdClient:
     @property
     def _idempotency(self) -> Any:
         return self._connect()[2]
+
+    @property
+    def _replication(self) -> Any:
+        return self._connect()[3]
 
     @property
     def target(self) -> str:
@@ -1096,3 +1158,57 @@ class AsyncCheckpointdClient:
             self._idempotency.GetIdempotencyResult, request, timeout, metadata
         )
         return _base.idempotency_result(response)
+
+    # --- replication outbox -------------------------------------------------------------
+
+    async def list_unsynced_checkpoints(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> CheckpointPage:
+        """Return one page of the namespace's unsettled checkpoints, oldest first (R1).
+
+        Listing changes nothing: a row stays listed until it is marked synced or quarantined.
+        ``page_size`` 0 means the server's default (100); the server caps it at 1000.
+        """
+        request = self._core.list_unsynced_checkpoints(page_size, page_token)
+        response: replication_service_pb2.ListUnsyncedCheckpointsResponse = await self._invoke(
+            self._replication.ListUnsyncedCheckpoints, request, timeout, metadata
+        )
+        return _base.checkpoint_page(response)
+
+    async def mark_checkpoints_synced(
+        self,
+        checkpoint_ids: Sequence[str],
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> list[str]:
+        """Settle checkpoints as synced; return the ids this call settled (R2).
+
+        Unknown and already-settled ids are left alone, so a retry is harmless.
+        """
+        request = self._core.mark_checkpoints_synced(checkpoint_ids)
+        response: replication_service_pb2.MarkCheckpointsSyncedResponse = await self._invoke(
+            self._replication.MarkCheckpointsSynced, request, timeout, metadata
+        )
+        return list(response.settled_checkpoint_ids)
+
+    async def quarantine_checkpoints(
+        self,
+        reasons: Mapping[str, str],
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> list[str]:
+        """Settle checkpoints as quarantined, ``{checkpoint_id: reason}``; return the ids this
+        call settled (R3). A synced row stays synced; a quarantined one takes the new reason.
+        """
+        request = self._core.quarantine_checkpoints(reasons)
+        response: replication_service_pb2.QuarantineCheckpointsResponse = await self._invoke(
+            self._replication.QuarantineCheckpoints, request, timeout, metadata
+        )
+        return list(response.settled_checkpoint_ids)

@@ -7,7 +7,9 @@
     checkpointer = SidecarCheckpointer("unix:///run/checkpointd.sock")
     chain = Chain("pipeline", checkpointer=checkpointer)
 
-It satisfies ``isinstance(x, fastaiagent.checkpointers.Checkpointer)`` and returns fastaiagent's
+It satisfies ``isinstance(x, fastaiagent.checkpointers.Checkpointer)``, and fastaiagent's optional
+``ReplicatedCheckpointer`` and ``QuarantinableCheckpointer``, so ``fastaiagent.connect()``
+replicates its checkpoints to the platform as it does the reference's. It returns fastaiagent's
 own ``Checkpoint`` and ``PendingInterrupt`` models with ``created_at`` as ISO-8601 strings.
 Its methods block on the synchronous gRPC client: they are thread-safe and need no event
 loop, so fastaiagent may call them from inside ``async def`` code, as it does.
@@ -26,6 +28,10 @@ Where it deliberately differs from the reference ``SQLiteCheckpointer``:
   and still stores the checkpoint (the reference Postgres behaviour, I2).
 * ``prune`` keeps the idempotency rows of a run that still has a pending interrupt (C7).
 * JSON with ``NaN`` or ``Infinity`` is refused with ``ValueError`` before anything is sent.
+* The replication outbox (``fetch_unsynced``, ``mark_synced``, ``mark_quarantined``, served
+  by the server's ``ReplicationService``) is per namespace: ``project_id`` is ignored, as the
+  reference ``PostgresCheckpointer`` ignores it. Several processes may drain one namespace;
+  each row is settled once (R4).
 
 fastaiagent is imported lazily, when a :class:`SidecarCheckpointer` is created; install it
 with the ``fastaiagent`` extra (``pip install 'checkpointd-client[fastaiagent]'``).
@@ -35,7 +41,10 @@ from __future__ import annotations
 
 import builtins
 import functools
-from collections.abc import Sequence
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -53,6 +62,8 @@ if TYPE_CHECKING:
     from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
 
 __all__ = ["ResumeWorker", "SidecarCheckpointer"]
+
+_log = logging.getLogger(__name__)
 
 #: The largest page the server returns; ``list`` asks for no more than it needs.
 _MAX_PAGE = 1000
@@ -161,37 +172,80 @@ class SidecarCheckpointer:
         tls: TlsConfig | bool | None = None,
     ) -> None:
         _fastaiagent_models()  # fail here, not mid-run, when fastaiagent is missing
-        self._client = CheckpointdClient(
-            target,
-            namespace=namespace,
-            timeout=timeout,
-            retry=retry,
-            metadata=metadata,
-            channel_options=channel_options,
-            token=token,
-            tls=tls,
-        )
+
+        def connect() -> CheckpointdClient:
+            return CheckpointdClient(
+                target,
+                namespace=namespace,
+                timeout=timeout,
+                retry=retry,
+                metadata=metadata,
+                channel_options=channel_options,
+                token=token,
+                tls=tls,
+            )
+
+        self._connect = connect
+        self._lock = threading.Lock()
+        first = connect()
+        self._client: CheckpointdClient | None = first
+        self._target = first.target
+        self._namespace = first.namespace
+
+    def _open_client(self) -> CheckpointdClient:
+        """The open client, reopened after :meth:`close` (as the reference reopens its
+        connection), so a store closed by one component keeps serving the others."""
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
     @property
     def client(self) -> CheckpointdClient:
-        """The underlying blocking client, for calls the protocol does not cover."""
-        return self._client
+        """The underlying blocking client, for calls the protocol does not cover.
+
+        After :meth:`close` this is a new client; one taken before stays closed.
+        """
+        return self._open_client()
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(target={self._client.target!r}, "
-            f"namespace={self._client.namespace!r})"
-        )
+        return f"{type(self).__name__}(target={self._target!r}, namespace={self._namespace!r})"
 
     # --- lifecycle ----------------------------------------------------------------------
 
     def setup(self) -> None:
-        """Do nothing: the server owns its schema. Idempotent, like the reference's."""
-        return None
+        """Register for fastaiagent's platform replication, as the reference's ``setup`` does;
+        the server owns its schema. Idempotent, and never raises over replication."""
+        try:
+            from fastaiagent.checkpointers import platform_replica
+
+            platform_replica.register_checkpointer(self)
+        except Exception:  # replication is best-effort; checkpointing must not fail over it
+            _log.debug("platform replication registration failed", exc_info=True)
+
+    def _maybe_replicate(self) -> None:
+        """Kick fastaiagent's background drain after a write, as the reference does; a no-op
+        when fastaiagent is not connected to its platform, and never raises."""
+        try:
+            from fastaiagent.checkpointers import platform_replica
+
+            platform_replica.kick(self)
+        except Exception:
+            _log.debug("platform replication kick failed", exc_info=True)
 
     def close(self) -> None:
-        """Close the channel to the server."""
-        self._client.close()
+        """Close the channel to the server and release its threads.
+
+        Like the reference's ``close``, this does not end the checkpointer: the next call
+        opens a new channel.
+        """
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def __enter__(self) -> Self:
         return self
@@ -215,9 +269,10 @@ class SidecarCheckpointer:
         if not checkpoint.checkpoint_id:
             checkpoint.checkpoint_id = new_id()
         # Only the id and created_at are read back: the reply need not carry the state.
-        stored = self._client.put_checkpoint(_to_checkpoint(checkpoint), view="basic")
+        stored = self._open_client().put_checkpoint(_to_checkpoint(checkpoint), view="basic")
         checkpoint.checkpoint_id = stored.checkpoint_id
         checkpoint.created_at = _format_time(stored.created_at)
+        self._maybe_replicate()
 
     def put_writes(self, execution_id: str, checkpoint_id: str, writes: builtins.list[Any]) -> None:
         """Do nothing, like the reference (reserved by fastaiagent for a later phase)."""
@@ -234,13 +289,16 @@ class SidecarCheckpointer:
             checkpoint.checkpoint_id = new_id()
         if not pending.created_at and checkpoint.created_at:
             pending.created_at = checkpoint.created_at
-        result = self._client.record_interrupt(_to_checkpoint(checkpoint), _to_pending(pending))
+        result = self._open_client().record_interrupt(
+            _to_checkpoint(checkpoint), _to_pending(pending)
+        )
         checkpoint.checkpoint_id = result.checkpoint.checkpoint_id
         checkpoint.created_at = _format_time(result.checkpoint.created_at)
         if result.pending_created:
             pending.created_at = _format_time(result.pending.created_at)
         elif not pending.created_at:
             pending.created_at = checkpoint.created_at
+        self._maybe_replicate()
 
     def delete_pending_interrupt_atomic(self, execution_id: str) -> FastPendingInterrupt | None:
         """Claim the execution's pending interrupt; ``None`` if there is none (or it was lost).
@@ -251,36 +309,38 @@ class SidecarCheckpointer:
         claim wins it again.
         """
         try:
-            claimed = self._client.claim_interrupt(execution_id, claim_token=CLAIM_TOKEN.get())
+            claimed = self._open_client().claim_interrupt(
+                execution_id, claim_token=CLAIM_TOKEN.get()
+            )
         except NotFoundError:
             return None
         return _from_pending(claimed)
 
     def delete_execution(self, execution_id: str) -> None:
         """Delete every checkpoint, the pending interrupt and the idempotency rows of a run."""
-        self._client.delete_execution(execution_id)
+        self._open_client().delete_execution(execution_id)
 
     def put_idempotent(self, execution_id: str, function_key: str, result: Any) -> None:
         """Cache the JSON-serializable result of an ``@idempotent`` function."""
-        self._client.put_idempotent(execution_id, function_key, result)
+        self._open_client().put_idempotent(execution_id, function_key, result)
 
     def prune(self, older_than: timedelta) -> int:
         """Delete old completed/failed checkpoints and idempotency rows; return the total count."""
-        return self._client.prune(older_than).total
+        return self._open_client().prune(older_than).total
 
     # --- reads --------------------------------------------------------------------------
 
     def get_last(self, execution_id: str) -> FastCheckpoint | None:
         """Return the checkpoint written last, or ``None`` when the run has none."""
         try:
-            return _from_checkpoint(self._client.get_latest_checkpoint(execution_id))
+            return _from_checkpoint(self._open_client().get_latest_checkpoint(execution_id))
         except NotFoundError:
             return None
 
     def get_by_id(self, execution_id: str, checkpoint_id: str) -> FastCheckpoint | None:
         """Return one checkpoint by id, or ``None``."""
         try:
-            return _from_checkpoint(self._client.get_checkpoint(execution_id, checkpoint_id))
+            return _from_checkpoint(self._open_client().get_checkpoint(execution_id, checkpoint_id))
         except NotFoundError:
             return None
 
@@ -295,7 +355,7 @@ class SidecarCheckpointer:
         newest_first: builtins.list[Checkpoint] = []
         token = ""
         while len(newest_first) < limit:
-            page = self._client.list_checkpoints(
+            page = self._open_client().list_checkpoints(
                 execution_id,
                 page_size=min(limit - len(newest_first), _MAX_PAGE),
                 page_token=token,
@@ -313,7 +373,7 @@ class SidecarCheckpointer:
         rows: builtins.list[PendingInterrupt] = []
         token = ""
         while len(rows) < limit:
-            page = self._client.list_pending_interrupts(
+            page = self._open_client().list_pending_interrupts(
                 page_size=min(limit - len(rows), _MAX_PAGE), page_token=token
             )
             rows.extend(page.pending_interrupts)
@@ -324,8 +384,100 @@ class SidecarCheckpointer:
 
     def get_idempotent(self, execution_id: str, function_key: str) -> Any | None:
         """Return the cached result, or ``None`` when there is none (as the reference does)."""
-        cached = self._client.get_idempotent(execution_id, function_key)
+        cached = self._open_client().get_idempotent(execution_id, function_key)
         return cached.value if cached.found else None
+
+    # --- replication outbox (fastaiagent's ReplicatedCheckpointer and
+    # QuarantinableCheckpointer) ---------------------------------------------------------
+
+    def fetch_unsynced(
+        self, limit: int, project_id: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Return up to ``limit`` unsettled checkpoints of the namespace, oldest first (R1).
+
+        Each row has the reference ``SQLiteCheckpointer``'s column keys (JSON columns as
+        text, ``created_at`` an ISO string, ``_seq`` the store's sequence), which is what
+        fastaiagent's replicator maps onto its ingest wire shape. ``project_id`` is accepted
+        and ignored, as the reference ``PostgresCheckpointer`` does: the namespace is the
+        scope here, and every row carries ``project_id`` as given. Listing changes nothing.
+        """
+        limit = _check_limit(limit)
+        rows: builtins.list[Checkpoint] = []
+        token = ""
+        client = self._open_client()
+        while len(rows) < limit:
+            page = client.list_unsynced_checkpoints(
+                page_size=min(limit - len(rows), _MAX_PAGE), page_token=token
+            )
+            rows.extend(page.checkpoints)
+            token = page.next_page_token
+            if not token:
+                break
+        return [_outbox_row(cp, project_id) for cp in rows[:limit]]
+
+    def mark_synced(self, checkpoint_ids: builtins.list[str]) -> None:
+        """Settle checkpoints as synced after the replica acknowledged them (R2).
+
+        Idempotent: unknown ids and ids already settled (by this or another replicator) are
+        left alone.
+        """
+        client = self._open_client()
+        ids = builtins.list(checkpoint_ids)
+        for start in range(0, len(ids), _MAX_SETTLE):
+            client.mark_checkpoints_synced(ids[start : start + _MAX_SETTLE])
+
+    def mark_quarantined(self, reasons: dict[str, str]) -> None:
+        """Settle checkpoints the replica can never ingest, keyed id → reason (R3).
+
+        They leave the outbox like synced rows and keep their reason, so the two stay
+        distinguishable. Idempotent; a synced row stays synced, a quarantined one takes the
+        new reason. A reason longer than the server keeps is cut, and an empty one is recorded
+        as "no reason given".
+        """
+        client = self._open_client()
+        items = builtins.list(_quarantine_reasons(reasons).items())
+        for start in range(0, len(items), _MAX_SETTLE):
+            client.quarantine_checkpoints(dict(items[start : start + _MAX_SETTLE]))
+
+
+#: The most ids one Mark/Quarantine call carries (the server's limit).
+_MAX_SETTLE = 1000
+#: The longest quarantine reason the server keeps.
+_REASON_MAX = 1024
+
+
+def _quarantine_reasons(reasons: Mapping[str, str]) -> dict[str, str]:
+    return {
+        cid: (str(reason) or "no reason given")[:_REASON_MAX] for cid, reason in reasons.items()
+    }
+
+
+def _outbox_row(cp: Checkpoint, project_id: str | None) -> dict[str, Any]:
+    """A checkpoint as the reference ``SQLiteCheckpointer.fetch_unsynced`` returns it."""
+    return {
+        "_seq": cp.sequence,
+        "id": cp.checkpoint_id,
+        "checkpoint_id": cp.checkpoint_id,
+        "parent_checkpoint_id": cp.parent_checkpoint_id,
+        "chain_name": cp.chain_name,
+        "execution_id": cp.execution_id,
+        "node_id": cp.node_id,
+        "node_index": cp.node_index,
+        "step_type": cp.step_type,
+        "status": cp.status,
+        "state_snapshot": json.dumps(cp.state_snapshot),
+        "node_input": json.dumps(cp.node_input),
+        "node_output": json.dumps(cp.node_output),
+        "iteration": cp.iteration,
+        "iteration_counters": json.dumps(cp.iteration_counters),
+        "interrupt_reason": cp.interrupt_reason,
+        "interrupt_context": json.dumps(cp.interrupt_context),
+        "agent_path": cp.agent_path,
+        "created_at": _format_time(cp.created_at),
+        "project_id": project_id,
+        "synced": 0,
+        "sync_error": None,
+    }
 
 
 # Imported last: the worker module uses this one's adapter only through fastaiagent's runners.

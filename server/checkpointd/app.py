@@ -47,6 +47,7 @@ from checkpointd.servicers import (
     CheckpointServicer,
     IdempotencyServicer,
     InterruptServicer,
+    ReplicationServicer,
     ServiceDeps,
 )
 from checkpointd.servicers.common import utc_now
@@ -59,6 +60,8 @@ from checkpointd_client._proto.checkpointd.v1 import (
     idempotency_service_pb2_grpc,
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
+    replication_service_pb2,
+    replication_service_pb2_grpc,
 )
 
 __all__ = ["KEEPALIVE_OPTIONS", "SERVICE_NAMES", "StartupError", "build_store", "serve"]
@@ -72,7 +75,12 @@ _TRANSPORT_SLACK_BYTES = 16 * 1024 * 1024
 #: The checkpointd services, by full name (each has its own health status).
 SERVICE_NAMES: tuple[str, ...] = tuple(
     service.full_name
-    for module in (checkpoint_service_pb2, interrupt_service_pb2, idempotency_service_pb2)
+    for module in (
+        checkpoint_service_pb2,
+        interrupt_service_pb2,
+        idempotency_service_pb2,
+        replication_service_pb2,
+    )
     for service in module.DESCRIPTOR.services_by_name.values()
 )
 # Calls that answer whether or not the store is there.
@@ -164,6 +172,9 @@ def _build_server(
     )
     idempotency_service_pb2_grpc.add_IdempotencyServiceServicer_to_server(
         IdempotencyServicer(deps), registrar
+    )
+    replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
+        ReplicationServicer(deps), registrar
     )
     health_pb2_grpc.add_HealthServicer_to_server(health, registrar)
     # What reflection.enable_server_reflection does for a grpc.aio server, on the registrar.

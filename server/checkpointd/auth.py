@@ -102,6 +102,7 @@ class Role(enum.Enum):
 _CHECKPOINTS = "/checkpointd.v1.CheckpointService/"
 _INTERRUPTS = "/checkpointd.v1.InterruptService/"
 _IDEMPOTENCY = "/checkpointd.v1.IdempotencyService/"
+_REPLICATION = "/checkpointd.v1.ReplicationService/"
 
 #: The one table: every checkpointd RPC, read or write. A method missing here is refused to
 #: every token (a test checks that the table names every method of the services).
@@ -124,6 +125,10 @@ RPC_ACCESS: dict[str, Access] = {
     _INTERRUPTS + "ListDecisions": Access.READ,
     _IDEMPOTENCY + "PutIdempotencyResult": Access.WRITE,
     _IDEMPOTENCY + "GetIdempotencyResult": Access.READ,
+    # Settling changes what every replicator of the namespace sees next: a write.
+    _REPLICATION + "ListUnsyncedCheckpoints": Access.READ,
+    _REPLICATION + "MarkCheckpointsSynced": Access.WRITE,
+    _REPLICATION + "QuarantineCheckpoints": Access.WRITE,
 }
 
 

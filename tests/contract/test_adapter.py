@@ -369,21 +369,28 @@ def test_p2_setup_and_put_writes_are_no_ops(checkpointer, execution_id):
     assert checkpointer.list(execution_id) == []
 
 
-def test_p2_close_then_context_manager(sidecar, execution_id):
-    """close() ends the adapter (twice is fine; later calls raise); the context manager
-    closes on exit."""
+def test_p2_close_releases_the_channel_and_the_next_call_reopens(sidecar, execution_id):
+    """close() releases the channel (a client taken before it stays closed; twice is fine),
+    and the next call opens a new one, as the reference reconnects after close: fastaiagent's
+    own supervisor crash test closes a store and keeps listing through it."""
     adapter = SidecarCheckpointer(sidecar.target, retry=NO_RETRY)
     cp = fast_checkpoint(execution_id)
     adapter.put(cp)
+    before = adapter.client
     adapter.close()
     adapter.close()
     with pytest.raises(RuntimeError, match="closed"):
-        adapter.get_last(execution_id)
+        before.get_latest_checkpoint(execution_id)
+    assert adapter.get_last(execution_id) == cp
+    assert adapter.client is not before
+    adapter.put(fast_checkpoint(execution_id, node_index=1))
+    assert [c.node_index for c in adapter.list(execution_id)] == [0, 1]
+    adapter.close()
 
     with SidecarCheckpointer(sidecar.target, retry=NO_RETRY) as managed:
-        assert managed.get_last(execution_id) == cp
-    with pytest.raises(RuntimeError, match="closed"):
-        managed.get_last(execution_id)
+        assert managed.get_last(execution_id) is not None
+    assert managed.get_last(execution_id) is not None  # reopened after the context closed it
+    managed.close()
 
 
 # --- Supervisor (P2) ---------------------------------------------------------------------------
@@ -484,3 +491,140 @@ def test_p2_supervisor_pauses_in_a_worker_and_resumes_through_the_adapter_like_t
     assert ours["pending_after"] == []
     assert ours["side_effects"] == ["reserve A-1"]
     assert ours == theirs
+
+
+def test_p2_close_and_reopen_many_times_leaves_no_threads_behind(sidecar, execution_id):
+    """Each close releases what its channel started: fifty close/reopen cycles end with no
+    more threads than one open adapter had."""
+    adapter = SidecarCheckpointer(sidecar.target, retry=NO_RETRY)
+    adapter.put(fast_checkpoint(execution_id))
+    adapter.close()
+    adapter.get_last(execution_id)
+    baseline = threading.active_count()
+    for _ in range(50):
+        adapter.close()
+        assert adapter.get_last(execution_id) is not None
+    assert threading.active_count() <= baseline
+    adapter.close()
+
+
+def test_p2_close_while_other_threads_call_never_fails_them(sidecar, execution_id):
+    """Calls racing a close either finish on the old channel or reopen: with one thread
+    closing in a loop, readers on others see every call succeed or see only the closed
+    error of a call already in flight on the old channel, never a wrong answer."""
+    adapter = SidecarCheckpointer(sidecar.target, retry=NO_RETRY)
+    cp = fast_checkpoint(execution_id)
+    adapter.put(cp)
+    results: list[object] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                results.append(adapter.get_last(execution_id))
+            except Exception as exc:  # recorded and checked below
+                results.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for _ in range(20):
+        adapter.close()
+    stop.set()
+    for t in threads:
+        t.join()
+    adapter.close()
+    assert results
+    for result in results:
+        assert result == cp or "closed" in str(result) or "CANCELLED" in str(result), result
+
+
+# --- P5: fastaiagent's optional replication protocols ---------------------------------------
+
+
+def test_p5_adapter_is_a_replicated_and_quarantinable_checkpointer(checkpointer):
+    """isinstance holds for both optional protocols, and each method's signature is
+    fastaiagent's own (names, kinds, defaults and annotations)."""
+    import inspect
+
+    from fastaiagent.checkpointers.protocol import (
+        QuarantinableCheckpointer,
+        ReplicatedCheckpointer,
+    )
+
+    assert isinstance(checkpointer, ReplicatedCheckpointer)
+    assert isinstance(checkpointer, QuarantinableCheckpointer)
+    for protocol, name in (
+        (ReplicatedCheckpointer, "fetch_unsynced"),
+        (ReplicatedCheckpointer, "mark_synced"),
+        (QuarantinableCheckpointer, "mark_quarantined"),
+    ):
+        ours = inspect.signature(getattr(SidecarCheckpointer, name))
+        theirs = inspect.signature(getattr(protocol, name))
+        assert ours == theirs, name
+
+
+def test_p5_fetch_unsynced_rows_map_to_the_same_wire_rows_as_the_reference(checkpointer, tmp_path):
+    """The same checkpoints, written through the adapter and through fastaiagent's
+    SQLiteCheckpointer, come out of fetch_unsynced with the same keys and map onto the same
+    ingest wire rows (the store's sequence aside), oldest first."""
+    from fastaiagent.checkpointers import SQLiteCheckpointer, platform_replica
+
+    reference = SQLiteCheckpointer(db_path=str(tmp_path / "ref.db"))
+    reference.setup()
+    platform_replica._REGISTRY.discard(reference)
+    written = []
+    for i, status in enumerate(("completed", "interrupted", "failed")):
+        cp = fast_checkpoint(
+            "run",
+            checkpoint_id=f"cp-{i}-{uuid.uuid4().hex[:8]}",
+            node_index=i,
+            status=status,
+            step_type="node",
+            state_snapshot=STATE,
+            node_output={"i": i},
+            agent_path="agent:a",
+            created_at=datetime(2026, 1, 1, 0, 0, i, 500, tzinfo=UTC).isoformat(),
+        )
+        written.append(cp)
+        checkpointer.put(cp.model_copy())
+        reference.put(cp.model_copy())
+    try:
+        from fastaiagent._internal.project import safe_get_project_id
+
+        pid = safe_get_project_id()  # what fastaiagent's drain passes
+        ours = checkpointer.fetch_unsynced(10, pid)
+        theirs = reference.fetch_unsynced(10, pid)
+        assert [r["checkpoint_id"] for r in ours] == [c.checkpoint_id for c in written]
+        assert set(ours[0]) == set(theirs[0])
+
+        def wire(row):
+            mapped = platform_replica._to_wire(row)
+            mapped.pop("sequence", None)
+            return mapped
+
+        assert [wire(r) for r in ours] == [wire(r) for r in theirs]
+        assert checkpointer.fetch_unsynced(2, pid) == ours[:2]
+        assert checkpointer.fetch_unsynced(0) == []
+    finally:
+        reference.close()
+
+
+def test_p5_mark_synced_and_mark_quarantined_drain_the_outbox_idempotently(checkpointer):
+    """mark_synced and mark_quarantined take rows out of fetch_unsynced; repeating them, or
+    naming unknown ids, is harmless; an empty call is a no-op."""
+    ids = []
+    for i in range(4):
+        cp = fast_checkpoint("run", node_index=i)
+        checkpointer.put(cp)
+        ids.append(cp.checkpoint_id)
+    checkpointer.mark_synced([])
+    checkpointer.mark_quarantined({})
+    checkpointer.mark_synced([ids[0], "unknown"])
+    checkpointer.mark_synced([ids[0]])
+    checkpointer.mark_quarantined({ids[1]: "HTTP 422: too large", "unknown": "x"})
+    checkpointer.mark_quarantined({ids[2]: ""})  # recorded as "no reason given"
+    assert [r["checkpoint_id"] for r in checkpointer.fetch_unsynced(10)] == [ids[3]]
+    # 2500 ids go in several calls under the server's per-call limit.
+    checkpointer.mark_synced([ids[3]] + [f"other-{i}" for i in range(2500)])
+    assert checkpointer.fetch_unsynced(10) == []

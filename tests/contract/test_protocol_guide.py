@@ -25,6 +25,8 @@ from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2 as 
 from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2_grpc as isvc_grpc
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as rsvc
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2_grpc as rsvc_grpc
 from tests.support.sidecar import Sidecar
 from tests.unit.test_invalid_field_values import documented_fields
 
@@ -34,12 +36,13 @@ PATIENCE = 30.0
 
 
 class Stubs:
-    """The three services on one channel."""
+    """The four services on one channel."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         self.checkpoints = csvc_grpc.CheckpointServiceStub(channel)
         self.interrupts = svc_grpc.InterruptServiceStub(channel)
         self.idempotency = isvc_grpc.IdempotencyServiceStub(channel)
+        self.replication = rsvc_grpc.ReplicationServiceStub(channel)
 
 
 @pytest.fixture
@@ -146,6 +149,27 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     ),
     "page_size": lambda s: s.checkpoints.ListCheckpoints(
         csvc.ListCheckpointsRequest(execution_id="e", page_size=-1), timeout=TIMEOUT
+    ),
+    "checkpoint_ids": lambda s: s.replication.MarkCheckpointsSynced(
+        rsvc.MarkCheckpointsSyncedRequest(checkpoint_ids=["ok", ""]), timeout=TIMEOUT
+    ),
+    "quarantines": lambda s: s.replication.QuarantineCheckpoints(
+        rsvc.QuarantineCheckpointsRequest(
+            quarantines=[rsvc.CheckpointQuarantine(checkpoint_id="c", reason="r")] * 1001
+        ),
+        timeout=TIMEOUT,
+    ),
+    "quarantines.checkpoint_id": lambda s: s.replication.QuarantineCheckpoints(
+        rsvc.QuarantineCheckpointsRequest(
+            quarantines=[rsvc.CheckpointQuarantine(checkpoint_id="", reason="r")]
+        ),
+        timeout=TIMEOUT,
+    ),
+    "quarantines.reason": lambda s: s.replication.QuarantineCheckpoints(
+        rsvc.QuarantineCheckpointsRequest(
+            quarantines=[rsvc.CheckpointQuarantine(checkpoint_id="c", reason="")]
+        ),
+        timeout=TIMEOUT,
     ),
     "older_than": lambda s: s.checkpoints.PruneCheckpoints(
         csvc.PruneCheckpointsRequest(), timeout=TIMEOUT

@@ -20,6 +20,7 @@ SERVICES = (
     "checkpointd.v1.CheckpointService",
     "checkpointd.v1.InterruptService",
     "checkpointd.v1.IdempotencyService",
+    "checkpointd.v1.ReplicationService",
 )
 
 

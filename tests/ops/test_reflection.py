@@ -21,6 +21,7 @@ def test_reflection_lists_the_services_and_a_dynamic_call_works(sidecar):
             "checkpointd.v1.CheckpointService",
             "checkpointd.v1.InterruptService",
             "checkpointd.v1.IdempotencyService",
+            "checkpointd.v1.ReplicationService",
             "grpc.health.v1.Health",
             "grpc.reflection.v1alpha.ServerReflection",
         }

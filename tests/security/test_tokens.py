@@ -25,6 +25,7 @@ from checkpointd_client._proto.checkpointd.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
+    replication_service_pb2,
 )
 from checkpointd_client.credentials import auth_metadata, resolve_tls
 
@@ -51,10 +52,15 @@ def _entry(**fields: object) -> dict[str, object]:
 
 
 def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
-    """The access table names every method of the three services, no other, and each request
+    """The access table names every method of the four services, no other, and each request
     carries the namespace the interceptor checks."""
     methods: dict[str, object] = {}
-    for module in (checkpoint_service_pb2, interrupt_service_pb2, idempotency_service_pb2):
+    for module in (
+        checkpoint_service_pb2,
+        interrupt_service_pb2,
+        idempotency_service_pb2,
+        replication_service_pb2,
+    ):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
                 methods[f"/{service.full_name}/{method.name}"] = method
@@ -71,6 +77,7 @@ def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
         "WatchInterrupts",
         "ListDecisions",
         "GetIdempotencyResult",
+        "ListUnsyncedCheckpoints",
     }
 
 

@@ -169,6 +169,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (2, "watch"),
             (3, "applied_requests"),
             (4, "request_ids"),
+            (5, "replication_outbox"),
             (6, "decisions"),
         ]
         tables = await raw.fetch(

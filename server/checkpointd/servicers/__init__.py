@@ -4,5 +4,12 @@ from checkpointd.servicers.checkpoints import CheckpointServicer
 from checkpointd.servicers.common import ServiceDeps
 from checkpointd.servicers.idempotency import IdempotencyServicer
 from checkpointd.servicers.interrupts import InterruptServicer
+from checkpointd.servicers.replication import ReplicationServicer
 
-__all__ = ["CheckpointServicer", "IdempotencyServicer", "InterruptServicer", "ServiceDeps"]
+__all__ = [
+    "CheckpointServicer",
+    "IdempotencyServicer",
+    "InterruptServicer",
+    "ReplicationServicer",
+    "ServiceDeps",
+]

@@ -10,7 +10,9 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
 * ``checkpoints``: one row per checkpoint; ``sequence`` is assigned at insert and is
   monotonic per store; unique ``(namespace, checkpoint_id)``; ``request_id`` of the write
   that created it, unique per namespace when not empty: a retry with the same request id
-  returns the stored row, whatever filled its checkpoint id (contracts C2, C9).
+  returns the stored row, whatever filled its checkpoint id (contracts C2, C9). Also the
+  replication outbox: ``synced_at`` (null while unsettled) and ``sync_error`` (the reason of
+  a quarantined row), settled once, first-wins (contracts R1-R4).
 * ``pending_interrupts``: primary key ``(namespace, execution_id)``; carries the sequence
   and id of the interrupted checkpoint written with it.
 * ``interrupt_claims``: ``(namespace, execution_id, claim_token)`` with the claimed row and
@@ -34,6 +36,7 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -432,4 +435,24 @@ class Store(Protocol):
 
     def event_notifier(self) -> EventNotifier:
         """A new notifier of outbox changes; the caller closes it."""
+        ...
+
+    # --- replication outbox --------------------------------------------------------------
+
+    async def list_unsynced(
+        self, namespace: str, *, after_sequence: int | None, limit: int
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` unsettled checkpoints of the namespace with sequence >
+        ``after_sequence`` (from the start when None), ascending by sequence. Changes
+        nothing."""
+        ...
+
+    async def settle_checkpoints(
+        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[str]:
+        """Settle checkpoints, each ``(checkpoint_id, reason)``: synced when ``reason`` is
+        None, quarantined with ``reason`` otherwise; ``synced_at = now``. Only unsettled rows
+        are settled (first wins, also against concurrent callers); a quarantine of a row already
+        quarantined replaces its reason without settling it again; unknown ids are ignored. Ids
+        must be distinct. Returns the ids this call settled, in the given order."""
         ...

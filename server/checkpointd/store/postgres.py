@@ -688,6 +688,26 @@ class _Sql:
         self._list_pending: dict[tuple[bool, bool, bool, bool], str] = {}
         self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"
 
+        # --- replication outbox (R1-R4) ---
+        # `synced_at IS NULL` keeps a settled row settled (first wins): a concurrent settle
+        # waits for the first one's row lock, re-checks the predicate and skips the row.
+        self.list_unsynced = (
+            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND synced_at IS NULL "
+            "AND sequence > $2 ORDER BY sequence LIMIT $3"
+        )
+        self.settle = f"""
+            UPDATE {cp} AS c SET synced_at = $2, sync_error = v.reason
+            FROM unnest($3::text[], $4::text[]) AS v (cid, reason)
+            WHERE c.namespace = $1 AND c.checkpoint_id = v.cid AND c.synced_at IS NULL
+            RETURNING c.checkpoint_id"""
+        # Run first, in the settle's transaction: a second quarantine of a quarantined row
+        # replaces its reason (as the reference does); a synced row is never touched.
+        self.requarantine = f"""
+            UPDATE {cp} AS c SET sync_error = v.reason
+            FROM unnest($2::text[], $3::text[]) AS v (cid, reason)
+            WHERE c.namespace = $1 AND c.checkpoint_id = v.cid AND v.reason IS NOT NULL
+              AND c.sync_error IS NOT NULL"""
+
     def list_pending(
         self, chain_name: bool, reason: bool, agent_path_prefix: bool, *, sizes: bool = False
     ) -> str:
@@ -1801,6 +1821,35 @@ class PostgresStore:
         if self._listen_dsn is None:
             return _PollingNotifier(self._poll_interval)
         return _PgEventNotifier(self)
+
+    # --- replication outbox (contracts R1-R4) --------------------------------------------
+
+    async def list_unsynced(
+        self, namespace: str, *, after_sequence: int | None, limit: int
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
+        first."""
+        if limit <= 0:
+            return []
+        bound = 0 if after_sequence is None else after_sequence
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._sql.list_unsynced, namespace, bound, limit)
+        return [_checkpoint(row) for row in rows]
+
+    async def settle_checkpoints(
+        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[str]:
+        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
+        if not settlements:
+            return []
+        ids = [cid for cid, _ in settlements]
+        reasons = [reason for _, reason in settlements]
+        async with self._connection() as conn, conn.transaction():
+            if any(reason is not None for reason in reasons):
+                await conn.execute(self._sql.requarantine, namespace, ids, reasons)
+            rows = await conn.fetch(self._sql.settle, namespace, _utc_in(now), ids, reasons)
+        settled = {str(row["checkpoint_id"]) for row in rows}
+        return [cid for cid in ids if cid in settled]
 
     async def _listen(self, on_notify: Any, on_lost: Any) -> asyncpg.Connection[Any]:
         """Open a connection outside the pool that LISTENs to this store's event channel."""

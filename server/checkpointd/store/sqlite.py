@@ -186,6 +186,30 @@ _SQL_LIST_CHECKPOINT_SIZES_ASC: Final = _SQL_LIST_CHECKPOINTS_ASC.replace(
 _SQL_LIST_CHECKPOINT_SIZES_DESC: Final = _SQL_LIST_CHECKPOINTS_DESC.replace(
     _CHECKPOINT_COLUMNS, _CHECKPOINT_SIZE, 1
 )
+# The replication outbox (R1-R4). `synced_at IS NULL` repeats the partial index's predicate;
+# a settled row is never settled again (first wins), which the same predicate enforces.
+_SQL_LIST_UNSYNCED: Final = (
+    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
+    "WHERE namespace = ? AND synced_at IS NULL AND sequence > ? ORDER BY sequence ASC LIMIT ?"
+)
+_SQL_MARK_SYNCED: Final = (
+    "UPDATE checkpoints SET synced_at = ? "
+    "WHERE namespace = ? AND synced_at IS NULL AND checkpoint_id IN ({ids}) "
+    "RETURNING checkpoint_id"
+)
+_SQL_QUARANTINE: Final = (
+    "UPDATE checkpoints SET synced_at = ?, sync_error = ? "
+    "WHERE namespace = ? AND synced_at IS NULL AND checkpoint_id = ? "
+    "RETURNING checkpoint_id"
+)
+#: Ids per UPDATE, well under SQLite's bound-parameter limit.
+_SETTLE_CHUNK: Final = 500
+# A second quarantine of a quarantined row replaces its reason (as the reference does); it
+# never turns a synced row into a quarantined one.
+_SQL_REQUARANTINE: Final = (
+    "UPDATE checkpoints SET sync_error = ? "
+    "WHERE namespace = ? AND checkpoint_id = ? AND sync_error IS NOT NULL"
+)
 _SQL_DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
     "DELETE FROM checkpoints WHERE namespace = ? AND execution_id = ?"
 )
@@ -1653,3 +1677,39 @@ class SQLiteStore:
     def event_notifier(self) -> _SQLiteEventNotifier:
         """A notifier that polls ``PRAGMA data_version`` and hears this process's writes."""
         return _SQLiteEventNotifier(self)
+
+    # --- replication outbox (contracts R1-R4) --------------------------------------------
+
+    async def list_unsynced(
+        self, namespace: str, *, after_sequence: int | None, limit: int
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
+        first."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        bound = 0 if after_sequence is None else after_sequence
+        async with self._call():
+            rows = await _fetch(self._read_conn(), _SQL_LIST_UNSYNCED, (namespace, bound, limit))
+        return [_checkpoint_from_row(row) for row in rows]
+
+    async def settle_checkpoints(
+        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[str]:
+        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
+        now_us = _to_us(now)
+        settled: set[str] = set()
+        async with self._call(), self._write() as conn:
+            synced = [cid for cid, reason in settlements if reason is None]
+            for start in range(0, len(synced), _SETTLE_CHUNK):
+                chunk = synced[start : start + _SETTLE_CHUNK]
+                sql = _SQL_MARK_SYNCED.format(ids=",".join("?" * len(chunk)))
+                for row in await _fetch(conn, sql, (now_us, namespace, *chunk)):
+                    settled.add(str(row["checkpoint_id"]))
+            for cid, reason in settlements:
+                if reason is not None:
+                    hit = await _fetch(conn, _SQL_QUARANTINE, (now_us, reason, namespace, cid))
+                    if hit:
+                        settled.add(cid)
+                    else:
+                        await _run(conn, _SQL_REQUARANTINE, (reason, namespace, cid))
+        return [cid for cid, _ in settlements if cid in settled]

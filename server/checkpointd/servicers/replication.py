@@ -1,0 +1,112 @@
+"""ReplicationService: the outbox of checkpoints a replicator copies elsewhere (R1-R4)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+import grpc
+
+from checkpointd import validation as v
+from checkpointd.convert import checkpoint_to_proto
+from checkpointd.errors import InvalidField
+from checkpointd.paging import decode_token, encode_token
+from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as svc
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2_grpc as svc_grpc
+
+__all__ = ["MAX_SETTLE_IDS", "QUARANTINE_REASON_MAX", "ReplicationServicer"]
+
+#: Most checkpoints one Mark/Quarantine call may name (one transaction each).
+MAX_SETTLE_IDS: Final = 1000
+#: Longest quarantine reason, in characters.
+QUARANTINE_REASON_MAX: Final = 1024
+
+
+def _too_many(count: int) -> str | None:
+    """The rule a request naming ``count`` checkpoints breaks, if any."""
+    if count > MAX_SETTLE_IDS:
+        return f"must name at most {MAX_SETTLE_IDS} checkpoints (got {count})"
+    return None
+
+
+def _distinct_ids(ids: Iterable[str]) -> list[str]:
+    """Validated ids, first occurrence kept: naming an id twice is naming it once."""
+    seen: dict[str, None] = {}
+    for cid in ids:
+        seen.setdefault(v.identifier("checkpoint_ids", cid, v.CHECKPOINT_ID_MAX), None)
+    return list(seen)
+
+
+class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
+    """Serves checkpointd.v1.ReplicationService over a Store."""
+
+    def __init__(self, deps: ServiceDeps) -> None:
+        self._deps = deps
+        self._store = deps.store
+
+    async def ListUnsyncedCheckpoints(
+        self, request: svc.ListUnsyncedCheckpointsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.ListUnsyncedCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        limit = v.page_size("page_size", request.page_size)
+        scope = ("unsynced", namespace)
+        after = decode_token(request.page_token, scope)
+        # One extra row tells whether another page follows without a second query.
+        rows = await shielded(
+            self._store.list_unsynced(namespace, after_sequence=after, limit=limit + 1)
+        )
+        response = svc.ListUnsyncedCheckpointsResponse()
+        budget = self._deps.max_message_bytes
+        for row in rows[:limit]:
+            message = checkpoint_to_proto(row)
+            budget -= message.ByteSize() + 8  # field tag and length prefix
+            if budget < 0 and response.checkpoints:
+                break  # the page is full by size; the next one starts at this row
+            response.checkpoints.append(message)
+        if len(response.checkpoints) < len(rows):
+            response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
+        return response
+
+    async def MarkCheckpointsSynced(
+        self, request: svc.MarkCheckpointsSyncedRequest, context: grpc.aio.ServicerContext
+    ) -> svc.MarkCheckpointsSyncedResponse:
+        namespace = v.namespace(request.namespace)
+        if rule := _too_many(len(request.checkpoint_ids)):
+            raise InvalidField("checkpoint_ids", rule)
+        ids = _distinct_ids(request.checkpoint_ids)
+        settled: list[str] = []
+        if ids:
+            settled = await shielded(
+                self._store.settle_checkpoints(
+                    namespace, [(cid, None) for cid in ids], self._deps.clock()
+                )
+            )
+        return svc.MarkCheckpointsSyncedResponse(settled_checkpoint_ids=settled)
+
+    async def QuarantineCheckpoints(
+        self, request: svc.QuarantineCheckpointsRequest, context: grpc.aio.ServicerContext
+    ) -> svc.QuarantineCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        if rule := _too_many(len(request.quarantines)):
+            raise InvalidField("quarantines", rule)
+        reasons: dict[str, str] = {}
+        # Fields are named by their path without an index (as everywhere in E2's table).
+        for entry in request.quarantines:
+            cid = v.identifier(
+                "quarantines.checkpoint_id", entry.checkpoint_id, v.CHECKPOINT_ID_MAX
+            )
+            if not entry.reason:
+                raise InvalidField("quarantines.reason", "is required")
+            reason = v.text("quarantines.reason", entry.reason, QUARANTINE_REASON_MAX)
+            if reasons.setdefault(cid, reason) != reason:
+                raise InvalidField(
+                    "quarantines.checkpoint_id",
+                    f"names {cid!r} twice with different reasons",
+                )
+        settled: list[str] = []
+        if reasons:
+            settled = await shielded(
+                self._store.settle_checkpoints(namespace, list(reasons.items()), self._deps.clock())
+            )
+        return svc.QuarantineCheckpointsResponse(settled_checkpoint_ids=settled)
