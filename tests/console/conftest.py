@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 import secrets
 from collections.abc import Callable, Iterator
@@ -140,3 +141,52 @@ def checkpointer_for() -> Iterator[Callable[..., SidecarCheckpointer]]:
     yield make
     for store in opened:
         store.close()
+
+
+# --- the browser ---------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+REQUIRE_BROWSER_ENV = "CHECKPOINTD_REQUIRE_BROWSER"
+
+
+@pytest.fixture
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A fresh headless Chromium driven by Debian's chromedriver (never a downloaded one);
+    skipped where no browser is installed, a failure under CHECKPOINTD_REQUIRE_BROWSER=1."""
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        message = (
+            f"no browser: {', '.join(missing)} missing (apt-get install chromium chromium-driver)"
+        )
+        if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    # Selenium Manager would go to the network for a driver; the path below is the driver.
+    monkeypatch.setenv("SE_OFFLINE", "true")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1100,800",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(
+        service=Service(executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "driver.log")),
+        options=options,
+    )
+    try:
+        yield driver
+    finally:
+        driver.quit()

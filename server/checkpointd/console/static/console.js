@@ -199,7 +199,16 @@ function upsert(pending, note) {
   const row = state.rows.get(id) || { pending: null, note: null, element: null };
   row.pending = pending;
   row.note = note;
+  const previous = row.element;
   row.element = buildRow(row);
+  if (previous !== null) {
+    // Keep what the person was doing: the open context and a half-typed note.
+    row.element.querySelector("details").open = previous.querySelector("details").open;
+    const typed = previous.querySelector("input.note");
+    const input = row.element.querySelector("input.note");
+    if (typed && input) input.value = typed.value;
+    previous.replaceWith(row.element);
+  }
   state.rows.set(id, row);
   render();
 }
