@@ -143,6 +143,15 @@ def test_w1_console_session_cookie_is_httponly_strict_and_csrf_safe(
     assert call("GET", url + "api/session", cookie=cookie).body["signed_in"] is False
 
 
+def test_w1_console_without_tokens_answers_loopback_names_only(console: Console) -> None:
+    """Without tokens, a request naming another host (a rebound DNS name) is refused."""
+    url = console.url + "api/pending?namespace=default"
+    assert call("GET", url).status == 200
+    assert call("GET", url, headers={"Host": "localhost"}).status == 200
+    rebound = call("GET", url, headers={"Host": "attacker.example:7471"})
+    assert (rebound.status, rebound.reason) == (403, "CROSS_SITE_REQUEST")
+
+
 def test_w1_console_events_resume_from_last_event_id(
     console: Console, checkpointer_for: Callable[..., SidecarCheckpointer]
 ) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import secrets
@@ -116,6 +117,13 @@ class _Forbidden(CheckpointdError):
     """A cross-site or header-less mutating request (not a gRPC error: only HTTP has it)."""
 
 
+def _is_loopback_ip(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _to_json(message: Message) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True)
 
@@ -161,6 +169,7 @@ class Console:
     _runner: web.AppRunner | None = None
     _streams: set[asyncio.Task[Any]] = field(default_factory=set)
     address: str = ""
+    listen_host: str = "localhost"
 
     def __post_init__(self) -> None:
         self._servicer = InterruptServicer(self.deps)
@@ -183,6 +192,7 @@ class Console:
     async def start(self, listener: Listener, ssl_context: ssl.SSLContext | None = None) -> str:
         """Listen on ``listener`` (host:port); returns the bound ``host:port``."""
         host, _, port = listener.address.rpartition(":")
+        self.listen_host = host.strip("[]").lower()
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host.strip("[]"), int(port), ssl_context=ssl_context)
@@ -213,6 +223,7 @@ class Console:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         try:
+            self._check_host(request)
             response = await handler(request)
         except web.HTTPException as exc:
             if exc.status == 413:
@@ -244,6 +255,15 @@ class Console:
         if session is None:
             raise MissingToken()
         return session.grant
+
+    def _check_host(self, request: web.Request) -> None:
+        """Without tokens, answer only requests addressed to this machine by a loopback name
+        or to the listen address itself: a page whose own name was rebound to 127.0.0.1 (DNS
+        rebinding) is same-origin to the browser, but its Host header still names it."""
+        if self.authenticator is None:
+            host = (request.url.host or "").strip("[]").lower()
+            if host not in ("localhost", self.listen_host) and not _is_loopback_ip(host):
+                raise _Forbidden(f"this console answers on {self.listen_host} or loopback only")
 
     @staticmethod
     def _check_same_origin(request: web.Request) -> None:
