@@ -62,8 +62,8 @@ def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
     checkpointer_for: Callable[..., SidecarCheckpointer],
 ) -> None:
     """Pending runs show newest first with their details, a run paused after the page opened
-    appears live, Approve records the decision by the token's name, and the row leaves once
-    a ResumeWorker has resumed the run."""
+    appears live, Approve records the decision by the token's name, a decision made elsewhere
+    appears live, and the rows leave once a ResumeWorker has resumed the runs."""
     store = checkpointer_for(auth_console.target, "team-a", token=tokens.approver)
     done: list[str] = []
     chain = approval_chain("orders", store, done)
@@ -93,25 +93,29 @@ def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
     assert not row(browser, "run-1").find_elements(By.CSS_SELECTOR, "button")
     browser.save_screenshot(str(tmp_path / "approvals-decided.png"))
 
+    # Someone else's decision, made elsewhere, shows up live, and the buttons go.
+    other = decide(auth_console.url, "team-a", "run-2", approved=False, token=tokens.approver)
+    assert other.status == 200, other.body
+    wait(browser).until(lambda b: "rejected by approver" in status_of(row(b, "run-2")))
+    assert not row(browser, "run-2").find_elements(By.CSS_SELECTOR, "button")
+
     worker = ResumeWorker(
         {"orders": chain}, target=auth_console.target, namespace="team-a", token=tokens.approver
     )
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        wait(browser).until(lambda b: shown_ids(b) == ["run-2"])
+        wait(browser).until(lambda b: shown_ids(b) == [])
     finally:
         worker.stop()
         thread.join(WAIT_S)
-    assert done == ["run-1"]
+    assert sorted(done) == ["run-1", "run-2"]
     with CheckpointdClient(auth_console.target, namespace="team-a", token=tokens.approver) as c:
-        [decided] = c.list_decisions().pending_interrupts
-    assert decided.decision is not None
-    assert (decided.decision.decided_by, decided.decision.reason) == (
-        "approver",
-        "checked the invoice",
-    )
-    assert decided.decision.status == "resumed"
+        decided = {p.execution_id: p.decision for p in c.list_decisions().pending_interrupts}
+    first_decision = decided["run-1"]
+    assert first_decision is not None
+    assert (first_decision.decided_by, first_decision.reason) == ("approver", "checked the invoice")
+    assert {d.status for d in decided.values() if d is not None} == {"resumed"}
 
 
 def test_w1_page_read_only_token_sees_no_buttons_and_a_script_context_stays_text(
