@@ -184,6 +184,22 @@ def test_w1_console_events_resume_from_last_event_id(
     assert (event_id, again["type"]) == (decided_id, "INTERRUPT_EVENT_TYPE_DECIDED")
 
 
+def test_w1_console_streams_end_with_shutting_down_and_the_server_stops_cleanly(
+    console: Console,
+) -> None:
+    """SIGTERM ends open event streams with a SHUTTING_DOWN failure (the page reconnects from
+    its cursor) and the server exits 0."""
+    stream = EventStream(console.url + "api/events?namespace=default")
+    try:
+        stream.until("ready")
+        assert console.sidecar.stop() == 0
+        _, failure = stream.until("failure")
+    finally:
+        stream.close()
+    assert failure["error"]["reason"] == "SHUTTING_DOWN"
+    assert "stopped" in console.sidecar.log_path.read_text()
+
+
 def test_w1_console_refuses_a_non_loopback_address_without_tokens_or_tls(
     tmp_path: Path,
 ) -> None:

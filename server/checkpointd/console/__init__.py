@@ -438,7 +438,8 @@ class Console:
                         await watch.guard(response.write(b": keepalive\n\n"))
                         continue
                     await watch.guard(response.write(_sse(item)))
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:
+            # The browser went away (a closed tab, a reconnect): nothing to tell it.
             if response is None:
                 raise
         except Exception as exc:  # the stream ends with the mapped error
