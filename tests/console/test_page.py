@@ -12,7 +12,7 @@ from typing import Any
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
@@ -125,7 +125,8 @@ def test_w1_page_read_only_token_sees_no_buttons_and_a_script_context_stays_text
     checkpointer_for: Callable[..., SidecarCheckpointer],
 ) -> None:
     """The viewer sees the run but no Approve/Reject, and the API refuses its decision as
-    gRPC does; a context holding markup is shown as text and never runs."""
+    gRPC does; a context holding markup is shown as text and never runs; the chain filter
+    narrows the list."""
     store = checkpointer_for(auth_console.target, "team-a", token=tokens.approver)
     markup = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
     pause(approval_chain("orders", store, []), "run-x", note=markup)
@@ -138,6 +139,14 @@ def test_w1_page_read_only_token_sees_no_buttons_and_a_script_context_stays_text
     assert markup.replace('"', '\\"') in shown.find_element(By.CSS_SELECTOR, "pre").text
     assert not shown.find_elements(By.CSS_SELECTOR, "script, img")
     assert browser.execute_script("return window.__pwned === undefined")
+
+    # The chain filter narrows what is shown to the runs of one chain.
+    pause(approval_chain("refunds", store, []), "run-y")
+    row(browser, "run-y")
+    Select(browser.find_element(By.ID, "chain-filter")).select_by_value("refunds")
+    assert shown_ids(browser) == ["run-y"]
+    Select(browser.find_element(By.ID, "chain-filter")).select_by_value("")
+    assert shown_ids(browser) == ["run-y", "run-x"]
 
     refused = decide(auth_console.url, "team-a", "run-x", token=tokens.viewer)
     assert (refused.status, refused.reason) == (403, "READ_ONLY_TOKEN")
