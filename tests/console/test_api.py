@@ -3,16 +3,21 @@ errors as gRPC (W1), decides once (K1), and streams the watch hub resumably."""
 
 from __future__ import annotations
 
+import json
+import ssl
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.fastaiagent import SidecarCheckpointer
-from tests.console.conftest import Console, Tokens, approval_chain, pause
+from tests.console.conftest import Console, Tokens, approval_chain, console_url, pause
 from tests.console.http import CSRF, EventStream, call, decide
+from tests.security.certs import make_pki
+from tests.support.sidecar import Sidecar
 
 NO_RETRY = RetryPolicy(max_attempts=1)
 
@@ -198,6 +203,40 @@ def test_w1_console_streams_end_with_shutting_down_and_the_server_stops_cleanly(
         stream.close()
     assert failure["error"]["reason"] == "SHUTTING_DOWN"
     assert "stopped" in console.sidecar.log_path.read_text()
+
+
+def test_w1_console_serves_https_with_the_servers_certificate_and_a_secure_cookie(
+    sidecar_factory: Callable[..., Sidecar], tokens_file: Path, tokens: Tokens, tmp_path: Path
+) -> None:
+    """With --tls-cert the console is HTTPS with the same identity, and its session cookie is
+    Secure as well as HttpOnly and SameSite=Strict."""
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki")
+    server = sidecar_factory(
+        "--console-listen",
+        "127.0.0.1:0",
+        "--auth-tokens-file",
+        str(tokens_file),
+        "--tls-cert",
+        str(pki.server_cert),
+        "--tls-key",
+        str(pki.server_key),
+    )
+    url = console_url(server)
+    assert url.startswith("https://")
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    request = urllib.request.Request(
+        url + "api/session",
+        data=json.dumps({"token": tokens.approver}).encode(),
+        method="POST",
+        headers={**CSRF, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        assert response.status == 200
+        cookie = response.headers["Set-Cookie"]
+    assert "Secure" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
 
 
 def test_w1_console_refuses_a_non_loopback_address_without_tokens_or_tls(
