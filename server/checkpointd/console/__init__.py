@@ -59,6 +59,7 @@ from checkpointd.errors import (
 from checkpointd.health import StoreMonitor
 from checkpointd.listeners import Listener
 from checkpointd.logging_setup import event
+from checkpointd.security import is_loopback
 from checkpointd.servicers import InterruptServicer, ServiceDeps
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
@@ -170,6 +171,7 @@ class Console:
     _streams: set[asyncio.Task[Any]] = field(default_factory=set)
     address: str = ""
     listen_host: str = "localhost"
+    _loopback: bool = True
 
     def __post_init__(self) -> None:
         self._servicer = InterruptServicer(self.deps)
@@ -193,6 +195,7 @@ class Console:
         """Listen on ``listener`` (host:port); returns the bound ``host:port``."""
         host, _, port = listener.address.rpartition(":")
         self.listen_host = host.strip("[]").lower()
+        self._loopback = is_loopback(listener)
         self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host.strip("[]"), int(port), ssl_context=ssl_context)
@@ -260,7 +263,9 @@ class Console:
         """Without tokens, answer only requests addressed to this machine by a loopback name
         or to the listen address itself: a page whose own name was rebound to 127.0.0.1 (DNS
         rebinding) is same-origin to the browser, but its Host header still names it."""
-        if self.authenticator is None:
+        if self.authenticator is None and self._loopback:
+            # (On a non-loopback address without tokens, --insecure already lets anyone who
+            # can reach it in; a rebound name would add nothing.)
             host = (request.url.host or "").strip("[]").lower()
             if host not in ("localhost", self.listen_host) and not _is_loopback_ip(host):
                 raise _Forbidden(f"this console answers on {self.listen_host} or loopback only")
