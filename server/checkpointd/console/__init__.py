@@ -76,6 +76,8 @@ CSRF_HEADER: Final = "X-Checkpointd-Console"
 ANONYMOUS_DECIDER: Final = "console"
 #: A body larger than this is refused before it is parsed (a decision is a few hundred bytes).
 MAX_BODY_BYTES: Final = 64 * 1024
+#: Sessions kept at once; signing in beyond it ends the oldest session.
+MAX_SESSIONS: Final = 1000
 #: Seconds between SSE comment lines on a quiet stream, so proxies and browsers keep it open.
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 
@@ -322,6 +324,10 @@ class Console:
         grant = self.authenticator.authenticate([("authorization", f"Bearer {token}")])
         session_id = secrets.token_urlsafe(32)
         self._sessions[session_id] = _Session(grant)
+        while len(self._sessions) > MAX_SESSIONS:
+            # The oldest session goes first (dicts keep insertion order): memory stays bounded
+            # however often a token signs in.
+            del self._sessions[next(iter(self._sessions))]
         response = web.json_response({"auth": True, "signed_in": True, **self._describe(grant)})
         response.set_cookie(
             SESSION_COOKIE,
