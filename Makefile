@@ -29,8 +29,8 @@ $(VENV)/.installed: pyproject.toml pyclient/pyproject.toml
 	$(PY) -m pip install --quiet -e './pyclient[fastaiagent]' -e '.[test,dev,bench]'
 	touch $@
 
-run: install ## Serve on the embedded SQLite default (see README: Configuration).
-	$(BIN)/checkpointd serve
+run: install ## Serve on the embedded SQLite default, approvals page on http://127.0.0.1:7471/.
+	$(BIN)/checkpointd serve --console-listen 127.0.0.1:7471
 
 gen: install ## Regenerate the protobuf code from proto/.
 	$(PY) tools/gen_proto.py

@@ -30,6 +30,7 @@ from checkpointd.auth import (
     load_tokens_file,
 )
 from checkpointd.config import Settings, redact_dsn
+from checkpointd.console import Console, ConsoleError
 from checkpointd.health import (
     HEALTH_SERVICE,
     HealthService,
@@ -276,6 +277,7 @@ def _log_config(settings: Settings) -> None:
         "tls": "mutual" if settings.tls_client_ca else "on" if settings.tls_cert else "off",
         "insecure": settings.insecure,
         "metrics_listen": settings.metrics_listen or "off",
+        "console_listen": settings.console_listen or "off",
         "log_level": settings.log_level,
         "log_format": settings.log_format,
     }
@@ -346,6 +348,9 @@ async def serve(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT, waiting for the store as configured, then drain and close."""
     try:
         listeners = [parse_listen(address) for address in settings.listen]
+        console_listener = (
+            parse_listen(settings.console_listen) if settings.console_listen else None
+        )
     except ListenerError as exc:
         raise StartupError(str(exc)) from None
     _log_config(settings)
@@ -362,6 +367,16 @@ async def serve(settings: Settings) -> None:
             mutual_tls=tls_files is not None and tls_files.client_ca is not None,
             insecure=settings.insecure,
         )
+        if console_listener is not None:
+            # The console is one more listener, under the same rule (its TLS is the same
+            # certificate; tokens are checked on every API call).
+            check_exposure(
+                [console_listener],
+                auth=authenticator is not None,
+                tls=tls is not None,
+                mutual_tls=False,
+                insecure=settings.insecure,
+            )
     except (TlsError, ExposureError) as exc:
         raise StartupError(str(exc)) from None
     store = build_store(settings)
@@ -424,6 +439,7 @@ async def serve(settings: Settings) -> None:
     )
     owned: list[Listener] = []
     metrics_server: MetricsServer | None = None
+    console: Console | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -464,6 +480,23 @@ async def serve(settings: Settings) -> None:
                 address=metrics_server.address,
             )
         await server.start()
+        if console_listener is not None:
+            console = Console(deps, monitor, authenticator, secure_cookie=tls_files is not None)
+            try:
+                address = await console.start(
+                    console_listener,
+                    tls_files.ssl_context() if tls_files is not None else None,
+                )
+            except ConsoleError as exc:
+                raise StartupError(str(exc)) from None
+            scheme = "https" if tls_files is not None else "http"
+            event(
+                log,
+                logging.INFO,
+                "console_listening",
+                f"approvals console on {scheme}://{address}/",
+                address=address,
+            )
         event(
             log,
             logging.INFO,
@@ -495,6 +528,8 @@ async def serve(settings: Settings) -> None:
         # Watch streams never finish by themselves: end them now, with UNAVAILABLE
         # (SHUTTING_DOWN), so their clients reconnect from their cursors.
         await watch_hub.close()
+        if console is not None:
+            await console.stop()
         await server.stop(settings.shutdown_grace)
         await cancel_and_wait(monitor_task)
         for task in background:

@@ -190,6 +190,10 @@ class Settings:
     metrics_listen: str | None = None
     """``host:port`` of the Prometheus endpoint; None leaves it off
     (CHECKPOINTD_METRICS_LISTEN)."""
+    console_listen: str | None = None
+    """``host:port`` of the approvals console (page and JSON API); None leaves it off
+    (CHECKPOINTD_CONSOLE_LISTEN). A non-loopback address needs tokens, TLS or ``insecure``,
+    like the gRPC listeners."""
     auth_tokens_file: Path | None = None
     """The JSON file of tokens and their grants (CHECKPOINTD_AUTH_TOKENS_FILE); see
     :mod:`checkpointd.auth`."""

@@ -79,6 +79,14 @@ class TlsFiles:
             require_client_auth=client_ca is not None,
         )
 
+    def ssl_context(self) -> ssl.SSLContext:
+        """The same identity for an HTTP listener (the approvals console); client
+        certificates are not asked for there: the console's callers present tokens."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert, self.key, password=b"")
+        return context
+
     def _check_pair(self) -> None:
         """Load the pair the way any TLS server would: gRPC itself only reports "Failed to
         bind to address" for a key that does not belong to the certificate."""

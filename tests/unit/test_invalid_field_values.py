@@ -70,13 +70,23 @@ def _is_field_call(call: ast.Call) -> bool:
     )
 
 
-def produced_fields() -> set[str]:
-    """Every field name the server's source can put in an INVALID_FIELD."""
+#: The approvals console's HTTP API: its own body fields are listed in its own section.
+CONSOLE = SERVER / "console"
+CONSOLE_SECTION = "## The approvals console over HTTP"
+
+
+def _grpc_sources() -> list[Path]:
+    return [path for path in sorted(SERVER.rglob("*.py")) if CONSOLE not in path.parents]
+
+
+def produced_fields(paths: list[Path] | None = None) -> set[str]:
+    """Every field name the server's source (or ``paths``) can put in an INVALID_FIELD; by
+    default the gRPC server's, without the console."""
     literals: set[str] = set()
     nested: dict[str, set[str]] = {}  # function -> suffixes of f"{field}.suffix"
     prefixes: dict[str, set[str]] = {}  # function -> literal field= it is called with
     unreadable: list[str] = []
-    for path in sorted(SERVER.rglob("*.py")):
+    for path in _grpc_sources() if paths is None else paths:
         tree = ast.parse(path.read_text(), filename=str(path))
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -130,3 +140,13 @@ def test_e2_documented_invalid_field_values_are_exactly_those_the_server_produce
     documented, produced = documented_fields(), produced_fields()
     assert produced - documented == set(), "produced by the server but not documented"
     assert documented - produced == set(), "documented but never produced by the server"
+
+
+def test_e2_the_console_documents_the_fields_only_it_checks() -> None:
+    """The console's INVALID_FIELD values that no RPC produces (its JSON body, its token
+    field) are named in the guide's console section."""
+    own = produced_fields(sorted(CONSOLE.rglob("*.py"))) - documented_fields()
+    assert own, "the console checks no fields of its own: this test reads nothing"
+    section = GUIDE.read_text().split(CONSOLE_SECTION, 1)[1].split("\n## ", 1)[0]
+    missing = sorted(name for name in own if f"`{name}`" not in section)
+    assert missing == [], f"console fields missing from {CONSOLE_SECTION!r}: {missing}"

@@ -113,6 +113,12 @@ def _tcp_address(text: str) -> str:
     return text
 
 
+def _console_address(text: str) -> str:
+    if text.startswith("unix:"):
+        raise ValueError("must be host:port (the console is served over HTTP on TCP)")
+    return _tcp_address(text)
+
+
 def _address_list(text: str) -> list[str]:
     return [address.strip() for address in text.split(",") if address.strip()]
 
@@ -327,6 +333,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "loopback (e.g. 127.0.0.1:9464) unless the network is trusted "
         "[CHECKPOINTD_METRICS_LISTEN; default: off]",
     )
+    serve.add_argument(
+        "--console-listen",
+        type=_checked(_console_address),
+        default=_env("CHECKPOINTD_CONSOLE_LISTEN", _console_address, None),
+        metavar="HOST:PORT",
+        help="serve the approvals page and its JSON API over HTTP at http://HOST:PORT/ "
+        "(e.g. 127.0.0.1:7471); a non-loopback address needs tokens, TLS or --insecure, "
+        "like the gRPC listeners [CHECKPOINTD_CONSOLE_LISTEN; default: off]",
+    )
     security = serve.add_argument_group(
         "security",
         "Tokens come from a file or CHECKPOINTD_AUTH_TOKEN, never from the command line. "
@@ -464,6 +479,7 @@ def _settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Sett
         health_interval=args.health_interval,
         store_wait=args.store_wait,
         metrics_listen=args.metrics_listen,
+        console_listen=args.console_listen,
         auth_tokens_file=args.auth_tokens_file,
         auth_token=os.environ.get("CHECKPOINTD_AUTH_TOKEN") or None,
         tls_cert=args.tls_cert,

@@ -1,0 +1,483 @@
+"""The approvals console (``--console-listen``): a small page and its JSON API over HTTP.
+
+It runs in the server's event loop and calls the gRPC servicers' own methods, so every answer
+follows the same rules and carries the same errors as gRPC (contract W1): the same
+validation, the same store calls, the same ErrorInfo reasons, and the same token rules
+(:mod:`checkpointd.auth`: a read-only token is refused a decision with ``READ_ONLY_TOKEN``, a
+namespace outside the token's grant with ``NAMESPACE_NOT_ALLOWED``).
+
+API (all JSON; errors are ``{"error": {"code", "reason", "message", "metadata"}}`` with the
+gRPC status name and an HTTP status that matches it):
+
+- ``GET /api/session``: whether tokens are configured, and the session's grant.
+- ``POST /api/session`` ``{"token": ...}``: checks the token, answers with its grant and sets
+  an HttpOnly, SameSite=Strict session cookie; ``DELETE /api/session`` forgets it.
+- ``GET /api/pending?namespace=&chain_name=&reason=&page_size=&page_token=``: the pending
+  interrupts, newest first, each with its decision (ListPendingInterrupts).
+- ``POST /api/decisions`` ``{"namespace", "execution_id", "approved", "reason"?}``: submit a
+  decision (SubmitDecision); ``decided_by`` is the token's name, or ``console`` without tokens.
+- ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
+  snapshot first, then every event; each message after the snapshot carries its cursor as the
+  event id, so a reconnecting EventSource resumes from ``Last-Event-ID``.
+
+Callers authenticate with the session cookie or an ``Authorization: Bearer`` header. A
+mutating request must carry the ``X-Checkpointd-Console: 1`` header (a cross-site form or
+fetch cannot add it without a CORS preflight, which the console never grants) and, when the
+browser sends one, an ``Origin`` equal to the console's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import secrets
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Final
+
+import grpc
+from aiohttp import web
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message
+
+from checkpointd import validation as v
+from checkpointd.auth import Authenticator, Grant, Role
+from checkpointd.domain import PendingFilter
+from checkpointd.errors import (
+    CheckpointdError,
+    InvalidField,
+    MissingToken,
+    NamespaceNotAllowed,
+    ReadOnlyToken,
+    status_for,
+)
+from checkpointd.health import StoreMonitor
+from checkpointd.listeners import Listener
+from checkpointd.logging_setup import event
+from checkpointd.security import is_loopback
+from checkpointd.servicers import InterruptServicer, ServiceDeps
+from checkpointd.servicers.interrupts import _watch_response
+from checkpointd.store.base import StoreUnavailable
+from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
+from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
+
+__all__ = ["CSRF_HEADER", "SESSION_COOKIE", "Console", "ConsoleError"]
+
+log = logging.getLogger("checkpointd")
+
+SESSION_COOKIE: Final = "checkpointd_session"
+CSRF_HEADER: Final = "X-Checkpointd-Console"
+#: ``decided_by`` of a decision made on a console without tokens.
+ANONYMOUS_DECIDER: Final = "console"
+#: A body larger than this is refused before it is parsed (a decision is a few hundred bytes).
+MAX_BODY_BYTES: Final = 64 * 1024
+#: Sessions kept at once; signing in beyond it ends the oldest session.
+MAX_SESSIONS: Final = 1000
+#: Seconds between SSE comment lines on a quiet stream, so proxies and browsers keep it open.
+SSE_KEEPALIVE_SECONDS: Final = 15.0
+
+_HTTP_STATUS: Final = {
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+}
+_SECURITY_HEADERS: Final = {
+    # The page loads only its own script and style and talks only to its own origin.
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+#: The event stream carries every interrupt of the namespace; the page filters what it shows.
+_EVERYTHING: Final = PendingFilter(chain_name=None, reason=None, agent_path_prefix=None)
+_STATIC: Final = {
+    "/": ("index.html", "text/html"),
+    "/console.js": ("console.js", "text/javascript"),
+    "/console.css": ("console.css", "text/css"),
+}
+
+
+class ConsoleError(Exception):
+    """The console cannot start; the message says what to fix."""
+
+
+class _Forbidden(CheckpointdError):
+    """A cross-site or header-less mutating request (not a gRPC error: only HTTP has it)."""
+
+
+def _is_loopback_ip(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _to_json(message: Message) -> dict[str, Any]:
+    return MessageToDict(message, preserving_proto_field_name=True)
+
+
+def _error_response(exc: BaseException) -> web.Response:
+    if isinstance(exc, _Forbidden):
+        body = {
+            "code": "PERMISSION_DENIED",
+            "reason": "CROSS_SITE_REQUEST",
+            "message": str(exc),
+            "metadata": {},
+        }
+        return web.json_response({"error": body}, status=403)
+    info = status_for(exc)
+    if info is None:
+        log.error("console request failed", exc_info=exc)
+        body = {"code": "INTERNAL", "reason": "", "message": "internal error", "metadata": {}}
+        return web.json_response({"error": body}, status=500)
+    body = {
+        "code": info.code.name,
+        "reason": info.reason,
+        "message": info.message,
+        "metadata": info.metadata,
+    }
+    return web.json_response({"error": body}, status=_HTTP_STATUS.get(info.code, 500))
+
+
+@dataclass(slots=True)
+class _Session:
+    grant: Grant
+
+
+@dataclass(slots=True)
+class Console:
+    """The console's aiohttp application over the servicers' logic."""
+
+    deps: ServiceDeps
+    monitor: StoreMonitor
+    authenticator: Authenticator | None
+    secure_cookie: bool = False
+    _servicer: InterruptServicer = field(init=False)
+    _sessions: dict[str, _Session] = field(default_factory=dict)
+    _runner: web.AppRunner | None = None
+    _streams: set[asyncio.Task[Any]] = field(default_factory=set)
+    address: str = ""
+    listen_host: str = "localhost"
+    _loopback: bool = True
+
+    def __post_init__(self) -> None:
+        self._servicer = InterruptServicer(self.deps)
+
+    # --- the app -----------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        """The routes, behind the error mapping and the security headers."""
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._errors_middleware])
+        for path in _STATIC:
+            app.router.add_get(path, self._static)
+        app.router.add_get("/api/session", self._get_session)
+        app.router.add_post("/api/session", self._post_session)
+        app.router.add_delete("/api/session", self._delete_session)
+        app.router.add_get("/api/pending", self._pending)
+        app.router.add_post("/api/decisions", self._decide)
+        app.router.add_get("/api/events", self._events)
+        return app
+
+    async def start(self, listener: Listener, ssl_context: ssl.SSLContext | None = None) -> str:
+        """Listen on ``listener`` (host:port); returns the bound ``host:port``."""
+        host, _, port = listener.address.rpartition(":")
+        self.listen_host = host.strip("[]").lower()
+        self._loopback = is_loopback(listener)
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=2.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host.strip("[]"), int(port), ssl_context=ssl_context)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            self._runner = None
+            raise ConsoleError(
+                f"cannot serve the console on {listener.address}: {exc.strerror or exc}"
+            ) from None
+        addresses = self._runner.addresses
+        bound_port = addresses[0][1] if addresses else int(port)
+        self.address = f"{host}:{bound_port}"
+        return self.address
+
+    async def stop(self) -> None:
+        """End the event streams, then the server (the watch hub has ended them already
+        when the server shuts down)."""
+        for task in list(self._streams):
+            task.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @web.middleware
+    async def _errors_middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            self._check_host(request)
+            response = await handler(request)
+        except web.HTTPException as exc:
+            if exc.status == 413:
+                return _error_response(
+                    InvalidField("body", f"must be at most {MAX_BODY_BYTES} bytes")
+                )
+            raise
+        except Exception as exc:  # mapped like the gRPC request guard maps
+            response = _error_response(exc)
+        if not response.prepared:
+            response.headers.update(_SECURITY_HEADERS)
+        return response
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        name, content_type = _STATIC[request.path]
+        text = resources.files("checkpointd.console").joinpath("static", name).read_text("utf-8")
+        return web.Response(text=text, content_type=content_type, charset="utf-8")
+
+    # --- who is asking -----------------------------------------------------------------
+
+    def _grant(self, request: web.Request) -> Grant | None:
+        """The caller's grant (None: tokens are off); MissingToken or InvalidToken."""
+        if self.authenticator is None:
+            return None
+        header = request.headers.getall("Authorization", [])
+        if header:
+            return self.authenticator.authenticate([("authorization", h) for h in header])
+        session = self._sessions.get(request.cookies.get(SESSION_COOKIE, ""))
+        if session is None:
+            raise MissingToken()
+        return session.grant
+
+    def _check_host(self, request: web.Request) -> None:
+        """Without tokens, answer only requests addressed to this machine by a loopback name
+        or to the listen address itself: a page whose own name was rebound to 127.0.0.1 (DNS
+        rebinding) is same-origin to the browser, but its Host header still names it."""
+        if self.authenticator is None and self._loopback:
+            # (On a non-loopback address without tokens, --insecure already lets anyone who
+            # can reach it in; a rebound name would add nothing.)
+            host = (request.url.host or "").strip("[]").lower()
+            if host not in ("localhost", self.listen_host) and not _is_loopback_ip(host):
+                raise _Forbidden(f"this console answers on {self.listen_host} or loopback only")
+
+    @staticmethod
+    def _check_same_origin(request: web.Request) -> None:
+        """A mutating request must come from the page itself (CSRF): the custom header, which
+        a cross-site request cannot carry without a preflight, and a same-origin Origin."""
+        if request.headers.get(CSRF_HEADER) != "1":
+            raise _Forbidden(f"a mutating request must carry the {CSRF_HEADER}: 1 header")
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"{request.scheme}://{request.host}":
+            raise _Forbidden("the request's Origin is not this console")
+
+    def _namespace(self, grant: Grant | None, raw: object) -> str:
+        """The validated namespace, if the grant allows it (the gRPC rule, in its order)."""
+        if not isinstance(raw, str):
+            raise InvalidField("namespace", "must be a string")
+        namespace = v.namespace(raw)
+        if grant is not None and not grant.allows_namespace(namespace):
+            raise NamespaceNotAllowed(namespace, grant.name)
+        return namespace
+
+    def _gate(self) -> None:
+        """Refuse store calls until the store is open, as the gRPC store gate does."""
+        if not self.monitor.opened:
+            raise StoreUnavailable("the server is still waiting for its database to come up")
+
+    @staticmethod
+    def _describe(grant: Grant | None) -> dict[str, Any]:
+        if grant is None:
+            return {"token_name": None, "role": Role.READ_WRITE.value, "namespaces": None}
+        namespaces = None if grant.namespaces is None else sorted(grant.namespaces)
+        return {"token_name": grant.name, "role": grant.role.value, "namespaces": namespaces}
+
+    # --- session -----------------------------------------------------------------------
+
+    async def _get_session(self, request: web.Request) -> web.StreamResponse:
+        auth = self.authenticator is not None
+        try:
+            grant = self._grant(request)
+        except CheckpointdError:
+            return web.json_response({"auth": auth, "signed_in": False})
+        return web.json_response({"auth": auth, "signed_in": True, **self._describe(grant)})
+
+    async def _post_session(self, request: web.Request) -> web.StreamResponse:
+        self._check_same_origin(request)
+        body = await self._json_body(request)
+        if self.authenticator is None:
+            return web.json_response({"auth": False, "signed_in": True, **self._describe(None)})
+        token = body.get("token")
+        if not isinstance(token, str) or not token:
+            raise InvalidField("token", "is required")
+        grant = self.authenticator.authenticate([("authorization", f"Bearer {token}")])
+        session_id = secrets.token_urlsafe(32)
+        self._sessions[session_id] = _Session(grant)
+        while len(self._sessions) > MAX_SESSIONS:
+            # The oldest session goes first (dicts keep insertion order): memory stays bounded
+            # however often a token signs in.
+            del self._sessions[next(iter(self._sessions))]
+        response = web.json_response({"auth": True, "signed_in": True, **self._describe(grant)})
+        response.set_cookie(
+            SESSION_COOKIE,
+            session_id,
+            httponly=True,
+            samesite="Strict",
+            secure=self.secure_cookie,
+            path="/",
+        )
+        event(
+            log,
+            logging.INFO,
+            "console_session",
+            f"console session opened for token {grant.name!r}",
+            token_name=grant.name,
+        )
+        return response
+
+    async def _delete_session(self, request: web.Request) -> web.StreamResponse:
+        self._check_same_origin(request)
+        self._sessions.pop(request.cookies.get(SESSION_COOKIE, ""), None)
+        response = web.json_response({"signed_in": False})
+        response.del_cookie(SESSION_COOKIE, path="/")
+        return response
+
+    @staticmethod
+    async def _json_body(request: web.Request) -> dict[str, Any]:
+        try:
+            body = json.loads(await request.text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise InvalidField("body", "must be a JSON object") from None
+        if not isinstance(body, dict):
+            raise InvalidField("body", "must be a JSON object")
+        return body
+
+    # --- the API -----------------------------------------------------------------------
+
+    async def _pending(self, request: web.Request) -> web.StreamResponse:
+        grant = self._grant(request)
+        query = request.query
+        namespace = self._namespace(grant, query.get("namespace", ""))
+        self._gate()
+        message = svc.ListPendingInterruptsRequest(namespace=namespace)
+        for name in ("chain_name", "reason", "agent_path_prefix", "page_token"):
+            if name in query:
+                setattr(message, name, query[name])
+        if "page_size" in query:
+            try:
+                message.page_size = int(query["page_size"])
+            except (ValueError, OverflowError):
+                raise InvalidField("page_size", "must be an integer") from None
+        reply = await self._servicer.ListPendingInterrupts(message, None)
+        return web.json_response(
+            {
+                "pending_interrupts": [_to_json(p) for p in reply.pending_interrupts],
+                "next_page_token": reply.next_page_token,
+            }
+        )
+
+    async def _decide(self, request: web.Request) -> web.StreamResponse:
+        self._check_same_origin(request)
+        grant = self._grant(request)
+        if grant is not None and grant.role is not Role.READ_WRITE:
+            raise ReadOnlyToken("SubmitDecision", grant.name)
+        body = await self._json_body(request)
+        namespace = self._namespace(grant, body.get("namespace", ""))
+        execution_id, approved = body.get("execution_id"), body.get("approved")
+        if not isinstance(execution_id, str):
+            raise InvalidField("execution_id", "must be a string")
+        if not isinstance(approved, bool):
+            raise InvalidField("approved", "must be true or false")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise InvalidField("reason", "must be a string")
+        self._gate()
+        message = svc.SubmitDecisionRequest(
+            namespace=namespace,
+            execution_id=execution_id,
+            approved=approved,
+            decided_by=ANONYMOUS_DECIDER if grant is None else grant.name,
+        )
+        if reason:
+            message.reason = reason
+        reply = await self._servicer.SubmitDecision(message, None)
+        return web.json_response({"pending": _to_json(reply.pending)})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        grant = self._grant(request)
+        namespace = self._namespace(grant, request.query.get("namespace", ""))
+        raw_cursor = request.query.get("after_cursor") or request.headers.get("Last-Event-ID")
+        try:
+            after = int(raw_cursor or 0)
+        except ValueError:
+            raise InvalidField("after_cursor", "must be an integer") from None
+        if after < 0:
+            raise InvalidField("after_cursor", "must not be negative")
+        self._gate()
+        hub = self.deps.watch_hub
+        if hub is None:
+            raise StoreUnavailable("this server does not serve watches")
+        peer = f"console:{request.remote or ''}"
+        watch = hub.watch(namespace, after, _EVERYTHING, peer=peer)
+        response: web.StreamResponse | None = None
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            async with watch:
+                response = web.StreamResponse(
+                    headers={"Content-Type": "text/event-stream", **_SECURITY_HEADERS}
+                )
+                await response.prepare(request)
+                await response.write(b"retry: 1000\n\n")
+                items = aiter(watch)
+                while True:
+                    try:
+                        item = await asyncio.wait_for(anext(items), SSE_KEEPALIVE_SECONDS)
+                    except TimeoutError:
+                        await watch.guard(response.write(b": keepalive\n\n"))
+                        continue
+                    await watch.guard(response.write(_sse(item)))
+        except ConnectionResetError:
+            # The browser went away (a closed tab, a reconnect): nothing to tell it.
+            if response is None:
+                raise
+        except Exception as exc:  # the stream ends with the mapped error
+            if response is None:
+                raise
+            error = _error_response(exc)
+            assert isinstance(error.body, bytes)
+            with contextlib.suppress(ConnectionResetError):
+                await response.write(b"event: failure\ndata: " + error.body + b"\n\n")
+        finally:
+            self._streams.discard(task)
+        return response
+
+
+def _sse(item: WatchItem) -> bytes:
+    """One server-sent event; every message after the snapshot carries its cursor as its id."""
+    message = _watch_response(item)
+    if isinstance(item, SnapshotRow):
+        name, data, cursor = "snapshot", _to_json(message.snapshot), None
+    elif isinstance(item, SnapshotDone):
+        name, data, cursor = "ready", {"cursor": str(item.cursor)}, item.cursor
+    elif isinstance(item, EventItem):
+        name, data, cursor = "interrupt", _to_json(message.event), item.event.cursor
+    else:
+        assert isinstance(item, Progress)
+        name, data, cursor = "progress", {"cursor": str(item.cursor)}, item.cursor
+    text = f"event: {name}\n"
+    if cursor is not None:
+        text += f"id: {cursor}\n"
+    return (text + f"data: {json.dumps(data, separators=(',', ':'))}\n\n").encode()

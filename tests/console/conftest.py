@@ -1,0 +1,192 @@
+"""Fixtures of the console suite: a server of each backend with the approvals console on,
+with or without tokens, and a paused fastaiagent chain to approve."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastaiagent import Chain, FunctionTool, interrupt
+
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from tests.support.sidecar import Sidecar
+
+_CONSOLE_RE = re.compile(r"approvals console on (?P<url>https?://\S+/)")
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """approver: read-write in team-a; viewer: read-only in team-a; other: read-write in
+    team-b only."""
+
+    approver: str
+    viewer: str
+    other: str
+
+
+@dataclass
+class Console:
+    """A running server with its console: the gRPC target and the console's base URL."""
+
+    sidecar: Sidecar
+    url: str
+
+    @property
+    def target(self) -> str:
+        return self.sidecar.target
+
+
+def console_url(sidecar: Sidecar) -> str:
+    """The console's URL, from the line the server logs when it listens."""
+    match = _CONSOLE_RE.search(sidecar.log_path.read_text(errors="replace"))
+    assert match, "the server did not log its console address"
+    return match.group("url")
+
+
+@pytest.fixture
+def tokens() -> Tokens:
+    return Tokens(*(f"tok-{secrets.token_urlsafe(24)}" for _ in range(3)))
+
+
+@pytest.fixture
+def tokens_file(tokens: Tokens, tmp_path: Path) -> Path:
+    def entry(name: str, token: str, namespace: str, role: str) -> dict[str, Any]:
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        return {"name": name, "token_sha256": digest, "namespaces": [namespace], "role": role}
+
+    path = tmp_path / "tokens.json"
+    document = {
+        "tokens": [
+            entry("approver", tokens.approver, "team-a", "read-write"),
+            entry("viewer", tokens.viewer, "team-a", "read-only"),
+            entry("other", tokens.other, "team-b", "read-write"),
+        ]
+    }
+    path.write_text(json.dumps(document))
+    path.chmod(0o600)
+    return path
+
+
+@pytest.fixture
+def console(sidecar_factory: Callable[..., Sidecar]) -> Console:
+    """A server of each backend with the console on loopback and no tokens."""
+    server = sidecar_factory("--console-listen", "127.0.0.1:0")
+    return Console(server, console_url(server))
+
+
+@pytest.fixture
+def auth_console(sidecar_factory: Callable[..., Sidecar], tokens_file: Path) -> Console:
+    """A server of each backend with the console on and the tokens of ``tokens_file``."""
+    server = sidecar_factory(
+        "--console-listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens_file)
+    )
+    return Console(server, console_url(server))
+
+
+def approval_chain(name: str, store: SidecarCheckpointer, done: list[str]) -> Chain:
+    """ask (pauses with the run's ``note`` in its context) -> ship."""
+
+    def ask(item: str, note: str) -> dict[str, Any]:
+        decision = interrupt("approval", {"item": item, "note": note})
+        return {"approved": decision.approved}
+
+    def ship(item: str) -> str:
+        done.append(item)
+        return item
+
+    chain = Chain(name, checkpointer=store)
+    chain.add_node(
+        "ask",
+        tool=FunctionTool(name="ask", fn=ask),
+        input_mapping={"item": "{{state.item}}", "note": "{{state.note}}"},
+        output_key="answer",
+    )
+    chain.add_node(
+        "ship",
+        tool=FunctionTool(name="ship", fn=ship),
+        input_mapping={"item": "{{state.item}}"},
+        output_key="shipped",
+    )
+    chain.connect("ask", "ship")
+    return chain
+
+
+def pause(chain: Chain, execution_id: str, note: str = "") -> None:
+    """Run ``chain`` until it pauses for approval."""
+    result = asyncio.run(
+        chain.aexecute({"item": execution_id, "note": note}, execution_id=execution_id)
+    )
+    assert result.status == "paused"
+
+
+@pytest.fixture
+def checkpointer_for() -> Iterator[Callable[..., SidecarCheckpointer]]:
+    """SidecarCheckpointers closed after the test."""
+    opened: list[SidecarCheckpointer] = []
+
+    def make(target: str, namespace: str, token: str | None = None) -> SidecarCheckpointer:
+        store = SidecarCheckpointer(target, namespace=namespace, token=token)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+# --- the browser ---------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+REQUIRE_BROWSER_ENV = "CHECKPOINTD_REQUIRE_BROWSER"
+
+
+@pytest.fixture
+def browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A fresh headless Chromium driven by Debian's chromedriver (never a downloaded one);
+    skipped where no browser is installed, a failure under CHECKPOINTD_REQUIRE_BROWSER=1."""
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        message = (
+            f"no browser: {', '.join(missing)} missing (apt-get install chromium chromium-driver)"
+        )
+        if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    # Selenium Manager would go to the network for a driver; the path below is the driver.
+    monkeypatch.setenv("SE_OFFLINE", "true")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1100,800",
+        f"--user-data-dir={tmp_path / 'chromium-profile'}",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(
+        service=Service(executable_path=str(CHROMEDRIVER), log_output=str(tmp_path / "driver.log")),
+        options=options,
+    )
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -1,0 +1,262 @@
+"""The console's JSON API over real HTTP, on each backend: it answers with the same rules and
+errors as gRPC (W1), decides once (K1), and streams the watch hub resumably."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from checkpointd_client import CheckpointdClient, RetryPolicy
+from checkpointd_client.errors import CheckpointdError
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from tests.console.conftest import Console, Tokens, approval_chain, console_url, pause
+from tests.console.http import CSRF, EventStream, call, decide
+from tests.security.certs import make_pki
+from tests.support.sidecar import Sidecar
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+def grpc_reason(target: str, namespace: str, token: str | None, execution_id: str) -> str:
+    """The ErrorInfo reason gRPC answers the same decision with."""
+    with CheckpointdClient(target, namespace=namespace, token=token, retry=NO_RETRY) as client:
+        try:
+            client.submit_decision(execution_id, approved=True, decided_by="grpc")
+        except CheckpointdError as exc:
+            return exc.reason
+    raise AssertionError("gRPC accepted the decision")
+
+
+def test_k1_console_lists_pending_and_decides_once(
+    console: Console, checkpointer_for: Callable[..., SidecarCheckpointer]
+) -> None:
+    """The page's listing holds the paused run with its context; a decision from the console
+    is the pause's one decision, by 'console', and a second is ALREADY_DECIDED (409)."""
+    store = checkpointer_for(console.target, "default")
+    chain = approval_chain("orders", store, [])
+    pause(chain, "run-1", note="ship it")
+    listing = call("GET", console.url + "api/pending?namespace=default")
+    assert listing.status == 200
+    [row] = listing.body["pending_interrupts"]
+    assert row["execution_id"] == "run-1"
+    assert row["chain_name"] == "orders"
+    assert row["node_id"] == "ask"
+    assert '"note": "ship it"' in row["context_json"] or '"note":"ship it"' in row["context_json"]
+    assert "decision" not in row
+
+    reply = decide(console.url, "default", "run-1", body={"reason": "looks right"})
+    assert reply.status == 200, reply.body
+    decision = reply.body["pending"]["decision"]
+    assert decision["approved"] is True
+    assert decision["decided_by"] == "console"
+    assert decision["reason"] == "looks right"
+
+    again = decide(console.url, "default", "run-1", approved=False)
+    assert (again.status, again.reason) == (409, "ALREADY_DECIDED")
+    assert again.body["error"]["metadata"]["decided_by"] == "console"
+    with CheckpointdClient(console.target) as client:
+        [decided] = client.list_decisions().pending_interrupts
+    assert decided.decision is not None
+    assert (decided.decision.decided_by, decided.decision.approved) == ("console", True)
+    listing = call("GET", console.url + "api/pending?namespace=default")
+    assert listing.body["pending_interrupts"][0]["decision"]["decided_by"] == "console"
+
+
+def test_w1_console_refusals_match_grpc(
+    auth_console: Console,
+    tokens: Tokens,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """Each refusal of a decision carries the reason gRPC gives the same caller, and changes
+    nothing."""
+    store = checkpointer_for(auth_console.target, "team-a", token=tokens.approver)
+    pause(approval_chain("orders", store, []), "run-1")
+    url, target = auth_console.url, auth_console.target
+    cases = [
+        # (token, namespace, execution id, HTTP status)
+        (tokens.viewer, "team-a", "run-1", 403),  # READ_ONLY_TOKEN
+        (tokens.other, "team-a", "run-1", 403),  # NAMESPACE_NOT_ALLOWED
+        (tokens.approver, "Team A!", "run-1", 400),  # INVALID_FIELD
+        (tokens.approver, "team-a", "nope", 404),  # NO_PENDING_INTERRUPT
+        (None, "team-a", "run-1", 401),  # MISSING_TOKEN
+        ("tok-" + "x" * 30, "team-a", "run-1", 401),  # INVALID_TOKEN
+    ]
+    seen = []
+    for token, namespace, execution_id, status in cases:
+        reply = decide(url, namespace, execution_id, token=token)
+        assert reply.status == status, reply.body
+        assert reply.reason == grpc_reason(target, namespace, token, execution_id)
+        seen.append(reply.reason)
+    assert seen == [
+        "READ_ONLY_TOKEN",
+        "NAMESPACE_NOT_ALLOWED",
+        "INVALID_FIELD",
+        "NO_PENDING_INTERRUPT",
+        "MISSING_TOKEN",
+        "INVALID_TOKEN",
+    ]
+    # Reading follows the same grants: the viewer sees team-a, the other token does not.
+    assert call("GET", url + "api/pending?namespace=team-a", token=tokens.viewer).status == 200
+    denied = call("GET", url + "api/pending?namespace=team-a", token=tokens.other)
+    assert (denied.status, denied.reason) == (403, "NAMESPACE_NOT_ALLOWED")
+    with CheckpointdClient(target, namespace="team-a", token=tokens.approver) as client:
+        [still] = client.list_pending_interrupts().pending_interrupts
+    assert still.decision is None
+
+
+def test_w1_console_session_cookie_is_httponly_strict_and_csrf_safe(
+    auth_console: Console, tokens: Tokens, checkpointer_for: Callable[..., SidecarCheckpointer]
+) -> None:
+    """POST /api/session checks the token and sets an HttpOnly SameSite=Strict cookie; a
+    mutating request without the console header or from another origin is refused."""
+    url = auth_console.url
+    wrong = call("POST", url + "api/session", {"token": "tok-" + "y" * 30}, headers=CSRF)
+    assert (wrong.status, wrong.reason) == (401, "INVALID_TOKEN")
+    assert "Set-Cookie" not in wrong.headers
+    no_header = call("POST", url + "api/session", {"token": tokens.approver})
+    assert (no_header.status, no_header.reason) == (403, "CROSS_SITE_REQUEST")
+
+    opened = call("POST", url + "api/session", {"token": tokens.approver}, headers=CSRF)
+    assert opened.status == 200
+    assert opened.body["token_name"] == "approver"
+    assert opened.body["namespaces"] == ["team-a"]
+    set_cookie = opened.headers["Set-Cookie"]
+    assert "HttpOnly" in set_cookie
+    assert "SameSite=Strict" in set_cookie
+    assert tokens.approver not in set_cookie  # the cookie names a session, not the token
+    cookie = set_cookie.split(";", 1)[0]
+    assert call("GET", url + "api/session", cookie=cookie).body["signed_in"] is True
+    assert call("GET", url + "api/session").body == {"auth": True, "signed_in": False}
+
+    store = checkpointer_for(auth_console.target, "team-a", token=tokens.approver)
+    pause(approval_chain("orders", store, []), "run-1")
+    bare = decide(url, "team-a", "run-1", cookie=cookie, headers={"X-Checkpointd-Console": "0"})
+    assert (bare.status, bare.reason) == (403, "CROSS_SITE_REQUEST")
+    foreign = decide(url, "team-a", "run-1", cookie=cookie, headers={"Origin": "http://evil.test"})
+    assert (foreign.status, foreign.reason) == (403, "CROSS_SITE_REQUEST")
+    same = decide(url, "team-a", "run-1", cookie=cookie, headers={"Origin": url.rstrip("/")})
+    assert same.status == 200, same.body
+    assert same.body["pending"]["decision"]["decided_by"] == "approver"
+
+    closed = call("DELETE", url + "api/session", cookie=cookie, headers=CSRF)
+    assert closed.status == 200
+    assert call("GET", url + "api/session", cookie=cookie).body["signed_in"] is False
+
+
+def test_w1_console_without_tokens_answers_loopback_names_only(console: Console) -> None:
+    """Without tokens, a request naming another host (a rebound DNS name) is refused."""
+    url = console.url + "api/pending?namespace=default"
+    assert call("GET", url).status == 200
+    assert call("GET", url, headers={"Host": "localhost"}).status == 200
+    rebound = call("GET", url, headers={"Host": "attacker.example:7471"})
+    assert (rebound.status, rebound.reason) == (403, "CROSS_SITE_REQUEST")
+
+
+def test_w1_console_events_resume_from_last_event_id(
+    console: Console, checkpointer_for: Callable[..., SidecarCheckpointer]
+) -> None:
+    """The event stream starts with a snapshot, then carries each event with its cursor as
+    its id; a stream reopened with Last-Event-ID gets exactly the events after it."""
+    store = checkpointer_for(console.target, "default")
+    chain = approval_chain("orders", store, [])
+    pause(chain, "run-old")
+    url = console.url + "api/events?namespace=default"
+    stream = EventStream(url)
+    try:
+        name, _, snapshot = stream.next()
+        assert (name, snapshot["execution_id"]) == ("snapshot", "run-old")
+        ready_id, _ = stream.until("ready")
+        pause(chain, "run-new")
+        added_id, added = stream.until("interrupt")
+        assert added["type"] == "INTERRUPT_EVENT_TYPE_ADDED"
+        assert added["pending"]["execution_id"] == "run-new"
+        assert int(added_id) > int(ready_id)
+        assert decide(console.url, "default", "run-new").status == 200
+        decided_id, decided = stream.until("interrupt")
+        assert decided["type"] == "INTERRUPT_EVENT_TYPE_DECIDED"
+    finally:
+        stream.close()
+    resumed = EventStream(url, last_event_id=added_id)
+    try:
+        event_id, again = resumed.until("interrupt")
+    finally:
+        resumed.close()
+    assert (event_id, again["type"]) == (decided_id, "INTERRUPT_EVENT_TYPE_DECIDED")
+
+
+def test_w1_console_streams_end_with_shutting_down_and_the_server_stops_cleanly(
+    console: Console,
+) -> None:
+    """SIGTERM ends open event streams with a SHUTTING_DOWN failure (the page reconnects from
+    its cursor) and the server exits 0."""
+    stream = EventStream(console.url + "api/events?namespace=default")
+    try:
+        stream.until("ready")
+        assert console.sidecar.stop() == 0
+        _, failure = stream.until("failure")
+    finally:
+        stream.close()
+    assert failure["error"]["reason"] == "SHUTTING_DOWN"
+    assert "stopped" in console.sidecar.log_path.read_text()
+
+
+def test_w1_console_serves_https_with_the_servers_certificate_and_a_secure_cookie(
+    sidecar_factory: Callable[..., Sidecar], tokens_file: Path, tokens: Tokens, tmp_path: Path
+) -> None:
+    """With --tls-cert the console is HTTPS with the same identity, and its session cookie is
+    Secure as well as HttpOnly and SameSite=Strict."""
+    (tmp_path / "pki").mkdir()
+    pki = make_pki(tmp_path / "pki")
+    server = sidecar_factory(
+        "--console-listen",
+        "127.0.0.1:0",
+        "--auth-tokens-file",
+        str(tokens_file),
+        "--tls-cert",
+        str(pki.server_cert),
+        "--tls-key",
+        str(pki.server_key),
+    )
+    url = console_url(server)
+    assert url.startswith("https://")
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    request = urllib.request.Request(
+        url + "api/session",
+        data=json.dumps({"token": tokens.approver}).encode(),
+        method="POST",
+        headers={**CSRF, "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, context=context, timeout=30) as response:
+        assert response.status == 200
+        cookie = response.headers["Set-Cookie"]
+    assert "Secure" in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+
+
+def test_w1_console_refuses_a_non_loopback_address_without_tokens_or_tls(
+    tmp_path: Path,
+) -> None:
+    """The exposure rule of the gRPC listeners: 0.0.0.0 needs tokens, TLS or --insecure."""
+    command = [
+        sys.executable,
+        "-m",
+        "checkpointd",
+        "serve",
+        "--store",
+        f"sqlite://{tmp_path}/store.db",
+        "--listen",
+        "127.0.0.1:0",
+        "--console-listen",
+        "0.0.0.0:0",
+        "--store-wait",
+        "0",
+    ]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0
+    assert "refusing to listen on 0.0.0.0:0 without authentication or TLS" in refused.stderr
