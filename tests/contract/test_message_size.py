@@ -21,6 +21,7 @@ from checkpointd_client import CheckpointdClient
 from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2 as checkpoints_pb
 from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2 as idempotency_pb
 from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as interrupts_pb
+from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as replication_pb
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 from tests.reliability.store_dump import StoreReader
@@ -37,10 +38,15 @@ MUTATING = {
     "RecordInterrupt",
     "ClaimInterrupt",
     "PutIdempotencyResult",
+    "SubmitDecision",
+    "LeaseDecision",
+    "ReportResume",
+    "MarkCheckpointsSynced",
+    "QuarantineCheckpoints",
 }
 SERVICES = [
     service
-    for module in (checkpoints_pb, interrupts_pb, idempotency_pb)
+    for module in (checkpoints_pb, interrupts_pb, idempotency_pb, replication_pb)
     for service in module.DESCRIPTOR.services_by_name.values()
 ]
 
@@ -54,6 +60,14 @@ def _valid_request(client: CheckpointdClient, method: str) -> Message:
     client.put_idempotent(run, "fn", {"r": 1})
     core = client._core
     cp, pending = interrupted(f"{run}-new")
+    # Decisions: one pause decided and leased (to report on), one paused to decide, one
+    # decided to lease.
+    reported = client.record_interrupt(*interrupted(f"{run}-reported")).checkpoint
+    client.submit_decision(f"{run}-reported", approved=True, decided_by="tester")
+    client.lease_decision(f"{run}-reported", reported.checkpoint_id, lease_token="t")
+    client.record_interrupt(*interrupted(f"{run}-undecided"))
+    leased = client.record_interrupt(*interrupted(f"{run}-decided")).checkpoint
+    client.submit_decision(f"{run}-decided", approved=False, decided_by="tester")
     builders: dict[str, Callable[[], Message]] = {
         "PutCheckpoint": lambda: core.put_checkpoint(checkpoint(f"{run}-new"), None),
         "GetCheckpoint": lambda: core.get_checkpoint(run, stored.checkpoint_id),
@@ -68,6 +82,21 @@ def _valid_request(client: CheckpointdClient, method: str) -> Message:
         "ListPendingInterrupts": lambda: core.list_pending_interrupts(10, "", None, None, None),
         "PutIdempotencyResult": lambda: core.put_idempotent(run, "fn", {"r": 2}, None),
         "GetIdempotencyResult": lambda: core.get_idempotent(run, "fn"),
+        "SubmitDecision": lambda: core.submit_decision(
+            f"{run}-undecided", True, None, "tester", None, None
+        ),
+        "LeaseDecision": lambda: core.lease_decision(
+            f"{run}-decided", leased.checkpoint_id, "w", 30, None
+        ),
+        "ReportResume": lambda: core.report_resume(
+            f"{run}-reported", reported.checkpoint_id, "t", None, None
+        ),
+        "ListDecisions": lambda: core.list_decisions(10, "", False),
+        "ListUnsyncedCheckpoints": lambda: core.list_unsynced_checkpoints(10, ""),
+        "MarkCheckpointsSynced": lambda: core.mark_checkpoints_synced([stored.checkpoint_id]),
+        "QuarantineCheckpoints": lambda: core.quarantine_checkpoints(
+            {stored.checkpoint_id: "refused"}
+        ),
     }
     return builders[method]()
 
@@ -97,7 +126,7 @@ def test_j3_every_unary_rpc_refuses_an_oversize_request_and_writes_nothing(
         for method in service.methods
         if not method.server_streaming and not method.client_streaming
     ]
-    assert len(unary) == 13
+    assert len(unary) == 20
     try:
         with (
             CheckpointdClient(server.target, retry=NO_RETRY) as client,
