@@ -38,8 +38,8 @@ gen: install ## Regenerate the protobuf code from proto/.
 test: install ## Run the test suite (both backends).
 	$(PY) -m pytest
 
-test-reliability: install ## The fault suites at full size: crashes, outages, lost replies, fuzz (long; README).
-	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability
+test-reliability: install ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
+	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer
 
 lint: install ## ruff, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
