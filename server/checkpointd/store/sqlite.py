@@ -47,6 +47,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import random
 import re
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -520,6 +521,8 @@ _UNAVAILABLE_CODES: Final = frozenset(
         _SQLITE_PROTOCOL,
     }
 )
+#: Codes meaning another connection holds the lock this one needs.
+_BUSY_CODES: Final = frozenset({_SQLITE_BUSY, _SQLITE_LOCKED})
 #: Codes whose SQLite message is fixed text (never SQL nor names from it), safe to show.
 _PLAIN_MESSAGE_CODES: Final = _UNAVAILABLE_CODES | {_SQLITE_CORRUPT, _SQLITE_NOTADB}
 
@@ -722,7 +725,7 @@ class SQLiteStore:
         try:
             async with asyncio.timeout(self._timeout):
                 writer = await self._connect()
-                mode = await _fetch(writer, "PRAGMA journal_mode = WAL", ())
+                mode = await self._enter_wal(writer)
                 if str(mode[0][0]).lower() != "wal":
                     raise StoreError(
                         f"cannot open SQLite database at {self._path}: "
@@ -752,6 +755,20 @@ class SQLiteStore:
                 ) from exc
             raise
         self._writer, self._reader, self._events_conn = writer, reader, events
+
+    @staticmethod
+    async def _enter_wal(writer: aiosqlite.Connection) -> list[sqlite3.Row]:
+        """Switch the file to WAL, retrying while another process holds it. Switching takes
+        an exclusive lock and SQLite answers "database is locked" at once, without its busy
+        handler, when processes open a new file together; the caller's timeout bounds the
+        retries."""
+        while True:
+            try:
+                return await _fetch(writer, "PRAGMA journal_mode = WAL", ())
+            except sqlite3.OperationalError as exc:
+                if _primary_code(exc) not in _BUSY_CODES:
+                    raise
+            await asyncio.sleep(random.uniform(0.005, 0.05))  # jitter, so racers part
 
     async def close(self) -> None:
         """Close both connections, after the write in progress (if any). Safe to call twice."""
