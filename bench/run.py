@@ -51,11 +51,11 @@ from fastaiagent.checkpointers.postgres import PostgresCheckpointer
 
 from bench import floors, multiproc
 from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
-from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.support.sidecar import Sidecar, StoreSpec
 
 DEFAULT_PG_DSN = "postgresql://postgres@127.0.0.1:5432/test"

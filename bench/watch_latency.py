@@ -51,8 +51,8 @@ async def _watch(target: str, count: int, expected: int) -> list[dict[str, int]]
     each has seen ``expected`` events: per stream, execution_id -> monotonic ns of receipt."""
     import grpc
 
-    from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
-    from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
+    from checkpointd_client.v1 import interrupt_service_pb2 as svc
+    from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 
     channels = [
         grpc.aio.insecure_channel(target)

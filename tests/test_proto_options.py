@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
     idempotency_service_pb2,

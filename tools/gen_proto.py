@@ -1,9 +1,10 @@
 """Generate the Python protobuf/gRPC code (with mypy stubs) from proto/.
 
-The generated modules live in ``pyclient/checkpointd_client/_proto`` so that the client
-distribution carries them and the server imports them from there. protoc writes absolute
-imports (``from checkpointd.v1 import ...``), which would collide with the server package
-``checkpointd``; they are rewritten to point inside ``checkpointd_client._proto``.
+The generated modules are the public protocol package ``checkpointd_client.v1`` (as
+temporalio ships ``temporalio.api``): the client distribution carries them, the server and any
+other Python program import them from there. protoc writes absolute imports
+(``from checkpointd.v1 import ...``), which would collide with the server package
+``checkpointd``; they are rewritten to ``checkpointd_client.v1``.
 
 ``--check`` regenerates into a temporary folder and exits non-zero when the committed code
 differs, so stale generated code fails the tests.
@@ -22,8 +23,10 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
-OUTPUT = ROOT / "pyclient" / "checkpointd_client" / "_proto"
-IMPORT_PREFIX = "checkpointd_client._proto."
+OUTPUT = ROOT / "pyclient" / "checkpointd_client" / "v1"
+# protoc's package path for proto/checkpointd/v1 and the Python package it becomes.
+PROTO_PACKAGE = "checkpointd.v1"
+PYTHON_PACKAGE = "checkpointd_client.v1"
 GENERATED_SUFFIXES = (".py", ".pyi")
 
 
@@ -39,37 +42,33 @@ def _plugin(name: str) -> Path:
 
 
 def generate(out_dir: Path) -> None:
-    """Run protoc into ``out_dir`` and rewrite the imports of the generated modules."""
+    """Run protoc, then move ``checkpointd/v1`` into ``out_dir`` with its imports rewritten."""
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    args = [
-        "protoc",
-        f"-I{PROTO_ROOT}",
-        f"-I{_protoc_include()}",
-        f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
-        f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
-        f"--python_out={out_dir}",
-        f"--grpc_python_out={out_dir}",
-        f"--mypy_out={out_dir}",
-        f"--mypy_grpc_out={out_dir}",
-        *protos,
-    ]
-    if protoc.main(args) != 0:
-        raise SystemExit("protoc failed")
-    for path in out_dir.rglob("*"):
-        if path.suffix in GENERATED_SUFFIXES:
-            text = path.read_text()
-            text = text.replace(
-                "from checkpointd.v1 import", f"from {IMPORT_PREFIX}checkpointd.v1 import"
-            )
-            text = text.replace("import checkpointd.v1.", f"import {IMPORT_PREFIX}checkpointd.v1.")
-            text = text.replace(" checkpointd.v1.", f" {IMPORT_PREFIX}checkpointd.v1.")
-            path.write_text(text)
-    for package in [
-        out_dir,
-        *[p for p in out_dir.rglob("*") if p.is_dir() and p.name != "__pycache__"],
-    ]:
-        (package / "__init__.py").touch()
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp)
+        args = [
+            "protoc",
+            f"-I{PROTO_ROOT}",
+            f"-I{_protoc_include()}",
+            f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
+            f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",
+            f"--python_out={raw}",
+            f"--grpc_python_out={raw}",
+            f"--mypy_out={raw}",
+            f"--mypy_grpc_out={raw}",
+            *protos,
+        ]
+        if protoc.main(args) != 0:
+            raise SystemExit("protoc failed")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for path in sorted((raw / PROTO_PACKAGE.replace(".", "/")).iterdir()):
+            if path.suffix in GENERATED_SUFFIXES:
+                text = path.read_text()
+                text = text.replace(f"from {PROTO_PACKAGE} import", f"from {PYTHON_PACKAGE} import")
+                text = text.replace(f"import {PROTO_PACKAGE}.", f"import {PYTHON_PACKAGE}.")
+                text = text.replace(f" {PROTO_PACKAGE}.", f" {PYTHON_PACKAGE}.")
+                (out_dir / path.name).write_text(text)
+    (out_dir / "__init__.py").touch()
 
 
 def _differences(expected: Path, actual: Path) -> list[str]:
@@ -99,7 +98,7 @@ def main() -> int:
         generate(OUTPUT)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "_proto"
+        fresh = Path(tmp) / "v1"
         generate(fresh)
         stale = _differences(fresh, OUTPUT)
     if stale:

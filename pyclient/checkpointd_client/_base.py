@@ -17,12 +17,6 @@ from typing import Any
 import grpc
 
 from checkpointd_client import _convert
-from checkpointd_client._proto.checkpointd.v1 import (
-    checkpoint_service_pb2,
-    idempotency_service_pb2,
-    interrupt_service_pb2,
-    replication_service_pb2,
-)
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
 from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
 from checkpointd_client.errors import (
@@ -46,6 +40,12 @@ from checkpointd_client.models import (
     SnapshotItem,
     WatchItem,
     WatchProgress,
+)
+from checkpointd_client.v1 import (
+    checkpoint_service_pb2,
+    idempotency_service_pb2,
+    interrupt_service_pb2,
+    replication_service_pb2,
 )
 
 _log = logging.getLogger("checkpointd_client.watch")

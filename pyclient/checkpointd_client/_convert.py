@@ -17,7 +17,6 @@ from typing import Any
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2, interrupt_service_pb2
 from checkpointd_client.models import (
     CHECKPOINT_STATUSES,
     Checkpoint,
@@ -27,6 +26,7 @@ from checkpointd_client.models import (
     InterruptEventType,
     PendingInterrupt,
 )
+from checkpointd_client.v1 import checkpoint_pb2, interrupt_service_pb2
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

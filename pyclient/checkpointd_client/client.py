@@ -28,16 +28,6 @@ from typing import Any, Self
 
 from checkpointd_client import _base, _convert
 from checkpointd_client._base import Metadata
-from checkpointd_client._proto.checkpointd.v1 import (
-    checkpoint_service_pb2,
-    checkpoint_service_pb2_grpc,
-    idempotency_service_pb2,
-    idempotency_service_pb2_grpc,
-    interrupt_service_pb2,
-    interrupt_service_pb2_grpc,
-    replication_service_pb2,
-    replication_service_pb2_grpc,
-)
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig, open_aio_channel, open_channel
 from checkpointd_client.errors import UnavailableError, map_rpc_errors
@@ -51,6 +41,16 @@ from checkpointd_client.models import (
     PendingInterruptPage,
     PruneResult,
     RecordInterruptResult,
+)
+from checkpointd_client.v1 import (
+    checkpoint_service_pb2,
+    checkpoint_service_pb2_grpc,
+    idempotency_service_pb2,
+    idempotency_service_pb2_grpc,
+    interrupt_service_pb2,
+    interrupt_service_pb2_grpc,
+    replication_service_pb2,
+    replication_service_pb2_grpc,
 )
 from checkpointd_client.watch import AsyncInterruptWatch, InterruptWatch
 

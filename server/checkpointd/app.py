@@ -54,7 +54,7 @@ from checkpointd.servicers import (
 from checkpointd.servicers.common import utc_now
 from checkpointd.store.base import Store, StoreError
 from checkpointd.watch import WatchHub
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,
     idempotency_service_pb2,

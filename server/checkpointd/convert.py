@@ -20,7 +20,7 @@ from checkpointd.domain import (
     PendingRecord,
 )
 from checkpointd.errors import InvalidField
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as pb
+from checkpointd_client.v1 import checkpoint_pb2 as pb
 
 __all__ = [
     "checkpoint_from_proto",

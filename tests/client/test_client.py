@@ -26,12 +26,12 @@ import grpc
 import pytest
 
 import checkpointd_client as cc
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
 )
-from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checkpointd_client import Checkpoint, CheckpointdClient, PendingInterrupt, _base, _convert
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.v1 import (
     checkpoint_pb2,
     idempotency_service_pb2,
 )

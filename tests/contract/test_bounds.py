@@ -20,8 +20,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from checkpointd_client import CheckpointdClient
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
+from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar

@@ -20,7 +20,7 @@ from checkpointd_client import (
     InvalidArgumentError,
     NotFoundError,
 )
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,

@@ -19,7 +19,8 @@ from checkpointd_client import (
     NotFoundError,
     ResourceExhaustedError,
 )
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client._status import details_from_metadata
+from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,
@@ -28,7 +29,6 @@ from checkpointd_client._proto.checkpointd.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
-from checkpointd_client._status import details_from_metadata
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.store_dump import dump_store

@@ -167,7 +167,7 @@ def test_k1_invalid_decision_is_refused_and_writes_nothing(client, execution_id,
 
 def test_k1_metadata_must_be_a_json_object(client, execution_id):
     """Resume metadata is a JSON object (fastaiagent's Resume.metadata is a dict)."""
-    from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
+    from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
     pause(client, execution_id)
     request = svc.SubmitDecisionRequest(

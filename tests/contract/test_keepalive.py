@@ -17,8 +17,8 @@ from concurrent import futures
 import grpc
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
+from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
 

@@ -18,10 +18,10 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from checkpointd_client import CheckpointdClient
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2 as checkpoints_pb
-from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2 as idempotency_pb
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as interrupts_pb
-from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as replication_pb
+from checkpointd_client.v1 import checkpoint_service_pb2 as checkpoints_pb
+from checkpointd_client.v1 import idempotency_service_pb2 as idempotency_pb
+from checkpointd_client.v1 import interrupt_service_pb2 as interrupts_pb
+from checkpointd_client.v1 import replication_service_pb2 as replication_pb
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 from tests.reliability.store_dump import StoreReader

@@ -18,15 +18,15 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as pb
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2 as csvc
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2_grpc as csvc_grpc
-from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2 as isvc
-from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2_grpc as isvc_grpc
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
-from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as rsvc
-from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2_grpc as rsvc_grpc
+from checkpointd_client.v1 import checkpoint_pb2 as pb
+from checkpointd_client.v1 import checkpoint_service_pb2 as csvc
+from checkpointd_client.v1 import checkpoint_service_pb2_grpc as csvc_grpc
+from checkpointd_client.v1 import idempotency_service_pb2 as isvc
+from checkpointd_client.v1 import idempotency_service_pb2_grpc as isvc_grpc
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
+from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import replication_service_pb2 as rsvc
+from checkpointd_client.v1 import replication_service_pb2_grpc as rsvc_grpc
 from tests.support.sidecar import Sidecar
 from tests.unit.test_invalid_field_values import documented_fields
 

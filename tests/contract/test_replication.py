@@ -190,7 +190,7 @@ def test_r3_bad_quarantine_requests_are_invalid_argument_and_change_nothing(outb
     for call in bad:
         with pytest.raises(InvalidArgumentError):
             call()
-    from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as rsvc
+    from checkpointd_client.v1 import replication_service_pb2 as rsvc
 
     twice = rsvc.QuarantineCheckpointsRequest(
         namespace=outbox.namespace,

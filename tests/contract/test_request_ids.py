@@ -19,7 +19,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from checkpointd_client import CheckpointdClient, FailedPreconditionError, NotFoundError
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,

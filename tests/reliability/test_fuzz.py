@@ -24,13 +24,13 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client._status import details_from_metadata
+from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
 )
-from checkpointd_client._status import details_from_metadata
 from tests.reliability.figures import FULL, record, size
 from tests.reliability.store_dump import StoreReader
 from tests.support.sidecar import Sidecar

@@ -26,7 +26,7 @@ from checkpointd_client import (
     PendingInterrupt,
     RetryPolicy,
 )
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,

@@ -21,13 +21,13 @@ from checkpointd.auth import (
 )
 from checkpointd.errors import InvalidToken, MissingToken, status_for
 from checkpointd_client import TlsConfig
-from checkpointd_client._proto.checkpointd.v1 import (
+from checkpointd_client.credentials import auth_metadata, resolve_tls
+from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
 )
-from checkpointd_client.credentials import auth_metadata, resolve_tls
 
 SECRET = "plain-token-0123456789abcdef"
 OTHER = "other-token-0123456789abcdef"

@@ -12,7 +12,7 @@ from checkpointd import validation as v
 from checkpointd.convert import checkpoint_from_proto, checkpoint_to_proto
 from checkpointd.errors import InvalidField, InvalidPageToken
 from checkpointd.paging import decode_token, encode_token
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as pb
+from checkpointd_client.v1 import checkpoint_pb2 as pb
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

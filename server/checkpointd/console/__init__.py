@@ -64,7 +64,7 @@ from checkpointd.servicers import InterruptServicer, ServiceDeps
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
 __all__ = ["CSRF_HEADER", "SESSION_COOKIE", "Console", "ConsoleError"]
 

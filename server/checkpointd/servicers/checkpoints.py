@@ -16,8 +16,8 @@ from checkpointd.errors import (
 )
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import checkpoint_service_pb2 as svc
+from checkpointd_client.v1 import checkpoint_service_pb2_grpc as svc_grpc
 
 __all__ = ["CheckpointServicer"]
 

@@ -22,7 +22,7 @@ from checkpointd.errors import (
 )
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
 __all__ = ["DecisionMethods"]
 

@@ -6,8 +6,8 @@ import grpc
 
 from checkpointd import validation as v
 from checkpointd.servicers.common import ServiceDeps, shielded
-from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import idempotency_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import idempotency_service_pb2 as svc
+from checkpointd_client.v1 import idempotency_service_pb2_grpc as svc_grpc
 
 __all__ = ["IdempotencyServicer"]
 

@@ -19,8 +19,8 @@ from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd.servicers.decisions import DecisionMethods
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
+from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 
 __all__ = ["InterruptServicer"]
 

@@ -12,8 +12,8 @@ from checkpointd.convert import checkpoint_to_proto
 from checkpointd.errors import InvalidField
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
-from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as svc
-from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2_grpc as svc_grpc
+from checkpointd_client.v1 import replication_service_pb2 as svc
+from checkpointd_client.v1 import replication_service_pb2_grpc as svc_grpc
 
 __all__ = ["MAX_SETTLE_IDS", "QUARANTINE_REASON_MAX", "ReplicationServicer"]
 

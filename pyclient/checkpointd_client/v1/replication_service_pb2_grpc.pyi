@@ -3,7 +3,7 @@
 isort:skip_file
 """
 
-from checkpointd_client._proto.checkpointd.v1 import replication_service_pb2 as _replication_service_pb2
+from checkpointd_client.v1 import replication_service_pb2 as _replication_service_pb2
 from collections import abc as _abc
 from grpc import aio as _aio
 import abc as _abc_1

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from checkpointd_client._proto.checkpointd.v1 import interrupt_service_pb2 as checkpointd_dot_v1_dot_interrupt__service__pb2
+from checkpointd_client.v1 import interrupt_service_pb2 as checkpointd_dot_v1_dot_interrupt__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

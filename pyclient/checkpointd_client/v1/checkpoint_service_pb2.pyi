@@ -3,7 +3,7 @@
 isort:skip_file
 """
 
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as _checkpoint_pb2
+from checkpointd_client.v1 import checkpoint_pb2 as _checkpoint_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2

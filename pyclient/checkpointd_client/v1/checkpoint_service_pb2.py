@@ -22,7 +22,7 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from checkpointd_client._proto.checkpointd.v1 import checkpoint_pb2 as checkpointd_dot_v1_dot_checkpoint__pb2
+from checkpointd_client.v1 import checkpoint_pb2 as checkpointd_dot_v1_dot_checkpoint__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
