@@ -19,6 +19,7 @@ from google.protobuf import descriptor_pb2
 from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
+    error_reason_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
@@ -34,6 +35,7 @@ CSHARP_NAMESPACE = "Checkpointd.V1"
 JAVA_OUTER_CLASSNAMES = {
     "checkpointd/v1/checkpoint.proto": "CheckpointProto",
     "checkpointd/v1/checkpoint_service.proto": "CheckpointServiceProto",
+    "checkpointd/v1/error_reason.proto": "ErrorReasonProto",
     "checkpointd/v1/idempotency_service.proto": "IdempotencyServiceProto",
     "checkpointd/v1/interrupt_service.proto": "InterruptServiceProto",
     "checkpointd/v1/replication_service.proto": "ReplicationServiceProto",
@@ -41,6 +43,7 @@ JAVA_OUTER_CLASSNAMES = {
 MODULES = (
     checkpoint_pb2,
     checkpoint_service_pb2,
+    error_reason_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
@@ -128,6 +131,7 @@ def test_protoc_gen_go_generates_without_import_mappings(tmp_path):
     assert [p.name for p in generated] == [
         "checkpoint.pb.go",
         "checkpoint_service.pb.go",
+        "error_reason.pb.go",
         "idempotency_service.pb.go",
         "interrupt_service.pb.go",
         "replication_service.pb.go",
