@@ -2,7 +2,9 @@
 
 Servicers and validation raise these; the request guard turns them into a status with a
 ``google.rpc.ErrorInfo`` (domain ``checkpointd.v1``) whose reason a client in any language can
-switch on. Anything not in the table is a bug: it is logged with its traceback and answered
+switch on. The reasons are the values of the ``ErrorReason`` enum of
+proto/checkpointd/v1/error_reason.proto; :func:`wire_reason` turns one into the string sent.
+Anything not in the table is a bug: it is logged with its traceback and answered
 ``INTERNAL`` with a message that leaks nothing.
 
 Input echoed back (an id, a namespace, a JSON key) goes through :func:`echo`, which cuts it
@@ -53,10 +55,12 @@ from dataclasses import dataclass
 import grpc
 
 from checkpointd.store.base import CheckpointExists, RequestAppliedThenDeleted, StoreUnavailable
+from checkpointd_client.v1.error_reason_pb2 import ErrorReason
 
 __all__ = [
     "ECHO_MAX",
     "ERROR_DOMAIN",
+    "REASON_PREFIX",
     "AlreadyDecided",
     "CheckpointNotFound",
     "CheckpointdError",
@@ -83,10 +87,15 @@ __all__ = [
     "WatchExpired",
     "WatcherTooSlow",
     "echo",
+    "internal_status",
+    "sent_reasons",
     "status_for",
+    "wire_reason",
 ]
 
 ERROR_DOMAIN = "checkpointd.v1"
+#: buf lint's prefix on every ErrorReason value; the wire string is the name without it.
+REASON_PREFIX = "ERROR_REASON_"
 
 #: The most characters of a request's value an error echoes back (an ellipsis included).
 ECHO_MAX = 128
@@ -382,45 +391,95 @@ class StatusInfo:
 
 
 # The one table: error class -> (status code, ErrorInfo reason).
-_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, str], ...] = (
-    (InvalidField, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD"),
-    (InvalidPageToken, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PAGE_TOKEN"),
-    (RunEndNotForkable, grpc.StatusCode.INVALID_ARGUMENT, "RUN_END_NOT_FORKABLE"),
-    (MalformedRequest, grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_REQUEST"),
-    (MessageTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE"),
-    (WatcherTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED, "WATCHER_TOO_SLOW"),
-    (TooManyWatchStreams, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_WATCH_STREAMS"),
-    (CursorExpired, grpc.StatusCode.OUT_OF_RANGE, "CURSOR_EXPIRED"),
-    (ShuttingDown, grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN"),
-    (WatchExpired, grpc.StatusCode.UNAVAILABLE, "WATCH_EXPIRED"),
-    (MissingToken, grpc.StatusCode.UNAUTHENTICATED, "MISSING_TOKEN"),
-    (InvalidToken, grpc.StatusCode.UNAUTHENTICATED, "INVALID_TOKEN"),
-    (NamespaceNotAllowed, grpc.StatusCode.PERMISSION_DENIED, "NAMESPACE_NOT_ALLOWED"),
-    (ReadOnlyToken, grpc.StatusCode.PERMISSION_DENIED, "READ_ONLY_TOKEN"),
-    (CheckpointNotFound, grpc.StatusCode.NOT_FOUND, "CHECKPOINT_NOT_FOUND"),
-    (NoCheckpoints, grpc.StatusCode.NOT_FOUND, "NO_CHECKPOINTS"),
-    (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, "NO_PENDING_INTERRUPT"),
-    (NoDecision, grpc.StatusCode.NOT_FOUND, "NO_DECISION"),
-    (AlreadyDecided, grpc.StatusCode.FAILED_PRECONDITION, "ALREADY_DECIDED"),
-    (LeaseHeld, grpc.StatusCode.FAILED_PRECONDITION, "LEASE_HELD"),
-    (LeaseLost, grpc.StatusCode.FAILED_PRECONDITION, "LEASE_LOST"),
-    (DecisionClosed, grpc.StatusCode.FAILED_PRECONDITION, "DECISION_CLOSED"),
-    (RunAlreadyFinished, grpc.StatusCode.FAILED_PRECONDITION, "RUN_ALREADY_FINISHED"),
-    (CheckpointExists, grpc.StatusCode.ALREADY_EXISTS, "CHECKPOINT_EXISTS"),
+_TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, ErrorReason.ValueType], ...] = (
+    (InvalidField, grpc.StatusCode.INVALID_ARGUMENT, ErrorReason.ERROR_REASON_INVALID_FIELD),
+    (
+        InvalidPageToken,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        ErrorReason.ERROR_REASON_INVALID_PAGE_TOKEN,
+    ),
+    (
+        RunEndNotForkable,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        ErrorReason.ERROR_REASON_RUN_END_NOT_FORKABLE,
+    ),
+    (
+        MalformedRequest,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        ErrorReason.ERROR_REASON_MALFORMED_REQUEST,
+    ),
+    (
+        MessageTooLarge,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ErrorReason.ERROR_REASON_MESSAGE_TOO_LARGE,
+    ),
+    (WatcherTooSlow, grpc.StatusCode.RESOURCE_EXHAUSTED, ErrorReason.ERROR_REASON_WATCHER_TOO_SLOW),
+    (
+        TooManyWatchStreams,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ErrorReason.ERROR_REASON_TOO_MANY_WATCH_STREAMS,
+    ),
+    (CursorExpired, grpc.StatusCode.OUT_OF_RANGE, ErrorReason.ERROR_REASON_CURSOR_EXPIRED),
+    (ShuttingDown, grpc.StatusCode.UNAVAILABLE, ErrorReason.ERROR_REASON_SHUTTING_DOWN),
+    (WatchExpired, grpc.StatusCode.UNAVAILABLE, ErrorReason.ERROR_REASON_WATCH_EXPIRED),
+    (MissingToken, grpc.StatusCode.UNAUTHENTICATED, ErrorReason.ERROR_REASON_MISSING_TOKEN),
+    (InvalidToken, grpc.StatusCode.UNAUTHENTICATED, ErrorReason.ERROR_REASON_INVALID_TOKEN),
+    (
+        NamespaceNotAllowed,
+        grpc.StatusCode.PERMISSION_DENIED,
+        ErrorReason.ERROR_REASON_NAMESPACE_NOT_ALLOWED,
+    ),
+    (ReadOnlyToken, grpc.StatusCode.PERMISSION_DENIED, ErrorReason.ERROR_REASON_READ_ONLY_TOKEN),
+    (CheckpointNotFound, grpc.StatusCode.NOT_FOUND, ErrorReason.ERROR_REASON_CHECKPOINT_NOT_FOUND),
+    (NoCheckpoints, grpc.StatusCode.NOT_FOUND, ErrorReason.ERROR_REASON_NO_CHECKPOINTS),
+    (NoPendingInterrupt, grpc.StatusCode.NOT_FOUND, ErrorReason.ERROR_REASON_NO_PENDING_INTERRUPT),
+    (NoDecision, grpc.StatusCode.NOT_FOUND, ErrorReason.ERROR_REASON_NO_DECISION),
+    (AlreadyDecided, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_ALREADY_DECIDED),
+    (LeaseHeld, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_LEASE_HELD),
+    (LeaseLost, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_LEASE_LOST),
+    (DecisionClosed, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_DECISION_CLOSED),
+    (
+        RunAlreadyFinished,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_RUN_ALREADY_FINISHED,
+    ),
+    (CheckpointExists, grpc.StatusCode.ALREADY_EXISTS, ErrorReason.ERROR_REASON_CHECKPOINT_EXISTS),
     (
         RequestAppliedThenDeleted,
         grpc.StatusCode.FAILED_PRECONDITION,
-        "REQUEST_APPLIED_THEN_DELETED",
+        ErrorReason.ERROR_REASON_REQUEST_APPLIED_THEN_DELETED,
     ),
-    (StoreUnavailable, grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
-    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED, "STORE_TIMEOUT"),
+    (StoreUnavailable, grpc.StatusCode.UNAVAILABLE, ErrorReason.ERROR_REASON_STORE_UNAVAILABLE),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED, ErrorReason.ERROR_REASON_STORE_TIMEOUT),
 )
+
+
+def wire_reason(reason: ErrorReason.ValueType) -> str:
+    """The ``ErrorInfo.reason`` string of ``reason``: its enum name without the prefix
+    (ERROR_REASON_NO_PENDING_INTERRUPT is sent as "NO_PENDING_INTERRUPT")."""
+    return ErrorReason.Name(reason).removeprefix(REASON_PREFIX)
+
+
+def sent_reasons() -> frozenset[ErrorReason.ValueType]:
+    """Every reason the server can send: the table's, and INTERNAL for a bug."""
+    return frozenset(reason for _, _, reason in _TABLE) | {ErrorReason.ERROR_REASON_INTERNAL}
+
+
+def internal_status(incident: str) -> StatusInfo:
+    """The status of a bug: INTERNAL, with an incident id to find the traceback in the log."""
+    return StatusInfo(
+        grpc.StatusCode.INTERNAL,
+        wire_reason(ErrorReason.ERROR_REASON_INTERNAL),
+        f"internal error (incident {incident}); see the server log",
+        {"incident": incident},
+    )
 
 
 def status_for(exc: BaseException) -> StatusInfo | None:
     """Return the wire status of a known error, or None for a bug (answered INTERNAL)."""
-    for error_type, code, reason in _TABLE:
+    for error_type, code, reason_value in _TABLE:
         if isinstance(exc, error_type):
+            reason = wire_reason(reason_value)
             metadata = exc.metadata if isinstance(exc, CheckpointdError) else {}
             message = str(exc) or reason.lower().replace("_", " ")
             if isinstance(exc, RequestAppliedThenDeleted):

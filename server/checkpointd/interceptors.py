@@ -32,6 +32,7 @@ from checkpointd.errors import (
     MalformedRequest,
     MessageTooLarge,
     StatusInfo,
+    internal_status,
     status_for,
 )
 
@@ -98,12 +99,7 @@ async def abort_with_error(
     if info is None:
         incident = uuid.uuid4().hex[:12]
         log.error("internal error in %s (incident %s)", method, incident, exc_info=exc)
-        info = StatusInfo(
-            grpc.StatusCode.INTERNAL,
-            "INTERNAL",
-            f"internal error (incident {incident}); see the server log",
-            {"incident": incident},
-        )
+        info = internal_status(incident)
     await _abort(context, info)
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
@@ -250,12 +246,7 @@ class RequestGuardInterceptor(LayerInterceptor):
                 if info is None:
                     incident = uuid.uuid4().hex[:12]
                     log.exception("internal error in %s (incident %s)", method, incident)
-                    info = StatusInfo(
-                        grpc.StatusCode.INTERNAL,
-                        "INTERNAL",
-                        f"internal error (incident {incident}); see the server log",
-                        {"incident": incident},
-                    )
+                    info = internal_status(incident)
                 await _abort(context, info)
 
         return guarded
