@@ -22,6 +22,7 @@ from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
 from checkpointd_client.errors import (
     CheckpointdError,
     DeadlineExceededError,
+    ErrorReason,
     OutOfRangeError,
     ResourceExhaustedError,
     UnavailableError,
@@ -500,9 +501,9 @@ def idempotency_result(
 # --- the interrupt watch ----------------------------------------------------------------
 
 #: The reason of the OUT_OF_RANGE that says a watch cursor is older than the event retention.
-CURSOR_EXPIRED = "CURSOR_EXPIRED"
+CURSOR_EXPIRED = ErrorReason.CURSOR_EXPIRED
 #: The reason of the RESOURCE_EXHAUSTED that ends the stream of a watcher that fell behind.
-WATCHER_TOO_SLOW = "WATCHER_TOO_SLOW"
+WATCHER_TOO_SLOW = ErrorReason.WATCHER_TOO_SLOW
 
 
 class WatchState:

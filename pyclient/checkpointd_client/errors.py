@@ -20,7 +20,9 @@
 Every exception carries the gRPC ``code``, the ``reason`` of the server's
 ``google.rpc.ErrorInfo`` (``"CHECKPOINT_EXISTS"``; ``""`` when the server sent none) and its
 ``metadata`` (``{"field": "checkpoint.execution_id", "rule": ...}``), so callers can switch
-on the reason rather than parse messages.
+on the reason rather than parse messages. A reason of checkpointd's own is an
+:class:`ErrorReason` member (a ``str``, so ``exc.reason == "CHECKPOINT_EXISTS"`` holds too);
+the enum is generated from proto/checkpointd/v1/error_reason.proto, the list of reasons.
 
 :func:`map_rpc_errors` is the one place where ``grpc.RpcError`` (sync or asyncio) becomes one
 of these, chained with ``raise ... from exc``.
@@ -34,12 +36,14 @@ from typing import Any
 
 import grpc
 
-from checkpointd_client._status import details_from_metadata
+from checkpointd_client._status import ERROR_DOMAIN, details_from_metadata
+from checkpointd_client.v1.reasons import ErrorReason
 
 __all__ = [
     "AlreadyExistsError",
     "CheckpointdError",
     "DeadlineExceededError",
+    "ErrorReason",
     "FailedPreconditionError",
     "IntegrityError",
     "InternalError",
@@ -61,7 +65,9 @@ class CheckpointdError(Exception):
     code: grpc.StatusCode | None
     """The gRPC status code, or ``None`` when the failure carried none."""
     reason: str
-    """The ``ErrorInfo.reason`` the server sent (``"NO_CHECKPOINTS"``), or ``""``."""
+    """The ``ErrorInfo.reason`` the server sent, or ``""``: an :class:`ErrorReason` member
+    (``ErrorReason.NO_CHECKPOINTS``, equal to ``"NO_CHECKPOINTS"``) when it is one of
+    checkpointd's reasons, else the string as sent (another domain, or a newer server)."""
     metadata: dict[str, str]
     """The ``ErrorInfo.metadata`` the server sent (``{"field": ..., "rule": ...}``)."""
     message: str
@@ -88,7 +94,7 @@ class CheckpointdError(Exception):
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}({self.message!r}, code={self.code}, "
-            f"reason={self.reason!r}, metadata={self.metadata!r})"
+            f"reason={str(self.reason)!r}, metadata={self.metadata!r})"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -192,6 +198,14 @@ def _call_attr(exc: BaseException, name: str) -> Any:
         return None
 
 
+def _known_reason(reason: str, domain: str) -> str:
+    """``reason`` as an :class:`ErrorReason` member when checkpointd defines it in ``domain``;
+    otherwise unchanged (a reason is only meaningful within the domain that set it)."""
+    if domain == ERROR_DOMAIN and reason in ErrorReason.__members__:
+        return ErrorReason(reason)
+    return reason
+
+
 def error_from_rpc_error(exc: grpc.RpcError) -> CheckpointdError:
     """Translate a sync or asyncio ``grpc.RpcError`` into the matching :class:`CheckpointdError`.
 
@@ -207,7 +221,8 @@ def error_from_rpc_error(exc: grpc.RpcError) -> CheckpointdError:
     if not isinstance(message, str) or not message:
         message = details.message or (code.name if code is not None else str(exc))
     cls = _BY_CODE.get(code, CheckpointdError)
-    return cls(message, code=code, reason=details.reason, metadata=details.metadata)
+    reason = _known_reason(details.reason, details.domain)
+    return cls(message, code=code, reason=reason, metadata=details.metadata)
 
 
 @contextmanager

@@ -58,6 +58,7 @@ from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import (
     CheckpointdError,
+    ErrorReason,
     FailedPreconditionError,
     NotFoundError,
 )
@@ -298,7 +299,7 @@ class ResumeWorker:
                 lease_seconds=self.lease_seconds,
             )
         except FailedPreconditionError as exc:
-            if exc.reason == "LEASE_HELD":
+            if exc.reason == ErrorReason.LEASE_HELD:
                 due = _monotonic_at(exc.metadata.get("lease_expires_at"))
                 logger.debug(
                     "resume worker %s: %s is leased by another worker; again in %.1f s",

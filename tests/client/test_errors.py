@@ -20,6 +20,7 @@ import checkpointd_client as cc
 from checkpointd_client import _base, _status
 from checkpointd_client.config import DEFAULT_TARGET, TARGET_ENV_VAR, RetryPolicy, resolve_target
 from checkpointd_client.errors import error_from_rpc_error, map_rpc_errors
+from checkpointd_client.v1.error_reason_pb2 import ErrorReason as ProtoErrorReason
 
 DETAILS_KEY = "grpc-status-details-bin"
 
@@ -208,6 +209,42 @@ def test_bare_rpc_error_without_a_call_maps_to_the_base_class() -> None:
     err = error_from_rpc_error(grpc.RpcError("raw"))
     assert type(err) is cc.CheckpointdError
     assert err.code is None
+
+
+def test_a_checkpointd_reason_becomes_an_error_reason_member() -> None:
+    """A known reason of the checkpointd.v1 domain is the ErrorReason member (still equal to the
+    string callers compare with), and the error's text and repr show the plain string."""
+    data = _status_bytes(code=grpc.StatusCode.FAILED_PRECONDITION, reason="LEASE_HELD")
+    err = error_from_rpc_error(
+        FakeRpcError(grpc.StatusCode.FAILED_PRECONDITION, "held", [(DETAILS_KEY, data)])
+    )
+    assert err.reason is cc.ErrorReason.LEASE_HELD
+    assert err.reason == "LEASE_HELD"
+    assert str(err) == "held (FAILED_PRECONDITION, LEASE_HELD)"
+    assert "reason='LEASE_HELD'" in repr(err)
+    back = pickle.loads(pickle.dumps(err))
+    assert back.reason is cc.ErrorReason.LEASE_HELD
+
+
+@pytest.mark.parametrize(
+    ("reason", "domain"),
+    [("LEASE_HELD", "proxy.example"), ("A_REASON_FROM_A_NEWER_SERVER", "checkpointd.v1")],
+)
+def test_a_foreign_or_unknown_reason_stays_the_string_sent(reason: str, domain: str) -> None:
+    """Another domain's reason is not read as checkpointd's, even with the same spelling; a
+    reason this client does not know yet is kept as sent."""
+    data = _status_bytes(code=grpc.StatusCode.NOT_FOUND, reason=reason, domain=domain)
+    err = error_from_rpc_error(FakeRpcError(grpc.StatusCode.NOT_FOUND, "x", [(DETAILS_KEY, data)]))
+    assert err.reason == reason
+    assert type(err.reason) is str
+
+
+def test_error_reason_is_the_protocol_enum_without_its_prefix() -> None:
+    """checkpointd_client.ErrorReason holds one member per ErrorReason value of the protocol
+    but UNSPECIFIED, named and valued by the wire string."""
+    names = [v.name for v in ProtoErrorReason.DESCRIPTOR.values if v.number != 0]
+    assert [m.value for m in cc.ErrorReason] == [n.removeprefix("ERROR_REASON_") for n in names]
+    assert all(m.name == m.value for m in cc.ErrorReason)
 
 
 def test_errors_survive_pickling() -> None:

@@ -30,6 +30,7 @@ PUBLIC_NAMES = [
     "DeadlineExceededError",
     "Decision",
     "DeleteExecutionResult",
+    "ErrorReason",
     "FailedPreconditionError",
     "IdempotencyResult",
     "IntegrityError",
