@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -10,6 +11,8 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
+from checkpointd.errors import sent_reasons, wire_reason
+from checkpointd_client import ErrorReason
 from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT
@@ -76,3 +79,21 @@ def test_e2_i5_node_client_sends_its_token_on_every_call_and_watch_reconnect(
     assert "INVALID_TOKEN" in log, log
     assert token not in log, "the server log shows the token"
     assert "wrong-" not in log, "the server log shows the wrong token"
+
+
+def test_node_python_and_server_share_one_list_of_reasons(node: str) -> None:
+    """The Node client's ErrorReason (read from error_reason.proto at run time), the Python
+    client's (generated from it) and the reasons the server sends are the same strings."""
+    result = subprocess.run(
+        [node, "-e", "process.stdout.write(JSON.stringify(require('./src').ErrorReason))"],
+        cwd=NODE_CLIENT,
+        capture_output=True,
+        text=True,
+        timeout=NODE_TEST_TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    from_node = json.loads(result.stdout)
+    assert all(key == value for key, value in from_node.items())
+    assert list(from_node) == [member.value for member in ErrorReason]
+    assert set(from_node) == {wire_reason(reason) for reason in sent_reasons()}

@@ -10,7 +10,8 @@
  * - JSON fields stay text; ./json.js parses and writes them without losing big integers.
  * - Every call has a deadline (timeoutMs, default 10 s) and is retried on UNAVAILABLE with
  *   backoff inside it, carrying the same request id (and checkpoint id / claim token), which
- *   the server answers like the first call. Failures are CheckpointdError with `reason`.
+ *   the server answers like the first call. Failures are CheckpointdError with `reason`, one
+ *   of ErrorReason (read from proto/checkpointd/v1/error_reason.proto) for checkpointd's own.
  * - A token (option `token`, else $CHECKPOINTD_TOKEN) is sent as `authorization: Bearer <token>`
  *   on every call and every watch stream; it is kept in a private field, out of util.inspect,
  *   logs and error messages.
@@ -21,6 +22,7 @@ const path = require('node:path');
 const grpc = require('@grpc/grpc-js');
 const protoLoader = require('@grpc/proto-loader');
 const json = require('./json');
+const { loadErrorReasons } = require('./reasons');
 const { CheckpointdError, fromServiceError } = require('./status');
 
 const DEFAULT_TARGET = '127.0.0.1:7470';
@@ -32,6 +34,8 @@ const PROTO_FILES = [
   'checkpointd/v1/interrupt_service.proto',
   'checkpointd/v1/idempotency_service.proto',
 ];
+/** checkpointd's ErrorInfo reasons by wire string: `ErrorReason.LEASE_HELD === 'LEASE_HELD'`. */
+const ErrorReason = loadErrorReasons(PROTO_ROOT);
 const LOADER_OPTIONS = {
   keepCase: true,
   longs: String,
@@ -422,6 +426,7 @@ module.exports = {
   CheckpointdClient,
   CheckpointdError,
   DEFAULT_TARGET,
+  ErrorReason,
   PROTO_ROOT,
   TOKEN_ENV_VAR,
   dateFromTimestamp,
