@@ -460,9 +460,12 @@ def wire_reason(reason: ErrorReason.ValueType) -> str:
     return ErrorReason.Name(reason).removeprefix(REASON_PREFIX)
 
 
-def sent_reasons() -> frozenset[ErrorReason.ValueType]:
-    """Every reason the server can send: the table's, and INTERNAL for a bug."""
-    return frozenset(reason for _, _, reason in _TABLE) | {ErrorReason.ERROR_REASON_INTERNAL}
+def sent_reasons() -> dict[ErrorReason.ValueType, grpc.StatusCode]:
+    """Every reason the server can send, with the status code that carries it: the table's,
+    and INTERNAL for a bug."""
+    codes = {reason: code for _, code, reason in _TABLE}
+    codes[ErrorReason.ERROR_REASON_INTERNAL] = grpc.StatusCode.INTERNAL
+    return codes
 
 
 def internal_status(incident: str) -> StatusInfo:
