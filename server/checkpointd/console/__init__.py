@@ -56,9 +56,9 @@ from checkpointd.errors import (
     ReadOnlyToken,
     status_for,
 )
-from checkpointd.health import StoreMonitor
 from checkpointd.listeners import Listener
 from checkpointd.logging_setup import event
+from checkpointd.readiness import StoreMonitor
 from checkpointd.security import is_loopback
 from checkpointd.servicers import InterruptServicer, ServiceDeps
 from checkpointd.servicers.interrupts import _watch_response

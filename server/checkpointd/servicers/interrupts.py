@@ -13,8 +13,8 @@ from checkpointd.convert import (
     pending_to_proto,
 )
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
+from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
-from checkpointd.interceptors import abort_with_error
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd.servicers.decisions import DecisionMethods
