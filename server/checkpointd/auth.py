@@ -25,7 +25,8 @@ every servicer applies), outside the token's namespaces ``PERMISSION_DENIED``
 (``NAMESPACE_NOT_ALLOWED``) and a write with a read-only token ``PERMISSION_DENIED``
 (``READ_ONLY_TOKEN``). Health and reflection answer without a token (probes carry none;
 reflection describes the protocol, which is public, and no data). Neither the token nor any
-part of it is ever logged or put in an error message.
+part of it is ever logged or put in an error message. :func:`checkpointd.edge.auth_layer`
+applies these checks to every call, of every kind.
 """
 
 from __future__ import annotations

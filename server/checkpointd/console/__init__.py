@@ -236,7 +236,7 @@ class Console:
                     InvalidField("body", f"must be at most {MAX_BODY_BYTES} bytes")
                 )
             raise
-        except Exception as exc:  # mapped like the gRPC request guard maps
+        except Exception as exc:  # mapped like the gRPC edge maps
             response = _error_response(exc)
         if not response.prepared:
             response.headers.update(_SECURITY_HEADERS)
