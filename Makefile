@@ -41,9 +41,10 @@ test: install ## Run the test suite (both backends).
 test-reliability: install ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer
 
-lint: install ## ruff, buf lint, buf breaking against the committed v1 image, hadolint.
+lint: install ## ruff, the README's settings table, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(PY) tools/settings_table.py --check
 	$(BIN)/buf lint
 	$(BIN)/buf breaking --against proto/buf-images/v1.binpb
 	$(BIN)/hadolint Dockerfile

@@ -23,7 +23,6 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 from checkpointd import __version__
 from checkpointd.auth import (
     Authenticator,
-    AuthInterceptor,
     Grant,
     TokenFileError,
     env_grant,
@@ -31,18 +30,14 @@ from checkpointd.auth import (
 )
 from checkpointd.config import Settings, redact_dsn
 from checkpointd.console import Console, ConsoleError
-from checkpointd.health import (
-    HEALTH_SERVICE,
-    HealthService,
-    StoreGateInterceptor,
-    StoreMonitor,
-    StoreNeverCameUp,
-    cancel_and_wait,
-)
-from checkpointd.interceptors import ComposingRegistrar, Layer, RequestGuardInterceptor
+from checkpointd.edge import ComposingRegistrar, server_layers
+from checkpointd.health import HEALTH_SERVICE, HealthService
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
 from checkpointd.logging_setup import event
-from checkpointd.metrics import Metrics, MetricsInterceptor, MetricsServer, instrument_store
+from checkpointd.metrics import Metrics, MetricsServer
+from checkpointd.metrics_store import InstrumentedStore
+from checkpointd.readiness import StoreMonitor, StoreNeverCameUp, cancel_and_wait
+from checkpointd.retention import retention_jobs
 from checkpointd.security import ExposureError, TlsError, TlsFiles, check_exposure
 from checkpointd.servicers import (
     CheckpointServicer,
@@ -51,8 +46,7 @@ from checkpointd.servicers import (
     ReplicationServicer,
     ServiceDeps,
 )
-from checkpointd.servicers.common import utc_now
-from checkpointd.store.base import Store, StoreError
+from checkpointd.store.base import Store
 from checkpointd.watch import WatchHub
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
@@ -143,17 +137,13 @@ def _build_server(
     authenticator: Authenticator | None = None,
 ) -> grpc.aio.Server:
     transport_limit = settings.max_message_bytes + _TRANSPORT_SLACK_BYTES
-    # Outermost first: metrics see the final status of every call; the guard maps the errors
-    # raised inside it, including the gate's "store not open yet".
-    layers: list[Layer] = [
-        RequestGuardInterceptor(max_message_bytes=settings.max_message_bytes),
-        StoreGateInterceptor(monitor, exempt_prefixes=_ALWAYS_ANSWERED),
-    ]
-    if authenticator is not None:
-        # Before everything but metrics: a caller without a valid token learns nothing else.
-        layers.insert(0, AuthInterceptor(authenticator, exempt_prefixes=_ALWAYS_ANSWERED))
-    if metrics is not None:
-        layers.insert(0, MetricsInterceptor(metrics))
+    layers = server_layers(
+        max_message_bytes=settings.max_message_bytes,
+        store_is_open=lambda: monitor.opened,
+        exempt_prefixes=_ALWAYS_ANSWERED,
+        authenticator=authenticator,
+        metrics=metrics,
+    )
     server = grpc.aio.server(
         options=[
             ("grpc.max_receive_message_length", transport_limit),
@@ -163,8 +153,8 @@ def _build_server(
         ],
     )
     # The layers are composed with each method's handler here, once, not run as interceptors
-    # on every call (checkpointd.interceptors explains why).
-    registrar: Any = ComposingRegistrar(server, tuple(layers))
+    # on every call (checkpointd.edge explains why).
+    registrar: Any = ComposingRegistrar(server, layers)
     checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(
         CheckpointServicer(deps), registrar
     )
@@ -218,38 +208,6 @@ def _bind(
         else:
             bound.append(listener.address)
     return bound
-
-
-async def _purge_request_ids_forever(store: Store, retention: timedelta) -> None:
-    """Forget claim tokens and remembered request ids (idempotency puts, tombstones of deleted
-    checkpoints, delete and prune replies) past the request-id retention, a few times per
-    retention period."""
-    interval = max(1.0, min(retention.total_seconds() / 4, 600.0))
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            cutoff = utc_now() - retention
-            purged = await store.purge_claims(cutoff)
-            if purged:
-                log.info("purged %d expired claim tokens", purged)
-            forgotten = await store.purge_applied_requests(cutoff)
-            if forgotten:
-                log.info("purged %d expired request ids", forgotten)
-        except StoreError as exc:
-            log.warning("request id purge skipped: %s", exc)
-
-
-async def _purge_events_forever(store: Store, retention: timedelta, batch_size: int) -> None:
-    """Drop interrupt events past their retention time, a few times per retention period."""
-    interval = max(1.0, min(retention.total_seconds() / 4, 600.0))
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            purged = await store.purge_events(utc_now() - retention, batch_size=batch_size)
-            if purged:
-                log.info("purged %d interrupt events past their retention", purged)
-        except StoreError as exc:
-            log.warning("event purge skipped: %s", exc)
 
 
 def _log_config(settings: Settings) -> None:
@@ -383,7 +341,8 @@ async def serve(settings: Settings) -> None:
     description = redact_dsn(settings.store)
     metrics = Metrics() if settings.metrics_listen else None
     if metrics is not None:
-        instrument_store(store, metrics)
+        # Every holder of the store (servicers, watch hub, health pings, scrapes) is timed.
+        store = InstrumentedStore(store, metrics.store_seconds)
     retention = timedelta(seconds=settings.request_retention_seconds)
     watch_hub = WatchHub(
         store,
@@ -410,11 +369,12 @@ async def serve(settings: Settings) -> None:
             description,
             settings.max_message_bytes,
         )
-        background.append(asyncio.create_task(_purge_request_ids_forever(store, retention)))
-        event_retention = timedelta(seconds=settings.event_retention_seconds)
-        background.append(
-            asyncio.create_task(
-                _purge_events_forever(store, event_retention, settings.prune_batch_size)
+        background.extend(
+            retention_jobs(
+                store,
+                request_retention=retention,
+                event_retention=timedelta(seconds=settings.event_retention_seconds),
+                batch_size=settings.prune_batch_size,
             )
         )
         watch_hub.start()

@@ -25,7 +25,8 @@ every servicer applies), outside the token's namespaces ``PERMISSION_DENIED``
 (``NAMESPACE_NOT_ALLOWED``) and a write with a read-only token ``PERMISSION_DENIED``
 (``READ_ONLY_TOKEN``). Health and reflection answer without a token (probes carry none;
 reflection describes the protocol, which is public, and no data). Neither the token nor any
-part of it is ever logged or put in an error message.
+part of it is ever logged or put in an error message. :func:`checkpointd.edge.auth_layer`
+applies these checks to every call, of every kind.
 """
 
 from __future__ import annotations
@@ -33,42 +34,37 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
-import inspect
 import json
 import logging
 import re
 import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import grpc
-
 from checkpointd import validation
 from checkpointd.errors import (
-    CheckpointdError,
-    InvalidField,
     InvalidToken,
     MissingToken,
     NamespaceNotAllowed,
     ReadOnlyToken,
     status_for,
 )
-from checkpointd.interceptors import LayerInterceptor, abort_with_error
 from checkpointd.logging_setup import event
 
 __all__ = [
     "ALL_NAMESPACES",
     "RPC_ACCESS",
     "Access",
-    "AuthInterceptor",
     "Authenticator",
     "Grant",
     "Role",
     "TokenFileError",
+    "check_namespace",
     "env_grant",
     "load_tokens_file",
+    "log_denied",
 ]
 
 log = logging.getLogger("checkpointd")
@@ -312,166 +308,46 @@ class Authenticator:
             raise InvalidToken()
         return found
 
-
-Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
-
-
-def _discard(_: bytes) -> None:
-    """The request deserializer of a refused call: the message is never parsed."""
-
-
-def _unchanged(raw: bytes) -> bytes:
-    """The request of a handler without a deserializer: the bytes themselves."""
-    return raw
-
-
-class AuthInterceptor(LayerInterceptor):
-    """Checks every checkpointd call, unary and streaming, against the token it carries.
-
-    The token and the method's access are checked before the request is parsed (a refused
-    caller costs no parsing: the composed handler takes the raw bytes and parses them only
-    once the token is accepted); the namespace, which lives in the request, right after it is
-    parsed and before the servicer runs. Calls whose method starts with one of
-    ``exempt_prefixes`` (health, reflection) pass without a token.
-    """
-
-    def __init__(self, authenticator: Authenticator, *, exempt_prefixes: Sequence[str]) -> None:
-        self._authenticator = authenticator
-        self._exempt = tuple(exempt_prefixes)
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """The handler of ``method`` behind the token check (composed once per method)."""
-        if method.startswith(self._exempt):
-            return handler
-        # An RPC missing from the table counts as a write, the stricter class.
-        access = RPC_ACCESS.get(method, Access.WRITE)
-        parse: Callable[[bytes], Any] = handler.request_deserializer or _unchanged
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._scoped(method, access, parse, handler.unary_unary),
-                request_deserializer=None,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._scoped_stream(method, access, parse, handler.unary_stream),
-                request_deserializer=None,
-                response_serializer=handler.response_serializer,
-            )
-        # checkpointd has no client-streaming RPCs; refuse rather than pass one unchecked.
-        return self._refusal(handler, method)
-
-    def _admit(self, method: str, access: Access, context: grpc.aio.ServicerContext) -> Grant:
-        """The caller's grant; MissingToken, InvalidToken or ReadOnlyToken when refused."""
-        grant = self._authenticator.authenticate(context.invocation_metadata())
+    def admit(
+        self, method: str, access: Access, metadata: Iterable[tuple[str, Any]] | None
+    ) -> Grant:
+        """The grant of a call to ``method``; MissingToken, InvalidToken, or ReadOnlyToken
+        for a write with a read-only token."""
+        grant = self.authenticate(metadata)
         if access is Access.WRITE and grant.role is not Role.READ_WRITE:
             raise ReadOnlyToken(method.rsplit("/", 1)[-1], grant.name)
         return grant
 
-    async def _admitted_request(
-        self,
-        method: str,
-        access: Access,
-        parse: Callable[[bytes], Any],
-        raw: bytes,
-        context: grpc.aio.ServicerContext,
-    ) -> Any:
-        """The parsed request of an admitted caller in an allowed namespace; aborts the call
-        otherwise (the token is checked before the bytes are parsed)."""
-        try:
-            grant = self._admit(method, access, context)
-        except (MissingToken, InvalidToken, ReadOnlyToken) as exc:
-            self._log_denied(method, context, exc)
-            await abort_with_error(context, exc, method=method)
-        request = parse(raw)
-        denied = self._check_namespace(method, grant, request, context)
-        if denied is not None:
-            await abort_with_error(context, denied, method=method)
-        return request
 
-    # --- refusals ----------------------------------------------------------------------
+def log_denied(method: str, peer: str, exc: Exception) -> None:
+    """Log a refused call (``auth_denied``): the method, the peer, the reason and the token's
+    name when it has one, never the token."""
+    info = getattr(exc, "metadata", {})
+    status = status_for(exc)
+    reason = status.reason if status is not None else type(exc).__name__
+    named = {"token_name": info["token_name"]} if "token_name" in info else {}
+    event(
+        log,
+        logging.INFO,
+        "auth_denied",
+        f"denied {method} from {peer}: {reason}"
+        + (f" (token {named['token_name']!r})" if named else ""),
+        method=method,
+        peer=peer,
+        reason=reason,
+        **named,
+    )
 
-    @staticmethod
-    def _log_denied(method: str, context: grpc.aio.ServicerContext, exc: Exception) -> None:
-        info = getattr(exc, "metadata", {})
-        status = status_for(exc)
-        reason = status.reason if status is not None else type(exc).__name__
-        named = {"token_name": info["token_name"]} if "token_name" in info else {}
-        event(
-            log,
-            logging.INFO,
-            "auth_denied",
-            f"denied {method} from {context.peer()}: {reason}"
-            + (f" (token {named['token_name']!r})" if named else ""),
-            method=method,
-            peer=context.peer(),
-            reason=reason,
-            **named,
-        )
 
-    def _refusal(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        """A client-streaming method: an unknown token is refused as such, any other as
-        read-only (no role may call a method the table cannot check)."""
-
-        async def refuse(_request: None, context: grpc.aio.ServicerContext) -> None:
-            try:
-                grant = self._authenticator.authenticate(context.invocation_metadata())
-                exc: Exception = ReadOnlyToken(method, grant.name)
-            except (MissingToken, InvalidToken) as refused:
-                exc = refused
-            self._log_denied(method, context, exc)
-            await abort_with_error(context, exc, method=method)
-
-        make = (
-            grpc.unary_stream_rpc_method_handler
-            if handler.unary_stream is not None
-            else grpc.unary_unary_rpc_method_handler
-        )
-        return make(refuse, request_deserializer=_discard, response_serializer=None)
-
-    # --- the namespace, once the request is parsed -------------------------------------
-
-    def _check_namespace(
-        self, method: str, grant: Grant, request: Any, context: grpc.aio.ServicerContext
-    ) -> CheckpointdError | None:
-        raw = getattr(request, "namespace", None)
-        if raw is None:
-            return None  # not a request message (bytes that did not parse): the guard refuses it
-        # The syntax first, by the one rule every servicer applies: a name that is not a
-        # namespace is INVALID_ARGUMENT for every token, granted "*" or not.
-        try:
-            namespace = validation.namespace(raw)
-        except InvalidField as invalid:
-            return invalid
-        if grant.allows_namespace(namespace):
-            return None
+def check_namespace(method: str, peer: str, grant: Grant, request: Any) -> None:
+    """Refuse a request message whose namespace is not a namespace name (InvalidField, for
+    every token, granted "*" or not: the one rule every servicer applies) or is outside the
+    token's namespaces (NamespaceNotAllowed, logged)."""
+    raw = getattr(request, "namespace", None)
+    if raw is None:
+        return  # a message without a namespace
+    namespace = validation.namespace(raw)
+    if not grant.allows_namespace(namespace):
         denied = NamespaceNotAllowed(namespace, grant.name)
-        self._log_denied(method, context, denied)
-        return denied
-
-    def _scoped(
-        self, method: str, access: Access, parse: Callable[[bytes], Any], inner: Handler
-    ) -> Handler:
-        async def scoped(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-            request = await self._admitted_request(method, access, parse, raw, context)
-            return await inner(request, context)
-
-        return scoped
-
-    def _scoped_stream(
-        self, method: str, access: Access, parse: Callable[[bytes], Any], inner: Handler
-    ) -> Handler:
-        if inspect.isasyncgenfunction(inner):
-
-            async def scoped_generator(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
-                request = await self._admitted_request(method, access, parse, raw, context)
-                async for response in inner(request, context):
-                    yield response
-
-            return scoped_generator
-
-        async def scoped(raw: bytes, context: grpc.aio.ServicerContext) -> None:
-            request = await self._admitted_request(method, access, parse, raw, context)
-            await inner(request, context)
-
-        return scoped
+        log_denied(method, peer, denied)
+        raise denied

@@ -1,21 +1,38 @@
 """The server's settings: one frozen object, built from flags and CHECKPOINTD_* variables.
 
 Every setting has a flag, an environment variable, and a documented default. Precedence:
-flag, then environment, then default.
+flag, then environment, then default. Each default is written once, on :class:`Settings`;
+:data:`OPTIONS` says for each setting its flag, variable, parser and help, and both
+``checkpointd serve``'s command line and the README's table of settings
+(``tools/settings_table.py``) are generated from it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
+
+from checkpointd.listeners import (
+    DEFAULT_UNIX_SOCKET_MODE,
+    ListenerError,
+    parse_listen,
+    parse_socket_mode,
+)
+from checkpointd.logging_setup import LOG_FORMATS
 
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_WATCH_PAGE_BYTES",
+    "LOG_LEVELS",
+    "OPTIONS",
+    "PG_POOLERS",
+    "Option",
     "Settings",
     "default_data_dir",
     "default_store_url",
@@ -36,6 +53,8 @@ DEFAULT_MAX_HEALTH_WATCH_STREAMS = 1000
 DEFAULT_WATCH_MAX_LIFETIME_SECONDS = 3600.0
 DEFAULT_PG_SCHEMA = "checkpointd"
 PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+PG_POOLERS = ("none", "transaction")
 
 
 def default_data_dir() -> Path:
@@ -179,7 +198,7 @@ class Settings:
     log_format: str = "text"
     """``text`` (one readable line per event) or ``json`` (one object per line)
     (CHECKPOINTD_LOG_FORMAT)."""
-    unix_socket_mode: int = 0o600
+    unix_socket_mode: int = DEFAULT_UNIX_SOCKET_MODE
     """Permissions of the Unix socket files the server creates (CHECKPOINTD_UNIX_SOCKET_MODE)."""
     health_interval: float = 2.0
     """Seconds between the store pings that decide the health status
@@ -236,3 +255,450 @@ class Settings:
     def sqlite_path(self) -> Path:
         """The SQLite file named by ``sqlite://PATH``."""
         return Path(self.store.removeprefix("sqlite://"))
+
+
+# --- parsers of flag and variable values (ValueError says what is wrong) ---------------------
+
+
+def positive_int(text: str) -> int:
+    """An integer above zero."""
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be a positive integer")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A number above zero."""
+    value = float(text)
+    if not value > 0:
+        raise ValueError("must be a positive number")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """Zero (no limit) or a positive integer."""
+    value = int(text)
+    if value < 0:
+        raise ValueError("must be zero (no limit) or a positive integer")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """Zero or a positive number."""
+    value = float(text)
+    if not value >= 0:
+        raise ValueError("must be zero or a positive number")
+    return value
+
+
+def boolean(text: str) -> bool:
+    """1/0, true/false, yes/no, on/off."""
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be 1 or 0")
+
+
+def store_wait(text: str) -> float | None:
+    """Seconds, or ``forever`` (None)."""
+    if text.strip().lower() == "forever":
+        return None
+    try:
+        return non_negative_float(text)
+    except ValueError:
+        raise ValueError("must be a number of seconds (0 = fail at once) or 'forever'") from None
+
+
+def tcp_address(text: str) -> str:
+    """``host:port`` of an HTTP endpoint."""
+    if text.startswith("unix:"):
+        raise ValueError("must be host:port (metrics are served over HTTP on TCP)")
+    try:
+        parse_listen(text)
+    except ListenerError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def console_address(text: str) -> str:
+    """``host:port`` of the console."""
+    if text.startswith("unix:"):
+        raise ValueError("must be host:port (the console is served over HTTP on TCP)")
+    return tcp_address(text)
+
+
+def address_list(text: str) -> list[str]:
+    """Comma-separated addresses."""
+    return [address.strip() for address in text.split(",") if address.strip()]
+
+
+# --- the table of options --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting as the command line and the README show it; its default is the
+    :class:`Settings` field's (``setting``), or what ``shown_default`` describes."""
+
+    setting: str | None
+    """The :class:`Settings` field; None for a variable read elsewhere."""
+    env: tuple[str, ...]
+    """Its variables, the first one preferred (the others are former names)."""
+    help: str
+    """What it does, for ``--help`` and the README (backticks are dropped in ``--help``)."""
+    flags: tuple[str, ...] = ()
+    """Its flags, the first one preferred; none: environment only."""
+    parse: Callable[[str], Any] | None = None
+    """Parser of a value; None: the text itself."""
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    shown_default: str | None = None
+    """The default in words (Markdown), where the value alone would mislead; None: ``off``
+    when the default is None, else the value."""
+    default_note: str = ""
+    """Added after the default in the README, e.g. ``16 MiB``."""
+    more: str = ""
+    """Added to the README's text only (links, details too long for ``--help``)."""
+    security: bool = False
+    """Listed in ``--help``'s security group."""
+    repeatable: bool = False
+    """The flag may repeat; the variable holds a comma-separated list."""
+
+    @property
+    def default(self) -> Any:
+        """The setting's default (None for an option without a default value)."""
+        if self.setting is None:
+            return None
+        default = _SETTINGS_FIELDS[self.setting].default
+        if isinstance(default, tuple) and self.repeatable:
+            return list(default)
+        return None if default is MISSING else default
+
+    def default_text(self) -> str:
+        """The default as the README says it (Markdown)."""
+        if self.shown_default is not None:
+            return self.shown_default
+        value = self.default
+        if value is None or value is False:
+            return "off"
+        if isinstance(value, list):
+            text = ", ".join(str(item) for item in value)
+        elif isinstance(value, float):
+            text = f"{value:g}"
+        else:
+            text = str(value)
+        return f"`{text}`" + (f" ({self.default_note})" if self.default_note else "")
+
+
+_SETTINGS_FIELDS = {item.name: item for item in fields(Settings)}
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "store",
+        ("CHECKPOINTD_STORE",),
+        "`sqlite://PATH` (`sqlite:///var/lib/checkpointd/store.db`) or "
+        "`postgresql://user@host:5432/db`",
+        flags=("--store",),
+        shown_default="`sqlite://$DATA_DIR/checkpointd.db`",
+    ),
+    Option(
+        None,
+        ("CHECKPOINTD_DATA_DIR",),
+        "where the default SQLite file lives",
+        shown_default="`$XDG_DATA_HOME/checkpointd` or `~/.local/share/checkpointd`",
+    ),
+    Option(
+        "listen",
+        ("CHECKPOINTD_LISTEN",),
+        "`host:port` and/or `unix:///path/to.sock`",
+        flags=("--listen",),
+        parse=address_list,
+        repeatable=True,
+    ),
+    Option(
+        "pg_schema",
+        ("CHECKPOINTD_PG_SCHEMA",),
+        "Postgres schema for the tables",
+        flags=("--pg-schema",),
+    ),
+    Option(
+        "pg_pool_max",
+        ("CHECKPOINTD_PG_POOL_MAX",),
+        "largest Postgres connection pool",
+        flags=("--pg-pool-max",),
+        parse=positive_int,
+    ),
+    Option(
+        "pg_pooler",
+        ("CHECKPOINTD_PG_POOLER",),
+        "`transaction` when `--store` goes through PgBouncer in `pool_mode = transaction`: no "
+        "session state is relied on (statements unprepared unless "
+        "`--pg-statement-cache-size` says otherwise, watching through `--pg-listen-dsn` or by "
+        "polling)",
+        flags=("--pg-pooler",),
+        parse=str.lower,
+        choices=PG_POOLERS,
+        more=" ([Many pods](#many-pods))",
+    ),
+    Option(
+        "pg_statement_cache_size",
+        ("CHECKPOINTD_PG_STATEMENT_CACHE_SIZE",),
+        "prepared statements cached per Postgres connection; behind PgBouncer 1.21+ with "
+        "`max_prepared_statements` > 0 a cache works again (e.g. 100)",
+        flags=("--pg-statement-cache-size",),
+        parse=non_negative_int,
+        metavar="N",
+        shown_default="`100`, or `0` with `--pg-pooler transaction`",
+    ),
+    Option(
+        "pg_listen_dsn",
+        ("CHECKPOINTD_PG_LISTEN_DSN",),
+        "direct `postgresql://` URL (not through a transaction pooler) of the one `LISTEN` "
+        "connection that wakes watchers",
+        flags=("--pg-listen-dsn",),
+        metavar="URL",
+        shown_default="the `--store` URL; with `--pg-pooler transaction`, none: poll",
+    ),
+    Option(
+        "pg_poll_interval",
+        ("CHECKPOINTD_PG_POLL_INTERVAL",),
+        "with `--pg-pooler transaction` and no `--pg-listen-dsn`: seconds between reads of the "
+        "event outbox, the longest a watcher waits for an event",
+        flags=("--pg-poll-interval",),
+        parse=positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "sqlite_busy_timeout_ms",
+        ("CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS",),
+        "milliseconds an SQLite write waits for another process's lock before answering "
+        "`UNAVAILABLE`",
+        flags=("--sqlite-busy-timeout-ms",),
+        parse=positive_int,
+    ),
+    Option(
+        "store_timeout",
+        ("CHECKPOINTD_STORE_TIMEOUT",),
+        "seconds a store operation may take",
+        flags=("--store-timeout",),
+        parse=positive_float,
+    ),
+    Option(
+        "max_message_bytes",
+        ("CHECKPOINTD_MAX_MESSAGE_BYTES",),
+        "largest request accepted",
+        flags=("--max-message-bytes",),
+        parse=positive_int,
+        default_note="16 MiB",
+        more="; list pages also stop before this size, and only the rows that fit are read "
+        "from the store",
+    ),
+    Option(
+        "request_retention_seconds",
+        ("CHECKPOINTD_REQUEST_RETENTION", "CHECKPOINTD_CLAIM_RETENTION"),
+        "seconds request ids are remembered, so a retry is answered like the first call: "
+        "claim tokens, idempotency puts, the request ids of deleted or pruned checkpoints, and "
+        "the replies of `DeleteExecution` / `PruneCheckpoints` (`--claim-retention` / "
+        "`CHECKPOINTD_CLAIM_RETENTION`: deprecated names of this setting)",
+        flags=("--request-retention", "--claim-retention"),
+        parse=positive_int,
+    ),
+    Option(
+        "event_retention_seconds",
+        ("CHECKPOINTD_EVENT_RETENTION",),
+        "seconds interrupt events stay available to watchers resuming from a cursor",
+        flags=("--event-retention",),
+        parse=positive_int,
+        default_note="7 days",
+    ),
+    Option(
+        "watch_buffer",
+        ("CHECKPOINTD_WATCH_BUFFER",),
+        "events a watcher may fall behind before its stream ends `RESOURCE_EXHAUSTED`; also "
+        "the most snapshot rows (and events, at most 500) a stream reads from the store at once",
+        flags=("--watch-buffer",),
+        parse=positive_int,
+    ),
+    Option(
+        "watch_page_bytes",
+        ("CHECKPOINTD_WATCH_PAGE_BYTES",),
+        "most bytes of snapshot rows or events a watch stream (or the watch reader) reads from "
+        "the store at once, by their stored sizes (one larger row is read alone); a stream "
+        "reads its next page only after writing the last, so this bounds what one stream holds",
+        flags=("--watch-page-bytes",),
+        parse=positive_int,
+        metavar="BYTES",
+        default_note="256 KiB",
+    ),
+    Option(
+        "shutdown_grace",
+        ("CHECKPOINTD_SHUTDOWN_GRACE",),
+        "seconds in-flight calls get after SIGTERM",
+        flags=("--shutdown-grace",),
+        parse=positive_float,
+    ),
+    Option(
+        "log_level",
+        ("CHECKPOINTD_LOG_LEVEL",),
+        "`debug`, `info`, `warning`, `error`; other libraries (the database drivers, gRPC) "
+        "stay at `warning` whatever the level, since their debug lines carry SQL parameters: "
+        "stored data and tokens",
+        flags=("--log-level",),
+        parse=str.lower,
+        choices=LOG_LEVELS,
+    ),
+    Option(
+        "log_format",
+        ("CHECKPOINTD_LOG_FORMAT",),
+        "`text` (one readable line per event) or `json` (one object per line)",
+        flags=("--log-format",),
+        parse=str.lower,
+        choices=LOG_FORMATS,
+    ),
+    Option(
+        "unix_socket_mode",
+        ("CHECKPOINTD_UNIX_SOCKET_MODE",),
+        "octal permissions of the Unix socket files (`0660` lets the group in)",
+        flags=("--unix-socket-mode",),
+        parse=parse_socket_mode,
+        metavar="MODE",
+        shown_default=f"`{DEFAULT_UNIX_SOCKET_MODE:04o}`",
+    ),
+    Option(
+        "health_interval",
+        ("CHECKPOINTD_HEALTH_INTERVAL",),
+        "seconds between the store pings behind the `grpc.health.v1` status; a ping not "
+        "answered within this long (at least 1 s, at most `--store-timeout`) counts as the "
+        "store lost",
+        flags=("--health-interval",),
+        parse=positive_float,
+        metavar="SECONDS",
+    ),
+    Option(
+        "store_wait",
+        ("CHECKPOINTD_STORE_WAIT",),
+        "seconds to wait at start for a database that is not there yet, serving "
+        "`NOT_SERVING` meanwhile; `0` fails at once (exit 1)",
+        flags=("--store-wait",),
+        parse=store_wait,
+        metavar="SECONDS",
+        shown_default="`forever`",
+    ),
+    Option(
+        "metrics_listen",
+        ("CHECKPOINTD_METRICS_LISTEN",),
+        "`host:port` of the Prometheus endpoint (`http://HOST:PORT/metrics`); keep it on "
+        "loopback (e.g. `127.0.0.1:9464`) unless the network is trusted",
+        flags=("--metrics-listen",),
+        parse=tcp_address,
+        metavar="HOST:PORT",
+    ),
+    Option(
+        "console_listen",
+        ("CHECKPOINTD_CONSOLE_LISTEN",),
+        "`host:port` of the approvals page and its JSON API (e.g. `127.0.0.1:7471`); a "
+        "non-loopback address needs tokens, TLS or `--insecure`, like the gRPC listeners",
+        flags=("--console-listen",),
+        parse=console_address,
+        metavar="HOST:PORT",
+        more=" ([Approvals page](#approvals-page))",
+    ),
+    Option(
+        "auth_tokens_file",
+        ("CHECKPOINTD_AUTH_TOKENS_FILE",),
+        "JSON file of tokens, each with its namespaces and role (SECURITY.md); "
+        "`CHECKPOINTD_AUTH_TOKEN` adds one read-write token for every namespace",
+        flags=("--auth-tokens-file",),
+        parse=Path,
+        metavar="PATH",
+        shown_default="off (no authentication)",
+        more=" ([Security](#security))",
+        security=True,
+    ),
+    Option(
+        "auth_token",
+        ("CHECKPOINTD_AUTH_TOKEN",),
+        "one read-write token for every namespace (never a flag: `ps` would show it)",
+        security=True,
+    ),
+    Option(
+        "tls_cert",
+        ("CHECKPOINTD_TLS_CERT",),
+        "PEM certificate (chain) served on TCP listeners: they speak TLS only",
+        flags=("--tls-cert",),
+        parse=Path,
+        metavar="PATH",
+        security=True,
+    ),
+    Option(
+        "tls_key",
+        ("CHECKPOINTD_TLS_KEY",),
+        "PEM private key of `--tls-cert`",
+        flags=("--tls-key",),
+        parse=Path,
+        metavar="PATH",
+        security=True,
+    ),
+    Option(
+        "tls_client_ca",
+        ("CHECKPOINTD_TLS_CLIENT_CA",),
+        "PEM CA bundle: TCP clients must present a certificate it signed (mutual TLS)",
+        flags=("--tls-client-ca",),
+        parse=Path,
+        metavar="PATH",
+        security=True,
+    ),
+    Option(
+        "insecure",
+        ("CHECKPOINTD_INSECURE",),
+        "allow a TCP listener on a non-loopback address without tokens or TLS (logged as a "
+        "warning)",
+        flags=("--insecure",),
+        parse=boolean,
+        security=True,
+    ),
+    Option(
+        "max_watch_streams",
+        ("CHECKPOINTD_MAX_WATCH_STREAMS",),
+        "open `WatchInterrupts` streams per server, `0` for no limit",
+        flags=("--max-watch-streams",),
+        parse=non_negative_int,
+        metavar="N",
+        security=True,
+    ),
+    Option(
+        "max_watch_streams_per_peer",
+        ("CHECKPOINTD_MAX_WATCH_STREAMS_PER_PEER",),
+        "open `WatchInterrupts` streams per TCP client connection, `0` for no limit; "
+        "Unix-socket clients all look alike to gRPC, so only `--max-watch-streams` bounds them",
+        flags=("--max-watch-streams-per-peer",),
+        parse=non_negative_int,
+        metavar="N",
+        security=True,
+    ),
+    Option(
+        "max_health_watch_streams",
+        ("CHECKPOINTD_MAX_HEALTH_WATCH_STREAMS",),
+        "open `grpc.health.v1` `Watch` streams per server, which need no token, `0` for no limit",
+        flags=("--max-health-watch-streams",),
+        parse=non_negative_int,
+        metavar="N",
+        security=True,
+    ),
+    Option(
+        "watch_max_lifetime",
+        ("CHECKPOINTD_WATCH_MAX_LIFETIME",),
+        "seconds after which a watch stream ends `UNAVAILABLE` (`WATCH_EXPIRED`) and the "
+        "client resumes from its cursor, `0`: never",
+        flags=("--watch-max-lifetime",),
+        parse=non_negative_float,
+        metavar="SECONDS",
+        more="; a stream blocked writing to a client that stopped reading ends too, at most 2 s "
+        "later",
+        security=True,
+    ),
+)
+"""Every setting of ``checkpointd serve``, in the order ``--help`` and the README list them."""

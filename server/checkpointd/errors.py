@@ -1,6 +1,6 @@
 """Domain errors and the one table that maps every error to a gRPC status.
 
-Servicers and validation raise these; the request guard turns them into a status with a
+Servicers and validation raise these; the edge's error layer turns them into a status with a
 ``google.rpc.ErrorInfo`` (domain ``checkpointd.v1``) whose reason a client in any language can
 switch on. The reasons are the values of the ``ErrorReason`` enum of
 proto/checkpointd/v1/error_reason.proto; :func:`wire_reason` turns one into the string sent.

@@ -12,20 +12,18 @@ Families (besides the client library's ``process_*`` and ``python_*``):
 * ``checkpointd_store_up`` (1 while the store answers the health pings);
 * ``checkpointd_pending_interrupts`` per namespace and ``checkpointd_store_pool_connections``
   (Postgres: ``size``, ``idle``, ``max``), both read from the store when scraped.
+
+The RPC families are counted by :func:`checkpointd.edge.metrics_layer`, the store timings by
+:class:`checkpointd.metrics_store.InstrumentedStore`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 from wsgiref.simple_server import WSGIServer
 
-import grpc
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -38,10 +36,9 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from checkpointd.interceptors import LayerInterceptor
-from checkpointd.store.base import PoolState, Store, StoreError, StoreUnavailable
+from checkpointd.store.base import PoolState, Store
 
-__all__ = ["Metrics", "MetricsInterceptor", "MetricsServer", "instrument_store"]
+__all__ = ["WATCH_METHOD", "Metrics", "MetricsServer"]
 
 log = logging.getLogger("checkpointd")
 
@@ -169,150 +166,6 @@ class _StoreCollector(Collector):
                     pool.add_metric(("max",), state.max_size)
         yield pending
         yield pool
-
-
-def instrument_store(store: Store, metrics: Metrics) -> None:
-    """Time every store operation of ``store`` (its coroutine methods named in :class:`Store`).
-
-    The methods are wrapped on the instance, so the object keeps its type and every caller
-    that holds it is measured.
-    """
-    for name, member in vars(Store).items():
-        if (
-            name.startswith("_")
-            or name in ("open", "close")
-            or not inspect.iscoroutinefunction(member)
-        ):
-            continue
-        original = getattr(store, name, None)
-        if original is None:
-            continue
-        setattr(store, name, _timed(name, original, metrics.store_seconds))
-
-
-def _timed(
-    name: str, original: Callable[..., Awaitable[Any]], histogram: Histogram
-) -> Callable[..., Awaitable[Any]]:
-    @functools.wraps(original)
-    async def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        outcome = "error"
-        try:
-            result = await original(*args, **kwargs)
-            outcome = "ok"
-            return result
-        except StoreUnavailable:
-            outcome = "unavailable"
-            raise
-        except StoreError:
-            outcome = "error"
-            raise
-        finally:
-            histogram.labels(name, outcome).observe(time.perf_counter() - started)
-
-    return timed
-
-
-def _split_method(method: str) -> tuple[str, str]:
-    service, _, name = method.lstrip("/").rpartition("/")
-    return service, name
-
-
-_CODE_NAMES: dict[int, str] = {code.value[0]: code.name for code in grpc.StatusCode}
-
-
-def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
-    """The status an RPC ended with: set by abort or set_code, else OK or UNKNOWN."""
-    if isinstance(exc, asyncio.CancelledError):
-        return "CANCELLED"
-    if exc is not None and not isinstance(exc, grpc.aio.AbortError):
-        return "UNKNOWN"
-    code = context.code()
-    if isinstance(code, grpc.StatusCode):
-        return str(code.name)
-    if isinstance(code, int):
-        return _CODE_NAMES.get(code, "UNKNOWN")
-    return "OK" if exc is None else "UNKNOWN"
-
-
-Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
-
-
-class MetricsInterceptor(LayerInterceptor):
-    """Counts and times every RPC by method and final status code; unary and streaming."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        """Measure the handler of ``method``, whatever its kind."""
-        kinds: tuple[tuple[str, Any, Callable[..., grpc.RpcMethodHandler]], ...] = (
-            ("unary", handler.unary_unary, grpc.unary_unary_rpc_method_handler),
-            ("server_stream", handler.unary_stream, grpc.unary_stream_rpc_method_handler),
-            ("client_stream", handler.stream_unary, grpc.stream_unary_rpc_method_handler),
-            ("bidi_stream", handler.stream_stream, grpc.stream_stream_rpc_method_handler),
-        )
-        for kind, inner, make in kinds:
-            if inner is not None:
-                return make(
-                    self._measured(method, kind, inner),
-                    request_deserializer=handler.request_deserializer,
-                    response_serializer=handler.response_serializer,
-                )
-        return handler
-
-    def _measured(self, method: str, kind: str, inner: Handler) -> Handler:
-        service, name = _split_method(method)
-        labels = (service, name, kind)
-        metrics = self._metrics
-        is_watch = method == WATCH_METHOD
-
-        def begin() -> float:
-            metrics.rpc_started.labels(*labels).inc()
-            metrics.rpcs_in_flight.labels(service, name).inc()
-            if is_watch:
-                metrics.watch_streams.inc()
-            return time.perf_counter()
-
-        def end(
-            started: float, context: grpc.aio.ServicerContext, exc: BaseException | None
-        ) -> None:
-            metrics.rpc_seconds.labels(*labels).observe(time.perf_counter() - started)
-            metrics.rpc_handled.labels(*labels, _code_name(context, exc)).inc()
-            metrics.rpcs_in_flight.labels(service, name).dec()
-            if is_watch:
-                metrics.watch_streams.dec()
-
-        if inspect.isasyncgenfunction(inner):
-
-            async def measured_generator(
-                request: Any, context: grpc.aio.ServicerContext
-            ) -> AsyncIterator[Any]:
-                started = begin()
-                failure: BaseException | None = None
-                try:
-                    async for response in inner(request, context):
-                        yield response
-                except BaseException as exc:
-                    failure = exc
-                    raise
-                finally:
-                    end(started, context, failure)
-
-            return measured_generator
-
-        async def measured(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            started = begin()
-            failure: BaseException | None = None
-            try:
-                return await inner(request, context)
-            except BaseException as exc:
-                failure = exc
-                raise
-            finally:
-                end(started, context, failure)
-
-        return measured
 
 
 class MetricsServer:

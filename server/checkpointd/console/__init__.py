@@ -56,9 +56,9 @@ from checkpointd.errors import (
     ReadOnlyToken,
     status_for,
 )
-from checkpointd.health import StoreMonitor
 from checkpointd.listeners import Listener
 from checkpointd.logging_setup import event
+from checkpointd.readiness import StoreMonitor
 from checkpointd.security import is_loopback
 from checkpointd.servicers import InterruptServicer, ServiceDeps
 from checkpointd.servicers.interrupts import _watch_response
@@ -236,7 +236,7 @@ class Console:
                     InvalidField("body", f"must be at most {MAX_BODY_BYTES} bytes")
                 )
             raise
-        except Exception as exc:  # mapped like the gRPC request guard maps
+        except Exception as exc:  # mapped like the gRPC edge maps
             response = _error_response(exc)
         if not response.prepared:
             response.headers.update(_SECURITY_HEADERS)

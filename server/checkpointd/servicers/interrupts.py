@@ -13,8 +13,8 @@ from checkpointd.convert import (
     pending_to_proto,
 )
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
+from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
-from checkpointd.interceptors import abort_with_error
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd.servicers.decisions import DecisionMethods
@@ -194,6 +194,6 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
-            # The interceptor maps errors of unary calls only; a stream maps its own, with
-            # the same status and ErrorInfo.
+            # Mapped here as the edge's error layer would map it (same status and ErrorInfo),
+            # so the watch's own refusals never depend on the layers around it.
             await abort_with_error(context, exc, method=_WATCH_METHOD)

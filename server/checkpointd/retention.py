@@ -1,0 +1,70 @@
+"""The periodic jobs that forget what is past its retention.
+
+:func:`retention_jobs` starts both once the store is open: the request-id purge (claim tokens
+and remembered request ids past ``--request-retention``) and the event purge (interrupt
+events past ``--event-retention``). Each runs a few times per retention period, at most every
+10 minutes and at least a second apart; a store error skips one round with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from checkpointd.servicers.common import utc_now
+from checkpointd.store.base import Store, StoreError
+
+__all__ = ["purge_events_forever", "purge_request_ids_forever", "retention_jobs"]
+
+log = logging.getLogger("checkpointd")
+
+
+def _interval(retention: timedelta) -> float:
+    """A quarter of the retention, between 1 s and 10 minutes."""
+    return max(1.0, min(retention.total_seconds() / 4, 600.0))
+
+
+async def purge_request_ids_forever(store: Store, retention: timedelta) -> None:
+    """Forget claim tokens and remembered request ids (idempotency puts, tombstones of deleted
+    checkpoints, delete and prune replies) past the request-id retention."""
+    interval = _interval(retention)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            cutoff = utc_now() - retention
+            purged = await store.purge_claims(cutoff)
+            if purged:
+                log.info("purged %d expired claim tokens", purged)
+            forgotten = await store.purge_applied_requests(cutoff)
+            if forgotten:
+                log.info("purged %d expired request ids", forgotten)
+        except StoreError as exc:
+            log.warning("request id purge skipped: %s", exc)
+
+
+async def purge_events_forever(store: Store, retention: timedelta, batch_size: int) -> None:
+    """Drop interrupt events past their retention time, ``batch_size`` rows per transaction."""
+    interval = _interval(retention)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            purged = await store.purge_events(utc_now() - retention, batch_size=batch_size)
+            if purged:
+                log.info("purged %d interrupt events past their retention", purged)
+        except StoreError as exc:
+            log.warning("event purge skipped: %s", exc)
+
+
+def retention_jobs(
+    store: Store,
+    *,
+    request_retention: timedelta,
+    event_retention: timedelta,
+    batch_size: int,
+) -> list[asyncio.Task[None]]:
+    """Start every retention job; the caller cancels the tasks at shutdown."""
+    return [
+        asyncio.create_task(purge_request_ids_forever(store, request_retention)),
+        asyncio.create_task(purge_events_forever(store, event_retention, batch_size)),
+    ]
