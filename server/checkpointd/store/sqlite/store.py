@@ -19,7 +19,7 @@ Concurrency:
   blocked by the writer, and each read sees the last committed state.
 * Group commit (:mod:`checkpointd.store.group_commit`): ``put_checkpoint`` and
   ``put_idempotent`` queue their write; one task runs the queued writes (at most
-  ``_GROUP_COMMIT_MAX``) in a single transaction, so many concurrent writers share one fsync.
+  ``GROUP_COMMIT_MAX``) in a single transaction, so many concurrent writers share one fsync.
   Nothing waits on purpose: when the writer is idle the first write goes at once, alone, and
   whatever arrives while it commits forms the next transaction. Each caller is answered only
   after the transaction holding its row has committed (E1). A write's own failure
@@ -46,17 +46,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import random
-import re
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
-from importlib import resources
-from typing import Any, Final
+from datetime import datetime
+from typing import Any
 
 import aiosqlite
 
+from checkpointd.config import DEFAULT_SQLITE_BUSY_TIMEOUT_MS, DEFAULT_STORE_TIMEOUT
 from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
@@ -67,7 +67,6 @@ from checkpointd.domain import (
     DeleteExecutionResult,
     EventKind,
     EventPage,
-    InterruptEventRecord,
     Page,
     PendingFilter,
     PendingRecord,
@@ -75,500 +74,41 @@ from checkpointd.domain import (
     RecordInterruptResult,
     SnapshotPage,
 )
-from checkpointd.store import budget, replies, rows
-from checkpointd.store.base import (
-    CheckpointExists,
-    RequestAppliedThenDeleted,
-    StoreError,
-    StoreUnavailable,
+from checkpointd.store import budget, outbox, replies, retries, rows, times
+from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.columns import (
+    GROUP_COMMIT_MAX,
+    MAX_SEQUENCE,
+    checkpoint_params,
+    decision_json,
+    event_params,
+    pending_params,
 )
+from checkpointd.store.filters import conditions
 from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.schema import Migration, load_migrations
+from checkpointd.store.sqlite import errors, sql
+from checkpointd.store.sqlite.notifier import SQLiteEventNotifier
 
 __all__ = ["SQLiteStore"]
-
-# --- time ----------------------------------------------------------------------------------
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_ONE_MICROSECOND: Final = timedelta(microseconds=1)
-
-
-def _to_us(value: datetime) -> int:
-    """Microseconds since the epoch of an aware datetime, by exact integer arithmetic."""
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise ValueError("datetimes given to the store must be timezone-aware")
-    return (value - _EPOCH) // _ONE_MICROSECOND
-
-
-def _from_us(value: int) -> datetime:
-    """The aware UTC datetime of a number of microseconds since the epoch."""
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def _now_us() -> int:
-    return _to_us(datetime.now(UTC))
-
-
-# --- SQL -----------------------------------------------------------------------------------
-
-#: Larger than any sequence SQLite assigns (its rowids are signed 64-bit).
-_MAX_SEQUENCE: Final = 2**63 - 1
-
-_CHECKPOINT_COLUMNS: Final = (
-    "sequence, execution_id, checkpoint_id, parent_checkpoint_id, chain_name, node_id, "
-    "node_index, step_type, status, state_snapshot_json, node_input_json, node_output_json, "
-    "iteration, iteration_counters_json, interrupt_reason, interrupt_context_json, "
-    "agent_path, created_at"
-)
-_PENDING_COLUMNS: Final = (
-    "execution_id, chain_name, node_id, reason, context_json, agent_path, created_at, "
-    "checkpoint_id, sequence"
-)
-
-# One statement: the row is written unless its request id left a tombstone (its rows were
-# deleted since: C9); a taken checkpoint id or request id raises IntegrityError. The last two
-# parameters are the namespace and the request id again.
-_SQL_INSERT_CHECKPOINT: Final = (
-    "INSERT INTO checkpoints (namespace, request_id, execution_id, checkpoint_id, "
-    "parent_checkpoint_id, chain_name, node_id, node_index, step_type, status, "
-    "state_snapshot_json, node_input_json, node_output_json, iteration, "
-    "iteration_counters_json, interrupt_reason, interrupt_context_json, agent_path, created_at) "
-    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
-    "WHERE NOT EXISTS (SELECT 1 FROM applied_requests "
-    "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write') "
-    "RETURNING sequence"
-)
-_SQL_CHECKPOINT_BY_ID: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ? AND checkpoint_id = ?"
-)
-# The repeated `request_id <> ''` lets SQLite use the partial unique index.
-_SQL_CHECKPOINT_BY_REQUEST_ID: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
-)
-_SQL_GET_CHECKPOINT: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND checkpoint_id = ? AND execution_id = ?"
-)
-_SQL_LATEST_CHECKPOINT: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
-)
-_SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND execution_id = ? AND step_type IS NOT ? "
-    "ORDER BY sequence DESC LIMIT 1"
-)
-
-
-def _size_of(columns: Sequence[str]) -> str:
-    """The stored UTF-8 bytes of these text columns (see :mod:`checkpointd.store.budget`)."""
-    return " + ".join(f"coalesce(length(CAST({column} AS BLOB)), 0)" for column in columns)
-
-
-_CHECKPOINT_SIZE: Final = f"sequence, {_size_of(budget.CHECKPOINT_TEXT_COLUMNS)}"
-_PENDING_SIZE: Final = f"sequence, {_size_of(budget.PENDING_TEXT_COLUMNS)}"
-_EVENT_SIZE: Final = f"cursor, {_size_of(budget.EVENT_TEXT_COLUMNS)}"
-
-
-# Keyset listing of one execution, sequence strictly between two bounds (parameters:
-# namespace, execution_id, low, high, limit); the _SIZES variants read the stored sizes only,
-# first, so that only the rows that fit the byte budget are loaded.
-_SQL_LIST_CHECKPOINTS_ASC: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ? AND execution_id = ? "
-    "AND sequence > ? AND sequence < ? ORDER BY sequence ASC LIMIT ?"
-)
-_SQL_LIST_CHECKPOINTS_DESC: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ? AND execution_id = ? "
-    "AND sequence > ? AND sequence < ? ORDER BY sequence DESC LIMIT ?"
-)
-_SQL_LIST_CHECKPOINT_SIZES_ASC: Final = _SQL_LIST_CHECKPOINTS_ASC.replace(
-    _CHECKPOINT_COLUMNS, _CHECKPOINT_SIZE, 1
-)
-_SQL_LIST_CHECKPOINT_SIZES_DESC: Final = _SQL_LIST_CHECKPOINTS_DESC.replace(
-    _CHECKPOINT_COLUMNS, _CHECKPOINT_SIZE, 1
-)
-# The replication outbox (R1-R4). `synced_at IS NULL` repeats the partial index's predicate;
-# a settled row is never settled again (first wins), which the same predicate enforces.
-_SQL_LIST_UNSYNCED: Final = (
-    f"SELECT {_CHECKPOINT_COLUMNS} FROM checkpoints "
-    "WHERE namespace = ? AND synced_at IS NULL AND sequence > ? ORDER BY sequence ASC LIMIT ?"
-)
-_SQL_MARK_SYNCED: Final = (
-    "UPDATE checkpoints SET synced_at = ? "
-    "WHERE namespace = ? AND synced_at IS NULL AND checkpoint_id IN ({ids}) "
-    "RETURNING checkpoint_id"
-)
-_SQL_QUARANTINE: Final = (
-    "UPDATE checkpoints SET synced_at = ?, sync_error = ? "
-    "WHERE namespace = ? AND synced_at IS NULL AND checkpoint_id = ? "
-    "RETURNING checkpoint_id"
-)
-#: Ids per UPDATE, well under SQLite's bound-parameter limit.
-_SETTLE_CHUNK: Final = 500
-# A second quarantine of a quarantined row replaces its reason (as the reference does); it
-# never turns a synced row into a quarantined one.
-_SQL_REQUARANTINE: Final = (
-    "UPDATE checkpoints SET sync_error = ? "
-    "WHERE namespace = ? AND checkpoint_id = ? AND sync_error IS NOT NULL"
-)
-_SQL_DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
-    "DELETE FROM checkpoints WHERE namespace = ? AND execution_id = ?"
-)
-# Run just before the delete, in its transaction: the request ids of the rows about to go
-# become tombstones (C9). Parameters: applied_at, namespace, execution_id.
-_SQL_TOMBSTONE_EXECUTION: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind) "
-    "SELECT namespace, request_id, ?, 'deleted_write' FROM checkpoints "
-    "WHERE namespace = ? AND execution_id = ? AND request_id <> '' "
-    "ON CONFLICT (namespace, request_id) DO NOTHING"
-)
-_SQL_PRUNE_CHECKPOINTS_BATCH: Final = (
-    "DELETE FROM checkpoints WHERE sequence IN ("
-    "SELECT sequence FROM checkpoints "
-    "WHERE namespace = ? AND created_at < ? AND status IN ('completed', 'failed') LIMIT ?) "
-    "RETURNING request_id"
-)
-_SQL_TOMBSTONE: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind) "
-    "VALUES (?, ?, ?, 'deleted_write') ON CONFLICT (namespace, request_id) DO NOTHING"
-)
-_SQL_IS_TOMBSTONE: Final = (
-    "SELECT 1 FROM applied_requests "
-    "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write'"
-)
-_SQL_REPLY_OF_REQUEST: Final = (
-    "SELECT kind, reply_json FROM applied_requests WHERE namespace = ? AND request_id = ?"
-)
-_SQL_RECORD_REPLY: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind, reply_json) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
-)
-
-_SQL_PENDING_OF_EXECUTION: Final = (
-    f"SELECT {_PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
-)
-_SQL_INSERT_PENDING: Final = (
-    f"INSERT INTO pending_interrupts (namespace, {_PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SQL_DELETE_PENDING_OF_EXECUTION: Final = (
-    "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
-)
-# Each pending row with the decision on its pause, when there is one (K1).
-_SQL_LIST_PENDING: Final = (
-    "SELECT "
-    + ", ".join(f"p.{c}" for c in _PENDING_COLUMNS.split(", "))
-    + ", "
-    + ", ".join(f"d.{c}" for c in rows.DECISION_COLUMNS)
-    + " FROM pending_interrupts AS p LEFT JOIN interrupt_decisions AS d "
-    "ON d.namespace = p.namespace AND d.execution_id = p.execution_id "
-    "AND d.checkpoint_id = p.checkpoint_id "
-    "WHERE p.namespace = ? AND p.sequence < ?"
-)
-# The sizes of the same rows (no decisions), read first so a page loads only what fits (B1).
-_SQL_LIST_PENDING_SIZES: Final = (
-    f"SELECT {_PENDING_SIZE} FROM pending_interrupts AS p WHERE p.namespace = ? AND p.sequence < ?"
-)
-_SQL_LIST_PENDING_ABOVE: Final = " AND p.sequence > ?"
-_SQL_LIST_PENDING_CHAIN_NAME: Final = " AND p.chain_name = ?"
-_SQL_LIST_PENDING_REASON: Final = " AND p.reason = ?"
-# A prefix match without LIKE, whose % and _ would be wildcards in the caller's prefix.
-_SQL_LIST_PENDING_AGENT_PATH_PREFIX: Final = " AND substr(p.agent_path, 1, length(?)) = ?"
-_SQL_LIST_PENDING_ORDER: Final = " ORDER BY p.sequence DESC LIMIT ?"
-# The pending row an event carries, under the pending table's column names.
-_EVENT_PENDING_COLUMNS: Final = (
-    "execution_id, chain_name, node_id, reason, context_json, agent_path, "
-    "pending_created_at AS created_at, checkpoint_id, sequence"
-)
-# A snapshot page is the pending set as it was at the snapshot cursor C (the ? of these two
-# conditions): the rows pending now that were not added after C, plus the rows that were
-# pending at C and were claimed or removed since, rebuilt from their events (which carry the
-# whole row). A row was added after C exactly when its `added` event has a cursor above C.
-_SQL_ADDED_AFTER: Final = (
-    " AND NOT EXISTS (SELECT 1 FROM interrupt_events AS a WHERE a.namespace = p.namespace "
-    "AND a.cursor > ? AND a.kind = 'added' AND a.sequence = p.sequence)"
-)
-_SQL_SNAPSHOT_GONE: Final = " AND p.cursor > ? AND p.kind IN ('claimed', 'removed')"
-
-
-def _pending_filters(filters: PendingFilter) -> tuple[str, list[Any]]:
-    """The WHERE conditions of the set filters, and their parameters."""
-    sql = ""
-    params: list[Any] = []
-    if filters.chain_name is not None:
-        sql += _SQL_LIST_PENDING_CHAIN_NAME
-        params.append(filters.chain_name)
-    if filters.reason is not None:
-        sql += _SQL_LIST_PENDING_REASON
-        params.append(filters.reason)
-    if filters.agent_path_prefix:
-        sql += _SQL_LIST_PENDING_AGENT_PATH_PREFIX
-        params += [filters.agent_path_prefix, filters.agent_path_prefix]
-    return sql, params
-
-
-# --- decisions (K1, K2) ---
-_DECISION_ROW_COLUMNS: Final = (
-    f"{_PENDING_COLUMNS}, {', '.join(rows.DECISION_COLUMNS)}, lease_token, request_id"
-)
-_SQL_DECISION_OF_PAUSE: Final = (
-    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
-)
-_SQL_DECISION_BY_REQUEST_ID: Final = (
-    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
-)
-_SQL_NEWEST_DECISION_OF_EXECUTION: Final = (
-    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
-)
-_SQL_INSERT_DECISION: Final = (
-    "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
-    "decided_by, decision_reason, decided_at, decision_status, "
-    f"{_PENDING_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SQL_TAKE_LEASE: Final = (
-    "UPDATE interrupt_decisions SET decision_status = 'resuming', lease_token = ?, "
-    "lease_expires_at = ?, attempts = attempts + ? "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
-)
-_SQL_REPORT_DECISION: Final = (
-    "UPDATE interrupt_decisions SET decision_status = ?, decision_error = ?, reported_at = ? "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
-)
-_SQL_LIST_DECISIONS: Final = (
-    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND sequence > ? ORDER BY sequence LIMIT ?"
-)
-_SQL_LIST_OPEN_DECISIONS: Final = (
-    f"SELECT {_DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND sequence > ? AND decision_status IN ('decided', 'resuming') "
-    "ORDER BY sequence LIMIT ?"
-)
-_SQL_DELETE_DECISIONS_OF_EXECUTION: Final = (
-    "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ?"
-)
-
-_SQL_CLAIM_BY_TOKEN: Final = (
-    f"SELECT {_PENDING_COLUMNS} FROM interrupt_claims "
-    "WHERE namespace = ? AND execution_id = ? AND claim_token = ?"
-)
-_SQL_CLAIM_BY_CHECKPOINT: Final = (
-    f"SELECT {_PENDING_COLUMNS} FROM interrupt_claims "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? LIMIT 1"
-)
-_SQL_INSERT_CLAIM: Final = (
-    f"INSERT INTO interrupt_claims (namespace, claim_token, claimed_at, {_PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SQL_PURGE_CLAIMS: Final = "DELETE FROM interrupt_claims WHERE claimed_at < ?"
-_SQL_PURGE_APPLIED_REQUESTS: Final = "DELETE FROM applied_requests WHERE applied_at < ?"
-
-_SQL_INSERT_EVENT: Final = (
-    "INSERT INTO interrupt_events (namespace, kind, execution_id, chain_name, node_id, reason, "
-    "context_json, agent_path, pending_created_at, checkpoint_id, sequence, event_at, "
-    "decision_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_EVENT_COLUMNS: Final = (
-    "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
-    "agent_path, pending_created_at, checkpoint_id, sequence, event_at, decision_json"
-)
-_SQL_EVENTS: Final = (
-    f"SELECT {_EVENT_COLUMNS} FROM interrupt_events "
-    "WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
-)
-_SQL_EVENTS_OF_NAMESPACE: Final = (
-    f"SELECT {_EVENT_COLUMNS} FROM interrupt_events "
-    "WHERE namespace = ? AND cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
-)
-_SQL_EVENT_SIZES: Final = (
-    f"SELECT {_EVENT_SIZE} FROM interrupt_events "
-    "WHERE cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
-)
-_SQL_EVENT_SIZES_OF_NAMESPACE: Final = (
-    f"SELECT {_EVENT_SIZE} FROM interrupt_events "
-    "WHERE namespace = ? AND cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
-)
-# sqlite_sequence keeps the highest cursor ever assigned, even after every event is purged.
-_SQL_EVENT_BOUNDS: Final = (
-    "SELECT purged_through, coalesce("
-    "(SELECT seq FROM sqlite_sequence WHERE name = 'interrupt_events'), 0) AS latest "
-    "FROM interrupt_events_purged WHERE id = 1"
-)
-_SQL_EVENTS_HEAD: Final = "SELECT cursor, event_at FROM interrupt_events ORDER BY cursor LIMIT ?"
-_SQL_PURGE_EVENTS_THROUGH: Final = "DELETE FROM interrupt_events WHERE cursor <= ?"
-_SQL_RAISE_PURGED_THROUGH: Final = (
-    "UPDATE interrupt_events_purged SET purged_through = max(purged_through, ?) WHERE id = 1"
-)
-#: How often the notifier looks at ``PRAGMA data_version`` for other processes' commits.
-_DATA_VERSION_POLL_SECONDS: Final = 0.05
-
-_SQL_PUT_IDEMPOTENT: Final = (
-    "INSERT OR REPLACE INTO idempotency_results "
-    "(namespace, execution_id, key, result_json, created_at) VALUES (?, ?, ?, ?, ?)"
-)
-_SQL_RECORD_APPLIED_REQUEST: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at) VALUES (?, ?, ?) "
-    "ON CONFLICT (namespace, request_id) DO NOTHING"
-)
-_SQL_GET_IDEMPOTENT: Final = (
-    "SELECT result_json FROM idempotency_results "
-    "WHERE namespace = ? AND execution_id = ? AND key = ?"
-)
-_SQL_DELETE_IDEMPOTENT_OF_EXECUTION: Final = (
-    "DELETE FROM idempotency_results WHERE namespace = ? AND execution_id = ?"
-)
-_SQL_PRUNE_IDEMPOTENT_BATCH: Final = (
-    "DELETE FROM idempotency_results WHERE rowid IN ("
-    "SELECT r.rowid FROM idempotency_results AS r "
-    "WHERE r.namespace = ? AND r.created_at < ? AND NOT EXISTS ("
-    "SELECT 1 FROM pending_interrupts AS p "
-    "WHERE p.namespace = r.namespace AND p.execution_id = r.execution_id) LIMIT ?)"
-)
-
-_SQL_CREATE_SCHEMA_MIGRATIONS: Final = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-    "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
-)
-_SQL_APPLIED_VERSIONS: Final = "SELECT version FROM schema_migrations ORDER BY version"
-_SQL_RECORD_MIGRATION: Final = (
-    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"
-)
-_SQL_PING: Final = "SELECT 1 FROM schema_migrations LIMIT 1"
-_SQL_COUNT_PENDING: Final = "SELECT namespace, COUNT(*) FROM pending_interrupts GROUP BY namespace"
-
-#: Most writes one group-commit transaction carries.
-_GROUP_COMMIT_MAX: Final = 128
-
-# --- migrations ----------------------------------------------------------------------------
-
-_MIGRATION_NAME: Final = re.compile(r"^sqlite_(\d{4})_[a-z0-9_]+\.sql$")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Migration:
-    version: int
-    name: str
-    statements: tuple[str, ...]
-
-
-def _split_statements(script: str) -> tuple[str, ...]:
-    """Split a migration script into statements (``executescript`` would commit our
-    transaction, so each statement runs on its own inside it)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    rest = "".join(
-        line for line in buffer.splitlines() if line.strip() and not line.lstrip().startswith("--")
-    )
-    if rest:
-        raise StoreError("a SQLite migration script ends with an incomplete statement")
-    return tuple(statements)
-
-
-def _load_migrations() -> list[_Migration]:
-    """The packaged SQLite migrations, by version: distinct, ascending from 1. A version may
-    be missing (numbers are handed out ahead of the changes that take them); a store never
-    applies one out of order unless such a gap is filled later."""
-    folder = resources.files("checkpointd.store").joinpath("migrations")
-    migrations: list[_Migration] = []
-    for entry in folder.iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match is None:
-            continue
-        text = entry.read_text(encoding="utf-8")
-        migrations.append(_Migration(int(match.group(1)), entry.name, _split_statements(text)))
-    migrations.sort(key=lambda migration: migration.version)
-    versions = [m.version for m in migrations]
-    if not versions or versions[0] != 1 or len(set(versions)) != len(versions):
-        raise StoreError("the packaged SQLite migrations are not numbered 1, 2, 3, ...")
-    return migrations
-
-
-# --- errors --------------------------------------------------------------------------------
-
-# Primary SQLite result codes (sqlite.org/rescode.html); extended codes carry them in the low byte.
-_SQLITE_PERM: Final = 3
-_SQLITE_BUSY: Final = 5
-_SQLITE_LOCKED: Final = 6
-_SQLITE_NOMEM: Final = 7
-_SQLITE_READONLY: Final = 8
-_SQLITE_INTERRUPT: Final = 9
-_SQLITE_IOERR: Final = 10
-_SQLITE_CORRUPT: Final = 11
-_SQLITE_FULL: Final = 13
-_SQLITE_CANTOPEN: Final = 14
-_SQLITE_PROTOCOL: Final = 15
-_SQLITE_NOTADB: Final = 26
-
-#: Codes meaning the database cannot be reached, locked, written or grown right now.
-_UNAVAILABLE_CODES: Final = frozenset(
-    {
-        _SQLITE_PERM,
-        _SQLITE_BUSY,
-        _SQLITE_LOCKED,
-        _SQLITE_NOMEM,
-        _SQLITE_READONLY,
-        _SQLITE_INTERRUPT,
-        _SQLITE_IOERR,
-        _SQLITE_FULL,
-        _SQLITE_CANTOPEN,
-        _SQLITE_PROTOCOL,
-    }
-)
-#: Codes meaning another connection holds the lock this one needs.
-_BUSY_CODES: Final = frozenset({_SQLITE_BUSY, _SQLITE_LOCKED})
-#: Codes whose SQLite message is fixed text (never SQL nor names from it), safe to show.
-_PLAIN_MESSAGE_CODES: Final = _UNAVAILABLE_CODES | {_SQLITE_CORRUPT, _SQLITE_NOTADB}
-
-
-def _primary_code(exc: sqlite3.Error) -> int | None:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code & 0xFF if isinstance(code, int) else None
-
-
-def _describe(exc: sqlite3.Error) -> str:
-    """A short reason for ``exc`` that never contains SQL text."""
-    code = _primary_code(exc)
-    if code in _PLAIN_MESSAGE_CODES:
-        return str(exc)
-    name = getattr(exc, "sqlite_errorname", None)
-    return name if isinstance(name, str) else type(exc).__name__
-
 
 # --- rows ----------------------------------------------------------------------------------
 
 
 def _checkpoint_from_row(row: sqlite3.Row) -> CheckpointRecord:
-    return rows.checkpoint_from_row(row, _from_us)
+    return rows.checkpoint_from_row(row, times.from_us)
 
 
 def _pending_from_row(row: sqlite3.Row) -> PendingRecord:
-    return rows.pending_from_row(row, _from_us)
+    return rows.pending_from_row(row, times.from_us)
 
 
 def _decided_from_row(row: sqlite3.Row) -> PendingRecord:
-    return rows.pending_from_row(row, _from_us, with_decision=True)
+    return rows.pending_from_row(row, times.from_us, with_decision=True)
 
 
-def _pending_params(pending: PendingRecord) -> tuple[Any, ...]:
-    """The values of ``_PENDING_COLUMNS``, in order."""
-    return (
-        pending.execution_id,
-        pending.chain_name,
-        pending.node_id,
-        pending.reason,
-        pending.context_json,
-        pending.agent_path,
-        _to_us(pending.created_at),
-        pending.checkpoint_id,
-        pending.sequence,
-    )
+def _load_migrations() -> tuple[Migration, ...]:
+    return load_migrations("sqlite")
 
 
 async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
@@ -584,76 +124,6 @@ async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> i
 
 #: One write of a group transaction: its statements, run on the writer inside the transaction.
 _GroupWrite = Callable[[aiosqlite.Connection], Awaitable[Any]]
-
-
-async def _insert_event(
-    conn: aiosqlite.Connection,
-    namespace: str,
-    kind: EventKind,
-    pending: PendingRecord,
-    event_at_us: int,
-) -> None:
-    await _run(
-        conn,
-        _SQL_INSERT_EVENT,
-        (
-            namespace,
-            kind.value,
-            pending.execution_id,
-            pending.chain_name,
-            pending.node_id,
-            pending.reason,
-            pending.context_json,
-            pending.agent_path,
-            _to_us(pending.created_at),
-            pending.checkpoint_id,
-            pending.sequence,
-            event_at_us,
-            None if pending.decision is None else rows.decision_to_json(pending.decision),
-        ),
-    )
-
-
-def _event_from_row(row: sqlite3.Row) -> InterruptEventRecord:
-    return rows.event_from_row(row, _from_us)
-
-
-class _SQLiteEventNotifier:
-    """Wakes the outbox reader when the file changed: ``PRAGMA data_version`` on the events
-    connection every 50 ms (it changes when any other connection, in any process, commits),
-    and at once when this process commits an event."""
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self._store = store
-        self._local = asyncio.Event()
-        self._local.set()  # the first wait returns at once
-        self._version: int | None = None
-        store._event_wakeups.add(self._local)
-
-    async def wait(self, max_wait: float) -> None:
-        """Return when the file may hold new events, or after ``max_wait`` seconds."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max_wait
-        if self._version is None:
-            # The baseline is taken before the first return, so the caller's first read
-            # covers every commit that the next wait would not notice.
-            self._version = await self._store._data_version()
-        while not self._local.is_set():
-            version = await self._store._data_version()
-            if version != self._version:
-                self._version = version
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(_DATA_VERSION_POLL_SECONDS, remaining)):
-                    await self._local.wait()
-        self._local.clear()
-
-    async def close(self) -> None:
-        """Stop listening to this process's writes."""
-        self._store._event_wakeups.discard(self._local)
 
 
 def _probe_open(path: str) -> None:
@@ -677,8 +147,8 @@ class SQLiteStore:
         self,
         path: str | os.PathLike[str],
         *,
-        busy_timeout_ms: int = 5000,
-        timeout: float = 30.0,
+        busy_timeout_ms: int = DEFAULT_SQLITE_BUSY_TIMEOUT_MS,
+        timeout: float = DEFAULT_STORE_TIMEOUT,
     ) -> None:
         if busy_timeout_ms < 0:
             raise ValueError("busy_timeout_ms must not be negative")
@@ -701,7 +171,7 @@ class SQLiteStore:
         self._event_in_transaction = False
         self._cleanups: set[asyncio.Future[None]] = set()
         self._group: GroupCommit[_GroupWrite, Any] = GroupCommit(
-            self._commit_group, max_batch=_GROUP_COMMIT_MAX
+            self._commit_group, max_batch=GROUP_COMMIT_MAX
         )
 
     @property
@@ -735,7 +205,7 @@ class SQLiteStore:
                 await self._migrate(writer, migrations)
                 reader = await self._connect()
                 await _run(reader, "PRAGMA query_only = ON", ())
-                await _fetch(reader, _SQL_PING, ())
+                await _fetch(reader, sql.PING, ())
                 events = await self._connect()
                 await _run(events, "PRAGMA query_only = ON", ())
         except BaseException as exc:
@@ -749,9 +219,13 @@ class SQLiteStore:
                     f"no answer within {self._timeout:g} s"
                 ) from exc
             if isinstance(exc, sqlite3.Error):
-                error = StoreUnavailable if _primary_code(exc) in _UNAVAILABLE_CODES else StoreError
+                error = (
+                    StoreUnavailable
+                    if errors.primary_code(exc) in errors.UNAVAILABLE_CODES
+                    else StoreError
+                )
                 raise error(
-                    f"cannot open SQLite database at {self._path}: {_describe(exc)}"
+                    f"cannot open SQLite database at {self._path}: {errors.describe(exc)}"
                 ) from exc
             raise
         self._writer, self._reader, self._events_conn = writer, reader, events
@@ -766,7 +240,7 @@ class SQLiteStore:
             try:
                 return await _fetch(writer, "PRAGMA journal_mode = WAL", ())
             except sqlite3.OperationalError as exc:
-                if _primary_code(exc) not in _BUSY_CODES:
+                if errors.primary_code(exc) not in errors.BUSY_CODES:
                     raise
             await asyncio.sleep(random.uniform(0.005, 0.05))  # jitter, so racers part
 
@@ -786,7 +260,7 @@ class SQLiteStore:
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` unless the file answers a trivial query."""
         async with self._call():
-            await _fetch(self._read_conn(), _SQL_PING, ())
+            await _fetch(self._read_conn(), sql.PING, ())
 
     def pool_state(self) -> None:
         """None: the SQLite store holds two fixed connections, not a pool."""
@@ -795,7 +269,7 @@ class SQLiteStore:
     async def count_pending_by_namespace(self) -> dict[str, int]:
         """Return the number of pending interrupts in each namespace that has any."""
         async with self._call():
-            rows = await _fetch(self._read_conn(), _SQL_COUNT_PENDING, ())
+            rows = await _fetch(self._read_conn(), sql.COUNT_PENDING, ())
         return {str(row[0]): int(row[1]) for row in rows}
 
     async def _connect(self) -> aiosqlite.Connection:
@@ -815,11 +289,12 @@ class SQLiteStore:
             raise
         return conn
 
-    async def _migrate(self, conn: aiosqlite.Connection, migrations: list[_Migration]) -> None:
+    async def _migrate(self, conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> None:
         """Apply each missing migration in its own ``BEGIN IMMEDIATE`` transaction."""
+        scripts = {m.version: sql.split_statements(m.sql) for m in migrations}
         await _run(conn, "BEGIN IMMEDIATE", ())
         try:
-            await _run(conn, _SQL_CREATE_SCHEMA_MIGRATIONS, ())
+            await _run(conn, sql.CREATE_SCHEMA_MIGRATIONS, ())
             await _run(conn, "COMMIT", ())
         except BaseException:
             await conn.rollback()
@@ -828,17 +303,19 @@ class SQLiteStore:
         for migration in migrations:
             await _run(conn, "BEGIN IMMEDIATE", ())
             try:
-                applied = {row[0] for row in await _fetch(conn, _SQL_APPLIED_VERSIONS, ())}
+                applied = {row[0] for row in await _fetch(conn, sql.APPLIED_VERSIONS, ())}
                 if applied and max(applied) > known:
                     raise StoreError(
                         f"cannot open SQLite database at {self._path}: its schema version "
                         f"{max(applied)} is newer than this server knows ({known})"
                     )
                 if migration.version not in applied:
-                    for statement in migration.statements:
+                    for statement in scripts[migration.version]:
                         await _run(conn, statement, ())
                     await _run(
-                        conn, _SQL_RECORD_MIGRATION, (migration.version, migration.name, _now_us())
+                        conn,
+                        sql.RECORD_MIGRATION,
+                        (migration.version, migration.file_name, times.now_us()),
                     )
                 await _run(conn, "COMMIT", ())
             except BaseException:
@@ -863,29 +340,14 @@ class SQLiteStore:
                 f"SQLite database {self._path} did not answer within {self._timeout:g} s"
             ) from exc
         except sqlite3.Error as exc:
-            raise self._translate(exc) from exc
+            raise errors.translate(
+                exc, self._path, busy_timeout_ms=self._busy_timeout_ms, closed=self._writer is None
+            ) from exc
         except ValueError as exc:
             # aiosqlite's "Connection closed" when close() overtook this call.
             if self._writer is None:
                 raise StoreUnavailable(f"SQLite store {self._path} is closed") from exc
             raise
-
-    def _translate(self, exc: sqlite3.Error) -> StoreError:
-        code = _primary_code(exc)
-        if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-            return StoreUnavailable(
-                f"SQLite database {self._path} stayed locked by another connection for longer "
-                f"than busy_timeout ({self._busy_timeout_ms} ms)"
-            )
-        if code == _SQLITE_READONLY:
-            return StoreUnavailable(f"SQLite database {self._path} is read-only")
-        if code == _SQLITE_FULL:
-            return StoreUnavailable(f"SQLite database {self._path}: disk or database is full")
-        if code in _UNAVAILABLE_CODES:
-            return StoreUnavailable(f"SQLite database {self._path}: {_describe(exc)}")
-        if isinstance(exc, sqlite3.ProgrammingError) and self._writer is None:
-            return StoreUnavailable(f"SQLite store {self._path} is closed")
-        return StoreError(f"SQLite database {self._path}: {_describe(exc)}")
 
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -928,7 +390,8 @@ class SQLiteStore:
         event_at_us: int,
     ) -> None:
         """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
-        await _insert_event(conn, namespace, kind, pending, event_at_us)
+        params = (*event_params(namespace, kind, pending, times.to_us), event_at_us)
+        await _run(conn, sql.INSERT_EVENT, (*params, decision_json(pending)))
         self._event_in_transaction = True
 
     async def _rollback_and_release(self, conn: aiosqlite.Connection) -> None:
@@ -962,52 +425,39 @@ class SQLiteStore:
         """Insert inside the caller's transaction; return the stored row and whether this call
         wrote it (False: a retry of the same request). Raise :class:`CheckpointExists` or
         :class:`RequestAppliedThenDeleted`. One statement when the row is written."""
-        created_at_us = _to_us(checkpoint.created_at)
+        params = checkpoint_params(namespace, request_id, checkpoint, times.to_us)
         try:
-            rows = await _fetch(
-                conn,
-                _SQL_INSERT_CHECKPOINT,
-                (
-                    namespace,
-                    request_id,
-                    checkpoint.execution_id,
-                    checkpoint.checkpoint_id,
-                    checkpoint.parent_checkpoint_id,
-                    checkpoint.chain_name,
-                    checkpoint.node_id,
-                    checkpoint.node_index,
-                    checkpoint.step_type,
-                    checkpoint.status.value,
-                    checkpoint.state_snapshot_json,
-                    checkpoint.node_input_json,
-                    checkpoint.node_output_json,
-                    checkpoint.iteration,
-                    checkpoint.iteration_counters_json,
-                    checkpoint.interrupt_reason,
-                    checkpoint.interrupt_context_json,
-                    checkpoint.agent_path,
-                    created_at_us,
-                    namespace,
-                    request_id,
-                ),
-            )
+            written = await _fetch(conn, sql.INSERT_CHECKPOINT, (*params, namespace, request_id))
         except sqlite3.IntegrityError:
-            rows = []
-        if rows:
+            written = []
+        if written:
             stored = dataclasses.replace(
-                checkpoint, sequence=int(rows[0][0]), created_at=_from_us(created_at_us)
+                checkpoint, sequence=int(written[0][0]), created_at=times.from_us(params[-1])
             )
             return stored, True
+
         # Nothing written: a taken id, or a tombstone. Writers are serialized, so what these
         # lookups see is what stopped the insert.
-        if request_id:
-            found = await _fetch(conn, _SQL_CHECKPOINT_BY_REQUEST_ID, (namespace, request_id))
-            if found:
-                return _checkpoint_from_row(found[0]), False  # a retry, whatever its id
-            if await _fetch(conn, _SQL_IS_TOMBSTONE, (namespace, request_id)):
-                raise RequestAppliedThenDeleted(request_id)
-        if await _fetch(conn, _SQL_CHECKPOINT_BY_ID, (namespace, checkpoint.checkpoint_id)):
-            raise CheckpointExists(checkpoint.checkpoint_id)
+        async def by_request_id() -> CheckpointRecord | None:
+            found = await _fetch(conn, sql.CHECKPOINT_BY_REQUEST_ID, (namespace, request_id))
+            return _checkpoint_from_row(found[0]) if found else None
+
+        async def is_tombstone() -> bool:
+            return bool(await _fetch(conn, sql.IS_TOMBSTONE, (namespace, request_id)))
+
+        async def by_checkpoint_id() -> bool:
+            cid = checkpoint.checkpoint_id
+            return bool(await _fetch(conn, sql.CHECKPOINT_BY_ID, (namespace, cid)))
+
+        stored_before = await retries.existing_checkpoint(
+            request_id,
+            checkpoint.checkpoint_id,
+            by_request_id=by_request_id,
+            is_tombstone=is_tombstone,
+            by_checkpoint_id=by_checkpoint_id,
+        )
+        if stored_before is not None:
+            return stored_before, False  # a retry, whatever its id
         raise StoreError(f"SQLite database {self._path}: a checkpoint insert failed a constraint")
 
     # --- checkpoints ---------------------------------------------------------------------
@@ -1017,7 +467,7 @@ class SQLiteStore:
     ) -> CheckpointRecord:
         """Insert one checkpoint (group commit); a retry with the same request id returns the
         stored row."""
-        _to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
+        times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
 
         async def write(conn: aiosqlite.Connection) -> CheckpointRecord:
             stored, _ = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
@@ -1033,7 +483,7 @@ class SQLiteStore:
         """Return the checkpoint with this id if it belongs to this execution."""
         async with self._call():
             rows = await _fetch(
-                self._read_conn(), _SQL_GET_CHECKPOINT, (namespace, checkpoint_id, execution_id)
+                self._read_conn(), sql.GET_CHECKPOINT, (namespace, checkpoint_id, execution_id)
             )
         return _checkpoint_from_row(rows[0]) if rows else None
 
@@ -1045,12 +495,12 @@ class SQLiteStore:
             if skip_run_end:
                 rows = await _fetch(
                     self._read_conn(),
-                    _SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE,
+                    sql.LATEST_CHECKPOINT_SKIP_STEP_TYPE,
                     (namespace, execution_id, RUN_END),
                 )
             else:
                 rows = await _fetch(
-                    self._read_conn(), _SQL_LATEST_CHECKPOINT, (namespace, execution_id)
+                    self._read_conn(), sql.LATEST_CHECKPOINT, (namespace, execution_id)
                 )
         return _checkpoint_from_row(rows[0]) if rows else None
 
@@ -1069,11 +519,11 @@ class SQLiteStore:
         if limit <= 0:
             raise ValueError("limit must be positive")
         if descending:
-            sizes_sql, rows_sql = _SQL_LIST_CHECKPOINT_SIZES_DESC, _SQL_LIST_CHECKPOINTS_DESC
-            low, high = 0, _MAX_SEQUENCE if after_sequence is None else after_sequence
+            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_DESC, sql.LIST_CHECKPOINTS_DESC
+            low, high = 0, MAX_SEQUENCE if after_sequence is None else after_sequence
         else:
-            sizes_sql, rows_sql = _SQL_LIST_CHECKPOINT_SIZES_ASC, _SQL_LIST_CHECKPOINTS_ASC
-            low, high = 0 if after_sequence is None else after_sequence, _MAX_SEQUENCE
+            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_ASC, sql.LIST_CHECKPOINTS_ASC
+            low, high = 0 if after_sequence is None else after_sequence, MAX_SEQUENCE
         while True:
             async with self._call():
                 conn = self._read_conn()
@@ -1107,20 +557,20 @@ class SQLiteStore:
         for the request ids of the deleted checkpoints, and the reply under ``request_id``
         (a retry returns that reply and deletes nothing: C9)."""
         key = (namespace, execution_id)
-        now_us = _now_us() if now is None else _to_us(now)
+        now_us = times.now_us() if now is None else times.to_us(now)
         async with self._call(), self._write() as conn:
             record = bool(request_id)
             if request_id:
-                earlier = await _fetch(conn, _SQL_REPLY_OF_REQUEST, (namespace, request_id))
+                earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
                 if earlier and earlier[0]["kind"] == replies.DELETE_EXECUTION:
                     return replies.decode_delete(earlier[0]["reply_json"])
                 record = not earlier  # an id already used by another kind of call is kept
-            pending_rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, key)
-            await _run(conn, _SQL_TOMBSTONE_EXECUTION, (now_us, *key))
-            checkpoints = await _run(conn, _SQL_DELETE_CHECKPOINTS_OF_EXECUTION, key)
-            pending_deleted = await _run(conn, _SQL_DELETE_PENDING_OF_EXECUTION, key) > 0
-            idempotency = await _run(conn, _SQL_DELETE_IDEMPOTENT_OF_EXECUTION, key)
-            await _run(conn, _SQL_DELETE_DECISIONS_OF_EXECUTION, key)
+            pending_rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
+            await _run(conn, sql.TOMBSTONE_EXECUTION, (now_us, *key))
+            checkpoints = await _run(conn, sql.DELETE_CHECKPOINTS_OF_EXECUTION, key)
+            pending_deleted = await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, key) > 0
+            idempotency = await _run(conn, sql.DELETE_IDEMPOTENT_OF_EXECUTION, key)
+            await _run(conn, sql.DELETE_DECISIONS_OF_EXECUTION, key)
             if pending_rows:
                 pending = _pending_from_row(pending_rows[0])
                 await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
@@ -1131,7 +581,7 @@ class SQLiteStore:
             )
             if record:
                 reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
-                await _run(conn, _SQL_RECORD_REPLY, (*reply, replies.encode(result)))
+                await _run(conn, sql.RECORD_REPLY, (*reply, replies.encode(result)))
         return result
 
     async def prune(
@@ -1149,34 +599,34 @@ class SQLiteStore:
         under ``request_id`` once the prune is complete, and a retry returns it (C9)."""
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
-        now_us = _now_us() if now is None else _to_us(now)
+        now_us = times.now_us() if now is None else times.to_us(now)
         if request_id:
             async with self._call():
                 earlier = await _fetch(
-                    self._read_conn(), _SQL_REPLY_OF_REQUEST, (namespace, request_id)
+                    self._read_conn(), sql.REPLY_OF_REQUEST, (namespace, request_id)
                 )
             if earlier and earlier[0]["kind"] == replies.PRUNE:
                 return replies.decode_prune(earlier[0]["reply_json"])
-        params = (namespace, _to_us(cutoff), batch_size)
+        params = (namespace, times.to_us(cutoff), batch_size)
         checkpoints = await self._delete_in_batches(
-            _SQL_PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=now_us
+            sql.PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=now_us
         )
-        idempotency = await self._delete_in_batches(_SQL_PRUNE_IDEMPOTENT_BATCH, params)
+        idempotency = await self._delete_in_batches(sql.PRUNE_IDEMPOTENT_BATCH, params)
         result = PruneResult(
             checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency
         )
         if request_id:
             async with self._call(), self._write() as conn:
                 reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
-                if not await _run(conn, _SQL_RECORD_REPLY, reply):
+                if not await _run(conn, sql.RECORD_REPLY, reply):
                     # A concurrent call with this id finished first: answer like it did.
-                    earlier = await _fetch(conn, _SQL_REPLY_OF_REQUEST, (namespace, request_id))
+                    earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
                     if earlier and earlier[0]["kind"] == replies.PRUNE:
                         return replies.decode_prune(earlier[0]["reply_json"])
         return result
 
     async def _delete_in_batches(
-        self, sql: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
+        self, statement: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
     ) -> int:
         """Run a batch DELETE in its own transaction until it deletes less than a batch;
         the writer is free for other callers between batches. With ``tombstones_at`` the
@@ -1187,13 +637,13 @@ class SQLiteStore:
         while True:
             async with self._call(), self._write() as conn:
                 if tombstones_at is None:
-                    deleted = await _run(conn, sql, params)
+                    deleted = await _run(conn, statement, params)
                 else:
-                    gone = await _fetch(conn, sql, params)
+                    gone = await _fetch(conn, statement, params)
                     deleted = len(gone)
                     ids = [(namespace, row[0], tombstones_at) for row in gone if row[0]]
                     if ids:
-                        await conn.executemany(_SQL_TOMBSTONE, ids)
+                        await conn.executemany(sql.TOMBSTONE, ids)
             total += deleted
             if deleted < batch_size:
                 return total
@@ -1214,9 +664,9 @@ class SQLiteStore:
                 pending,
                 checkpoint_id=stored.checkpoint_id,
                 sequence=stored.sequence,
-                created_at=_from_us(_to_us(pending.created_at)),
+                created_at=times.from_us(times.to_us(pending.created_at)),
             )
-            rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, key)
+            rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
             if rows:
                 in_place = _pending_from_row(rows[0])
                 created = in_place.checkpoint_id == stored.checkpoint_id
@@ -1224,14 +674,16 @@ class SQLiteStore:
             if not written:
                 # A retry after the pending row went away (claimed, most likely): report the
                 # row as it was claimed when this checkpoint created it.
-                claimed = await _fetch(conn, _SQL_CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
+                claimed = await _fetch(conn, sql.CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
                 if claimed:
                     return RecordInterruptResult(
                         stored, _pending_from_row(claimed[0]), pending_created=True
                     )
                 return RecordInterruptResult(stored, proposed, pending_created=False)
-            await _run(conn, _SQL_INSERT_PENDING, (namespace, *_pending_params(proposed)))
-            await self._append_event(conn, namespace, EventKind.ADDED, proposed, _now_us())
+            await _run(
+                conn, sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us))
+            )
+            await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
             return RecordInterruptResult(stored, proposed, pending_created=True)
 
     async def claim_interrupt(
@@ -1239,28 +691,28 @@ class SQLiteStore:
     ) -> PendingRecord | None:
         """Take the execution's pending row; exactly one caller among all processes gets it.
         A retry with the same non-empty token gets the same row again."""
-        now_us = _to_us(now)
+        now_us = times.to_us(now)
         by_token = (namespace, execution_id, claim_token)
         async with self._call():
             if claim_token:
-                earlier = await _fetch(self._read_conn(), _SQL_CLAIM_BY_TOKEN, by_token)
+                earlier = await _fetch(self._read_conn(), sql.CLAIM_BY_TOKEN, by_token)
                 if earlier:
                     return _pending_from_row(earlier[0])
             async with self._write() as conn:
-                rows = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, (namespace, execution_id))
+                rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
                 if not rows:
                     if not claim_token:
                         return None
                     # Writers are serialized, so this lookup sees any concurrent retry's claim.
-                    earlier = await _fetch(conn, _SQL_CLAIM_BY_TOKEN, by_token)
+                    earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
                     return _pending_from_row(earlier[0]) if earlier else None
                 pending = _pending_from_row(rows[0])
-                await _run(conn, _SQL_DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
+                await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
                 if claim_token:
                     await _run(
                         conn,
-                        _SQL_INSERT_CLAIM,
-                        (namespace, claim_token, now_us, *_pending_params(pending)),
+                        sql.INSERT_CLAIM,
+                        (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
                     )
                 await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
                 return pending
@@ -1274,31 +726,31 @@ class SQLiteStore:
         event, in one transaction (K1). Writers are serialized, so the first one wins."""
         async with self._call(), self._write() as conn:
             if request_id:
-                earlier = await _fetch(conn, _SQL_DECISION_BY_REQUEST_ID, (namespace, request_id))
+                earlier = await _fetch(conn, sql.DECISION_BY_REQUEST_ID, (namespace, request_id))
                 if earlier:
                     return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
-            found = await _fetch(conn, _SQL_PENDING_OF_EXECUTION, (namespace, execution_id))
+            found = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
             if not found:
                 # Resumed since (its pending row claimed): the run's last decision stands.
                 last = await _fetch(
-                    conn, _SQL_NEWEST_DECISION_OF_EXECUTION, (namespace, execution_id)
+                    conn, sql.NEWEST_DECISION_OF_EXECUTION, (namespace, execution_id)
                 )
                 if last:
                     return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending_from_row(found[0])
             pause = (namespace, execution_id, pending.checkpoint_id)
-            winner = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            winner = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if winner:
                 same = bool(request_id) and winner[0]["request_id"] == request_id
                 outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
                 return DecisionChange(outcome, _decided_from_row(winner[0]))
             decision = dataclasses.replace(
-                decision, decided_at=_from_us(_to_us(decision.decided_at))
+                decision, decided_at=times.from_us(times.to_us(decision.decided_at))
             )
             await _run(
                 conn,
-                _SQL_INSERT_DECISION,
+                sql.INSERT_DECISION,
                 (
                     namespace,
                     request_id,
@@ -1306,13 +758,13 @@ class SQLiteStore:
                     decision.metadata_json,
                     decision.decided_by,
                     decision.reason,
-                    _to_us(decision.decided_at),
-                    *_pending_params(pending),
+                    times.to_us(decision.decided_at),
+                    *pending_params(pending, times.to_us),
                 ),
             )
             decided = dataclasses.replace(pending, decision=decision)
             await self._append_event(
-                conn, namespace, EventKind.DECIDED, decided, _to_us(decision.decided_at)
+                conn, namespace, EventKind.DECIDED, decided, times.to_us(decision.decided_at)
             )
             return DecisionChange(DecisionOutcome.APPLIED, decided)
 
@@ -1329,7 +781,7 @@ class SQLiteStore:
         whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
         pause = (namespace, execution_id, checkpoint_id)
         async with self._call(), self._write() as conn:
-            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if not found:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             current = _decided_from_row(found[0])
@@ -1349,10 +801,10 @@ class SQLiteStore:
                 return DecisionChange(DecisionOutcome.CONFLICT, current)
             await _run(
                 conn,
-                _SQL_TAKE_LEASE,
-                (lease_token, _to_us(lease_until), 0 if renew else 1, *pause),
+                sql.TAKE_LEASE,
+                (lease_token, times.to_us(lease_until), 0 if renew else 1, *pause),
             )
-            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(found[0]))
 
     async def report_resume(
@@ -1371,7 +823,7 @@ class SQLiteStore:
         CONFLICT."""
         pause = (namespace, execution_id, checkpoint_id)
         async with self._call(), self._write() as conn:
-            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if not found:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             current = _decided_from_row(found[0])
@@ -1386,9 +838,9 @@ class SQLiteStore:
                     else DecisionOutcome.CONFLICT
                 )
                 return DecisionChange(outcome, current)
-            now_us = _to_us(now)
-            await _run(conn, _SQL_REPORT_DECISION, (status.value, error, now_us, *pause))
-            found = await _fetch(conn, _SQL_DECISION_OF_PAUSE, pause)
+            now_us = times.to_us(now)
+            await _run(conn, sql.REPORT_DECISION, (status.value, error, now_us, *pause))
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             reported = _decided_from_row(found[0])
             kind = (
                 EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
@@ -1400,21 +852,21 @@ class SQLiteStore:
         self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
     ) -> list[PendingRecord]:
         """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
-        sql = _SQL_LIST_OPEN_DECISIONS if open_only else _SQL_LIST_DECISIONS
+        query = sql.LIST_OPEN_DECISIONS if open_only else sql.LIST_DECISIONS
         async with self._call():
-            found = await _fetch(self._read_conn(), sql, (namespace, after_sequence, limit))
+            found = await _fetch(self._read_conn(), query, (namespace, after_sequence, limit))
         return [_decided_from_row(row) for row in found]
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims made before ``claimed_before``; return how many went."""
         async with self._call(), self._write() as conn:
-            return await _run(conn, _SQL_PURGE_CLAIMS, (_to_us(claimed_before),))
+            return await _run(conn, sql.PURGE_CLAIMS, (times.to_us(claimed_before),))
 
     async def purge_applied_requests(self, applied_before: datetime) -> int:
         """Forget the request ids of idempotency puts applied before ``applied_before``;
         return how many went."""
         async with self._call(), self._write() as conn:
-            return await _run(conn, _SQL_PURGE_APPLIED_REQUESTS, (_to_us(applied_before),))
+            return await _run(conn, sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
 
     async def list_pending(
         self,
@@ -1462,18 +914,18 @@ class SQLiteStore:
     ) -> tuple[str, list[Any]]:
         """The pending listing below ``before_sequence`` (and above ``above``), newest first:
         the rows with their decisions, or (``sizes``) each row's sequence and size."""
-        sql = _SQL_LIST_PENDING_SIZES if sizes else _SQL_LIST_PENDING
+        query = sql.LIST_PENDING_SIZES if sizes else sql.LIST_PENDING
         params: list[Any] = [
             namespace,
-            _MAX_SEQUENCE if before_sequence is None else before_sequence,
+            MAX_SEQUENCE if before_sequence is None else before_sequence,
         ]
         if above is not None:
-            sql += _SQL_LIST_PENDING_ABOVE
+            query += sql.LIST_PENDING_ABOVE
             params.append(above)
-        where, filter_params = _pending_filters(filters)
-        sql += where + _SQL_LIST_PENDING_ORDER
+        where, filter_params = conditions(filters, sql.PREFIX)
+        query += where + sql.LIST_PENDING_ORDER
         params += [*filter_params, limit]
-        return sql, params
+        return query, params
 
     # --- idempotency ---------------------------------------------------------------------
 
@@ -1489,15 +941,15 @@ class SQLiteStore:
         """Insert or replace the cached result, with created_at = ``now`` (group commit).
         A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
         recorded writes nothing (contract D1)."""
-        now_us = _to_us(now)
+        now_us = times.to_us(now)
         params = (namespace, execution_id, key, result_json, now_us)
 
         async def write(conn: aiosqlite.Connection) -> None:
             if request_id and not await _run(
-                conn, _SQL_RECORD_APPLIED_REQUEST, (namespace, request_id, now_us)
+                conn, sql.RECORD_APPLIED_REQUEST, (namespace, request_id, now_us)
             ):
                 return  # a retry: the first call's write stands
-            await _fetch(conn, _SQL_PUT_IDEMPOTENT, params)
+            await _fetch(conn, sql.PUT_IDEMPOTENT, params)
 
         async with self._call():
             await self._group.submit(write)
@@ -1506,7 +958,7 @@ class SQLiteStore:
         """Return the cached JSON text, or None when there is none."""
         async with self._call():
             rows = await _fetch(
-                self._read_conn(), _SQL_GET_IDEMPOTENT, (namespace, execution_id, key)
+                self._read_conn(), sql.GET_IDEMPOTENT, (namespace, execution_id, key)
             )
         return str(rows[0]["result_json"]) if rows else None
 
@@ -1552,12 +1004,6 @@ class SQLiteStore:
             rows = await _fetch(conn, "PRAGMA data_version", ())
         return int(rows[0][0])
 
-    @staticmethod
-    async def _event_bounds(conn: aiosqlite.Connection) -> tuple[int, int]:
-        rows = await _fetch(conn, _SQL_EVENT_BOUNDS, ())
-        purged_through = int(rows[0]["purged_through"])
-        return purged_through, max(purged_through, int(rows[0]["latest"]))
-
     async def snapshot_pending(
         self,
         namespace: str,
@@ -1569,65 +1015,21 @@ class SQLiteStore:
         max_bytes: int | None = None,
     ) -> SnapshotPage:
         """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
-        transaction (see ``_SQL_ADDED_AFTER``)."""
+        transaction (see :func:`checkpointd.store.outbox.snapshot_page`)."""
         if limit <= 0:
             raise ValueError("limit must be positive")
-        where, params = _pending_filters(filters)
-        high = _MAX_SEQUENCE if before_sequence is None else before_sequence
-        after = as_of_cursor
-
-        def pending_sql(columns: str) -> str:
-            return (
-                f"SELECT {columns} FROM pending_interrupts AS p "
-                f"WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?{where}"
-                f"{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
-            )
-
-        def decided_pending_sql() -> str:
-            # The rows pending now carry the decision on their pause, as a listing does (K1).
-            return _SQL_LIST_PENDING + (
-                f" AND p.sequence > ?{where}{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
-            )
-
-        def gone_sql(columns: str) -> str:
-            return (
-                f"SELECT {columns} FROM interrupt_events AS p "
-                f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where}"
-                f"{_SQL_SNAPSHOT_GONE}{_SQL_ADDED_AFTER}{_SQL_LIST_PENDING_ORDER}"
-            )
-
         async with self._call(), self._events_read() as conn:
-            purged_through, _ = await self._event_bounds(conn)
-            now = await _fetch(
-                conn, pending_sql(_PENDING_SIZE), [namespace, high, 0, *params, after, limit + 1]
+            return await outbox.snapshot_page(
+                functools.partial(_fetch, conn),
+                sql.OUTBOX,
+                times.from_us,
+                namespace,
+                filters,
+                as_of_cursor=as_of_cursor,
+                before_sequence=before_sequence,
+                limit=limit,
+                max_bytes=max_bytes,
             )
-            gone = await _fetch(
-                conn,
-                gone_sql(_PENDING_SIZE),
-                [namespace, high, 0, *params, after, after, limit + 1],
-            )
-            sizes = budget.merge_newest_first(
-                [(int(r[0]), int(r[1])) for r in now], [(int(r[0]), int(r[1])) for r in gone]
-            )
-            taken = budget.fit((size for _, size in sizes), limit, max_bytes)
-            found: dict[int, PendingRecord] = {}
-            if taken:
-                low = sizes[taken - 1][0] - 1
-                for row in await _fetch(
-                    conn, decided_pending_sql(), [namespace, high, low, *params, after, taken]
-                ):
-                    found[int(row["sequence"])] = _decided_from_row(row)
-                for row in await _fetch(
-                    conn,
-                    gone_sql(_EVENT_PENDING_COLUMNS),
-                    [namespace, high, low, *params, after, after, taken],
-                ):
-                    found.setdefault(int(row["sequence"]), _pending_from_row(row))
-        return SnapshotPage(
-            rows=[found[sequence] for sequence in sorted(found, reverse=True)],
-            more=len(sizes) > taken,
-            purged_through=purged_through,
-        )
 
     async def read_events(
         self,
@@ -1641,59 +1043,39 @@ class SQLiteStore:
         """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
         ``max_bytes``, with the outbox's bounds, in one read transaction."""
         if limit < 0:
-            raise ValueError("limit must not be negative")
-        upper = _MAX_SEQUENCE if up_to_cursor is None else up_to_cursor
-        rows: list[sqlite3.Row] = []
-        more = False
+            raise ValueError(f"limit must not be negative, got {limit}")
         async with self._call(), self._events_read() as conn:
-            purged_through, latest = await self._event_bounds(conn)
-            if limit > 0 and upper > after_cursor:
-                scope: tuple[str, ...] = ()
-                if namespace is None:
-                    sizes_sql, rows_sql = _SQL_EVENT_SIZES, _SQL_EVENTS
-                else:
-                    sizes_sql, rows_sql = _SQL_EVENT_SIZES_OF_NAMESPACE, _SQL_EVENTS_OF_NAMESPACE
-                    scope = (namespace,)
-                sizes = await _fetch(conn, sizes_sql, (*scope, after_cursor, upper, limit + 1))
-                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-                more = len(sizes) > taken
-                if taken:
-                    through = int(sizes[taken - 1][0])
-                    rows = await _fetch(conn, rows_sql, (*scope, after_cursor, through, taken))
-        return EventPage(
-            events=[_event_from_row(row) for row in rows],
-            purged_through=purged_through,
-            latest_cursor=latest,
-            more=more,
-        )
+            return await outbox.read_event_page(
+                functools.partial(_fetch, conn),
+                sql.OUTBOX,
+                times.from_us,
+                after_cursor=after_cursor,
+                up_to_cursor=up_to_cursor,
+                limit=limit,
+                namespace=namespace,
+                max_bytes=max_bytes,
+            )
 
     async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
         """Delete the oldest events up to the first one written at or after
         ``written_before``, at most ``batch_size`` per transaction."""
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
-        cutoff_us = _to_us(written_before)
-        purged = 0
-        while True:
-            async with self._call(), self._write() as conn:
-                head = await _fetch(conn, _SQL_EVENTS_HEAD, (batch_size,))
-                doomed = 0
-                through = 0
-                for row in head:
-                    if row["event_at"] >= cutoff_us:
-                        break
-                    doomed += 1
-                    through = row["cursor"]
-                if doomed:
-                    await _run(conn, _SQL_PURGE_EVENTS_THROUGH, (through,))
-                    await _run(conn, _SQL_RAISE_PURGED_THROUGH, (through,))
-            purged += doomed
-            if doomed < batch_size:
-                return purged
+        cutoff_us = times.to_us(written_before)
 
-    def event_notifier(self) -> _SQLiteEventNotifier:
+        async def batch() -> tuple[int, int]:
+            async with self._call(), self._write() as conn:
+                return await outbox.purge_event_batch(
+                    functools.partial(_fetch, conn),
+                    functools.partial(_run, conn),
+                    sql.OUTBOX,
+                    cutoff_us,
+                    batch_size,
+                )
+
+        return await outbox.purge_in_batches(batch, batch_size=batch_size)
+
+    def event_notifier(self) -> SQLiteEventNotifier:
         """A notifier that polls ``PRAGMA data_version`` and hears this process's writes."""
-        return _SQLiteEventNotifier(self)
+        return SQLiteEventNotifier(self._data_version, self._event_wakeups)
 
     # --- replication outbox (contracts R1-R4) --------------------------------------------
 
@@ -1706,27 +1088,27 @@ class SQLiteStore:
             raise ValueError("limit must be positive")
         bound = 0 if after_sequence is None else after_sequence
         async with self._call():
-            rows = await _fetch(self._read_conn(), _SQL_LIST_UNSYNCED, (namespace, bound, limit))
+            rows = await _fetch(self._read_conn(), sql.LIST_UNSYNCED, (namespace, bound, limit))
         return [_checkpoint_from_row(row) for row in rows]
 
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[str]:
         """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
-        now_us = _to_us(now)
+        now_us = times.to_us(now)
         settled: set[str] = set()
         async with self._call(), self._write() as conn:
             synced = [cid for cid, reason in settlements if reason is None]
-            for start in range(0, len(synced), _SETTLE_CHUNK):
-                chunk = synced[start : start + _SETTLE_CHUNK]
-                sql = _SQL_MARK_SYNCED.format(ids=",".join("?" * len(chunk)))
-                for row in await _fetch(conn, sql, (now_us, namespace, *chunk)):
+            for start in range(0, len(synced), sql.SETTLE_CHUNK):
+                chunk = synced[start : start + sql.SETTLE_CHUNK]
+                query = sql.MARK_SYNCED.format(ids=",".join("?" * len(chunk)))
+                for row in await _fetch(conn, query, (now_us, namespace, *chunk)):
                     settled.add(str(row["checkpoint_id"]))
             for cid, reason in settlements:
                 if reason is not None:
-                    hit = await _fetch(conn, _SQL_QUARANTINE, (now_us, reason, namespace, cid))
+                    hit = await _fetch(conn, sql.QUARANTINE, (now_us, reason, namespace, cid))
                     if hit:
                         settled.add(cid)
                     else:
-                        await _run(conn, _SQL_REQUARANTINE, (reason, namespace, cid))
+                        await _run(conn, sql.REQUARANTINE, (reason, namespace, cid))
         return [cid for cid, _ in settlements if cid in settled]
