@@ -57,8 +57,8 @@ async def test_k1_upgrade_keeps_the_outbox_and_its_cursors(
     """A store written before the decisions schema keeps its events across the upgrade, and
     a cursor is never handed out twice, even when every earlier event was purged (SQLite
     rebuilds the outbox table to widen its event kinds)."""
-    import checkpointd.store.postgres as pg_module
-    import checkpointd.store.sqlite as sqlite_module
+    import checkpointd.store.postgres.store as pg_module
+    import checkpointd.store.sqlite.store as sqlite_module
 
     args = _open_args(store_spec)
     module = sqlite_module if args["backend"] == "sqlite" else pg_module

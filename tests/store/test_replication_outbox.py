@@ -18,8 +18,8 @@ async def test_r1_upgrade_counts_stored_rows_as_synced_and_later_writes_enter_th
     """Rows stored by a version-4 store are settled by the migration (a replicator started
     after the upgrade does not re-send history, as in the reference's own migration); rows
     written afterwards are listed, and settle once."""
-    import checkpointd.store.postgres as pg_module
-    import checkpointd.store.sqlite as sqlite_module
+    import checkpointd.store.postgres.store as pg_module
+    import checkpointd.store.sqlite.store as sqlite_module
 
     args = _open_args(store_spec)
     module = sqlite_module if args["backend"] == "sqlite" else pg_module

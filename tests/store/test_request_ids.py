@@ -115,8 +115,8 @@ async def test_c9_migration_keeps_the_request_id_of_the_first_of_duplicate_rows(
     """A store written before version 4 may hold two rows of one request (a retry whose
     checkpoint id the server filled). Upgrading keeps the request id on the first row only,
     so a retry then returns that row, and both rows stay readable."""
-    import checkpointd.store.postgres as pg_module
-    import checkpointd.store.sqlite as sqlite_module
+    import checkpointd.store.postgres.store as pg_module
+    import checkpointd.store.sqlite.store as sqlite_module
 
     args = _open_args(store_spec)
     module = sqlite_module if args["backend"] == "sqlite" else pg_module

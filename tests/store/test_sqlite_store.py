@@ -24,9 +24,11 @@ from checkpointd.domain import (
     PendingRecord,
     RecordInterruptResult,
 )
-from checkpointd.store import sqlite as sqlite_module
 from checkpointd.store.base import CheckpointExists, Store, StoreError, StoreUnavailable
 from checkpointd.store.sqlite import SQLiteStore
+from checkpointd.store.sqlite import errors as sqlite_errors
+from checkpointd.store.sqlite import sql as sqlite_sql
+from checkpointd.store.sqlite import store as sqlite_module
 from tests.support.protocols import signature_mismatches
 
 NS = "default"
@@ -806,34 +808,34 @@ def _plan(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> list[s
 async def test_queries_are_index_lookups(store: SQLiteStore, db_path: Path) -> None:
     """EXPLAIN QUERY PLAN: latest, list, get-by-id, pending, claim and prune queries search
     an index and never scan a table or sort."""
-    m = sqlite_module
+    m = sqlite_sql
     full_filter = PendingFilter(chain_name="c", reason="r", agent_path_prefix="a/")
     list_pending_sql, list_pending_params = SQLiteStore._list_pending_query(NS, 10, 5, full_filter)
     queries: list[tuple[str, tuple[Any, ...]]] = [
-        (m._SQL_LATEST_CHECKPOINT, (NS, "e")),
-        (m._SQL_LATEST_CHECKPOINT_SKIP_STEP_TYPE, (NS, "e", RUN_END)),
-        (m._SQL_LIST_CHECKPOINTS_ASC, (NS, "e", 0, 2**63 - 1, 10)),
-        (m._SQL_LIST_CHECKPOINTS_DESC, (NS, "e", 0, 99, 10)),
-        (m._SQL_LIST_CHECKPOINT_SIZES_ASC, (NS, "e", 0, 2**63 - 1, 10)),
-        (m._SQL_LIST_CHECKPOINT_SIZES_DESC, (NS, "e", 0, 99, 10)),
-        (m._SQL_GET_CHECKPOINT, (NS, "c", "e")),
-        (m._SQL_CHECKPOINT_BY_ID, (NS, "c")),
-        (m._SQL_CHECKPOINT_BY_REQUEST_ID, (NS, "r")),
-        (m._SQL_IS_TOMBSTONE, (NS, "r")),
-        (m._SQL_REPLY_OF_REQUEST, (NS, "r")),
-        (m._SQL_TOMBSTONE_EXECUTION, (1, NS, "e")),
-        (m._SQL_DELETE_CHECKPOINTS_OF_EXECUTION, (NS, "e")),
-        (m._SQL_PRUNE_CHECKPOINTS_BATCH, (NS, 1, 10)),
-        (m._SQL_PENDING_OF_EXECUTION, (NS, "e")),
-        (m._SQL_DELETE_PENDING_OF_EXECUTION, (NS, "e")),
+        (m.LATEST_CHECKPOINT, (NS, "e")),
+        (m.LATEST_CHECKPOINT_SKIP_STEP_TYPE, (NS, "e", RUN_END)),
+        (m.LIST_CHECKPOINTS_ASC, (NS, "e", 0, 2**63 - 1, 10)),
+        (m.LIST_CHECKPOINTS_DESC, (NS, "e", 0, 99, 10)),
+        (m.LIST_CHECKPOINT_SIZES_ASC, (NS, "e", 0, 2**63 - 1, 10)),
+        (m.LIST_CHECKPOINT_SIZES_DESC, (NS, "e", 0, 99, 10)),
+        (m.GET_CHECKPOINT, (NS, "c", "e")),
+        (m.CHECKPOINT_BY_ID, (NS, "c")),
+        (m.CHECKPOINT_BY_REQUEST_ID, (NS, "r")),
+        (m.IS_TOMBSTONE, (NS, "r")),
+        (m.REPLY_OF_REQUEST, (NS, "r")),
+        (m.TOMBSTONE_EXECUTION, (1, NS, "e")),
+        (m.DELETE_CHECKPOINTS_OF_EXECUTION, (NS, "e")),
+        (m.PRUNE_CHECKPOINTS_BATCH, (NS, 1, 10)),
+        (m.PENDING_OF_EXECUTION, (NS, "e")),
+        (m.DELETE_PENDING_OF_EXECUTION, (NS, "e")),
         (list_pending_sql, tuple(list_pending_params)),
-        (m._SQL_LIST_PENDING + m._SQL_LIST_PENDING_ORDER, (NS, 10, 5)),
-        (m._SQL_CLAIM_BY_TOKEN, (NS, "e", "t")),
-        (m._SQL_CLAIM_BY_CHECKPOINT, (NS, "e", "c")),
-        (m._SQL_PURGE_CLAIMS, (1,)),
-        (m._SQL_GET_IDEMPOTENT, (NS, "e", "k")),
-        (m._SQL_DELETE_IDEMPOTENT_OF_EXECUTION, (NS, "e")),
-        (m._SQL_PRUNE_IDEMPOTENT_BATCH, (NS, 1, 10)),
+        (m.LIST_PENDING + m.LIST_PENDING_ORDER, (NS, 10, 5)),
+        (m.CLAIM_BY_TOKEN, (NS, "e", "t")),
+        (m.CLAIM_BY_CHECKPOINT, (NS, "e", "c")),
+        (m.PURGE_CLAIMS, (1,)),
+        (m.GET_IDEMPOTENT, (NS, "e", "k")),
+        (m.DELETE_IDEMPOTENT_OF_EXECUTION, (NS, "e")),
+        (m.PRUNE_IDEMPOTENT_BATCH, (NS, 1, 10)),
     ]
     with raw(db_path) as conn:
         for sql, params in queries:
@@ -880,7 +882,7 @@ def test_e2_unavailable_errors_map_to_store_unavailable(
     """Busy, read-only, full, I/O and cannot-open errors become StoreUnavailable."""
     exc = sqlite3.OperationalError(message)
     exc.sqlite_errorcode = code
-    translated = SQLiteStore("/data/x.db")._translate(exc)
+    translated = sqlite_errors.translate(exc, "/data/x.db", busy_timeout_ms=5000, closed=False)
     assert isinstance(translated, StoreUnavailable)
     assert expected in str(translated)
     assert "/data/x.db" in str(translated)
@@ -891,7 +893,7 @@ def test_e2_other_errors_never_leak_sql() -> None:
     exc = sqlite3.OperationalError('near "SELEC": syntax error')
     exc.sqlite_errorcode = 1
     exc.sqlite_errorname = "SQLITE_ERROR"
-    translated = SQLiteStore("/data/x.db")._translate(exc)
+    translated = sqlite_errors.translate(exc, "/data/x.db", busy_timeout_ms=5000, closed=False)
     assert type(translated) is StoreError
     assert "SELEC" not in str(translated)
     assert "SQLITE_ERROR" in str(translated)
