@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from checkpointd.domain import CheckpointRecord, EventKind, PendingRecord
+from checkpointd.domain import CheckpointRecord, DecisionRecord, EventKind, PendingRecord
 from checkpointd.store import budget, rows
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "TimeWriter",
     "checkpoint_params",
     "decision_json",
+    "decision_params",
     "event_params",
     "pending_params",
     "sizes",
@@ -145,3 +146,24 @@ def event_params(
 def decision_json(pending: PendingRecord) -> str | None:
     """The decision an event carries with its pending row (None when it has none)."""
     return None if pending.decision is None else rows.decision_to_json(pending.decision)
+
+
+def decision_params(
+    namespace: str,
+    request_id: str,
+    decision: DecisionRecord,
+    pending: PendingRecord,
+    write_time: TimeWriter,
+) -> tuple[Any, ...]:
+    """A new decision row: namespace, request id, approved, metadata_json, decided_by,
+    decision_reason, decided_at, then :data:`PENDING_COLUMNS` of its pause."""
+    return (
+        namespace,
+        request_id,
+        decision.approved,
+        decision.metadata_json,
+        decision.decided_by,
+        decision.reason,
+        write_time(decision.decided_at),
+        *pending_params(pending, write_time),
+    )

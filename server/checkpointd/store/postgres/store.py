@@ -85,14 +85,16 @@ from checkpointd.domain import (
     RecordInterruptResult,
     SnapshotPage,
 )
-from checkpointd.store import budget, outbox, replies, retries, rows, times
+from checkpointd.store import budget, decisions, outbox, replies, retries, rows, times
 from checkpointd.store.base import PoolState, StoreError, StoreUnavailable
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
     MAX_SEQUENCE,
     checkpoint_params,
     decision_json,
+    decision_params,
     event_params,
+    pending_params,
 )
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres import errors
@@ -551,20 +553,12 @@ class PostgresStore:
             if stored is None:
                 raise StoreUnavailable("interrupt write kept racing with a delete; retry")
 
+            proposed = replace(
+                pending, checkpoint_id=stored.checkpoint_id, sequence=stored.sequence
+            )
+            new_row = pending_params(proposed, times.utc_in)
             for _ in range(_RACE_ATTEMPTS):
-                row = await conn.fetchrow(
-                    self._sql.insert_pending,
-                    namespace,
-                    pending.execution_id,
-                    pending.chain_name,
-                    pending.node_id,
-                    pending.reason,
-                    pending.context_json,
-                    pending.agent_path,
-                    times.utc_in(pending.created_at),
-                    stored.checkpoint_id,
-                    stored.sequence,
-                )
+                row = await conn.fetchrow(self._sql.insert_pending, namespace, *new_row)
                 if row is not None:
                     added = _pending_from_row(row)
                     await self._append_event(conn, namespace, EventKind.ADDED, added)
@@ -672,22 +666,7 @@ class PostgresStore:
                 return DecisionChange(outcome, _decided_from_row(winner))
             row = await conn.fetchrow(
                 self._sql.insert_decision,
-                namespace,
-                request_id,
-                decision.approved,
-                decision.metadata_json,
-                decision.decided_by,
-                decision.reason,
-                times.utc_in(decision.decided_at),
-                pending.execution_id,
-                pending.chain_name,
-                pending.node_id,
-                pending.reason,
-                pending.context_json,
-                pending.agent_path,
-                times.utc_in(pending.created_at),
-                pending.checkpoint_id,
-                pending.sequence,
+                *decision_params(namespace, request_id, decision, pending, times.utc_in),
             )
             if row is None:
                 # Only a concurrent call with this request id, on another pause, can get here.
@@ -712,19 +691,10 @@ class PostgresStore:
             if row is None:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             current = _decided_from_row(row)
-            decision = current.decision
-            assert decision is not None
-            if decision.status.is_final:
-                return DecisionChange(DecisionOutcome.CONFLICT, current)
-            renew = decision.status is DecisionStatus.RESUMING and row["lease_token"] == lease_token
-            expires = decision.lease_expires_at
-            if (
-                decision.status is DecisionStatus.RESUMING
-                and not renew
-                and expires is not None
-                and expires > now
-            ):
-                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            renew = decisions.renews_lease(current, row["lease_token"], lease_token)
+            refusal = decisions.lease_refusal(current, renew=renew, now=now)
+            if refusal is not None:
+                return refusal
             row = await conn.fetchrow(
                 self._sql.take_lease,
                 *pause,
@@ -753,25 +723,15 @@ class PostgresStore:
             if row is None:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             current = _decided_from_row(row)
-            decision = current.decision
-            assert decision is not None
-            if row["lease_token"] != lease_token or decision.status is DecisionStatus.DECIDED:
-                return DecisionChange(DecisionOutcome.CONFLICT, current)
-            if decision.status.is_final:
-                outcome = (
-                    DecisionOutcome.REPEATED
-                    if decision.status is status
-                    else DecisionOutcome.CONFLICT
-                )
-                return DecisionChange(outcome, current)
+            refusal = decisions.report_refusal(current, row["lease_token"], lease_token, status)
+            if refusal is not None:
+                return refusal
             row = await conn.fetchrow(
                 self._sql.report_decision, *pause, status.value, error, times.utc_in(now)
             )
             assert row is not None  # the row is locked
             reported = _decided_from_row(row)
-            kind = (
-                EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
-            )
+            kind = decisions.resume_event_kind(status)
             await self._append_event(conn, namespace, kind, reported)
             return DecisionChange(DecisionOutcome.APPLIED, reported)
 

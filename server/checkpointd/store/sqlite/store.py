@@ -74,13 +74,14 @@ from checkpointd.domain import (
     RecordInterruptResult,
     SnapshotPage,
 )
-from checkpointd.store import budget, outbox, replies, retries, rows, times
+from checkpointd.store import budget, decisions, outbox, replies, retries, rows, times
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
     MAX_SEQUENCE,
     checkpoint_params,
     decision_json,
+    decision_params,
     event_params,
     pending_params,
 )
@@ -751,16 +752,7 @@ class SQLiteStore:
             await _run(
                 conn,
                 sql.INSERT_DECISION,
-                (
-                    namespace,
-                    request_id,
-                    int(decision.approved),
-                    decision.metadata_json,
-                    decision.decided_by,
-                    decision.reason,
-                    times.to_us(decision.decided_at),
-                    *pending_params(pending, times.to_us),
-                ),
+                decision_params(namespace, request_id, decision, pending, times.to_us),
             )
             decided = dataclasses.replace(pending, decision=decision)
             await self._append_event(
@@ -785,20 +777,10 @@ class SQLiteStore:
             if not found:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             current = _decided_from_row(found[0])
-            decision = current.decision
-            assert decision is not None
-            held_by = found[0]["lease_token"]
-            if decision.status.is_final:
-                return DecisionChange(DecisionOutcome.CONFLICT, current)
-            renew = decision.status is DecisionStatus.RESUMING and held_by == lease_token
-            expires = decision.lease_expires_at
-            if (
-                decision.status is DecisionStatus.RESUMING
-                and not renew
-                and expires is not None
-                and expires > now
-            ):
-                return DecisionChange(DecisionOutcome.CONFLICT, current)
+            renew = decisions.renews_lease(current, found[0]["lease_token"], lease_token)
+            refusal = decisions.lease_refusal(current, renew=renew, now=now)
+            if refusal is not None:
+                return refusal
             await _run(
                 conn,
                 sql.TAKE_LEASE,
@@ -827,24 +809,16 @@ class SQLiteStore:
             if not found:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             current = _decided_from_row(found[0])
-            decision = current.decision
-            assert decision is not None
-            if found[0]["lease_token"] != lease_token or decision.status is DecisionStatus.DECIDED:
-                return DecisionChange(DecisionOutcome.CONFLICT, current)
-            if decision.status.is_final:
-                outcome = (
-                    DecisionOutcome.REPEATED
-                    if decision.status is status
-                    else DecisionOutcome.CONFLICT
-                )
-                return DecisionChange(outcome, current)
+            refusal = decisions.report_refusal(
+                current, found[0]["lease_token"], lease_token, status
+            )
+            if refusal is not None:
+                return refusal
             now_us = times.to_us(now)
             await _run(conn, sql.REPORT_DECISION, (status.value, error, now_us, *pause))
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             reported = _decided_from_row(found[0])
-            kind = (
-                EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
-            )
+            kind = decisions.resume_event_kind(status)
             await self._append_event(conn, namespace, kind, reported, now_us)
             return DecisionChange(DecisionOutcome.APPLIED, reported)
 
