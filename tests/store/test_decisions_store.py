@@ -4,7 +4,6 @@ whole, and a store decides, leases and reports with explicit clocks."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,7 +18,7 @@ from checkpointd.domain import (
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
-from tests.store.test_sqlite_store import pending
+from tests.support.records import pending
 from tests.support.sidecar import StoreSpec
 
 NS = "default"
@@ -39,16 +38,6 @@ async def _pause(store: SQLiteStore | PostgresStore, execution_id: str, checkpoi
         interrupt_reason="needs approval",
     )
     await store.record_interrupt(NS, "", cp, pending(execution_id))
-
-
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_k1_upgrade_keeps_the_outbox_and_its_cursors(

@@ -20,7 +20,7 @@ from checkpointd.domain import (
 )
 from checkpointd.store.base import Store
 from checkpointd.store.postgres import PostgresStore
-from checkpointd.store.sqlite import SQLiteStore
+from tests.support.records import open_store
 from tests.support.sidecar import StoreSpec
 
 NS = "default"
@@ -28,16 +28,10 @@ NS = "default"
 PATIENCE = 30.0
 
 
-def _open(spec: StoreSpec) -> Store:
-    if spec.backend == "sqlite":
-        return SQLiteStore(spec.url.removeprefix("sqlite://"))
-    return PostgresStore(spec.url, schema=spec.pg_schema)
-
-
 @pytest.fixture
 async def stores(store_spec: StoreSpec) -> AsyncIterator[tuple[Store, Store]]:
     """Two open stores on one database, as two server processes would hold."""
-    first, second = _open(store_spec), _open(store_spec)
+    first, second = open_store(store_spec), open_store(store_spec)
     await first.open()
     await second.open()
     yield first, second

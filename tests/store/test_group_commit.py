@@ -9,12 +9,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import Awaitable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from checkpointd.domain import CheckpointRecord, CheckpointStatus
 from checkpointd.store.base import CheckpointExists, Store, StoreUnavailable
@@ -38,16 +36,6 @@ def _make_store(args: dict[str, str]) -> SQLiteStore | PostgresStore:
     if args["backend"] == "sqlite":
         return SQLiteStore(args["path"])
     return PostgresStore(args["dsn"], schema=args["schema"])
-
-
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _checkpoint(execution_id: str, checkpoint_id: str) -> CheckpointRecord:

@@ -5,30 +5,16 @@ their retention time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-
-import pytest
 
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
-from tests.store.test_group_commit import _make_store, _open_args
-from tests.support.sidecar import StoreSpec
 
 NS = "default"
 T0 = datetime(2025, 6, 1, 9, 0, 0, 250000, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _record_batch_sizes(store: SQLiteStore | PostgresStore) -> list[int]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,21 +16,11 @@ from checkpointd.store.base import RequestAppliedThenDeleted
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
-from tests.store.test_sqlite_store import pending
+from tests.support.records import pending
 from tests.support.sidecar import StoreSpec
 
 NS = "default"
 T0 = datetime(2025, 6, 1, 9, 0, 0, 250000, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_c9_request_ids_forgotten_after_retention(
