@@ -30,7 +30,7 @@ the outbox is read by cursor either way, so polling delays events and never lose
 
 Group commit (:mod:`checkpointd.store.group_commit`): concurrent ``put_checkpoint`` calls
 are written by one multi-row ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING``
-(one statement, one round trip, one commit for up to ``_GROUP_COMMIT_MAX`` rows), and
+(one statement, one round trip, one commit for up to ``columns.GROUP_COMMIT_MAX`` rows), and
 concurrent ``put_idempotent`` calls by one multi-row upsert (which records their request ids
 and skips the rows whose id was already recorded: retries). When the store is idle the first
 write goes at once, alone; the writes that arrive meanwhile form the next statement. Each caller

@@ -19,7 +19,7 @@ Concurrency:
   blocked by the writer, and each read sees the last committed state.
 * Group commit (:mod:`checkpointd.store.group_commit`): ``put_checkpoint`` and
   ``put_idempotent`` queue their write; one task runs the queued writes (at most
-  ``GROUP_COMMIT_MAX``) in a single transaction, so many concurrent writers share one fsync.
+  ``columns.GROUP_COMMIT_MAX``) in a single transaction, so many concurrent writers share one fsync.
   Nothing waits on purpose: when the writer is idle the first write goes at once, alone, and
   whatever arrives while it commits forms the next transaction. Each caller is answered only
   after the transaction holding its row has committed (E1). A write's own failure
