@@ -8,8 +8,8 @@ import pytest
 
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
-from tests.support.records import open_store
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import open_store
 
 
 @pytest.fixture

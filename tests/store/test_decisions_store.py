@@ -20,6 +20,7 @@ from checkpointd.store.sqlite import SQLiteStore
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
 from tests.support.records import pending
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import pin_schema
 
 NS = "default"
 T0 = datetime(2025, 6, 1, 9, 0, 0, 250000, tzinfo=UTC)
@@ -46,13 +47,8 @@ async def test_k1_upgrade_keeps_the_outbox_and_its_cursors(
     """A store written before the decisions schema keeps its events across the upgrade, and
     a cursor is never handed out twice, even when every earlier event was purged (SQLite
     rebuilds the outbox table to widen its event kinds)."""
-    import checkpointd.store.postgres.store as pg_module
-    import checkpointd.store.sqlite.store as sqlite_module
-
     args = _open_args(store_spec)
-    module = sqlite_module if args["backend"] == "sqlite" else pg_module
-    every = module._load_migrations()
-    monkeypatch.setattr(module, "_load_migrations", lambda: type(every)(every[:4]))
+    pin_schema(monkeypatch, store_spec.backend, 4)
     old = _make_store(args)
     await old.open()
     await old.close()

@@ -20,8 +20,9 @@ from checkpointd.domain import (
 )
 from checkpointd.store.base import CheckpointExists, Store
 from tests.support.protocols import signature_mismatches
-from tests.support.records import NS, T0, checkpoint, events, interrupt, open_store, pending
+from tests.support.records import NS, T0, checkpoint, interrupt, pending
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import events, open_store
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 

@@ -1,5 +1,5 @@
-"""Record builders and store helpers shared by the store tests: a checkpoint, a pending
-interrupt, an interrupt recorded through a store, and a store opened from a StoreSpec."""
+"""Record builders shared by the store tests: a checkpoint, a pending interrupt, and an
+interrupt recorded through a store."""
 
 from __future__ import annotations
 
@@ -15,11 +15,8 @@ from checkpointd.domain import (
     RecordInterruptResult,
 )
 from checkpointd.store.base import Store
-from checkpointd.store.postgres import PostgresStore
-from checkpointd.store.sqlite import SQLiteStore
-from tests.support.sidecar import StoreSpec
 
-__all__ = ["NS", "T0", "checkpoint", "events", "interrupt", "open_store", "pending"]
+__all__ = ["NS", "T0", "checkpoint", "interrupt", "pending"]
 
 NS = "default"
 T0 = datetime(2024, 5, 17, 12, 30, 45, 123456, tzinfo=UTC)
@@ -97,22 +94,3 @@ async def interrupt(
         interrupted,
         pending(execution_id, created_at=created_at, **pending_overrides),
     )
-
-
-def open_store(spec: StoreSpec) -> SQLiteStore | PostgresStore:
-    """A store (not yet opened) on the database of ``spec``, reached directly."""
-    if spec.backend == "sqlite":
-        return SQLiteStore(spec.url.removeprefix("sqlite://"))
-    return PostgresStore(spec.url, schema=spec.pg_schema)
-
-
-async def events(store: Store, namespace: str | None = None) -> list[tuple[str, str, str, str]]:
-    """(namespace, kind, execution_id, checkpoint_id) of every event in the outbox, in
-    cursor order, read through the store."""
-    page = await store.read_events(
-        after_cursor=0, up_to_cursor=None, limit=100_000, namespace=namespace
-    )
-    return [
-        (e.namespace, e.kind.value, e.pending.execution_id, e.pending.checkpoint_id)
-        for e in page.events
-    ]
