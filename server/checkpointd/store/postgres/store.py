@@ -398,10 +398,7 @@ class PostgresStore:
         else:
             sizes_query, query = self._sql.list_ascending_sizes, self._sql.list_ascending
             bound = 0 if after_sequence is None else after_sequence
-        async with (
-            self._connection() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._read_snapshot() as conn:
             sizes = await conn.fetch(sizes_query, namespace, execution_id, bound, limit + 1)
             taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
             if not taken:
@@ -791,10 +788,7 @@ class PostgresStore:
         bound = MAX_SEQUENCE if before_sequence is None else before_sequence
         sizes_query, params = self._sql.list_pending(filters, sizes=True)
         query, _ = self._sql.list_pending(filters)
-        async with (
-            self._connection() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._read_snapshot() as conn:
             sizes = await conn.fetch(sizes_query, namespace, bound, *params, limit + 1)
             taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
             if not taken:
@@ -899,6 +893,16 @@ class PostgresStore:
                 raise
             raise translated from exc
 
+    @contextlib.asynccontextmanager
+    async def _read_snapshot(self) -> AsyncIterator[_Conn]:
+        """One read-only REPEATABLE READ transaction: its queries all see one state (a page's
+        sizes and its rows, the outbox's bounds and its events)."""
+        async with (
+            self._connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            yield conn
+
     def _translate(self, exc: Exception) -> StoreError | None:
         return errors.translate(exc, timeout=self._timeout, secrets=self._secrets)
 
@@ -972,12 +976,7 @@ class PostgresStore:
         REPEATABLE READ transaction (see :func:`checkpointd.store.outbox.snapshot_page`;
         events commit in cursor order, so "added after the cursor" is exactly "its ``added``
         event has a higher cursor")."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-        async with (
-            self._connection() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._read_snapshot() as conn:
             return await outbox.snapshot_page(
                 self._fetch(conn),
                 self._sql.outbox,
@@ -1001,12 +1000,7 @@ class PostgresStore:
     ) -> EventPage:
         """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
         ``max_bytes``, with the outbox's bounds, in one REPEATABLE READ transaction."""
-        if limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
-        async with (
-            self._connection() as conn,
-            conn.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        async with self._read_snapshot() as conn:
             return await outbox.read_event_page(
                 self._fetch(conn),
                 self._sql.outbox,

@@ -351,36 +351,55 @@ class SQLiteStore:
             raise
 
     @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction on the writer, committed when the body
+    async def _transaction(
+        self,
+        conn: aiosqlite.Connection,
+        lock: asyncio.Lock,
+        begin: str,
+        on_commit: Callable[[], None] | None = None,
+    ) -> AsyncIterator[None]:
+        """One transaction (``begin``) on ``conn`` under ``lock``, committed when the body
         returns, rolled back when it raises.
 
-        The write lock is held until the transaction has ended. A cancelled caller (its
-        ``timeout`` ran out) does not wait for that: the rollback finishes in the background
-        after whatever statement the writer is still running, then frees the lock.
+        The lock is held until the transaction has ended. A cancelled caller (its ``timeout``
+        ran out) does not wait for that: the rollback finishes in the background after
+        whatever statement the connection is still running, then frees the lock.
         """
-        conn = self._writer
-        if conn is None:
-            raise StoreUnavailable(f"SQLite store {self._path} is not open")
-        await self._write_lock.acquire()
+        await lock.acquire()
         try:
-            await _fetch(conn, "BEGIN IMMEDIATE", ())
-            self._event_in_transaction = False
-            yield conn
+            await _fetch(conn, begin, ())
+            yield
             await _fetch(conn, "COMMIT", ())
-            if self._event_in_transaction:
-                for wakeup in self._event_wakeups:
-                    wakeup.set()
+            if on_commit is not None:
+                on_commit()
         except asyncio.CancelledError:
-            task = asyncio.ensure_future(self._rollback_and_release(conn))
+            task = asyncio.ensure_future(self._rollback_and_release(conn, lock))
             self._cleanups.add(task)
             task.add_done_callback(self._cleanups.discard)
             raise
         except BaseException:
-            await self._rollback_and_release(conn)
+            await self._rollback_and_release(conn, lock)
             raise
         else:
-            self._write_lock.release()
+            lock.release()
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction on the writer (see :meth:`_transaction`); its
+        commit wakes the event notifiers when it wrote an event."""
+        conn = self._writer
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        async with self._transaction(
+            conn, self._write_lock, "BEGIN IMMEDIATE", self._wake_event_readers
+        ):
+            self._event_in_transaction = False
+            yield conn
+
+    def _wake_event_readers(self) -> None:
+        if self._event_in_transaction:
+            for wakeup in self._event_wakeups:
+                wakeup.set()
 
     async def _append_event(
         self,
@@ -395,14 +414,15 @@ class SQLiteStore:
         await _run(conn, sql.INSERT_EVENT, (*params, decision_json(pending)))
         self._event_in_transaction = True
 
-    async def _rollback_and_release(self, conn: aiosqlite.Connection) -> None:
-        """End the writer's transaction, if one is open, and free the write lock."""
+    @staticmethod
+    async def _rollback_and_release(conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
+        """End the connection's transaction, if one is open, and free its lock."""
         try:
             # A no-op when no transaction is open (BEGIN failed, or COMMIT went through).
             with contextlib.suppress(sqlite3.Error, ValueError):
                 await conn.rollback()
         finally:
-            self._write_lock.release()
+            lock.release()
 
     async def _commit_group(self, writes: list[_GroupWrite]) -> list[Any]:
         """Run ``writes`` in one transaction; a write's own :class:`StoreError` (a duplicate
@@ -945,28 +965,8 @@ class SQLiteStore:
         conn = self._events_conn
         if conn is None:
             raise StoreUnavailable(f"SQLite store {self._path} is not open")
-        await self._events_lock.acquire()
-        try:
-            await _fetch(conn, "BEGIN", ())
+        async with self._transaction(conn, self._events_lock, "BEGIN"):
             yield conn
-            await _fetch(conn, "COMMIT", ())
-        except asyncio.CancelledError:
-            task = asyncio.ensure_future(self._end_events_read(conn))
-            self._cleanups.add(task)
-            task.add_done_callback(self._cleanups.discard)
-            raise
-        except BaseException:
-            await self._end_events_read(conn)
-            raise
-        else:
-            self._events_lock.release()
-
-    async def _end_events_read(self, conn: aiosqlite.Connection) -> None:
-        try:
-            with contextlib.suppress(sqlite3.Error, ValueError):
-                await conn.rollback()
-        finally:
-            self._events_lock.release()
 
     async def _data_version(self) -> int:
         """``PRAGMA data_version`` of the events connection: it changes whenever another
@@ -990,8 +990,6 @@ class SQLiteStore:
     ) -> SnapshotPage:
         """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
         transaction (see :func:`checkpointd.store.outbox.snapshot_page`)."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
         async with self._call(), self._events_read() as conn:
             return await outbox.snapshot_page(
                 functools.partial(_fetch, conn),
@@ -1016,8 +1014,6 @@ class SQLiteStore:
     ) -> EventPage:
         """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
         ``max_bytes``, with the outbox's bounds, in one read transaction."""
-        if limit < 0:
-            raise ValueError(f"limit must not be negative, got {limit}")
         async with self._call(), self._events_read() as conn:
             return await outbox.read_event_page(
                 functools.partial(_fetch, conn),
