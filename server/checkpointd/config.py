@@ -28,6 +28,12 @@ from checkpointd.logging_setup import LOG_FORMATS
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_PG_POLL_INTERVAL",
+    "DEFAULT_PG_POOL_MAX",
+    "DEFAULT_PG_POOL_MIN",
+    "DEFAULT_PG_SCHEMA",
+    "DEFAULT_SQLITE_BUSY_TIMEOUT_MS",
+    "DEFAULT_STORE_TIMEOUT",
     "DEFAULT_WATCH_PAGE_BYTES",
     "LOG_LEVELS",
     "OPTIONS",
@@ -52,6 +58,12 @@ DEFAULT_MAX_WATCH_STREAMS_PER_PEER = 100
 DEFAULT_MAX_HEALTH_WATCH_STREAMS = 1000
 DEFAULT_WATCH_MAX_LIFETIME_SECONDS = 3600.0
 DEFAULT_PG_SCHEMA = "checkpointd"
+# The store settings' defaults, which the store constructors take as theirs too.
+DEFAULT_STORE_TIMEOUT = 10.0
+DEFAULT_SQLITE_BUSY_TIMEOUT_MS = 5000
+DEFAULT_PG_POOL_MIN = 1
+DEFAULT_PG_POOL_MAX = 10
+DEFAULT_PG_POLL_INTERVAL = 0.5
 PG_SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PG_POOLERS = ("none", "transaction")
@@ -150,9 +162,9 @@ class Settings:
     comma-separated)."""
     pg_schema: str = DEFAULT_PG_SCHEMA
     """The Postgres schema holding checkpointd's tables (CHECKPOINTD_PG_SCHEMA)."""
-    pg_pool_min: int = 1
+    pg_pool_min: int = DEFAULT_PG_POOL_MIN
     """Smallest Postgres pool size (CHECKPOINTD_PG_POOL_MIN)."""
-    pg_pool_max: int = 10
+    pg_pool_max: int = DEFAULT_PG_POOL_MAX
     """Largest Postgres pool size (CHECKPOINTD_PG_POOL_MAX)."""
     pg_pooler: str = "none"
     """``none``, or ``transaction`` when the store URL reaches Postgres through a
@@ -163,13 +175,13 @@ class Settings:
     pg_listen_dsn: str | None = field(default=None, repr=False)
     """A direct Postgres URL for the watch hub's LISTEN connection; None: the store URL, or
     polling behind a transaction pooler (CHECKPOINTD_PG_LISTEN_DSN)."""
-    pg_poll_interval: float = 0.5
+    pg_poll_interval: float = DEFAULT_PG_POLL_INTERVAL
     """Seconds between outbox reads when watching polls (behind a transaction pooler without
     a listen DSN) (CHECKPOINTD_PG_POLL_INTERVAL)."""
-    sqlite_busy_timeout_ms: int = 5000
+    sqlite_busy_timeout_ms: int = DEFAULT_SQLITE_BUSY_TIMEOUT_MS
     """Milliseconds an SQLite write waits for another process's lock
     (CHECKPOINTD_SQLITE_BUSY_TIMEOUT_MS)."""
-    store_timeout: float = 10.0
+    store_timeout: float = DEFAULT_STORE_TIMEOUT
     """Seconds a store operation may take before it fails (CHECKPOINTD_STORE_TIMEOUT)."""
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     """Largest request accepted, and the size a list page stops at

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from checkpointd.errors import InvalidField, echo
+from checkpointd.store.times import EPOCH
 
 __all__ = [
     "AGENT_PATH_MAX",
@@ -71,7 +72,6 @@ _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 # google.protobuf.Timestamp's valid range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z.
 _MIN_SECONDS: Final = -62_135_596_800
 _MAX_SECONDS: Final = 253_402_300_799
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def is_namespace_name(value: str) -> bool:
@@ -198,7 +198,7 @@ def timestamp_to_datetime(field: str, ts: Timestamp) -> datetime:
     """A Timestamp within protobuf's valid range, truncated to microseconds (J4)."""
     if not _MIN_SECONDS <= ts.seconds <= _MAX_SECONDS or not 0 <= ts.nanos <= 999_999_999:
         raise InvalidField(field, "must be a valid timestamp between years 0001 and 9999")
-    return _EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
+    return EPOCH + timedelta(seconds=ts.seconds, microseconds=ts.nanos // 1000)
 
 
 def duration_to_timedelta(field: str, duration: Duration) -> timedelta:

@@ -57,6 +57,7 @@ from checkpointd.errors import (
     WatchExpired,
 )
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
+from checkpointd.store.filters import matches
 
 __all__ = [
     "EventItem",
@@ -120,17 +121,6 @@ def _is_network_peer(peer: str) -> bool:
     ("unix:" plus the socket path), so a per-peer limit there would cap all local clients
     together; they are bounded by the per-server limit and the socket's file mode instead."""
     return peer.startswith(("ipv4:", "ipv6:"))
-
-
-def matches(filters: PendingFilter, pending: PendingRecord) -> bool:
-    """Whether a pending row passes the filters (as ListPendingInterrupts applies them: exact
-    chain name and reason; agent_path prefix, where an empty prefix matches every row)."""
-    if filters.chain_name is not None and pending.chain_name != filters.chain_name:
-        return False
-    if filters.reason is not None and pending.reason != filters.reason:
-        return False
-    prefix = filters.agent_path_prefix
-    return not prefix or (pending.agent_path is not None and pending.agent_path.startswith(prefix))
 
 
 class Watch:

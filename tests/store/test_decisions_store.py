@@ -4,7 +4,6 @@ whole, and a store decides, leases and reports with explicit clocks."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,8 +18,9 @@ from checkpointd.domain import (
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
-from tests.store.test_sqlite_store import pending
+from tests.support.records import pending
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import pin_schema
 
 NS = "default"
 T0 = datetime(2025, 6, 1, 9, 0, 0, 250000, tzinfo=UTC)
@@ -41,29 +41,14 @@ async def _pause(store: SQLiteStore | PostgresStore, execution_id: str, checkpoi
     await store.record_interrupt(NS, "", cp, pending(execution_id))
 
 
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
 async def test_k1_upgrade_keeps_the_outbox_and_its_cursors(
     store_spec: StoreSpec, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A store written before the decisions schema keeps its events across the upgrade, and
     a cursor is never handed out twice, even when every earlier event was purged (SQLite
     rebuilds the outbox table to widen its event kinds)."""
-    import checkpointd.store.postgres as pg_module
-    import checkpointd.store.sqlite as sqlite_module
-
     args = _open_args(store_spec)
-    module = sqlite_module if args["backend"] == "sqlite" else pg_module
-    every = module._load_migrations()
-    monkeypatch.setattr(module, "_load_migrations", lambda: type(every)(every[:4]))
+    pin_schema(monkeypatch, store_spec.backend, 4)
     old = _make_store(args)
     await old.open()
     await old.close()

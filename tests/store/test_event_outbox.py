@@ -4,7 +4,6 @@ backends, with two store instances on one database standing for two server proce
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
@@ -12,32 +11,24 @@ import asyncpg
 import pytest
 
 from checkpointd.domain import (
-    CheckpointRecord,
-    CheckpointStatus,
     EventKind,
     PendingFilter,
-    PendingRecord,
 )
 from checkpointd.store.base import Store
 from checkpointd.store.postgres import PostgresStore
-from checkpointd.store.sqlite import SQLiteStore
+from tests.support.records import interrupt
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import open_store
 
 NS = "default"
 #: Bounds a wait that must end; reached only when a test is failing.
 PATIENCE = 30.0
 
 
-def _open(spec: StoreSpec) -> Store:
-    if spec.backend == "sqlite":
-        return SQLiteStore(spec.url.removeprefix("sqlite://"))
-    return PostgresStore(spec.url, schema=spec.pg_schema)
-
-
 @pytest.fixture
 async def stores(store_spec: StoreSpec) -> AsyncIterator[tuple[Store, Store]]:
     """Two open stores on one database, as two server processes would hold."""
-    first, second = _open(store_spec), _open(store_spec)
+    first, second = open_store(store_spec), open_store(store_spec)
     await first.open()
     await second.open()
     yield first, second
@@ -46,37 +37,15 @@ async def stores(store_spec: StoreSpec) -> AsyncIterator[tuple[Store, Store]]:
 
 
 async def _record(store: Store, execution_id: str, *, chain_name: str = "flow") -> None:
-    now = datetime.now(UTC)
-    checkpoint = CheckpointRecord(
-        execution_id=execution_id,
-        checkpoint_id=uuid.uuid4().hex,
-        parent_checkpoint_id=None,
+    await interrupt(
+        store,
+        execution_id,
+        request_id="",
+        created_at=datetime.now(UTC),
         chain_name=chain_name,
-        node_id="review",
-        node_index=0,
-        step_type=None,
-        status=CheckpointStatus.INTERRUPTED,
-        state_snapshot_json="{}",
-        node_input_json="{}",
-        node_output_json="{}",
-        iteration=0,
-        iteration_counters_json="{}",
-        interrupt_reason="approve",
-        interrupt_context_json="{}",
-        agent_path=None,
-        created_at=now,
-    )
-    pending = PendingRecord(
-        execution_id=execution_id,
-        chain_name=chain_name,
-        node_id="review",
-        reason="approve",
         context_json='{"n": 1}',
         agent_path="a/b",
-        created_at=now,
-        checkpoint_id="",
     )
-    await store.record_interrupt(NS, "", checkpoint, pending)
 
 
 async def test_i5_read_events_returns_complete_events_in_cursor_order(

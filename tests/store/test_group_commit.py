@@ -9,12 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from checkpointd.domain import CheckpointRecord, CheckpointStatus
 from checkpointd.store.base import CheckpointExists, Store, StoreUnavailable
@@ -22,6 +19,7 @@ from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import record_batch_sizes
 
 NS = "default"
 T0 = datetime(2024, 5, 17, 12, 30, 45, 123456, tzinfo=UTC)
@@ -38,16 +36,6 @@ def _make_store(args: dict[str, str]) -> SQLiteStore | PostgresStore:
     if args["backend"] == "sqlite":
         return SQLiteStore(args["path"])
     return PostgresStore(args["dsn"], schema=args["schema"])
-
-
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _checkpoint(execution_id: str, checkpoint_id: str) -> CheckpointRecord:
@@ -73,19 +61,10 @@ def _checkpoint(execution_id: str, checkpoint_id: str) -> CheckpointRecord:
 
 
 def _record_batch_sizes(store: SQLiteStore | PostgresStore) -> list[int]:
-    """Wrap the store's checkpoint group so the test sees the size of every batch."""
-    group: GroupCommit[Any, Any] = (
+    """The sizes of the batches of the store's checkpoint group commit."""
+    return record_batch_sizes(
         store._group if isinstance(store, SQLiteStore) else store._checkpoint_group
     )
-    sizes: list[int] = []
-    commit = group._commit
-
-    async def recording(items: list[Any]) -> Sequence[Any]:
-        sizes.append(len(items))
-        return await commit(items)
-
-    group._commit = recording
-    return sizes
 
 
 async def test_c2_failing_writes_do_not_fail_or_lose_their_batch_mates(

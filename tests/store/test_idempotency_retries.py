@@ -5,46 +5,21 @@ their retention time."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import pytest
-
-from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
-from tests.store.test_group_commit import _make_store, _open_args
-from tests.support.sidecar import StoreSpec
+from tests.support.stores import record_batch_sizes
 
 NS = "default"
 T0 = datetime(2025, 6, 1, 9, 0, 0, 250000, tzinfo=UTC)
 
 
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
 def _record_batch_sizes(store: SQLiteStore | PostgresStore) -> list[int]:
-    """Wrap the store's idempotency group so the test sees the size of every batch."""
-    group: GroupCommit[Any, Any] = (
+    """The sizes of the batches of the store's idempotency group commit."""
+    return record_batch_sizes(
         store._group if isinstance(store, SQLiteStore) else store._idempotent_group
     )
-    sizes: list[int] = []
-    commit = group._commit
-
-    async def recording(items: list[Any]) -> Sequence[Any]:
-        sizes.append(len(items))
-        return await commit(items)
-
-    group._commit = recording
-    return sizes
 
 
 async def test_d1_retry_after_a_newer_put_is_a_no_op(store: SQLiteStore | PostgresStore) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import pin_schema
 
 NS = "default"
 
@@ -18,13 +19,8 @@ async def test_r1_upgrade_counts_stored_rows_as_synced_and_later_writes_enter_th
     """Rows stored by a version-4 store are settled by the migration (a replicator started
     after the upgrade does not re-send history, as in the reference's own migration); rows
     written afterwards are listed, and settle once."""
-    import checkpointd.store.postgres as pg_module
-    import checkpointd.store.sqlite as sqlite_module
-
     args = _open_args(store_spec)
-    module = sqlite_module if args["backend"] == "sqlite" else pg_module
-    every = module._load_migrations()
-    monkeypatch.setattr(module, "_load_migrations", lambda: type(every)(every[:4]))
+    pin_schema(monkeypatch, store_spec.backend, 4)
     old = _make_store(args)
     await old.open()
     try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -17,21 +16,12 @@ from checkpointd.store.base import RequestAppliedThenDeleted
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
-from tests.store.test_sqlite_store import pending
+from tests.support.records import pending
 from tests.support.sidecar import StoreSpec
+from tests.support.stores import pin_schema
 
 NS = "default"
 T0 = datetime(2025, 6, 1, 9, 0, 0, 250000, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store(store_spec: StoreSpec) -> AsyncIterator[SQLiteStore | PostgresStore]:
-    opened = _make_store(_open_args(store_spec))
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_c9_request_ids_forgotten_after_retention(
@@ -115,13 +105,8 @@ async def test_c9_migration_keeps_the_request_id_of_the_first_of_duplicate_rows(
     """A store written before version 4 may hold two rows of one request (a retry whose
     checkpoint id the server filled). Upgrading keeps the request id on the first row only,
     so a retry then returns that row, and both rows stay readable."""
-    import checkpointd.store.postgres as pg_module
-    import checkpointd.store.sqlite as sqlite_module
-
     args = _open_args(store_spec)
-    module = sqlite_module if args["backend"] == "sqlite" else pg_module
-    every = module._load_migrations()
-    monkeypatch.setattr(module, "_load_migrations", lambda: type(every)(every[:3]))
+    pin_schema(monkeypatch, store_spec.backend, 3)
     old = _make_store(args)
     await old.open()
     await old.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from checkpointd.domain import (
@@ -19,6 +19,7 @@ from checkpointd.domain import (
     InterruptEventRecord,
     PendingRecord,
 )
+from checkpointd.store import times
 
 __all__ = [
     "DECISION_COLUMNS",
@@ -46,15 +47,13 @@ DECISION_COLUMNS = (
     "reported_at",
 )
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
 TimeReader = Callable[[Any], datetime]
 
 
 class Row(Protocol):
     """A result row addressable by column name (sqlite3.Row, asyncpg.Record)."""
 
-    def __getitem__(self, key: str, /) -> Any: ...
+    def __getitem__(self, key: str | int, /) -> Any: ...
 
 
 def checkpoint_from_row(row: Row, read_time: TimeReader) -> CheckpointRecord:
@@ -103,11 +102,11 @@ def decision_from_row(row: Row, read_time: TimeReader) -> DecisionRecord | None:
 
 
 def _us(value: datetime | None) -> int | None:
-    return None if value is None else (value - _EPOCH) // timedelta(microseconds=1)
+    return None if value is None else times.to_us(value)
 
 
 def _from_us(value: int | None) -> datetime | None:
-    return None if value is None else _EPOCH + timedelta(microseconds=value)
+    return None if value is None else times.from_us(value)
 
 
 def decision_to_json(decision: DecisionRecord) -> str:

@@ -1,4 +1,6 @@
-"""The Postgres store against a real server: contract rules, concurrency, plans, outages.
+"""What only the Postgres store has, against a real server: schema names, migrations racing
+across replicas, the pooler, its connections, query plans, outages and error mapping. The
+contract every backend keeps is in test_store_contract.py.
 
 Each test gets its own schema (``pg_schema``), dropped afterwards; every pool opened here is
 closed before the test ends.
@@ -7,90 +9,24 @@ closed before the test ends.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
 
 from checkpointd.domain import (
-    CheckpointRecord,
     CheckpointStatus,
     PendingFilter,
-    PendingRecord,
 )
-from checkpointd.store.base import CheckpointExists, Store, StoreError, StoreUnavailable
+from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
 from checkpointd.store.postgres import PostgresStore
-from tests.support.protocols import signature_mismatches
+from tests.support.records import NS, checkpoint, interrupt, pending
 
 pytestmark = pytest.mark.postgres
 
-NS = "default"
 T0 = datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
-
-
-def make_checkpoint(
-    execution_id: str,
-    checkpoint_id: str | None = None,
-    *,
-    status: CheckpointStatus = CheckpointStatus.COMPLETED,
-    created_at: datetime = T0,
-    step_type: str | None = None,
-    node_index: int = 0,
-    state_json: str = "{}",
-) -> CheckpointRecord:
-    return CheckpointRecord(
-        execution_id=execution_id,
-        checkpoint_id=checkpoint_id or f"cp-{uuid.uuid4().hex}",
-        parent_checkpoint_id=None,
-        chain_name="chain",
-        node_id="node",
-        node_index=node_index,
-        step_type=step_type,
-        status=status,
-        state_snapshot_json=state_json,
-        node_input_json="{}",
-        node_output_json="{}",
-        iteration=0,
-        iteration_counters_json="{}",
-        interrupt_reason="approve" if status is CheckpointStatus.INTERRUPTED else None,
-        interrupt_context_json="{}",
-        agent_path=None,
-        created_at=created_at,
-    )
-
-
-def make_pending(
-    execution_id: str,
-    *,
-    chain_name: str = "chain",
-    reason: str = "approve",
-    agent_path: str | None = None,
-    context_json: str = '{"q": "ok?"}',
-    created_at: datetime = T0,
-) -> PendingRecord:
-    return PendingRecord(
-        execution_id=execution_id,
-        chain_name=chain_name,
-        node_id="node",
-        reason=reason,
-        context_json=context_json,
-        agent_path=agent_path,
-        created_at=created_at,
-        checkpoint_id="",
-    )
-
-
-async def record(
-    store: PostgresStore, execution_id: str, request_id: str = "", **pending: Any
-) -> Any:
-    checkpoint = make_checkpoint(execution_id, status=CheckpointStatus.INTERRUPTED)
-    return await store.record_interrupt(
-        NS, request_id, checkpoint, make_pending(execution_id, **pending)
-    )
 
 
 @pytest.fixture
@@ -122,19 +58,6 @@ async def events(raw: asyncpg.Connection, schema: str) -> list[tuple[int, str, s
 
 
 # --- construction and migrations ---------------------------------------------------------
-
-
-async def test_postgres_store_satisfies_the_store_protocol(store: PostgresStore) -> None:
-    """PostgresStore implements every Store method with the protocol's signature, and an open
-    store answers through the protocol's type (not only by method names, as isinstance does)."""
-    assert signature_mismatches(PostgresStore, Store) == []
-    as_protocol: Store = store
-    await as_protocol.ping()
-    assert as_protocol.pool_state() is not None
-    written = await as_protocol.put_checkpoint(
-        "default", "req-1", make_checkpoint("exec-p", "cp-p")
-    )
-    assert await as_protocol.get_checkpoint("default", "exec-p", "cp-p") == written
 
 
 @pytest.mark.parametrize(
@@ -186,7 +109,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             "pending_interrupts",
             "schema_migrations",
         ]
-        stored = await stores[3].put_checkpoint(NS, "r", make_checkpoint("e"))
+        stored = await stores[3].put_checkpoint(NS, "r", checkpoint("e"))
         assert await stores[1].get_checkpoint(NS, "e", stored.checkpoint_id) == stored
     finally:
         for s in stores:
@@ -219,7 +142,7 @@ async def test_m1_pooled_stores_through_pgbouncer_migrate_write_claim_and_read_e
     ]
     try:
         await asyncio.gather(*(s.open() for s in stores))
-        await asyncio.gather(*(record(stores[i % 2], f"e-{i}") for i in range(40)))
+        await asyncio.gather(*(interrupt(stores[i % 2], f"e-{i}") for i in range(40)))
 
         async def claim(i: int, by: int) -> bool:
             won = await stores[by].claim_interrupt(NS, f"e-{i}", f"t-{i}-{by}", T0)
@@ -266,86 +189,6 @@ async def test_close_is_safe_twice_and_a_closed_store_is_unavailable(
 # --- checkpoints ---------------------------------------------------------------------------
 
 
-async def test_j1_round_trip_preserves_every_field(store: PostgresStore) -> None:
-    """Every field comes back exactly: JSON text byte for byte, big ints, unicode, UTC µs time."""
-    state = (
-        '{"z": 1, "a": {"big": 123456789012345678901234567890, "neg": -9223372036854775809},'
-        ' "f": 0.1, "e": 1e-7, "u": "h\\u00e9llo ✓ 🚀 \\u0000", "empty": {}, "list": [null, true]}'
-    )
-    checkpoint = CheckpointRecord(
-        execution_id="exé-1",
-        checkpoint_id="cp-✓-1",
-        parent_checkpoint_id="cp-0",
-        chain_name="chaîne",
-        node_id="nœud",
-        node_index=2**40,
-        step_type="step",
-        status=CheckpointStatus.FAILED,
-        state_snapshot_json=state,
-        node_input_json='{"in": [1, 2.50, "x"]}',
-        node_output_json='{ "spaced" :  true }',
-        iteration=2**62,
-        iteration_counters_json='{"loop": 3}',
-        interrupt_reason="why ✓",
-        interrupt_context_json='{"ctx": 18446744073709551617}',
-        agent_path="root/sub agent/ü",
-        created_at=datetime(2024, 2, 29, 23, 59, 59, 999999, tzinfo=timezone(timedelta(hours=5))),
-    )
-    stored = await store.put_checkpoint(NS, "req-1", checkpoint)
-    assert stored.sequence > 0
-    assert stored.created_at.tzinfo is UTC
-    assert stored.created_at == checkpoint.created_at
-    assert stored == replace(
-        checkpoint, sequence=stored.sequence, created_at=checkpoint.created_at.astimezone(UTC)
-    )
-    assert await store.get_checkpoint(NS, "exé-1", "cp-✓-1") == stored
-    assert await store.get_latest_checkpoint(NS, "exé-1") == stored
-    page = await store.list_checkpoints(
-        NS, "exé-1", after_sequence=None, descending=False, limit=10
-    )
-    assert page == [stored]
-
-    pending = make_pending(
-        "exé-2", context_json='{"n": 12345678901234567890, "u": "✓"}', agent_path="a/ü"
-    )
-    result = await store.record_interrupt(
-        NS, "req-2", make_checkpoint("exé-2", status=CheckpointStatus.INTERRUPTED), pending
-    )
-    assert result.pending == replace(
-        pending, checkpoint_id=result.checkpoint.checkpoint_id, sequence=result.checkpoint.sequence
-    )
-    assert result.pending.created_at.tzinfo is UTC
-    listed = await store.list_pending(NS, before_sequence=None, limit=5, filters=PendingFilter())
-    assert listed == [result.pending]
-
-    await store.put_idempotent(NS, "", "exé-1", "key ✓", state, T0)
-    assert await store.get_idempotent(NS, "exé-1", "key ✓") == state
-
-
-async def test_j4_extreme_created_at_round_trips(store: PostgresStore) -> None:
-    """The first and last representable instants are stored and read back exactly, in UTC,
-    and prune still orders them correctly."""
-    first = datetime(1, 1, 1, tzinfo=UTC)
-    last = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
-    for when in (first, last, first + timedelta(microseconds=1)):
-        stored = await store.put_checkpoint(NS, "", make_checkpoint("e", created_at=when))
-        got = await store.get_checkpoint(NS, "e", stored.checkpoint_id)
-        assert got is not None
-        assert (stored.created_at, got.created_at) == (when, when)
-        assert got.created_at.tzinfo is UTC
-    result = await store.prune(NS, T0, batch_size=1)
-    assert result.checkpoints_deleted == 2
-    rest = await store.list_checkpoints(NS, "e", after_sequence=None, descending=False, limit=9)
-    assert [r.created_at for r in rest] == [last]
-
-
-async def test_naive_datetimes_are_refused(store: PostgresStore) -> None:
-    """A naive datetime is a caller bug, refused before anything is written."""
-    with pytest.raises(ValueError, match="timezone-aware"):
-        await store.put_checkpoint(NS, "", make_checkpoint("e", created_at=datetime(2025, 1, 1)))
-    assert await store.get_latest_checkpoint(NS, "e") is None
-
-
 async def test_c2_retry_with_same_request_id_returns_stored_row(
     pg_dsn: str, pg_schema: str, raw: asyncpg.Connection
 ) -> None:
@@ -354,8 +197,8 @@ async def test_c2_retry_with_same_request_id_returns_stored_row(
     s = PostgresStore(pg_dsn, schema=pg_schema, min_pool_size=1, max_pool_size=1)
     await s.open()
     try:
-        first = await s.put_checkpoint(NS, "req-1", make_checkpoint("e", "cp-1"))
-        changed = make_checkpoint("e", "cp-1", state_json='{"other": true}')
+        first = await s.put_checkpoint(NS, "req-1", checkpoint("e", "cp-1"))
+        changed = checkpoint("e", "cp-1", state_snapshot_json='{"other": true}')
         assert await s.put_checkpoint(NS, "req-1", changed) == first
         for request_id in ("req-2", ""):
             with pytest.raises(CheckpointExists) as info:
@@ -363,13 +206,13 @@ async def test_c2_retry_with_same_request_id_returns_stored_row(
             assert info.value.checkpoint_id == "cp-1"
             assert isinstance(info.value, StoreError)
         # Written without a request id, a second write is never taken for a retry.
-        await s.put_checkpoint(NS, "", make_checkpoint("e", "cp-2"))
+        await s.put_checkpoint(NS, "", checkpoint("e", "cp-2"))
         with pytest.raises(CheckpointExists):
-            await s.put_checkpoint(NS, "", make_checkpoint("e", "cp-2"))
+            await s.put_checkpoint(NS, "", checkpoint("e", "cp-2"))
         # record_interrupt over an existing id: refused, and no pending row or event appears.
-        interrupted = make_checkpoint("e", "cp-1", status=CheckpointStatus.INTERRUPTED)
+        interrupted = checkpoint("e", "cp-1", status=CheckpointStatus.INTERRUPTED)
         with pytest.raises(CheckpointExists):
-            await s.record_interrupt(NS, "req-3", interrupted, make_pending("e"))
+            await s.record_interrupt(NS, "req-3", interrupted, pending("e"))
         assert (
             await s.list_pending(NS, before_sequence=None, limit=5, filters=PendingFilter()) == []
         )
@@ -385,124 +228,10 @@ async def test_c2_retry_with_same_request_id_returns_stored_row(
         )
         assert [r["state"] for r in states] == ["idle"]
         await s.ping()
-        third = await s.put_checkpoint(NS, "req-4", make_checkpoint("e", "cp-3"))
+        third = await s.put_checkpoint(NS, "req-4", checkpoint("e", "cp-3"))
         assert third.sequence > first.sequence
     finally:
         await s.close()
-
-
-async def test_c2_same_checkpoint_id_in_two_namespaces_is_two_rows(store: PostgresStore) -> None:
-    """Checkpoint ids are unique per namespace only (N1)."""
-    a = await store.put_checkpoint("ns-a", "", make_checkpoint("e", "cp-1"))
-    b = await store.put_checkpoint("ns-b", "", make_checkpoint("e", "cp-1", node_index=7))
-    assert a.sequence != b.sequence
-    assert (await store.get_checkpoint("ns-b", "e", "cp-1")) == b
-
-
-async def test_c3_latest_is_by_sequence_not_created_at(store: PostgresStore) -> None:
-    """The latest row is the last written even when its created_at is the oldest; skip_run_end
-    passes over a trailing run_end row."""
-    assert await store.get_latest_checkpoint(NS, "e") is None
-    ids = []
-    for i in range(5):  # each row is backdated further than the previous one
-        cp = make_checkpoint("e", f"cp-{i}", created_at=T0 - timedelta(hours=i))
-        ids.append((await store.put_checkpoint(NS, "", cp)).checkpoint_id)
-    await store.put_checkpoint(NS, "", make_checkpoint("other", created_at=T0 + timedelta(days=1)))
-    latest = await store.get_latest_checkpoint(NS, "e")
-    assert latest is not None
-    assert latest.checkpoint_id == "cp-4"
-
-    run_end = make_checkpoint("e", "end", step_type="run_end", created_at=T0 - timedelta(days=9))
-    await store.put_checkpoint(NS, "", run_end)
-    newest = await store.get_latest_checkpoint(NS, "e")
-    assert newest is not None
-    assert newest.checkpoint_id == "end"
-    stepped = await store.get_latest_checkpoint(NS, "e", skip_run_end=True)
-    assert stepped is not None
-    assert stepped.checkpoint_id == "cp-4"
-    assert await store.get_latest_checkpoint("elsewhere", "e") is None
-
-
-async def test_c4_list_pages_in_both_directions(store: PostgresStore) -> None:
-    """250 rows read completely in write order, forwards and backwards, by keyset pages."""
-    written = []
-    for i in range(250):
-        cp = make_checkpoint("e", f"cp-{i:03}", node_index=250 - i, created_at=T0 - timedelta(i))
-        written.append((await store.put_checkpoint(NS, "", cp)).checkpoint_id)
-        if i % 10 == 0:  # interleave rows of another execution and another namespace
-            await store.put_checkpoint(NS, "", make_checkpoint("other"))
-            await store.put_checkpoint("ns-b", "", make_checkpoint("e"))
-
-    async def read_all(descending: bool) -> list[str]:
-        out: list[str] = []
-        after: int | None = None
-        while True:
-            page = await store.list_checkpoints(
-                NS, "e", after_sequence=after, descending=descending, limit=40
-            )
-            out += [r.checkpoint_id for r in page]
-            if len(page) < 40:
-                return out
-            after = page[-1].sequence
-
-    assert await read_all(descending=False) == written
-    assert await read_all(descending=True) == written[::-1]
-    newest = await store.list_checkpoints(NS, "e", after_sequence=None, descending=True, limit=3)
-    assert [r.checkpoint_id for r in newest] == written[:-4:-1]
-    assert (
-        await store.list_checkpoints(NS, "e", after_sequence=None, descending=False, limit=0) == []
-    )
-    assert (
-        await store.list_checkpoints(NS, "none", after_sequence=None, descending=False, limit=9)
-        == []
-    )
-
-
-async def test_c5_get_by_id_needs_matching_execution_and_namespace(store: PostgresStore) -> None:
-    """A checkpoint is found only under its own execution and namespace."""
-    stored = await store.put_checkpoint(NS, "", make_checkpoint("e", "cp-1"))
-    assert await store.get_checkpoint(NS, "e", "cp-1") == stored
-    assert await store.get_checkpoint(NS, "other", "cp-1") is None
-    assert await store.get_checkpoint("ns-b", "e", "cp-1") is None
-    assert await store.get_checkpoint(NS, "e", "missing") is None
-
-
-async def test_c6_delete_execution_counts_and_removed_event(
-    store: PostgresStore, raw: asyncpg.Connection
-) -> None:
-    """Delete removes checkpoints, the pending row and idempotency rows of one execution only,
-    and announces the pending row's removal once."""
-    for _ in range(3):
-        await store.put_checkpoint(NS, "", make_checkpoint("e"))
-    await record(store, "e")
-    await store.put_idempotent(NS, "", "e", "k1", "1", T0)
-    await store.put_idempotent(NS, "", "e", "k2", "2", T0)
-    keep = await store.put_checkpoint(NS, "", make_checkpoint("keep"))
-    await store.put_idempotent(NS, "", "keep", "k1", "1", T0)
-    await store.put_checkpoint("ns-b", "", make_checkpoint("e"))
-
-    result = await store.delete_execution(NS, "e")
-    assert (
-        result.checkpoints_deleted,
-        result.pending_interrupt_deleted,
-        result.idempotency_results_deleted,
-    ) == (4, True, 2)
-    assert await store.get_latest_checkpoint(NS, "e") is None
-    assert await store.get_idempotent(NS, "e", "k1") is None
-    assert (
-        await store.list_pending(NS, before_sequence=None, limit=5, filters=PendingFilter()) == []
-    )
-    assert await store.get_latest_checkpoint(NS, "keep") == keep
-    assert await store.get_idempotent(NS, "keep", "k1") == "1"
-    assert await store.get_latest_checkpoint("ns-b", "e") is not None
-    assert [(k, e) for _, k, e in await events(raw, store.schema)] == [
-        ("added", "e"),
-        ("removed", "e"),
-    ]
-
-    again = await store.delete_execution(NS, "e")
-    assert (again.checkpoints_deleted, again.pending_interrupt_deleted) == (0, False)
-    assert len(await events(raw, store.schema)) == 2
 
 
 async def test_c7_prune_batches_and_never_deletes_protected_rows(
@@ -515,17 +244,15 @@ async def test_c7_prune_batches_and_never_deletes_protected_rows(
     statuses = [CheckpointStatus.COMPLETED] * 3 + [CheckpointStatus.INTERRUPTED]
     for i in range(40):  # 30 prunable, 10 interrupted, interleaved; 12 share one timestamp
         when = old if i < 12 else old + timedelta(minutes=i)
-        await store.put_checkpoint(
-            NS, "", make_checkpoint("e", status=statuses[i % 4], created_at=when)
-        )
+        await store.put_checkpoint(NS, "", checkpoint("e", status=statuses[i % 4], created_at=when))
     await store.put_checkpoint(
-        NS, "", make_checkpoint("e", status=CheckpointStatus.FAILED, created_at=old)
+        NS, "", checkpoint("e", status=CheckpointStatus.FAILED, created_at=old)
     )
     for _ in range(3):  # recent rows stay
-        await store.put_checkpoint(NS, "", make_checkpoint("e", created_at=T0))
-    await store.put_checkpoint("ns-b", "", make_checkpoint("e", created_at=old))  # other namespace
+        await store.put_checkpoint(NS, "", checkpoint("e", created_at=T0))
+    await store.put_checkpoint("ns-b", "", checkpoint("e", created_at=old))  # other namespace
 
-    await record(store, "waiting")  # an interrupted checkpoint and a pending row
+    await interrupt(store, "waiting")  # an interrupted checkpoint and a pending row
     for i in range(5):
         await store.put_idempotent(NS, "", "waiting", f"k{i}", "1", old)
         await store.put_idempotent(NS, "", "done", f"k{i}", "1", old)
@@ -568,108 +295,6 @@ async def test_c7_prune_batches_and_never_deletes_protected_rows(
 # --- interrupts ---------------------------------------------------------------------------
 
 
-async def test_i1_record_interrupt_writes_checkpoint_pending_row_and_event_together(
-    store: PostgresStore, raw: asyncpg.Connection
-) -> None:
-    """One record_interrupt stores the interrupted checkpoint, the pending row and an event."""
-    result = await record(store, "e", "req-1")
-    assert result.pending_created
-    assert result.checkpoint.status == "interrupted"
-    assert await store.get_latest_checkpoint(NS, "e") == result.checkpoint
-    assert result.pending.checkpoint_id == result.checkpoint.checkpoint_id
-    assert result.pending.sequence == result.checkpoint.sequence
-    assert [(k, e) for _, k, e in await events(raw, store.schema)] == [("added", "e")]
-
-
-async def test_i2_record_twice_keeps_first_pending_row(
-    store: PostgresStore, raw: asyncpg.Connection
-) -> None:
-    """A second record keeps the first pending row, still stores its checkpoint, and says so;
-    retries of either call answer as the first time."""
-    first = await record(store, "e", "req-1", reason="first")
-    second = await record(store, "e", "req-2", reason="second")
-    assert not second.pending_created
-    assert second.pending == first.pending
-    assert await store.get_latest_checkpoint(NS, "e") == second.checkpoint
-    assert [k for _, k, _ in await events(raw, store.schema)] == ["added"]
-
-    cp1 = make_checkpoint("e", first.checkpoint.checkpoint_id, status=CheckpointStatus.INTERRUPTED)
-    retry1 = await store.record_interrupt(NS, "req-1", cp1, make_pending("e", reason="first"))
-    assert retry1 == first
-    cp2 = make_checkpoint("e", second.checkpoint.checkpoint_id, status=CheckpointStatus.INTERRUPTED)
-    retry2 = await store.record_interrupt(NS, "req-2", cp2, make_pending("e", reason="second"))
-    assert retry2 == second
-
-    claimed = await store.claim_interrupt(NS, "e", "tok", T0)
-    assert claimed == first.pending
-    # Retried after the claim: the pending row is rebuilt from the request.
-    late = await store.record_interrupt(NS, "req-1", cp1, make_pending("e", reason="first"))
-    assert late.checkpoint == first.checkpoint
-    assert late.pending == first.pending
-    assert late.pending_created
-    assert [k for _, k, _ in await events(raw, store.schema)] == ["added", "claimed"]
-
-
-async def test_i3_exactly_one_of_32_concurrent_claimers_wins(
-    pg_dsn: str, pg_schema: str, raw: asyncpg.Connection
-) -> None:
-    """Over 50 rounds, 32 concurrent claims through two stores (two pools) yield exactly one
-    winner per round; every loser gets None; each claim is announced once, in order."""
-    a = PostgresStore(pg_dsn, schema=pg_schema, max_pool_size=8)
-    b = PostgresStore(pg_dsn, schema=pg_schema, max_pool_size=8)
-    await a.open()
-    await b.open()
-    try:
-        for round_no in range(50):
-            execution = f"e-{round_no}"
-            recorded = await record(a, execution)
-            claims = [
-                (a if i % 2 else b).claim_interrupt(
-                    NS, execution, "" if i % 8 == 0 else f"tok-{round_no}-{i}", T0
-                )
-                for i in range(32)
-            ]
-            results = await asyncio.gather(*claims)
-            winners = [r for r in results if r is not None]
-            assert winners == [recorded.pending], f"round {round_no}"
-            assert await a.claim_interrupt(NS, execution, "late", T0) is None
-        kinds = [k for _, k, _ in await events(raw, pg_schema)]
-        assert kinds == ["added", "claimed"] * 50
-    finally:
-        await a.close()
-        await b.close()
-
-
-async def test_i3_retry_with_same_claim_token_returns_same_row(pg_dsn: str, pg_schema: str) -> None:
-    """A retried claim with the winner's token gets the same row (also when retries race and
-    across stores); other tokens get None; purge_claims ends the retention."""
-    a = PostgresStore(pg_dsn, schema=pg_schema)
-    b = PostgresStore(pg_dsn, schema=pg_schema)
-    await a.open()
-    await b.open()
-    try:
-        recorded = await record(a, "e")
-        won = await a.claim_interrupt(NS, "e", "tok-1", T0)
-        assert won == recorded.pending
-        assert await b.claim_interrupt(NS, "e", "tok-1", T0 + timedelta(seconds=5)) == won
-        assert await a.claim_interrupt(NS, "e", "tok-2", T0) is None
-        assert await a.claim_interrupt(NS, "e", "", T0) is None
-        assert await a.claim_interrupt("ns-b", "e", "tok-1", T0) is None  # namespaces (N1)
-
-        again = await record(a, "f")
-        racing = await asyncio.gather(
-            *((a, b)[i % 2].claim_interrupt(NS, "f", "same", T0) for i in range(12))
-        )
-        assert racing == [again.pending] * 12
-
-        assert await a.purge_claims(T0 - timedelta(seconds=1)) == 0
-        assert await a.purge_claims(T0 + timedelta(seconds=1)) == 2
-        assert await a.claim_interrupt(NS, "e", "tok-1", T0) is None
-    finally:
-        await a.close()
-        await b.close()
-
-
 async def test_purge_claims_works_in_batches(store: PostgresStore, raw: asyncpg.Connection) -> None:
     """More expired claims than one purge batch are all purged, and only the expired ones."""
     await raw.execute(
@@ -684,63 +309,7 @@ async def test_purge_claims_works_in_batches(store: PostgresStore, raw: asyncpg.
     assert await store.purge_claims(T0 + timedelta(seconds=5)) == 1251
 
 
-async def test_i4_list_pending_newest_first_paged_and_filtered(store: PostgresStore) -> None:
-    """Pending rows list newest first by sequence, page by before_sequence, and filter by chain
-    name, reason and a literal agent_path prefix (LIKE wildcards match only themselves)."""
-    paths = ["a_b/x", "axb/y", "a%/z", None, "a_b"]
-    for i in range(30):
-        await record(
-            store,
-            f"e-{i:02}",
-            chain_name=f"chain-{i % 3}",
-            reason=f"reason-{i % 2}",
-            agent_path=paths[i % 5],
-            created_at=T0 - timedelta(minutes=i),  # created_at must not decide the order
-        )
-    everything = PendingFilter()
-    seen: list[str] = []
-    before: int | None = None
-    while True:
-        page = await store.list_pending(NS, before_sequence=before, limit=7, filters=everything)
-        seen += [p.execution_id for p in page]
-        if len(page) < 7:
-            break
-        before = page[-1].sequence
-    assert seen == [f"e-{i:02}" for i in range(29, -1, -1)]
-
-    async def ids(**f: Any) -> list[str]:
-        rows = await store.list_pending(
-            NS, before_sequence=None, limit=50, filters=PendingFilter(**f)
-        )
-        return [p.execution_id for p in rows]
-
-    assert await ids(chain_name="chain-1") == [f"e-{i:02}" for i in range(29, -1, -1) if i % 3 == 1]
-    assert await ids(chain_name="chain-1", reason="reason-0") == [
-        f"e-{i:02}" for i in range(29, -1, -1) if i % 6 == 4
-    ]
-    assert await ids(agent_path_prefix="a_b") == [
-        f"e-{i:02}" for i in range(29, -1, -1) if i % 5 in (0, 4)
-    ]
-    assert await ids(agent_path_prefix="a%") == [
-        f"e-{i:02}" for i in range(29, -1, -1) if i % 5 == 2
-    ]
-    assert await ids(agent_path_prefix="") == seen
-    assert await ids(reason="nope") == []
-    assert await store.list_pending("ns-b", before_sequence=None, limit=5, filters=everything) == []
-
-
 # --- idempotency ---------------------------------------------------------------------------
-
-
-async def test_d1_put_replaces_and_get_returns_exact_text(store: PostgresStore) -> None:
-    """Put replaces the cached value; get returns its exact text, and a cached null is found."""
-    assert await store.get_idempotent(NS, "e", "k") is None
-    await store.put_idempotent(NS, "", "e", "k", "null", T0)
-    assert await store.get_idempotent(NS, "e", "k") == "null"
-    await store.put_idempotent(NS, "", "e", "k", '{"b": 1,  "a": 2}', T0)
-    await store.put_idempotent(NS, "", "e", "k", '{"b": 1,  "a": 2}', T0)  # a retry
-    assert await store.get_idempotent(NS, "e", "k") == '{"b": 1,  "a": 2}'
-    assert await store.get_idempotent("ns-b", "e", "k") is None
 
 
 # --- events ---------------------------------------------------------------------------------
@@ -780,7 +349,7 @@ async def test_i5_event_cursors_become_visible_in_cursor_order(
             sampled.set()
 
     async def write(i: int) -> None:
-        await record(store, f"e-{i}")
+        await interrupt(store, f"e-{i}")
         await store.claim_interrupt(NS, f"e-{i}", f"t-{i}", T0)
 
     watcher = asyncio.create_task(watch())
@@ -870,7 +439,7 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("list_descending_sizes", sql.list_descending_sizes, ("ns", "e5", 2**63 - 1, 20)),
         (
             "list_pending_sizes",
-            sql.list_pending(False, False, False, sizes=True),
+            sql.list_pending(PendingFilter(), sizes=True)[0],
             ("ns", 2**63 - 1, 50),
         ),
         ("get_checkpoint", sql.get_checkpoint, ("ns", "c77", "e77")),
@@ -878,15 +447,27 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("checkpoint_by_request_id", sql.checkpoint_by_request_id, ("ns", "r77")),
         ("is_tombstone", sql.is_tombstone, ("ns", "r77")),
         ("reply_of_request", sql.reply_of_request, ("ns", "r77")),
-        ("list_pending", sql.list_pending(False, False, False), ("ns", 2**63 - 1, 50)),
-        ("list_pending_page", sql.list_pending(False, False, False), ("ns", 1500, 50)),
-        ("list_pending_chain", sql.list_pending(True, False, False), ("ns", 1500, 50, "chain3")),
-        ("list_pending_reason", sql.list_pending(False, True, False), ("ns", 1500, 50, "r2")),
-        ("list_pending_path", sql.list_pending(False, False, True), ("ns", 1500, 50, "a/b1")),
+        ("list_pending", sql.list_pending(PendingFilter())[0], ("ns", 2**63 - 1, 50)),
+        ("list_pending_page", sql.list_pending(PendingFilter())[0], ("ns", 1500, 50)),
+        (
+            "list_pending_chain",
+            sql.list_pending(PendingFilter(chain_name="chain3"))[0],
+            ("ns", 1500, "chain3", 50),
+        ),
+        (
+            "list_pending_reason",
+            sql.list_pending(PendingFilter(reason="r2"))[0],
+            ("ns", 1500, "r2", 50),
+        ),
+        (
+            "list_pending_path",
+            sql.list_pending(PendingFilter(agent_path_prefix="a/b1"))[0],
+            ("ns", 1500, "a/b1", 50),
+        ),
         (
             "list_pending_all_filters",
-            sql.list_pending(True, True, True),
-            ("ns", 1500, 50, "chain3", "r2", "a/b1"),
+            sql.list_pending(PendingFilter("chain3", "r2", "a/b1"))[0],
+            ("ns", 1500, "chain3", "r2", "a/b1", 50),
         ),
         ("pending_by_execution", sql.pending_by_execution, ("ns", "e5")),
         ("claim_with_token", sql.claim_with_token, ("ns", "e5", "tok", T0)),
@@ -947,7 +528,7 @@ async def test_e3_store_recovers_after_backends_are_terminated(
     s = PostgresStore(pg_dsn, schema=pg_schema, min_pool_size=3, max_pool_size=3)
     await s.open()
     try:
-        stored = await s.put_checkpoint(NS, "", make_checkpoint("e"))
+        stored = await s.put_checkpoint(NS, "", checkpoint("e"))
         for round_no in range(6):
             killed = await raw.fetch(
                 "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -1007,7 +588,7 @@ async def test_e3_statement_timeout_is_unavailable_and_the_store_still_works(
     s = PostgresStore(pg_dsn, schema=pg_schema, timeout=0.5, max_pool_size=1)
     await s.open()
     try:
-        await s.put_checkpoint(NS, "", make_checkpoint("e"))
+        await s.put_checkpoint(NS, "", checkpoint("e"))
         blocker = raw.transaction()
         await blocker.start()
         await raw.execute(f'LOCK TABLE "{pg_schema}".checkpoints IN ACCESS EXCLUSIVE MODE')
@@ -1032,3 +613,10 @@ async def test_e2_database_errors_carry_no_sql_text(
         await store.get_idempotent(NS, "e", "k")
     assert not isinstance(info.value, StoreUnavailable)
     assert str(info.value) == "Postgres error 42P01 (UndefinedTableError)"
+
+
+async def test_non_positive_limits_list_nothing(store: PostgresStore) -> None:
+    """A listing with a limit below one is empty here (SQLite refuses it)."""
+    await store.put_checkpoint(NS, "", checkpoint("e"))
+    listed = await store.list_checkpoints(NS, "e", after_sequence=None, descending=False, limit=0)
+    assert listed == []

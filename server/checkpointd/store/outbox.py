@@ -1,0 +1,248 @@
+"""The interrupt-event outbox (contract I5) and the pending snapshot of a watch, as both
+backends read them: the same statements but for table names and placeholders, the same
+loops. Each backend opens the transaction (its own isolation and locking) and hands in a
+``fetch`` that runs one statement in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from checkpointd.domain import EventPage, PendingFilter, PendingRecord, SnapshotPage
+from checkpointd.store import budget, filters, rows
+from checkpointd.store.base import StoreError
+from checkpointd.store.columns import (
+    DECIDED_PENDING_COLUMNS,
+    EVENT_COLUMNS,
+    EVENT_PENDING_COLUMNS,
+    MAX_SEQUENCE,
+)
+
+__all__ = [
+    "Fetch",
+    "OutboxSql",
+    "event_bounds",
+    "purge_event_batch",
+    "purge_in_batches",
+    "read_event_page",
+    "snapshot_page",
+]
+
+#: Run one statement with its parameters in the caller's transaction; return its rows.
+Fetch = Callable[[str, Sequence[Any]], Awaitable[Sequence[rows.Row]]]
+#: Run one statement; return how many rows it changed.
+Run = Callable[[str, Sequence[Any]], Awaitable[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSql:
+    """A backend's outbox statements, built from its table names, its stored-size
+    expressions and its placeholders (``number`` turns ``?`` into the backend's own)."""
+
+    pending_table: str
+    events_table: str
+    decisions_table: str
+    pending_size: str
+    event_size: str
+    prefix: filters.PrefixMatch
+    number: Callable[[str], str]
+    #: purged_through, latest: the outbox's bounds (latest may lag purged_through).
+    bounds: str
+    #: Parameters: cursor.
+    purge_through: str
+    raise_purged_through: str
+
+    def events(self, columns: str, *, of_namespace: bool) -> str:
+        """Events (or their sizes) after a cursor and up to another, oldest first.
+        Parameters: [namespace,] after, up to, limit."""
+        scope = "namespace = ? AND " if of_namespace else ""
+        return self.number(
+            f"SELECT {columns} FROM {self.events_table} "
+            f"WHERE {scope}cursor > ? AND cursor <= ? ORDER BY cursor LIMIT ?"
+        )
+
+    @property
+    def events_head(self) -> str:
+        """The oldest events' cursors and times. Parameters: limit."""
+        return self.number(
+            f"SELECT cursor, event_at FROM {self.events_table} ORDER BY cursor LIMIT ?"
+        )
+
+    def _added_after(self) -> str:
+        # A row was added after the snapshot cursor exactly when its `added` event has a
+        # cursor above it (events commit in cursor order).
+        return (
+            f" AND NOT EXISTS (SELECT 1 FROM {self.events_table} AS a "
+            "WHERE a.namespace = p.namespace AND a.cursor > ? AND a.kind = 'added' "
+            "AND a.sequence = p.sequence)"
+        )
+
+    def snapshot_pending(self, where: str, *, sizes: bool) -> str:
+        """The rows pending now and not added after the cursor; each with the decision on
+        its pause, as a listing returns it (K1), or (``sizes``) its sequence and size.
+        Parameters: namespace, below, above, filters..., cursor, limit."""
+        if sizes:
+            selection = f"SELECT {self.pending_size} FROM {self.pending_table} AS p"
+        else:
+            selection = (
+                f"SELECT {DECIDED_PENDING_COLUMNS} FROM {self.pending_table} AS p "
+                f"LEFT JOIN {self.decisions_table} AS d ON d.namespace = p.namespace "
+                "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id"
+            )
+        return self.number(
+            f"{selection} WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?"
+            f"{where}{self._added_after()} ORDER BY p.sequence DESC LIMIT ?"
+        )
+
+    def snapshot_gone(self, where: str, *, sizes: bool) -> str:
+        """The rows pending at the cursor and claimed or removed since, rebuilt from their
+        events (which carry the whole row). Parameters: namespace, below, above,
+        filters..., cursor, cursor, limit."""
+        columns = self.pending_size if sizes else EVENT_PENDING_COLUMNS
+        return self.number(
+            f"SELECT {columns} FROM {self.events_table} AS p "
+            f"WHERE namespace = ? AND sequence < ? AND sequence > ?{where} "
+            f"AND p.cursor > ? AND p.kind IN ('claimed', 'removed'){self._added_after()} "
+            "ORDER BY p.sequence DESC LIMIT ?"
+        )
+
+
+async def event_bounds(fetch: Fetch, sql: OutboxSql) -> tuple[int, int]:
+    """The outbox's purged-through cursor and its latest cursor (never below the former)."""
+    found = await fetch(sql.bounds, ())
+    if not found:  # cannot happen: migration 2 writes the row
+        raise StoreError("the interrupt_events_purged row is missing")
+    purged_through = int(found[0]["purged_through"])
+    return purged_through, max(purged_through, int(found[0]["latest"]))
+
+
+async def read_event_page(
+    fetch: Fetch,
+    sql: OutboxSql,
+    read_time: rows.TimeReader,
+    *,
+    after_cursor: int,
+    up_to_cursor: int | None,
+    limit: int,
+    namespace: str | None,
+    max_bytes: int | None,
+) -> EventPage:
+    """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
+    ``max_bytes`` (sizes first, then only the events that fit), with the outbox's bounds;
+    the caller runs it in one read transaction."""
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+    upper = MAX_SEQUENCE if up_to_cursor is None else up_to_cursor
+    found: Sequence[rows.Row] = []
+    more = False
+    purged_through, latest = await event_bounds(fetch, sql)
+    if limit > 0 and upper > after_cursor:
+        scope: tuple[str, ...] = () if namespace is None else (namespace,)
+        of_namespace = namespace is not None
+        sizes = await fetch(
+            sql.events(sql.event_size, of_namespace=of_namespace),
+            (*scope, after_cursor, upper, limit + 1),
+        )
+        taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+        more = len(sizes) > taken
+        if taken:
+            through = int(sizes[taken - 1][0])
+            found = await fetch(
+                sql.events(EVENT_COLUMNS, of_namespace=of_namespace),
+                (*scope, after_cursor, through, taken),
+            )
+    return EventPage(
+        events=[rows.event_from_row(row, read_time) for row in found],
+        purged_through=purged_through,
+        latest_cursor=latest,
+        more=more,
+    )
+
+
+async def purge_event_batch(
+    fetch: Fetch, run: Run, sql: OutboxSql, cutoff: Any, batch_size: int
+) -> tuple[int, int]:
+    """Delete the oldest events up to the first one written at or after ``cutoff`` (in the
+    backend's time form), at most ``batch_size``, in the caller's write transaction; return
+    how many were due and how many this batch deleted."""
+    due = 0
+    through = 0
+    for row in await fetch(sql.events_head, (batch_size,)):
+        if row["event_at"] >= cutoff:
+            break
+        due += 1
+        through = int(row["cursor"])
+    deleted = 0
+    if due:
+        deleted = await run(sql.purge_through, (through,))
+        await run(sql.raise_purged_through, (through,))
+    return due, deleted
+
+
+async def purge_in_batches(
+    batch: Callable[[], Awaitable[tuple[int, int]]], *, batch_size: int
+) -> int:
+    """Run purge batches (each its own transaction) until one finds less than a batch due;
+    return how many events went."""
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    purged = 0
+    while True:
+        due, deleted = await batch()
+        purged += deleted
+        if due < batch_size:
+            return purged
+
+
+async def snapshot_page(
+    fetch: Fetch,
+    sql: OutboxSql,
+    read_time: rows.TimeReader,
+    namespace: str,
+    pending_filters: PendingFilter,
+    *,
+    as_of_cursor: int,
+    before_sequence: int | None,
+    limit: int,
+    max_bytes: int | None,
+) -> SnapshotPage:
+    """A page of the pending set as it was at ``as_of_cursor``, newest first: the rows pending
+    now that were not added after it, plus the rows claimed or removed after it; the caller
+    runs it in one read transaction."""
+    if limit <= 0:
+        raise ValueError("limit must be positive")
+    where, params = filters.conditions(pending_filters, sql.prefix)
+    high = MAX_SEQUENCE if before_sequence is None else before_sequence
+    after = as_of_cursor
+    purged_through, _ = await event_bounds(fetch, sql)
+    now = await fetch(
+        sql.snapshot_pending(where, sizes=True), [namespace, high, 0, *params, after, limit + 1]
+    )
+    gone = await fetch(
+        sql.snapshot_gone(where, sizes=True),
+        [namespace, high, 0, *params, after, after, limit + 1],
+    )
+    sizes = budget.merge_newest_first(
+        [(int(r[0]), int(r[1])) for r in now], [(int(r[0]), int(r[1])) for r in gone]
+    )
+    taken = budget.fit((size for _, size in sizes), limit, max_bytes)
+    found: dict[int, PendingRecord] = {}
+    if taken:
+        low = sizes[taken - 1][0] - 1
+        for row in await fetch(
+            sql.snapshot_pending(where, sizes=False),
+            [namespace, high, low, *params, after, taken],
+        ):
+            found[int(row["sequence"])] = rows.pending_from_row(row, read_time, with_decision=True)
+        for row in await fetch(
+            sql.snapshot_gone(where, sizes=False),
+            [namespace, high, low, *params, after, after, taken],
+        ):
+            found.setdefault(int(row["sequence"]), rows.pending_from_row(row, read_time))
+    return SnapshotPage(
+        rows=[found[sequence] for sequence in sorted(found, reverse=True)],
+        more=len(sizes) > taken,
+        purged_through=purged_through,
+    )

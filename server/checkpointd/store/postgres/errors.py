@@ -1,0 +1,73 @@
+"""asyncpg and socket errors as store errors, with messages that hold no SQL or secret."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg.exceptions
+
+from checkpointd.store.base import StoreError, StoreUnavailable
+
+__all__ = ["describe", "is_broken_connection", "translate"]
+
+
+def is_broken_connection(exc: Exception) -> bool:
+    """Whether ``exc`` means the connection it came from is unusable (server gone, socket
+    error, protocol out of step), as opposed to a timeout that asyncpg cancels cleanly."""
+    E = asyncpg.exceptions  # noqa: N806 (a module alias)
+    if isinstance(exc, TimeoutError):
+        return False
+    if isinstance(exc, E.InterfaceError):
+        return "clos" in str(exc)  # "connection is closed", "pool is closing", ...
+    return isinstance(
+        exc,
+        OSError
+        | E.PostgresConnectionError
+        | E.AdminShutdownError
+        | E.CrashShutdownError
+        | E.CannotConnectNowError
+        # A FATAL message that arrived while the connection sat idle (its backend was
+        # terminated) leaves the protocol waiting for a reply that never comes.
+        | E.InternalClientError,
+    )
+
+
+def describe(exc: BaseException, secrets: Sequence[str]) -> str:
+    """Return ``Type: first line of message``, shortened and without the ``secrets``."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    if len(text) > 200:
+        text = text[:197] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def translate(exc: Exception, *, timeout: float, secrets: Sequence[str]) -> StoreError | None:
+    """Map a driver or socket error to a store error; None for errors that are not the
+    database's (bugs, bad arguments)."""
+    E = asyncpg.exceptions  # noqa: N806 (a module alias)
+    if isinstance(exc, TimeoutError | E.QueryCanceledError):
+        return StoreUnavailable(f"Postgres did not answer within {timeout:g}s")
+    if isinstance(
+        exc,
+        OSError
+        | E.PostgresConnectionError
+        | E.OperatorInterventionError  # admin shutdown, crash recovery, cannot connect now
+        | E.InsufficientResourcesError,  # too many connections, disk full, out of memory
+    ):
+        return StoreUnavailable(f"Postgres is unavailable: {describe(exc, secrets)}")
+    if isinstance(exc, E.TransactionRollbackError):  # serialization failure, deadlock
+        return StoreUnavailable(
+            f"Postgres aborted a conflicting transaction: {describe(exc, secrets)}"
+        )
+    if isinstance(exc, E.InternalClientError):
+        return StoreUnavailable(
+            f"Postgres is unavailable: the connection broke ({type(exc).__name__})"
+        )
+    if is_broken_connection(exc):
+        return StoreUnavailable(f"Postgres is unavailable: {describe(exc, secrets)}")
+    if isinstance(exc, E.PostgresError):
+        return StoreError(f"Postgres error {exc.sqlstate} ({type(exc).__name__})")
+    if isinstance(exc, E.InterfaceError):
+        return StoreError(f"Postgres client error ({type(exc).__name__})")
+    return None

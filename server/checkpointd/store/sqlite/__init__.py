@@ -1,0 +1,5 @@
+"""The SQLite wing: the embedded default backend (see :mod:`.store`)."""
+
+from checkpointd.store.sqlite.store import SQLiteStore
+
+__all__ = ["SQLiteStore"]

@@ -1,0 +1,1084 @@
+"""The SQLite store: the embedded default backend, one database file, safe across processes.
+
+Durability (contract E1): the file runs in WAL journal mode with ``synchronous=FULL``, so the
+WAL is fsynced at every commit and an acknowledged commit survives ``kill -9`` of the server
+and a power loss. (``NORMAL`` would survive ``kill -9`` but could lose the last commits on
+power loss.)
+
+Concurrency:
+
+* Writes run in explicit ``BEGIN IMMEDIATE`` transactions on one connection in autocommit
+  mode (``isolation_level=None``). An :class:`asyncio.Lock` guards that connection, so two
+  tasks never interleave their statements in one transaction.
+* ``BEGIN IMMEDIATE`` takes SQLite's write lock before the first read, so a transaction never
+  reads a row that another process changes before it commits. That makes the read-then-write
+  transactions (claim, record interrupt) exactly-once across every process that shares the
+  file (contract I3); a process waiting for the lock waits up to ``busy_timeout`` and then
+  gets :class:`StoreUnavailable` (retriable), never a half-done write.
+* Reads use a second, query-only connection: in WAL mode readers neither block nor are
+  blocked by the writer, and each read sees the last committed state.
+* Group commit (:mod:`checkpointd.store.group_commit`): ``put_checkpoint`` and
+  ``put_idempotent`` queue their write; one task runs the queued writes (at most
+  ``columns.GROUP_COMMIT_MAX``) in a single transaction, so many concurrent writers share one fsync.
+  Nothing waits on purpose: when the writer is idle the first write goes at once, alone, and
+  whatever arrives while it commits forms the next transaction. Each caller is answered only
+  after the transaction holding its row has committed (E1). A write's own failure
+  (``CheckpointExists``; a retry finding its row) touches no other write of the transaction:
+  SQLite undoes only the failed statement (no savepoint needed), and the transaction goes on.
+  An SQLite error (disk full, I/O) rolls the whole transaction back and every write in it
+  gets that error; none was acknowledged. The other writes (interrupts, claims, deletes) keep
+  a transaction each: they read before they write and emit events, and stay simple.
+
+Every call is bounded by ``timeout`` seconds; past it the call raises
+:class:`StoreUnavailable`. SQLite errors that mean the file cannot be reached, locked,
+written or grown (busy, locked, read-only, I/O error, full, cannot open) become
+:class:`StoreUnavailable` with a short message naming the file and never any SQL.
+
+Times are stored as INTEGER microseconds since the Unix epoch (UTC) and converted exactly,
+without floats. The schema is applied by versioned migrations
+(``store/migrations/sqlite_NNNN_*.sql``), each in one ``BEGIN IMMEDIATE`` transaction with its
+``schema_migrations`` row, so several processes opening a fresh file at once apply each
+version exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import os
+import random
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from checkpointd.config import DEFAULT_SQLITE_BUSY_TIMEOUT_MS, DEFAULT_STORE_TIMEOUT
+from checkpointd.domain import (
+    RUN_END,
+    CheckpointRecord,
+    DecisionChange,
+    DecisionOutcome,
+    DecisionRecord,
+    DecisionStatus,
+    DeleteExecutionResult,
+    EventKind,
+    EventPage,
+    Page,
+    PendingFilter,
+    PendingRecord,
+    PruneResult,
+    RecordInterruptResult,
+    SnapshotPage,
+)
+from checkpointd.store import budget, decisions, outbox, replies, retries, rows, times
+from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.columns import (
+    GROUP_COMMIT_MAX,
+    MAX_SEQUENCE,
+    checkpoint_params,
+    decision_json,
+    decision_params,
+    event_params,
+    pending_params,
+)
+from checkpointd.store.filters import conditions
+from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.schema import Migration, load_migrations
+from checkpointd.store.sqlite import errors, sql
+from checkpointd.store.sqlite.notifier import SQLiteEventNotifier
+
+__all__ = ["SQLiteStore"]
+
+# --- rows ----------------------------------------------------------------------------------
+
+
+def _checkpoint_from_row(row: sqlite3.Row) -> CheckpointRecord:
+    return rows.checkpoint_from_row(row, times.from_us)
+
+
+def _pending_from_row(row: sqlite3.Row) -> PendingRecord:
+    return rows.pending_from_row(row, times.from_us)
+
+
+def _decided_from_row(row: sqlite3.Row) -> PendingRecord:
+    return rows.pending_from_row(row, times.from_us, with_decision=True)
+
+
+def _load_migrations() -> tuple[Migration, ...]:
+    return load_migrations("sqlite")
+
+
+async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    """All rows of a query (fetched to the end, so no statement stays open)."""
+    return list(await conn.execute_fetchall(sql, params))
+
+
+async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+    """Run one statement; return the number of rows it changed."""
+    async with conn.execute(sql, params) as cursor:
+        return cursor.rowcount
+
+
+#: One write of a group transaction: its statements, run on the writer inside the transaction.
+_GroupWrite = Callable[[aiosqlite.Connection], Awaitable[Any]]
+
+
+def _probe_open(path: str) -> None:
+    """Raise the sqlite3 error of opening ``path``, if opening it fails."""
+    sqlite3.connect(path, isolation_level=None).close()
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+class SQLiteStore:
+    """A :class:`~checkpointd.store.base.Store` in one SQLite file.
+
+    ``busy_timeout_ms`` is how long a write waits for another process's write lock before
+    the call fails with :class:`StoreUnavailable`; ``timeout`` bounds every call (including
+    :meth:`open` and the wait for this process's own writer) in seconds. The caller checks
+    the path; the parent directory must exist.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = DEFAULT_SQLITE_BUSY_TIMEOUT_MS,
+        timeout: float = DEFAULT_STORE_TIMEOUT,
+    ) -> None:
+        if busy_timeout_ms < 0:
+            raise ValueError("busy_timeout_ms must not be negative")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        self._path = os.fspath(path)
+        if self._path in ("", ":memory:"):
+            # Each connection would get its own private database: the reader would see nothing.
+            raise ValueError("SQLiteStore needs the path of a database file")
+        self._busy_timeout_ms = busy_timeout_ms
+        self._timeout = timeout
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+        # The outbox reader's connection: its multi-statement read transactions and its
+        # data_version polls never share a connection with other callers' reads.
+        self._events_conn: aiosqlite.Connection | None = None
+        self._events_lock = asyncio.Lock()
+        self._event_wakeups: set[asyncio.Event] = set()
+        self._event_in_transaction = False
+        self._cleanups: set[asyncio.Future[None]] = set()
+        self._group: GroupCommit[_GroupWrite, Any] = GroupCommit(
+            self._commit_group, max_batch=GROUP_COMMIT_MAX
+        )
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, set WAL and ``synchronous=FULL``, and apply the missing migrations."""
+        if self._writer is not None:
+            return
+        migrations = _load_migrations()
+        writer: aiosqlite.Connection | None = None
+        reader: aiosqlite.Connection | None = None
+        events: aiosqlite.Connection | None = None
+        try:
+            async with asyncio.timeout(self._timeout):
+                writer = await self._connect()
+                mode = await self._enter_wal(writer)
+                if str(mode[0][0]).lower() != "wal":
+                    raise StoreError(
+                        f"cannot open SQLite database at {self._path}: "
+                        f"WAL journal mode is not available (journal_mode={mode[0][0]})"
+                    )
+                await _run(writer, "PRAGMA synchronous = FULL", ())
+                await self._migrate(writer, migrations)
+                reader = await self._connect()
+                await _run(reader, "PRAGMA query_only = ON", ())
+                await _fetch(reader, sql.PING, ())
+                events = await self._connect()
+                await _run(events, "PRAGMA query_only = ON", ())
+        except BaseException as exc:
+            for conn in (events, reader, writer):
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            if isinstance(exc, TimeoutError):
+                raise StoreUnavailable(
+                    f"cannot open SQLite database at {self._path}: "
+                    f"no answer within {self._timeout:g} s"
+                ) from exc
+            if isinstance(exc, sqlite3.Error):
+                error = (
+                    StoreUnavailable
+                    if errors.primary_code(exc) in errors.UNAVAILABLE_CODES
+                    else StoreError
+                )
+                raise error(
+                    f"cannot open SQLite database at {self._path}: {errors.describe(exc)}"
+                ) from exc
+            raise
+        self._writer, self._reader, self._events_conn = writer, reader, events
+
+    @staticmethod
+    async def _enter_wal(writer: aiosqlite.Connection) -> list[sqlite3.Row]:
+        """Switch the file to WAL, retrying while another process holds it. Switching takes
+        an exclusive lock and SQLite answers "database is locked" at once, without its busy
+        handler, when processes open a new file together; the caller's timeout bounds the
+        retries."""
+        while True:
+            try:
+                return await _fetch(writer, "PRAGMA journal_mode = WAL", ())
+            except sqlite3.OperationalError as exc:
+                if errors.primary_code(exc) not in errors.BUSY_CODES:
+                    raise
+            await asyncio.sleep(random.uniform(0.005, 0.05))  # jitter, so racers part
+
+    async def close(self) -> None:
+        """Close both connections, after the write in progress (if any). Safe to call twice."""
+        reader, writer, events = self._reader, self._writer, self._events_conn
+        self._reader = self._writer = self._events_conn = None
+        if reader is not None:
+            await reader.close()
+        if events is not None:
+            async with self._events_lock:
+                await events.close()
+        if writer is not None:
+            async with self._write_lock:
+                await writer.close()
+
+    async def ping(self) -> None:
+        """Raise :class:`StoreUnavailable` unless the file answers a trivial query."""
+        async with self._call():
+            await _fetch(self._read_conn(), sql.PING, ())
+
+    def pool_state(self) -> None:
+        """None: the SQLite store holds two fixed connections, not a pool."""
+        return None
+
+    async def count_pending_by_namespace(self) -> dict[str, int]:
+        """Return the number of pending interrupts in each namespace that has any."""
+        async with self._call():
+            rows = await _fetch(self._read_conn(), sql.COUNT_PENDING, ())
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    async def _connect(self) -> aiosqlite.Connection:
+        # Probe with plain sqlite3 first: when aiosqlite's own connect fails, its worker
+        # thread outlives the call and may report to a closed event loop.
+        await asyncio.to_thread(_probe_open, self._path)
+        conn = await aiosqlite.connect(
+            self._path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+        )
+        conn.row_factory = sqlite3.Row
+        try:
+            await _run(conn, f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", ())
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def _migrate(self, conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> None:
+        """Apply each missing migration in its own ``BEGIN IMMEDIATE`` transaction."""
+        scripts = {m.version: sql.split_statements(m.sql) for m in migrations}
+        await _run(conn, "BEGIN IMMEDIATE", ())
+        try:
+            await _run(conn, sql.CREATE_SCHEMA_MIGRATIONS, ())
+            await _run(conn, "COMMIT", ())
+        except BaseException:
+            await conn.rollback()
+            raise
+        known = migrations[-1].version
+        for migration in migrations:
+            await _run(conn, "BEGIN IMMEDIATE", ())
+            try:
+                applied = {row[0] for row in await _fetch(conn, sql.APPLIED_VERSIONS, ())}
+                if applied and max(applied) > known:
+                    raise StoreError(
+                        f"cannot open SQLite database at {self._path}: its schema version "
+                        f"{max(applied)} is newer than this server knows ({known})"
+                    )
+                if migration.version not in applied:
+                    for statement in scripts[migration.version]:
+                        await _run(conn, statement, ())
+                    await _run(
+                        conn,
+                        sql.RECORD_MIGRATION,
+                        (migration.version, migration.file_name, times.now_us()),
+                    )
+                await _run(conn, "COMMIT", ())
+            except BaseException:
+                await conn.rollback()
+                raise
+
+    # --- plumbing ------------------------------------------------------------------------
+
+    def _read_conn(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        return self._reader
+
+    @contextlib.asynccontextmanager
+    async def _call(self) -> AsyncIterator[None]:
+        """Bound a call by ``timeout`` and turn SQLite errors into store errors."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                yield
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"SQLite database {self._path} did not answer within {self._timeout:g} s"
+            ) from exc
+        except sqlite3.Error as exc:
+            raise errors.translate(
+                exc, self._path, busy_timeout_ms=self._busy_timeout_ms, closed=self._writer is None
+            ) from exc
+        except ValueError as exc:
+            # aiosqlite's "Connection closed" when close() overtook this call.
+            if self._writer is None:
+                raise StoreUnavailable(f"SQLite store {self._path} is closed") from exc
+            raise
+
+    @contextlib.asynccontextmanager
+    async def _transaction(
+        self,
+        conn: aiosqlite.Connection,
+        lock: asyncio.Lock,
+        begin: str,
+        on_commit: Callable[[], None] | None = None,
+    ) -> AsyncIterator[None]:
+        """One transaction (``begin``) on ``conn`` under ``lock``, committed when the body
+        returns, rolled back when it raises.
+
+        The lock is held until the transaction has ended. A cancelled caller (its ``timeout``
+        ran out) does not wait for that: the rollback finishes in the background after
+        whatever statement the connection is still running, then frees the lock.
+        """
+        await lock.acquire()
+        try:
+            await _fetch(conn, begin, ())
+            yield
+            await _fetch(conn, "COMMIT", ())
+            if on_commit is not None:
+                on_commit()
+        except asyncio.CancelledError:
+            task = asyncio.ensure_future(self._rollback_and_release(conn, lock))
+            self._cleanups.add(task)
+            task.add_done_callback(self._cleanups.discard)
+            raise
+        except BaseException:
+            await self._rollback_and_release(conn, lock)
+            raise
+        else:
+            lock.release()
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction on the writer (see :meth:`_transaction`); its
+        commit wakes the event notifiers when it wrote an event."""
+        conn = self._writer
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        async with self._transaction(
+            conn, self._write_lock, "BEGIN IMMEDIATE", self._wake_event_readers
+        ):
+            self._event_in_transaction = False
+            yield conn
+
+    def _wake_event_readers(self) -> None:
+        if self._event_in_transaction:
+            for wakeup in self._event_wakeups:
+                wakeup.set()
+
+    async def _append_event(
+        self,
+        conn: aiosqlite.Connection,
+        namespace: str,
+        kind: EventKind,
+        pending: PendingRecord,
+        event_at_us: int,
+    ) -> None:
+        """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
+        params = (*event_params(namespace, kind, pending, times.to_us), event_at_us)
+        await _run(conn, sql.INSERT_EVENT, (*params, decision_json(pending)))
+        self._event_in_transaction = True
+
+    @staticmethod
+    async def _rollback_and_release(conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
+        """End the connection's transaction, if one is open, and free its lock."""
+        try:
+            # A no-op when no transaction is open (BEGIN failed, or COMMIT went through).
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await conn.rollback()
+        finally:
+            lock.release()
+
+    async def _commit_group(self, writes: list[_GroupWrite]) -> list[Any]:
+        """Run ``writes`` in one transaction; a write's own :class:`StoreError` (a duplicate
+        id) is its outcome, and SQLite has undone only that write's failed statement."""
+        outcomes: list[Any] = []
+        async with self._call(), self._write() as conn:
+            for write in writes:
+                try:
+                    outcomes.append(await write(conn))
+                except StoreError as exc:
+                    outcomes.append(exc)
+        return outcomes
+
+    async def _insert_checkpoint(
+        self,
+        conn: aiosqlite.Connection,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+    ) -> tuple[CheckpointRecord, bool]:
+        """Insert inside the caller's transaction; return the stored row and whether this call
+        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists` or
+        :class:`RequestAppliedThenDeleted`. One statement when the row is written."""
+        params = checkpoint_params(namespace, request_id, checkpoint, times.to_us)
+        try:
+            written = await _fetch(conn, sql.INSERT_CHECKPOINT, (*params, namespace, request_id))
+        except sqlite3.IntegrityError:
+            written = []
+        if written:
+            stored = dataclasses.replace(
+                checkpoint, sequence=int(written[0][0]), created_at=times.from_us(params[-1])
+            )
+            return stored, True
+
+        # Nothing written: a taken id, or a tombstone. Writers are serialized, so what these
+        # lookups see is what stopped the insert.
+        async def by_request_id() -> CheckpointRecord | None:
+            found = await _fetch(conn, sql.CHECKPOINT_BY_REQUEST_ID, (namespace, request_id))
+            return _checkpoint_from_row(found[0]) if found else None
+
+        async def is_tombstone() -> bool:
+            return bool(await _fetch(conn, sql.IS_TOMBSTONE, (namespace, request_id)))
+
+        async def by_checkpoint_id() -> bool:
+            cid = checkpoint.checkpoint_id
+            return bool(await _fetch(conn, sql.CHECKPOINT_BY_ID, (namespace, cid)))
+
+        stored_before = await retries.existing_checkpoint(
+            request_id,
+            checkpoint.checkpoint_id,
+            by_request_id=by_request_id,
+            is_tombstone=is_tombstone,
+            by_checkpoint_id=by_checkpoint_id,
+        )
+        if stored_before is not None:
+            return stored_before, False  # a retry, whatever its id
+        raise StoreError(f"SQLite database {self._path}: a checkpoint insert failed a constraint")
+
+    # --- checkpoints ---------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+    ) -> CheckpointRecord:
+        """Insert one checkpoint (group commit); a retry with the same request id returns the
+        stored row."""
+        times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
+
+        async def write(conn: aiosqlite.Connection) -> CheckpointRecord:
+            stored, _ = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
+            return stored
+
+        async with self._call():
+            result: CheckpointRecord = await self._group.submit(write)
+        return result
+
+    async def get_checkpoint(
+        self, namespace: str, execution_id: str, checkpoint_id: str
+    ) -> CheckpointRecord | None:
+        """Return the checkpoint with this id if it belongs to this execution."""
+        async with self._call():
+            rows = await _fetch(
+                self._read_conn(), sql.GET_CHECKPOINT, (namespace, checkpoint_id, execution_id)
+            )
+        return _checkpoint_from_row(rows[0]) if rows else None
+
+    async def get_latest_checkpoint(
+        self, namespace: str, execution_id: str, *, skip_run_end: bool = False
+    ) -> CheckpointRecord | None:
+        """Return the execution's row with the highest sequence (optionally not a run_end)."""
+        async with self._call():
+            if skip_run_end:
+                rows = await _fetch(
+                    self._read_conn(),
+                    sql.LATEST_CHECKPOINT_SKIP_STEP_TYPE,
+                    (namespace, execution_id, RUN_END),
+                )
+            else:
+                rows = await _fetch(
+                    self._read_conn(), sql.LATEST_CHECKPOINT, (namespace, execution_id)
+                )
+        return _checkpoint_from_row(rows[0]) if rows else None
+
+    async def list_checkpoints(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        after_sequence: int | None,
+        descending: bool,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> Page[CheckpointRecord]:
+        """Up to ``limit`` rows ordered by sequence, after ``after_sequence`` in the direction
+        of travel, within ``max_bytes`` (sizes first, then only the rows that fit)."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        if descending:
+            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_DESC, sql.LIST_CHECKPOINTS_DESC
+            low, high = 0, MAX_SEQUENCE if after_sequence is None else after_sequence
+        else:
+            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_ASC, sql.LIST_CHECKPOINTS_ASC
+            low, high = 0 if after_sequence is None else after_sequence, MAX_SEQUENCE
+        while True:
+            async with self._call():
+                conn = self._read_conn()
+                sizes = await _fetch(
+                    conn, sizes_sql, (namespace, execution_id, low, high, limit + 1)
+                )
+                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+                if not taken:
+                    return Page()
+                chosen = [int(row[0]) for row in sizes[:taken]]
+                # No new row can fall inside the chosen range (SQLite hands out sequences in
+                # commit order), so this reads the chosen rows, less any deleted meanwhile.
+                found = await _fetch(
+                    conn,
+                    rows_sql,
+                    (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
+                )
+            if found:  # else every chosen row was deleted meanwhile: read on from there
+                return Page((_checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
+
+    async def delete_execution(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> DeleteExecutionResult:
+        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
+        transaction, with a ``removed`` event when a pending interrupt went away, tombstones
+        for the request ids of the deleted checkpoints, and the reply under ``request_id``
+        (a retry returns that reply and deletes nothing: C9)."""
+        key = (namespace, execution_id)
+        now_us = times.now_us() if now is None else times.to_us(now)
+        async with self._call(), self._write() as conn:
+            record = bool(request_id)
+            if request_id:
+                earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
+                if earlier and earlier[0]["kind"] == replies.DELETE_EXECUTION:
+                    return replies.decode_delete(earlier[0]["reply_json"])
+                record = not earlier  # an id already used by another kind of call is kept
+            pending_rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
+            await _run(conn, sql.TOMBSTONE_EXECUTION, (now_us, *key))
+            checkpoints = await _run(conn, sql.DELETE_CHECKPOINTS_OF_EXECUTION, key)
+            pending_deleted = await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, key) > 0
+            idempotency = await _run(conn, sql.DELETE_IDEMPOTENT_OF_EXECUTION, key)
+            await _run(conn, sql.DELETE_DECISIONS_OF_EXECUTION, key)
+            if pending_rows:
+                pending = _pending_from_row(pending_rows[0])
+                await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
+            result = DeleteExecutionResult(
+                checkpoints_deleted=checkpoints,
+                pending_interrupt_deleted=pending_deleted,
+                idempotency_results_deleted=idempotency,
+            )
+            if record:
+                reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
+                await _run(conn, sql.RECORD_REPLY, (*reply, replies.encode(result)))
+        return result
+
+    async def prune(
+        self,
+        namespace: str,
+        cutoff: datetime,
+        *,
+        batch_size: int,
+        request_id: str = "",
+        now: datetime | None = None,
+    ) -> PruneResult:
+        """Delete completed/failed checkpoints and unprotected idempotency results older than
+        ``cutoff``, at most ``batch_size`` rows per transaction; the request ids of the deleted
+        checkpoints become tombstones in their batch's transaction. The reply is recorded
+        under ``request_id`` once the prune is complete, and a retry returns it (C9)."""
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        now_us = times.now_us() if now is None else times.to_us(now)
+        if request_id:
+            async with self._call():
+                earlier = await _fetch(
+                    self._read_conn(), sql.REPLY_OF_REQUEST, (namespace, request_id)
+                )
+            if earlier and earlier[0]["kind"] == replies.PRUNE:
+                return replies.decode_prune(earlier[0]["reply_json"])
+        params = (namespace, times.to_us(cutoff), batch_size)
+        checkpoints = await self._delete_in_batches(
+            sql.PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=now_us
+        )
+        idempotency = await self._delete_in_batches(sql.PRUNE_IDEMPOTENT_BATCH, params)
+        result = PruneResult(
+            checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency
+        )
+        if request_id:
+            async with self._call(), self._write() as conn:
+                reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
+                if not await _run(conn, sql.RECORD_REPLY, reply):
+                    # A concurrent call with this id finished first: answer like it did.
+                    earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
+                    if earlier and earlier[0]["kind"] == replies.PRUNE:
+                        return replies.decode_prune(earlier[0]["reply_json"])
+        return result
+
+    async def _delete_in_batches(
+        self, statement: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
+    ) -> int:
+        """Run a batch DELETE in its own transaction until it deletes less than a batch;
+        the writer is free for other callers between batches. With ``tombstones_at`` the
+        statement returns the deleted rows' request ids, recorded as tombstones in the same
+        transaction."""
+        total = 0
+        namespace, _, batch_size = params
+        while True:
+            async with self._call(), self._write() as conn:
+                if tombstones_at is None:
+                    deleted = await _run(conn, statement, params)
+                else:
+                    gone = await _fetch(conn, statement, params)
+                    deleted = len(gone)
+                    ids = [(namespace, row[0], tombstones_at) for row in gone if row[0]]
+                    if ids:
+                        await conn.executemany(sql.TOMBSTONE, ids)
+            total += deleted
+            if deleted < batch_size:
+                return total
+
+    # --- interrupts ----------------------------------------------------------------------
+
+    async def record_interrupt(
+        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution has one, the pending
+        row and its ``added`` event, in one transaction (contracts I1, I2)."""
+        if pending.execution_id != checkpoint.execution_id:
+            raise ValueError("the pending row and the checkpoint name different executions")
+        key = (namespace, checkpoint.execution_id)
+        async with self._call(), self._write() as conn:
+            stored, written = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
+            proposed = dataclasses.replace(
+                pending,
+                checkpoint_id=stored.checkpoint_id,
+                sequence=stored.sequence,
+                created_at=times.from_us(times.to_us(pending.created_at)),
+            )
+            rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
+            if rows:
+                in_place = _pending_from_row(rows[0])
+                created = in_place.checkpoint_id == stored.checkpoint_id
+                return RecordInterruptResult(stored, in_place, pending_created=created)
+            if not written:
+                # A retry after the pending row went away (claimed, most likely): report the
+                # row as it was claimed when this checkpoint created it.
+                claimed = await _fetch(conn, sql.CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
+                if claimed:
+                    return RecordInterruptResult(
+                        stored, _pending_from_row(claimed[0]), pending_created=True
+                    )
+                return RecordInterruptResult(stored, proposed, pending_created=False)
+            await _run(
+                conn, sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us))
+            )
+            await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
+            return RecordInterruptResult(stored, proposed, pending_created=True)
+
+    async def claim_interrupt(
+        self, namespace: str, execution_id: str, claim_token: str, now: datetime
+    ) -> PendingRecord | None:
+        """Take the execution's pending row; exactly one caller among all processes gets it.
+        A retry with the same non-empty token gets the same row again."""
+        now_us = times.to_us(now)
+        by_token = (namespace, execution_id, claim_token)
+        async with self._call():
+            if claim_token:
+                earlier = await _fetch(self._read_conn(), sql.CLAIM_BY_TOKEN, by_token)
+                if earlier:
+                    return _pending_from_row(earlier[0])
+            async with self._write() as conn:
+                rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
+                if not rows:
+                    if not claim_token:
+                        return None
+                    # Writers are serialized, so this lookup sees any concurrent retry's claim.
+                    earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
+                    return _pending_from_row(earlier[0]) if earlier else None
+                pending = _pending_from_row(rows[0])
+                await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
+                if claim_token:
+                    await _run(
+                        conn,
+                        sql.INSERT_CLAIM,
+                        (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
+                    )
+                await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+                return pending
+
+    # --- decisions -----------------------------------------------------------------------
+
+    async def submit_decision(
+        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+    ) -> DecisionChange:
+        """Store the one decision on the execution's pending interrupt, with a ``decided``
+        event, in one transaction (K1). Writers are serialized, so the first one wins."""
+        async with self._call(), self._write() as conn:
+            if request_id:
+                earlier = await _fetch(conn, sql.DECISION_BY_REQUEST_ID, (namespace, request_id))
+                if earlier:
+                    return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
+            found = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
+            if not found:
+                # Resumed since (its pending row claimed): the run's last decision stands.
+                last = await _fetch(
+                    conn, sql.NEWEST_DECISION_OF_EXECUTION, (namespace, execution_id)
+                )
+                if last:
+                    return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            pending = _pending_from_row(found[0])
+            pause = (namespace, execution_id, pending.checkpoint_id)
+            winner = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
+            if winner:
+                same = bool(request_id) and winner[0]["request_id"] == request_id
+                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
+                return DecisionChange(outcome, _decided_from_row(winner[0]))
+            decision = dataclasses.replace(
+                decision, decided_at=times.from_us(times.to_us(decision.decided_at))
+            )
+            await _run(
+                conn,
+                sql.INSERT_DECISION,
+                decision_params(namespace, request_id, decision, pending, times.to_us),
+            )
+            decided = dataclasses.replace(pending, decision=decision)
+            await self._append_event(
+                conn, namespace, EventKind.DECIDED, decided, times.to_us(decision.decided_at)
+            )
+            return DecisionChange(DecisionOutcome.APPLIED, decided)
+
+    async def lease_decision(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        now: datetime,
+    ) -> DecisionChange:
+        """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
+        whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._call(), self._write() as conn:
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided_from_row(found[0])
+            renew = decisions.renews_lease(current, found[0]["lease_token"], lease_token)
+            refusal = decisions.lease_refusal(current, renew=renew, now=now)
+            if refusal is not None:
+                return refusal
+            await _run(
+                conn,
+                sql.TAKE_LEASE,
+                (lease_token, times.to_us(lease_until), 0 if renew else 1, *pause),
+            )
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
+            return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(found[0]))
+
+    async def report_resume(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        status: DecisionStatus,
+        error: str | None,
+        now: datetime,
+    ) -> DecisionChange:
+        """Record how the lease holder carried the decision out, with a ``resumed`` or
+        ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
+        REPEATED; a report by anyone but the lease holder, or a different second report, is a
+        CONFLICT."""
+        pause = (namespace, execution_id, checkpoint_id)
+        async with self._call(), self._write() as conn:
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = _decided_from_row(found[0])
+            refusal = decisions.report_refusal(
+                current, found[0]["lease_token"], lease_token, status
+            )
+            if refusal is not None:
+                return refusal
+            now_us = times.to_us(now)
+            await _run(conn, sql.REPORT_DECISION, (status.value, error, now_us, *pause))
+            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
+            reported = _decided_from_row(found[0])
+            kind = decisions.resume_event_kind(status)
+            await self._append_event(conn, namespace, kind, reported, now_us)
+            return DecisionChange(DecisionOutcome.APPLIED, reported)
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        query = sql.LIST_OPEN_DECISIONS if open_only else sql.LIST_DECISIONS
+        async with self._call():
+            found = await _fetch(self._read_conn(), query, (namespace, after_sequence, limit))
+        return [_decided_from_row(row) for row in found]
+
+    async def purge_claims(self, claimed_before: datetime) -> int:
+        """Forget claims made before ``claimed_before``; return how many went."""
+        async with self._call(), self._write() as conn:
+            return await _run(conn, sql.PURGE_CLAIMS, (times.to_us(claimed_before),))
+
+    async def purge_applied_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids of idempotency puts applied before ``applied_before``;
+        return how many went."""
+        async with self._call(), self._write() as conn:
+            return await _run(conn, sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
+        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
+        every set filter (an empty ``agent_path_prefix`` matches every row), within
+        ``max_bytes`` (sizes first, then only the rows that fit)."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        while True:
+            async with self._call():
+                conn = self._read_conn()
+                sql, params = self._list_pending_query(
+                    namespace, before_sequence, limit + 1, filters, sizes=True
+                )
+                sizes = await _fetch(conn, sql, params)
+                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+                if not taken:
+                    return Page()
+                chosen = [int(row[0]) for row in sizes[:taken]]
+                # Both bounds: no row outside the sized ones is loaded (a pending row gets the
+                # sequence of a new checkpoint, so none can appear between them).
+                sql, params = self._list_pending_query(
+                    namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
+                )
+                found = await _fetch(conn, sql, params)
+            if found:
+                return Page((_decided_from_row(row) for row in found), more=len(sizes) > taken)
+
+    @staticmethod
+    def _list_pending_query(
+        namespace: str,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        *,
+        above: int | None = None,
+        sizes: bool = False,
+    ) -> tuple[str, list[Any]]:
+        """The pending listing below ``before_sequence`` (and above ``above``), newest first:
+        the rows with their decisions, or (``sizes``) each row's sequence and size."""
+        query = sql.LIST_PENDING_SIZES if sizes else sql.LIST_PENDING
+        params: list[Any] = [
+            namespace,
+            MAX_SEQUENCE if before_sequence is None else before_sequence,
+        ]
+        if above is not None:
+            query += sql.LIST_PENDING_ABOVE
+            params.append(above)
+        where, filter_params = conditions(filters, sql.PREFIX)
+        query += where + sql.LIST_PENDING_ORDER
+        params += [*filter_params, limit]
+        return query, params
+
+    # --- idempotency ---------------------------------------------------------------------
+
+    async def put_idempotent(
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        key: str,
+        result_json: str,
+        now: datetime,
+    ) -> None:
+        """Insert or replace the cached result, with created_at = ``now`` (group commit).
+        A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
+        recorded writes nothing (contract D1)."""
+        now_us = times.to_us(now)
+        params = (namespace, execution_id, key, result_json, now_us)
+
+        async def write(conn: aiosqlite.Connection) -> None:
+            if request_id and not await _run(
+                conn, sql.RECORD_APPLIED_REQUEST, (namespace, request_id, now_us)
+            ):
+                return  # a retry: the first call's write stands
+            await _fetch(conn, sql.PUT_IDEMPOTENT, params)
+
+        async with self._call():
+            await self._group.submit(write)
+
+    async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
+        """Return the cached JSON text, or None when there is none."""
+        async with self._call():
+            rows = await _fetch(
+                self._read_conn(), sql.GET_IDEMPOTENT, (namespace, execution_id, key)
+            )
+        return str(rows[0]["result_json"]) if rows else None
+
+    # --- interrupt events ----------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _events_read(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One read transaction on the events connection: every query in it sees the same
+        committed state (WAL readers neither block nor are blocked by writers)."""
+        conn = self._events_conn
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        async with self._transaction(conn, self._events_lock, "BEGIN"):
+            yield conn
+
+    async def _data_version(self) -> int:
+        """``PRAGMA data_version`` of the events connection: it changes whenever another
+        connection (this process's writer, or any other process) commits."""
+        conn = self._events_conn
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        async with self._call(), self._events_lock:
+            rows = await _fetch(conn, "PRAGMA data_version", ())
+        return int(rows[0][0])
+
+    async def snapshot_pending(
+        self,
+        namespace: str,
+        filters: PendingFilter,
+        *,
+        as_of_cursor: int,
+        before_sequence: int | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> SnapshotPage:
+        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
+        transaction (see :func:`checkpointd.store.outbox.snapshot_page`)."""
+        async with self._call(), self._events_read() as conn:
+            return await outbox.snapshot_page(
+                functools.partial(_fetch, conn),
+                sql.OUTBOX,
+                times.from_us,
+                namespace,
+                filters,
+                as_of_cursor=as_of_cursor,
+                before_sequence=before_sequence,
+                limit=limit,
+                max_bytes=max_bytes,
+            )
+
+    async def read_events(
+        self,
+        *,
+        after_cursor: int,
+        up_to_cursor: int | None,
+        limit: int,
+        namespace: str | None,
+        max_bytes: int | None = None,
+    ) -> EventPage:
+        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
+        ``max_bytes``, with the outbox's bounds, in one read transaction."""
+        async with self._call(), self._events_read() as conn:
+            return await outbox.read_event_page(
+                functools.partial(_fetch, conn),
+                sql.OUTBOX,
+                times.from_us,
+                after_cursor=after_cursor,
+                up_to_cursor=up_to_cursor,
+                limit=limit,
+                namespace=namespace,
+                max_bytes=max_bytes,
+            )
+
+    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
+        """Delete the oldest events up to the first one written at or after
+        ``written_before``, at most ``batch_size`` per transaction."""
+        cutoff_us = times.to_us(written_before)
+
+        async def batch() -> tuple[int, int]:
+            async with self._call(), self._write() as conn:
+                return await outbox.purge_event_batch(
+                    functools.partial(_fetch, conn),
+                    functools.partial(_run, conn),
+                    sql.OUTBOX,
+                    cutoff_us,
+                    batch_size,
+                )
+
+        return await outbox.purge_in_batches(batch, batch_size=batch_size)
+
+    def event_notifier(self) -> SQLiteEventNotifier:
+        """A notifier that polls ``PRAGMA data_version`` and hears this process's writes."""
+        return SQLiteEventNotifier(self._data_version, self._event_wakeups)
+
+    # --- replication outbox (contracts R1-R4) --------------------------------------------
+
+    async def list_unsynced(
+        self, namespace: str, *, after_sequence: int | None, limit: int
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
+        first."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        bound = 0 if after_sequence is None else after_sequence
+        async with self._call():
+            rows = await _fetch(self._read_conn(), sql.LIST_UNSYNCED, (namespace, bound, limit))
+        return [_checkpoint_from_row(row) for row in rows]
+
+    async def settle_checkpoints(
+        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
+    ) -> list[str]:
+        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
+        now_us = times.to_us(now)
+        settled: set[str] = set()
+        async with self._call(), self._write() as conn:
+            synced = [cid for cid, reason in settlements if reason is None]
+            for start in range(0, len(synced), sql.SETTLE_CHUNK):
+                chunk = synced[start : start + sql.SETTLE_CHUNK]
+                query = sql.MARK_SYNCED.format(ids=",".join("?" * len(chunk)))
+                for row in await _fetch(conn, query, (now_us, namespace, *chunk)):
+                    settled.add(str(row["checkpoint_id"]))
+            for cid, reason in settlements:
+                if reason is not None:
+                    hit = await _fetch(conn, sql.QUARANTINE, (now_us, reason, namespace, cid))
+                    if hit:
+                        settled.add(cid)
+                    else:
+                        await _run(conn, sql.REQUARANTINE, (reason, namespace, cid))
+        return [cid for cid, _ in settlements if cid in settled]

@@ -1,0 +1,60 @@
+"""Store helpers shared by the store tests: a store opened from a StoreSpec, the outbox as
+the store reports it, an older schema standing for an older server, and a spy on a group
+commit's batches."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from checkpointd.store.base import Store
+from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.postgres import PostgresStore
+from checkpointd.store.sqlite import SQLiteStore
+from tests.support.sidecar import StoreSpec
+
+__all__ = ["events", "open_store", "pin_schema", "record_batch_sizes"]
+
+
+def open_store(spec: StoreSpec) -> SQLiteStore | PostgresStore:
+    """A store (not yet opened) on the database of ``spec``, reached directly."""
+    if spec.backend == "sqlite":
+        return SQLiteStore(spec.url.removeprefix("sqlite://"))
+    return PostgresStore(spec.url, schema=spec.pg_schema)
+
+
+async def events(store: Store, namespace: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(namespace, kind, execution_id, checkpoint_id) of every event in the outbox, in
+    cursor order, read through the store."""
+    page = await store.read_events(
+        after_cursor=0, up_to_cursor=None, limit=100_000, namespace=namespace
+    )
+    return [
+        (e.namespace, e.kind.value, e.pending.execution_id, e.pending.checkpoint_id)
+        for e in page.events
+    ]
+
+
+def pin_schema(monkeypatch: pytest.MonkeyPatch, backend: str, versions: int) -> None:
+    """Make the stores of ``backend`` opened from now on apply only their first ``versions``
+    migrations, as an older server would; ``monkeypatch.undo()`` lifts it."""
+    wing = "sqlite" if backend == "sqlite" else "postgres"
+    module = importlib.import_module(f"checkpointd.store.{wing}.store")
+    every = module._load_migrations()
+    monkeypatch.setattr(module, "_load_migrations", lambda: every[:versions])
+
+
+def record_batch_sizes(group: GroupCommit[Any, Any]) -> list[int]:
+    """Wrap a store's group commit so the test sees the size of every batch it commits."""
+    sizes: list[int] = []
+    commit = group._commit
+
+    async def recording(items: list[Any]) -> Sequence[Any]:
+        sizes.append(len(items))
+        return await commit(items)
+
+    group._commit = recording
+    return sizes
