@@ -23,6 +23,9 @@ from grpc_tools import protoc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
+# Imported protos that are not ours (google/rpc/status.proto); Python takes their generated
+# code from googleapis-common-protos.
+THIRD_PARTY_ROOT = ROOT / "third_party" / "proto"
 OUTPUT = ROOT / "pyclient" / "checkpointd_client" / "v1"
 # protoc's package path for proto/checkpointd/v1 and the Python package it becomes.
 PROTO_PACKAGE = "checkpointd.v1"
@@ -49,6 +52,7 @@ def generate(out_dir: Path) -> None:
         args = [
             "protoc",
             f"-I{PROTO_ROOT}",
+            f"-I{THIRD_PARTY_ROOT}",
             f"-I{_protoc_include()}",
             f"--plugin=protoc-gen-mypy={_plugin('protoc-gen-mypy')}",
             f"--plugin=protoc-gen-mypy_grpc={_plugin('protoc-gen-mypy_grpc')}",

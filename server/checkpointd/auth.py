@@ -39,6 +39,7 @@ import logging
 import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,8 @@ from checkpointd.logging_setup import event
 
 __all__ = [
     "ALL_NAMESPACES",
+    "ITEM_CHECKED_STREAMS",
+    "ITEM_GATE",
     "RPC_ACCESS",
     "Access",
     "AuthInterceptor",
@@ -130,6 +133,18 @@ RPC_ACCESS: dict[str, Access] = {
     _REPLICATION + "MarkCheckpointsSynced": Access.WRITE,
     _REPLICATION + "QuarantineCheckpoints": Access.WRITE,
 }
+
+
+#: Streams whose items are calls of the table above, each checked as that call would be
+#: (the token when the stream opens, the access and namespace per item).
+ITEM_CHECKED_STREAMS: frozenset[str] = frozenset({"/checkpointd.v1.WriteService/Write"})
+
+#: The check of one item of an item-checked stream, set while the stream runs:
+#: ``gate(unary_method, request)`` raises ReadOnlyToken, NamespaceNotAllowed or InvalidField.
+#: ``None`` (no authentication configured) admits every item.
+ITEM_GATE: ContextVar[Callable[[str, Any], None] | None] = ContextVar(
+    "checkpointd_item_gate", default=None
+)
 
 
 class TokenFileError(ValueError):
@@ -358,8 +373,44 @@ class AuthInterceptor(LayerInterceptor):
                 request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
-        # checkpointd has no client-streaming RPCs; refuse rather than pass one unchecked.
+        if handler.stream_stream is not None and method in ITEM_CHECKED_STREAMS:
+            return grpc.stream_stream_rpc_method_handler(
+                self._item_checked(method, handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        # Any other client-streaming RPC could not be checked; refuse rather than pass it.
         return self._refusal(handler, method)
+
+    def _item_checked(self, method: str, inner: Handler) -> Handler:
+        """A stream of writes (WriteService.Write): the token is checked when it opens, each
+        item's access and namespace by the servicer through :data:`ITEM_GATE` (S1)."""
+
+        async def checked(requests: Any, context: grpc.aio.ServicerContext) -> None:
+            try:
+                grant = self._authenticator.authenticate(context.invocation_metadata())
+            except (MissingToken, InvalidToken) as exc:
+                self._log_denied(method, context, exc)
+                await abort_with_error(context, exc, method=method)
+
+            def gate(item_method: str, request: Any) -> None:
+                access = RPC_ACCESS.get(item_method, Access.WRITE)
+                if access is Access.WRITE and grant.role is not Role.READ_WRITE:
+                    refused = ReadOnlyToken(item_method.rsplit("/", 1)[-1], grant.name)
+                    self._log_denied(item_method, context, refused)
+                    raise refused
+                denied = self._check_namespace(item_method, grant, request, context)
+                if denied is not None:
+                    raise denied
+
+            # The item tasks the servicer starts copy this context, and with it the gate.
+            token = ITEM_GATE.set(gate)
+            try:
+                await inner(requests, context)
+            finally:
+                ITEM_GATE.reset(token)
+
+        return checked
 
     def _admit(self, method: str, access: Access, context: grpc.aio.ServicerContext) -> Grant:
         """The caller's grant; MissingToken, InvalidToken or ReadOnlyToken when refused."""

@@ -320,7 +320,13 @@ class StoreGateInterceptor(LayerInterceptor):
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
-        return handler  # checkpointd has no client-streaming RPCs
+        if handler.stream_stream is not None:  # the Write stream: refused as it opens
+            return grpc.stream_stream_rpc_method_handler(
+                self._gate_stream(method, handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
 
     def _refusal(self) -> StoreUnavailable:
         return StoreUnavailable("the server is still waiting for its database to come up")

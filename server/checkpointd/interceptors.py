@@ -41,6 +41,7 @@ __all__ = [
     "LayerInterceptor",
     "RequestGuardInterceptor",
     "abort_with_error",
+    "error_status",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+_CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,12 +76,16 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return parse
 
 
-async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
+def _status_proto(info: StatusInfo) -> status_pb2.Status:
     detail = any_pb2.Any()
     detail.Pack(
         error_details_pb2.ErrorInfo(reason=info.reason, domain=ERROR_DOMAIN, metadata=info.metadata)
     )
-    status = status_pb2.Status(code=info.code.value[0], message=info.message, details=[detail])
+    return status_pb2.Status(code=info.code.value[0], message=info.message, details=[detail])
+
+
+async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
+    status = _status_proto(info)
     await context.abort(
         info.code,
         info.message,
@@ -87,13 +93,10 @@ async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
     )
 
 
-async def abort_with_error(
-    context: grpc.aio.ServicerContext, exc: BaseException, *, method: str
-) -> NoReturn:
-    """End an RPC with the status of ``exc``, exactly as the request guard does for unary
-    handlers: the table's code and ErrorInfo reason, or INTERNAL with an incident id logged
-    with the traceback. Streaming handlers call it themselves (the guard only maps the errors
-    of unary handlers). Always raises (``grpc.aio.AbortError``)."""
+def error_status(exc: BaseException, *, method: str) -> status_pb2.Status:
+    """The ``google.rpc.Status`` an RPC failing with ``exc`` ends with: the table's code and
+    ErrorInfo reason, or INTERNAL with an incident id logged with the traceback. The Write
+    stream answers a failed item with it (contract S1)."""
     info = status_for(exc)
     if info is None:
         incident = uuid.uuid4().hex[:12]
@@ -104,7 +107,21 @@ async def abort_with_error(
             f"internal error (incident {incident}); see the server log",
             {"incident": incident},
         )
-    await _abort(context, info)
+    return _status_proto(info)
+
+
+async def abort_with_error(
+    context: grpc.aio.ServicerContext, exc: BaseException, *, method: str
+) -> NoReturn:
+    """End an RPC with the status of ``exc`` (:func:`error_status`), exactly as the request
+    guard does for unary handlers. Streaming handlers call it themselves (the guard only maps
+    the errors of unary handlers). Always raises (``grpc.aio.AbortError``)."""
+    status = error_status(exc, method=method)
+    await context.abort(
+        _CODES[status.code],
+        status.message,
+        trailing_metadata=((_STATUS_DETAILS_KEY, status.SerializeToString()),),
+    )
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
 
