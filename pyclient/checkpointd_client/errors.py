@@ -34,7 +34,7 @@ from typing import Any
 
 import grpc
 
-from checkpointd_client._status import details_from_metadata
+from checkpointd_client._status import details_from_metadata, parse_status
 
 __all__ = [
     "AlreadyExistsError",
@@ -51,6 +51,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "error_from_rpc_error",
+    "error_from_status",
     "map_rpc_errors",
 ]
 
@@ -208,6 +209,20 @@ def error_from_rpc_error(exc: grpc.RpcError) -> CheckpointdError:
         message = details.message or (code.name if code is not None else str(exc))
     cls = _BY_CODE.get(code, CheckpointdError)
     return cls(message, code=code, reason=details.reason, metadata=details.metadata)
+
+
+def error_from_status(code: int, status: bytes) -> CheckpointdError:
+    """The :class:`CheckpointdError` of a serialized ``google.rpc.Status`` with status code
+    ``code``: how a Write stream reports a failed item (contract S1), as the same call made
+    unary would have raised it."""
+    details = parse_status(status)
+    grpc_code = _CODES.get(code)
+    cls = _BY_CODE.get(grpc_code, CheckpointdError)
+    message = details.message or (grpc_code.name if grpc_code is not None else str(code))
+    return cls(message, code=grpc_code, reason=details.reason, metadata=details.metadata)
+
+
+_CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 
 
 @contextmanager
