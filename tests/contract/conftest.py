@@ -16,10 +16,24 @@ from tests.support.sidecar import Sidecar, StoreSpec
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+#: Both ways a client sends its writes, for the suites that prove their rules on each (S1).
+WRITE_PATHS = [pytest.param("stream", id="stream"), pytest.param("unary", id="unary")]
+
+
 @pytest.fixture
-def client(sidecar: Sidecar) -> Iterator[CheckpointdClient]:
+def write_path() -> str:
+    """How the client sends put_checkpoint, put_idempotent, record_interrupt and
+    claim_interrupt: over the Write stream, the client's default. The suites of those calls
+    override this fixture with :data:`WRITE_PATHS`, so every rule there holds on both."""
+    return "stream"
+
+
+@pytest.fixture
+def client(sidecar: Sidecar, write_path: str) -> Iterator[CheckpointdClient]:
     """A sync client on the server's Unix socket, in the default namespace."""
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+    with CheckpointdClient(
+        sidecar.target, retry=NO_RETRY, write_stream=write_path == "stream"
+    ) as c:
         yield c
 
 
