@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Final
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 from google.protobuf.message import Message
@@ -33,9 +34,10 @@ from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
-    write_service_pb2,
-    write_service_pb2_grpc,
 )
+
+if TYPE_CHECKING:
+    from checkpointd_client.v1 import write_service_pb2
 
 __all__ = [
     "AsyncWriteStream",
@@ -67,13 +69,24 @@ _FINAL_CODES: Final = frozenset(
 )
 
 
+def write_service() -> tuple[ModuleType, ModuleType]:
+    """The generated WriteService modules, imported on the first stream write: they import
+    google.rpc.status_pb2 (googleapis-common-protos' when installed), which a client that
+    never streams should not load."""
+    from checkpointd_client.v1 import write_service_pb2, write_service_pb2_grpc
+
+    return write_service_pb2, write_service_pb2_grpc
+
+
 class StreamUnsupported(Exception):
     """The server has no Write stream: send the call unary."""
 
 
 def item_of(correlation_id: int, request: Message) -> write_service_pb2.WriteRequest:
     """The stream item carrying ``request``."""
-    item = write_service_pb2.WriteRequest(correlation_id=correlation_id)
+    item: write_service_pb2.WriteRequest = write_service()[0].WriteRequest(
+        correlation_id=correlation_id
+    )
     getattr(item, ITEM_FIELDS[type(request)]).CopyFrom(request)
     return item
 
@@ -194,7 +207,7 @@ class AsyncWriteStream:
     async def _send(self, request: Message, seconds: float) -> Message:
         stream = self._stream
         if stream is None or stream.ended:
-            stub = write_service_pb2_grpc.WriteServiceStub(self._channel())
+            stub = write_service()[1].WriteServiceStub(self._channel())
             stream = self._stream = _Stream(stub, self._metadata)
         correlation_id = next(self._ids)
         future: asyncio.Future[write_service_pb2.WriteResponse] = (

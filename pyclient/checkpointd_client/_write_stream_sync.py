@@ -11,7 +11,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import Message
@@ -24,8 +24,11 @@ from checkpointd_client._write_stream import (
     item_of,
     result_of,
     stream_failure,
+    write_service,
 )
-from checkpointd_client.v1 import write_service_pb2, write_service_pb2_grpc
+
+if TYPE_CHECKING:
+    from checkpointd_client.v1 import write_service_pb2
 
 __all__ = ["WriteStream"]
 
@@ -35,7 +38,7 @@ class _Stream:
 
     def __init__(
         self,
-        stub: write_service_pb2_grpc.WriteServiceStub,
+        stub: Any,
         metadata: Metadata,
         lock: threading.Lock,
     ) -> None:
@@ -110,7 +113,7 @@ class WriteStream:
         with self._lock:
             stream = self._stream
             if stream is None or stream.ended:
-                stub = write_service_pb2_grpc.WriteServiceStub(self._channel())
+                stub = write_service()[1].WriteServiceStub(self._channel())
                 stream = self._stream = _Stream(stub, self._metadata, self._lock)
             correlation_id = next(self._ids)
             stream.pending[correlation_id] = future

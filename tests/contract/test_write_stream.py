@@ -221,3 +221,35 @@ def test_s1_write_stream_false_sends_unary_calls(store_spec: StoreSpec):
         assert sample(text, "grpc_server_started_total", grpc_method="PutCheckpoint") == 1
     finally:
         server.close()
+
+
+def test_s1_the_stream_needs_no_googleapis_common_protos(sidecar: Sidecar, execution_id: str):
+    """The client distribution depends on grpcio and protobuf only: with google.rpc made
+    unimportable, writes still go over the stream and a failed item still raises with its
+    code and reason."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+sys.modules["google.rpc"] = None  # as if googleapis-common-protos were not installed
+from checkpointd_client import CheckpointdClient, NotFoundError, RetryPolicy
+with CheckpointdClient({sidecar.target!r}, retry=RetryPolicy(max_attempts=1)) as client:
+    client.put_idempotent({execution_id!r}, "k", 1)
+    try:
+        client.claim_interrupt({execution_id!r})
+    except NotFoundError as exc:
+        assert exc.reason == "NO_PENDING_INTERRUPT", exc
+    else:
+        raise AssertionError("the claim succeeded")
+    assert not client._writes.unsupported
+    assert client._writes._stream is not None
+print("ok")
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+        assert client.get_idempotent(execution_id, "k").value == 1
