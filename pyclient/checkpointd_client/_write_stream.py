@@ -10,7 +10,7 @@ A stream that breaks fails the writes it had not answered with ``UnavailableErro
 client's retry loop sends them again, with the same request ids and claim tokens, on a new
 stream, so nothing is written twice. A server without the stream (``UNIMPLEMENTED``) is
 remembered: this client uses the unary calls from then on. Calls with metadata of their own
-go unary too, since a stream carries one set of metadata.
+go unary too, since a stream carries one set of metadata, and so do requests above 1 MiB.
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ __all__ = [
     "item_of",
     "result_of",
     "stream_failure",
+    "streamable",
 ]
+
+Metadata = Sequence[tuple[str, str | bytes]]
+UnaryCall = Callable[..., Any]
 
 #: The WriteRequest/WriteResponse oneof field of each request type the stream carries.
 ITEM_FIELDS: Final[dict[type[Message], str]] = {
@@ -76,6 +80,17 @@ def write_service() -> tuple[ModuleType, ModuleType]:
     from checkpointd_client.v1 import write_service_pb2, write_service_pb2_grpc
 
     return write_service_pb2, write_service_pb2_grpc
+
+
+#: Larger requests go unary: one item above the server's transport limit would end the whole
+#: stream (RESOURCE_EXHAUSTED) and fail the other callers' items with it.
+STREAM_ITEM_MAX_BYTES: Final = 1024 * 1024
+
+
+def streamable(request: Message, metadata: Metadata, stream_metadata: Metadata) -> bool:
+    """Whether a call may go on the stream: no metadata of its own (a stream carries one
+    set) and not large (:data:`STREAM_ITEM_MAX_BYTES`)."""
+    return tuple(metadata) == tuple(stream_metadata) and request.ByteSize() <= STREAM_ITEM_MAX_BYTES
 
 
 class StreamUnsupported(Exception):
@@ -131,10 +146,6 @@ def deadline_passed() -> DeadlineExceededError:
         "the call's deadline passed before the write stream answered",
         code=grpc.StatusCode.DEADLINE_EXCEEDED,
     )
-
-
-Metadata = Sequence[tuple[str, str | bytes]]
-UnaryCall = Callable[..., Any]
 
 
 class _Stream:
@@ -194,7 +205,7 @@ class AsyncWriteStream:
 
         # ``timeout`` is the keyword of the gRPC call this stands in for.
         async def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:  # noqa: ASYNC109
-            if self.unsupported or tuple(metadata) != self._metadata:
+            if not streamable(request, metadata, self._metadata) or self.unsupported:
                 return await rpc(request, timeout=timeout, metadata=metadata)
             try:
                 return await self._send(request, timeout)

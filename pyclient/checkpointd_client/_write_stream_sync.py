@@ -24,6 +24,7 @@ from checkpointd_client._write_stream import (
     item_of,
     result_of,
     stream_failure,
+    streamable,
     write_service,
 )
 
@@ -98,7 +99,7 @@ class WriteStream:
             return rpc
 
         def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:
-            if self.unsupported or tuple(metadata) != self._metadata:
+            if not streamable(request, metadata, self._metadata) or self.unsupported:
                 return rpc(request, timeout=timeout, metadata=metadata)
             try:
                 return self._send(request, timeout)

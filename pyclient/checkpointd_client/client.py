@@ -657,6 +657,7 @@ class AsyncCheckpointdClient:
     The same constructor and methods as :class:`CheckpointdClient`, awaited;
     ``iter_checkpoints`` and ``iter_pending_interrupts`` are async iterators. The channel
     opens on the first call, in the running event loop; use the client from that one loop.
+    With ``write_stream`` (the default) the writes of every task share one Write stream.
     Use it as an async context manager, or call :meth:`aclose`.
     """
 

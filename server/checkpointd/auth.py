@@ -26,6 +26,9 @@ every servicer applies), outside the token's namespaces ``PERMISSION_DENIED``
 (``READ_ONLY_TOKEN``). Health and reflection answer without a token (probes carry none;
 reflection describes the protocol, which is public, and no data). Neither the token nor any
 part of it is ever logged or put in an error message.
+
+The Write stream (:data:`ITEM_CHECKED_STREAMS`) carries calls of the table: its token is
+checked when it opens, and each item by the same rules as its unary call (:data:`ITEM_GATE`).
 """
 
 from __future__ import annotations
