@@ -209,16 +209,27 @@ async def test_s1_a_server_without_the_stream_gets_unary_calls_for_good(
         assert len(list(check.iter_checkpoints(execution_id))) == 2
 
 
-def test_s1_write_stream_false_sends_unary_calls(store_spec: StoreSpec):
-    """With write_stream=False the client opens no stream: each write is its own call."""
+def test_s1_write_stream_false_and_large_requests_send_unary_calls(store_spec: StoreSpec):
+    """With write_stream=False the client opens no stream: each write is its own call. On the
+    stream, a request above 1 MiB goes unary (one item above the server's transport limit
+    would end the stream for every caller's items) and the next small one streams again."""
     server = EarlySidecar(store_spec, extra_args=["--metrics-listen", "127.0.0.1:0"]).start()
     try:
         server.wait_for_log("serving on")
+        run = f"run-{uuid.uuid4().hex[:8]}"
         with CheckpointdClient(server.target, retry=NO_RETRY, write_stream=False) as client:
-            client.put_checkpoint(checkpoint(f"run-{uuid.uuid4().hex[:8]}"))
+            client.put_checkpoint(checkpoint(run))
         text = scrape(server.metrics_url)
         assert sample(text, "grpc_server_started_total", grpc_method="Write") is None
         assert sample(text, "grpc_server_started_total", grpc_method="PutCheckpoint") == 1
+
+        with CheckpointdClient(server.target, retry=NO_RETRY) as client:
+            client.put_checkpoint(checkpoint(run, state_snapshot={"blob": "x" * 1_200_000}))
+            client.put_checkpoint(checkpoint(run))
+            assert len(list(client.iter_checkpoints(run))) == 3
+        text = scrape(server.metrics_url)
+        assert sample(text, "grpc_server_started_total", grpc_method="PutCheckpoint") == 2
+        assert sample(text, "grpc_server_started_total", grpc_method="Write") == 1
     finally:
         server.close()
 
