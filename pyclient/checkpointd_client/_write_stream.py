@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 
 from checkpointd_client.errors import (
     DeadlineExceededError,
+    InternalError,
     UnavailableError,
     error_from_rpc_error,
     error_from_status,
@@ -112,9 +113,9 @@ def result_of(response: write_service_pb2.WriteResponse, request: Message) -> Me
     if kind == "error":
         raise error_from_status(response.error.code, response.error.SerializeToString())
     if kind != ITEM_FIELDS[type(request)]:
-        raise UnavailableError(
+        raise InternalError(  # a server fault, not a reason to send the write again
             f"the write stream answered a {ITEM_FIELDS[type(request)]} item with {kind}",
-            code=grpc.StatusCode.UNAVAILABLE,
+            code=grpc.StatusCode.INTERNAL,
         )
     result: Message = getattr(response, kind)
     return result
