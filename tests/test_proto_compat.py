@@ -32,9 +32,10 @@ def buf_breaking(workdir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def copy_of_protocol(tmp_path: Path) -> Path:
-    """A copy of buf.yaml and proto/ to edit."""
+    """A copy of buf.yaml, proto/ and the imported third_party/ protos to edit."""
     shutil.copy(ROOT / "buf.yaml", tmp_path / "buf.yaml")
     shutil.copytree(ROOT / "proto", tmp_path / "proto")
+    shutil.copytree(ROOT / "third_party", tmp_path / "third_party")
     return tmp_path
 
 

@@ -23,10 +23,12 @@ from checkpointd_client.v1 import (
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
+    write_service_pb2,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "proto"
+THIRD_PARTY_ROOT = ROOT / "third_party" / "proto"
 
 GO_IMPORT_PATH = "github.com/checkpointd/checkpointd/gen/go/checkpointd/v1"
 GO_PACKAGE = f"{GO_IMPORT_PATH};checkpointdv1"
@@ -39,6 +41,7 @@ JAVA_OUTER_CLASSNAMES = {
     "checkpointd/v1/idempotency_service.proto": "IdempotencyServiceProto",
     "checkpointd/v1/interrupt_service.proto": "InterruptServiceProto",
     "checkpointd/v1/replication_service.proto": "ReplicationServiceProto",
+    "checkpointd/v1/write_service.proto": "WriteServiceProto",
 }
 MODULES = (
     checkpoint_pb2,
@@ -47,6 +50,7 @@ MODULES = (
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
+    write_service_pb2,
 )
 
 
@@ -101,7 +105,14 @@ def _protoc_include() -> str:
 def _run_protoc(protoc: str, out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     return subprocess.run(
-        [protoc, f"-I{PROTO_ROOT}", f"-I{_protoc_include()}", *flags, *protos],
+        [
+            protoc,
+            f"-I{PROTO_ROOT}",
+            f"-I{THIRD_PARTY_ROOT}",
+            f"-I{_protoc_include()}",
+            *flags,
+            *protos,
+        ],
         cwd=out,
         capture_output=True,
         text=True,
@@ -135,6 +146,7 @@ def test_protoc_gen_go_generates_without_import_mappings(tmp_path):
         "idempotency_service.pb.go",
         "interrupt_service.pb.go",
         "replication_service.pb.go",
+        "write_service.pb.go",
     ]
     for path in generated:
         assert "\npackage checkpointdv1\n" in path.read_text()

@@ -28,6 +28,8 @@ from typing import Any, Self
 
 from checkpointd_client import _base, _convert
 from checkpointd_client._base import Metadata
+from checkpointd_client._write_stream import AsyncWriteStream
+from checkpointd_client._write_stream_sync import WriteStream
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig, open_aio_channel, open_channel
 from checkpointd_client.errors import UnavailableError, map_rpc_errors
@@ -74,6 +76,12 @@ class CheckpointdClient:
     target: a :class:`~checkpointd_client.TlsConfig` (the server's CA, and a client
     certificate for mutual TLS) or ``True`` for the system's roots.
 
+    With ``write_stream`` (the default) the writes of every thread (``put_checkpoint``,
+    ``put_idempotent``, ``record_interrupt``, ``claim_interrupt``) share one
+    ``WriteService.Write`` stream, so concurrent writes reach the server, and its group
+    commit, together (contract S1); against a server without it they go unary. ``False``
+    sends each write as its own unary call.
+
     Use it as a context manager, or call :meth:`close`.
     """
 
@@ -88,6 +96,7 @@ class CheckpointdClient:
         channel_options: Sequence[tuple[str, Any]] = (),
         token: str | None = None,
         tls: TlsConfig | bool | None = None,
+        write_stream: bool = True,
     ) -> None:
         self._core = _base.ClientCore(
             target,
@@ -106,6 +115,7 @@ class CheckpointdClient:
         self._interrupts = interrupt_service_pb2_grpc.InterruptServiceStub(self._channel)
         self._idempotency = idempotency_service_pb2_grpc.IdempotencyServiceStub(self._channel)
         self._replication = replication_service_pb2_grpc.ReplicationServiceStub(self._channel)
+        self._writes = WriteStream(lambda: self._channel, self._core.metadata, enabled=write_stream)
         self._closed = False
 
     @property
@@ -127,6 +137,7 @@ class CheckpointdClient:
         """Close the channel. Calls in flight are cancelled; later calls raise RuntimeError."""
         if not self._closed:
             self._closed = True
+            self._writes.close()
             self._channel.close()
 
     def __enter__(self) -> Self:
@@ -191,7 +202,7 @@ class CheckpointdClient:
         """
         request = self._core.put_checkpoint(checkpoint, request_id, view)
         response: checkpoint_service_pb2.PutCheckpointResponse = self._invoke(
-            self._checkpoints.PutCheckpoint, request, timeout, metadata
+            self._writes.route(self._checkpoints.PutCheckpoint), request, timeout, metadata
         )
         return _convert.checkpoint_from_proto(response.checkpoint, payloads=view == "full")
 
@@ -348,7 +359,7 @@ class CheckpointdClient:
         """
         request = self._core.record_interrupt(checkpoint, pending, request_id)
         response: interrupt_service_pb2.RecordInterruptResponse = self._invoke(
-            self._interrupts.RecordInterrupt, request, timeout, metadata
+            self._writes.route(self._interrupts.RecordInterrupt), request, timeout, metadata
         )
         return _base.record_result(response)
 
@@ -368,7 +379,7 @@ class CheckpointdClient:
         """
         request = self._core.claim_interrupt(execution_id, claim_token, request_id)
         response: interrupt_service_pb2.ClaimInterruptResponse = self._invoke(
-            self._interrupts.ClaimInterrupt, request, timeout, metadata
+            self._writes.route(self._interrupts.ClaimInterrupt), request, timeout, metadata
         )
         return _convert.pending_from_proto(response.pending)
 
@@ -567,7 +578,7 @@ class CheckpointdClient:
         """Cache ``value`` (any JSON value, ``None`` included) for (execution_id, key) (D1)."""
         request = self._core.put_idempotent(execution_id, key, value, request_id)
         _response: idempotency_service_pb2.PutIdempotencyResultResponse = self._invoke(
-            self._idempotency.PutIdempotencyResult, request, timeout, metadata
+            self._writes.route(self._idempotency.PutIdempotencyResult), request, timeout, metadata
         )
 
     def get_idempotent(
@@ -646,6 +657,7 @@ class AsyncCheckpointdClient:
     The same constructor and methods as :class:`CheckpointdClient`, awaited;
     ``iter_checkpoints`` and ``iter_pending_interrupts`` are async iterators. The channel
     opens on the first call, in the running event loop; use the client from that one loop.
+    With ``write_stream`` (the default) the writes of every task share one Write stream.
     Use it as an async context manager, or call :meth:`aclose`.
     """
 
@@ -660,6 +672,7 @@ class AsyncCheckpointdClient:
         channel_options: Sequence[tuple[str, Any]] = (),
         token: str | None = None,
         tls: TlsConfig | bool | None = None,
+        write_stream: bool = True,
     ) -> None:
         self._core = _base.ClientCore(
             target,
@@ -675,6 +688,9 @@ class AsyncCheckpointdClient:
         # first use, inside the loop that awaits the calls.
         self._channel: Any = None
         self._stubs: tuple[Any, Any, Any, Any] | None = None
+        self._writes = AsyncWriteStream(
+            lambda: self._connect() and self._channel, self._core.metadata, enabled=write_stream
+        )
         self._closed = False
 
     def _connect(self) -> tuple[Any, Any, Any, Any]:
@@ -728,6 +744,7 @@ class AsyncCheckpointdClient:
         """Close the channel. Calls in flight are cancelled; later calls raise RuntimeError."""
         if not self._closed:
             self._closed = True
+            await self._writes.close()
             if self._channel is not None:
                 await self._channel.close()
 
@@ -786,7 +803,7 @@ class AsyncCheckpointdClient:
         """Store a checkpoint and return the stored row (C1, C2); see the sync client."""
         request = self._core.put_checkpoint(checkpoint, request_id, view)
         response: checkpoint_service_pb2.PutCheckpointResponse = await self._invoke(
-            self._checkpoints.PutCheckpoint, request, timeout, metadata
+            self._writes.route(self._checkpoints.PutCheckpoint), request, timeout, metadata
         )
         return _convert.checkpoint_from_proto(response.checkpoint, payloads=view == "full")
 
@@ -935,7 +952,7 @@ class AsyncCheckpointdClient:
         """Write an interrupted checkpoint and its pending row in one transaction (I1, I2)."""
         request = self._core.record_interrupt(checkpoint, pending, request_id)
         response: interrupt_service_pb2.RecordInterruptResponse = await self._invoke(
-            self._interrupts.RecordInterrupt, request, timeout, metadata
+            self._writes.route(self._interrupts.RecordInterrupt), request, timeout, metadata
         )
         return _base.record_result(response)
 
@@ -951,7 +968,7 @@ class AsyncCheckpointdClient:
         """Claim an execution's pending interrupt, for exactly one caller (I3)."""
         request = self._core.claim_interrupt(execution_id, claim_token, request_id)
         response: interrupt_service_pb2.ClaimInterruptResponse = await self._invoke(
-            self._interrupts.ClaimInterrupt, request, timeout, metadata
+            self._writes.route(self._interrupts.ClaimInterrupt), request, timeout, metadata
         )
         return _convert.pending_from_proto(response.pending)
 
@@ -1141,7 +1158,7 @@ class AsyncCheckpointdClient:
         """Cache ``value`` (any JSON value, ``None`` included) for (execution_id, key) (D1)."""
         request = self._core.put_idempotent(execution_id, key, value, request_id)
         _response: idempotency_service_pb2.PutIdempotencyResultResponse = await self._invoke(
-            self._idempotency.PutIdempotencyResult, request, timeout, metadata
+            self._writes.route(self._idempotency.PutIdempotencyResult), request, timeout, metadata
         )
 
     async def get_idempotent(

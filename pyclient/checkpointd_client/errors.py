@@ -36,7 +36,7 @@ from typing import Any
 
 import grpc
 
-from checkpointd_client._status import ERROR_DOMAIN, details_from_metadata
+from checkpointd_client._status import ERROR_DOMAIN, details_from_metadata, parse_status
 from checkpointd_client.v1.reasons import ErrorReason
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "error_from_rpc_error",
+    "error_from_status",
     "map_rpc_errors",
 ]
 
@@ -223,6 +224,21 @@ def error_from_rpc_error(exc: grpc.RpcError) -> CheckpointdError:
     cls = _BY_CODE.get(code, CheckpointdError)
     reason = _known_reason(details.reason, details.domain)
     return cls(message, code=code, reason=reason, metadata=details.metadata)
+
+
+def error_from_status(code: int, status: bytes) -> CheckpointdError:
+    """The :class:`CheckpointdError` of a serialized ``google.rpc.Status`` with status code
+    ``code``: how a Write stream reports a failed item (contract S1), as the same call made
+    unary would have raised it."""
+    details = parse_status(status)
+    grpc_code = _CODES.get(code)
+    cls = _BY_CODE.get(grpc_code, CheckpointdError)
+    message = details.message or (grpc_code.name if grpc_code is not None else str(code))
+    reason = _known_reason(details.reason, details.domain)
+    return cls(message, code=grpc_code, reason=reason, metadata=details.metadata)
+
+
+_CODES: dict[int, grpc.StatusCode] = {code.value[0]: code for code in grpc.StatusCode}
 
 
 @contextmanager

@@ -45,6 +45,7 @@ from checkpointd.servicers import (
     InterruptServicer,
     ReplicationServicer,
     ServiceDeps,
+    WriteServicer,
 )
 from checkpointd.store.base import Store
 from checkpointd.watch import WatchHub
@@ -57,6 +58,8 @@ from checkpointd_client.v1 import (
     interrupt_service_pb2_grpc,
     replication_service_pb2,
     replication_service_pb2_grpc,
+    write_service_pb2,
+    write_service_pb2_grpc,
 )
 
 __all__ = ["KEEPALIVE_OPTIONS", "SERVICE_NAMES", "StartupError", "build_store", "serve"]
@@ -75,6 +78,7 @@ SERVICE_NAMES: tuple[str, ...] = tuple(
         interrupt_service_pb2,
         idempotency_service_pb2,
         replication_service_pb2,
+        write_service_pb2,
     )
     for service in module.DESCRIPTOR.services_by_name.values()
 )
@@ -135,7 +139,8 @@ def _build_server(
     monitor: StoreMonitor,
     metrics: Metrics | None,
     authenticator: Authenticator | None = None,
-) -> grpc.aio.Server:
+) -> tuple[grpc.aio.Server, WriteServicer]:
+    """The server with every service registered, and its WriteService (closed at shutdown)."""
     transport_limit = settings.max_message_bytes + _TRANSPORT_SLACK_BYTES
     layers = server_layers(
         max_message_bytes=settings.max_message_bytes,
@@ -155,15 +160,17 @@ def _build_server(
     # The layers are composed with each method's handler here, once, not run as interceptors
     # on every call (checkpointd.edge explains why).
     registrar: Any = ComposingRegistrar(server, layers)
-    checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(
-        CheckpointServicer(deps), registrar
+    checkpoints = CheckpointServicer(deps)
+    interrupts = InterruptServicer(deps)
+    idempotency = IdempotencyServicer(deps)
+    checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(checkpoints, registrar)
+    interrupt_service_pb2_grpc.add_InterruptServiceServicer_to_server(interrupts, registrar)
+    idempotency_service_pb2_grpc.add_IdempotencyServiceServicer_to_server(idempotency, registrar)
+    # The Write stream runs its items through the unary servicers above (contract S1).
+    writes = WriteServicer(
+        checkpoints, idempotency, interrupts, max_message_bytes=deps.max_message_bytes
     )
-    interrupt_service_pb2_grpc.add_InterruptServiceServicer_to_server(
-        InterruptServicer(deps), registrar
-    )
-    idempotency_service_pb2_grpc.add_IdempotencyServiceServicer_to_server(
-        IdempotencyServicer(deps), registrar
-    )
+    write_service_pb2_grpc.add_WriteServiceServicer_to_server(writes, registrar)
     replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
         ReplicationServicer(deps), registrar
     )
@@ -175,7 +182,7 @@ def _build_server(
         ),
         registrar,
     )
-    return server
+    return server, writes
 
 
 def _bind(
@@ -389,7 +396,7 @@ async def serve(settings: Settings) -> None:
         wait=settings.store_wait,
         on_first_open=store_is_open,
     )
-    server = _build_server(
+    server, writes = _build_server(
         settings,
         deps,
         health=health,
@@ -488,6 +495,8 @@ async def serve(settings: Settings) -> None:
         # Watch streams never finish by themselves: end them now, with UNAVAILABLE
         # (SHUTTING_DOWN), so their clients reconnect from their cursors.
         await watch_hub.close()
+        # Write streams stay open while idle: end them too, after the items they have read.
+        writes.close()
         if console is not None:
             await console.stop()
         await server.stop(settings.shutdown_grace)

@@ -26,7 +26,9 @@ every servicer applies), outside the token's namespaces ``PERMISSION_DENIED``
 (``READ_ONLY_TOKEN``). Health and reflection answer without a token (probes carry none;
 reflection describes the protocol, which is public, and no data). Neither the token nor any
 part of it is ever logged or put in an error message. :func:`checkpointd.edge.auth_layer`
-applies these checks to every call, of every kind.
+applies these checks to every call, of every kind; the Write stream
+(:data:`ITEM_CHECKED_STREAMS`) carries calls of the table, so its token is checked when it
+opens and each item by the same rules as its unary call (:data:`ITEM_GATE`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ import json
 import logging
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,8 @@ from checkpointd.logging_setup import event
 
 __all__ = [
     "ALL_NAMESPACES",
+    "ITEM_CHECKED_STREAMS",
+    "ITEM_GATE",
     "RPC_ACCESS",
     "Access",
     "Authenticator",
@@ -126,6 +131,18 @@ RPC_ACCESS: dict[str, Access] = {
     _REPLICATION + "MarkCheckpointsSynced": Access.WRITE,
     _REPLICATION + "QuarantineCheckpoints": Access.WRITE,
 }
+
+
+#: Streams whose items are calls of the table above, each checked as that call would be
+#: (the token when the stream opens, the access and namespace per item).
+ITEM_CHECKED_STREAMS: frozenset[str] = frozenset({"/checkpointd.v1.WriteService/Write"})
+
+#: The check of one item of an item-checked stream, set while the stream runs:
+#: ``gate(unary_method, request)`` raises ReadOnlyToken, NamespaceNotAllowed or InvalidField.
+#: ``None`` (no authentication configured) admits every item.
+ITEM_GATE: ContextVar[Callable[[str, Any], None] | None] = ContextVar(
+    "checkpointd_item_gate", default=None
+)
 
 
 class TokenFileError(ValueError):

@@ -42,7 +42,16 @@ import grpc
 from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
-from checkpointd.auth import RPC_ACCESS, Access, Authenticator, check_namespace, log_denied
+from checkpointd.auth import (
+    ITEM_CHECKED_STREAMS,
+    ITEM_GATE,
+    RPC_ACCESS,
+    Access,
+    Authenticator,
+    Role,
+    check_namespace,
+    log_denied,
+)
 from checkpointd.errors import (
     ERROR_DOMAIN,
     InvalidToken,
@@ -68,6 +77,7 @@ __all__ = [
     "auth_layer",
     "compose",
     "error_layer",
+    "error_status",
     "metrics_layer",
     "server_layers",
     "size_layer",
@@ -360,31 +370,42 @@ def metrics_layer(metrics: Metrics) -> Layer:
     return layer
 
 
-async def _abort(context: grpc.aio.ServicerContext[Any, Any], info: StatusInfo) -> None:
+def _status_proto(info: StatusInfo) -> status_pb2.Status:
     detail = any_pb2.Any()
     detail.Pack(
         error_details_pb2.ErrorInfo(reason=info.reason, domain=ERROR_DOMAIN, metadata=info.metadata)
     )
-    status = status_pb2.Status(code=info.code.value[0], message=info.message, details=[detail])
-    await context.abort(
-        info.code,
-        info.message,
-        trailing_metadata=((_STATUS_DETAILS_KEY, status.SerializeToString()),),
-    )
+    return status_pb2.Status(code=info.code.value[0], message=info.message, details=[detail])
 
 
-async def abort_with_error(
-    context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, *, method: str
-) -> NoReturn:
-    """End a call with the status of ``exc``: the table's code and ErrorInfo reason, or
-    INTERNAL with an incident id logged with the traceback. Always raises
-    (``grpc.aio.AbortError``)."""
+def _status_info(exc: BaseException, method: str) -> StatusInfo:
+    """The table's status of ``exc``, or INTERNAL with an incident id logged with the
+    traceback (a bug's text never reaches the caller)."""
     info = status_for(exc)
     if info is None:
         incident = uuid.uuid4().hex[:12]
         log.error("internal error in %s (incident %s)", method, incident, exc_info=exc)
         info = internal_status(incident)
-    await _abort(context, info)
+    return info
+
+
+def error_status(exc: BaseException, *, method: str) -> status_pb2.Status:
+    """The ``google.rpc.Status`` a call failing with ``exc`` ends with; the Write stream
+    answers a failed item with it (contract S1)."""
+    return _status_proto(_status_info(exc, method))
+
+
+async def abort_with_error(
+    context: grpc.aio.ServicerContext[Any, Any], exc: BaseException, *, method: str
+) -> NoReturn:
+    """End a call with the status of ``exc`` (:func:`error_status`). Always raises
+    (``grpc.aio.AbortError``)."""
+    info = _status_info(exc, method)
+    await context.abort(
+        info.code,
+        info.message,
+        trailing_metadata=((_STATUS_DETAILS_KEY, _status_proto(info).SerializeToString()),),
+    )
     raise AssertionError("context.abort returned")  # pragma: no cover - abort always raises
 
 
@@ -411,6 +432,8 @@ def auth_layer(authenticator: Authenticator, *, exempt_prefixes: Sequence[str]) 
     def layer(method: Method, step: Step) -> Step:
         if method.path.startswith(exempt):
             return step
+        if method.path in ITEM_CHECKED_STREAMS:
+            return _item_checked(authenticator, method, step)
         # A method missing from the table counts as a write, the stricter class.
         access = RPC_ACCESS.get(method.path, Access.WRITE)
 
@@ -433,6 +456,40 @@ def auth_layer(authenticator: Authenticator, *, exempt_prefixes: Sequence[str]) 
     return layer
 
 
+def _item_checked(authenticator: Authenticator, method: Method, step: Step) -> Step:
+    """A stream of calls (WriteService.Write): the token is checked when it opens, and each
+    item's access and namespace, as its unary call's would be, by the servicer through
+    :data:`~checkpointd.auth.ITEM_GATE` (S1)."""
+
+    async def checked(call: Call) -> Any:
+        context = call.context
+        peer = context.peer()
+        try:
+            grant = authenticator.admit(method.path, Access.READ, context.invocation_metadata())
+        except (MissingToken, InvalidToken) as exc:
+            log_denied(method.path, peer, exc)
+            raise
+
+        def gate(item_method: str, request: Any) -> None:
+            if (
+                RPC_ACCESS.get(item_method, Access.WRITE) is Access.WRITE
+                and grant.role is not Role.READ_WRITE
+            ):
+                refused = ReadOnlyToken(item_method.rsplit("/", 1)[-1], grant.name)
+                log_denied(item_method, peer, refused)
+                raise refused
+            check_namespace(item_method, peer, grant, request)
+
+        # The item tasks the servicer starts copy this context, and with it the gate.
+        token = ITEM_GATE.set(gate)
+        try:
+            return await step(call)
+        finally:
+            ITEM_GATE.reset(token)
+
+    return checked
+
+
 def size_layer(max_message_bytes: int) -> Layer:
     """Refuse request messages larger than ``max_message_bytes`` (RESOURCE_EXHAUSTED, with a
     message naming the setting), below the transport's own, wider limit."""
@@ -443,6 +500,11 @@ def size_layer(max_message_bytes: int) -> Layer:
             raise MessageTooLarge(size, max_message_bytes)
 
     def layer(method: Method, step: Step) -> Step:
+        if method.path in ITEM_CHECKED_STREAMS:
+            # Each item is held to the limit as its own call by the servicer, so one oversize
+            # item is answered alone instead of ending the stream that carries other callers'.
+            return step
+
         async def sized(call: Call) -> Any:
             call.check_messages(check_size)
             return await step(call)

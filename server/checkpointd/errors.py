@@ -305,11 +305,14 @@ class WatcherTooSlow(CheckpointdError):
 class ShuttingDown(CheckpointdError):
     """The server is stopping; streams end so their clients reconnect elsewhere (I5)."""
 
-    def __init__(self) -> None:
-        super().__init__(
+    def __init__(
+        self,
+        message: str = (
             "the server is shutting down; watch again from the cursor of the last event "
             "processed, on this server once it is back or on another one"
-        )
+        ),
+    ) -> None:
+        super().__init__(message)
 
 
 class TooManyWatchStreams(CheckpointdError):

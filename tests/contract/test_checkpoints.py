@@ -27,8 +27,14 @@ from checkpointd_client.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
-from tests.contract.conftest import NO_RETRY
+from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
+
+
+@pytest.fixture(params=WRITE_PATHS)
+def write_path(request: pytest.FixtureRequest) -> str:
+    """Every rule here holds on both write paths: the Write stream and unary calls (S1)."""
+    return str(request.param)
 
 
 def test_c1_put_fills_checkpoint_id_created_at_and_sequence(client, execution_id):

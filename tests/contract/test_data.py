@@ -29,9 +29,16 @@ from checkpointd_client.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
-from tests.contract.conftest import NO_RETRY
+from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.store_dump import dump_store
+
+
+@pytest.fixture(params=WRITE_PATHS)
+def write_path(request: pytest.FixtureRequest) -> str:
+    """Every rule here holds on both write paths: the Write stream and unary calls (S1)."""
+    return str(request.param)
+
 
 AWKWARD_JSON = {
     "big": 2**70,

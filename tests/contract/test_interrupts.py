@@ -10,8 +10,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from checkpointd_client import CheckpointdClient, InvalidArgumentError, NotFoundError
-from tests.contract.conftest import NO_RETRY
+from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
+
+
+@pytest.fixture(params=WRITE_PATHS)
+def write_path(request: pytest.FixtureRequest) -> str:
+    """Every rule here holds on both write paths: the Write stream and unary calls (S1)."""
+    return str(request.param)
 
 
 def test_i1_record_writes_checkpoint_and_pending_row_together(client, execution_id):

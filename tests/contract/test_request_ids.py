@@ -26,8 +26,16 @@ from checkpointd_client.v1 import (
     interrupt_service_pb2,
     interrupt_service_pb2_grpc,
 )
+from tests.contract.conftest import WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar
+
+
+@pytest.fixture(params=WRITE_PATHS)
+def write_path(request: pytest.FixtureRequest) -> str:
+    """Every rule here holds on both write paths: the Write stream and unary calls (S1)."""
+    return str(request.param)
+
 
 APPLIED_THEN_DELETED = "REQUEST_APPLIED_THEN_DELETED"
 

@@ -19,12 +19,13 @@ def test_metrics_count_rpcs_by_method_and_code_and_report_the_store(store_spec):
     try:
         server.wait_for_log("serving on")
         run = f"run-{uuid.uuid4().hex}"
-        with CheckpointdClient(server.target) as client:
+        # Unary writes, so each is an RPC of its own (the Write stream has its own test, S1).
+        with CheckpointdClient(server.target, write_stream=False) as client:
             client.put_checkpoint(checkpoint(run))
             client.put_checkpoint(checkpoint(run))
             with pytest.raises(NotFoundError):
                 client.get_checkpoint(run, "missing")
-        with CheckpointdClient(server.target, namespace="team-a") as team_a:
+        with CheckpointdClient(server.target, namespace="team-a", write_stream=False) as team_a:
             for index in range(2):
                 team_a.record_interrupt(*interrupted(f"{run}-{index}"))
         text = scrape(server.metrics_url)

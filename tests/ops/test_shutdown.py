@@ -4,6 +4,7 @@ the grace period, then exits 0 and removes its socket; a second signal exits at 
 from __future__ import annotations
 
 import signal
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -62,7 +63,9 @@ def test_i5_sigterm_drains_in_flight_calls_ends_watches_then_exits_0(store_spec)
     execution_id = f"run-{uuid.uuid4().hex}"
     state = {"blob": "x" * 2000}
     try:
-        with CheckpointdClient(server.target, timeout=110) as client:
+        # Unary writes, so the one in flight shows in its method's gauge (the Write stream's
+        # shutdown is the next test's).
+        with CheckpointdClient(server.target, timeout=110, write_stream=False) as client:
             for index in range(HISTORY_ROWS):
                 client.put_checkpoint(
                     checkpoint(execution_id, node_index=index, state_snapshot=state)
@@ -115,6 +118,45 @@ def test_i5_sigterm_drains_in_flight_calls_ends_watches_then_exits_0(store_spec)
         server.close()
 
 
+def test_s1_sigterm_answers_the_items_a_write_stream_read_then_ends_it(store_spec):
+    """At SIGTERM a Write stream answers the item it is writing (held by a blocked store)
+    with its result, then ends UNAVAILABLE (SHUTTING_DOWN), and an idle stream of another
+    client ends too: neither holds the server for its grace period (100 s here)."""
+    server = _start(store_spec)
+    execution_id = f"run-{uuid.uuid4().hex}"
+    try:
+        with (
+            CheckpointdClient(server.target, timeout=110, retry=RetryPolicy(max_attempts=1)) as a,
+            CheckpointdClient(server.target, timeout=110, retry=RetryPolicy(max_attempts=1)) as b,
+        ):
+            a.put_checkpoint(checkpoint(execution_id, node_id="before"))
+            b.put_checkpoint(checkpoint(f"{execution_id}-b"))  # b's stream stays open, idle
+            wait_for_metric(
+                server.metrics_url, "checkpointd_rpcs_in_flight", 2, grpc_method="Write"
+            )
+            late = checkpoint(execution_id, node_id="in-flight")
+            with StoreBlocker(server.store) as blocker, ThreadPoolExecutor(1) as pool:
+                write = pool.submit(a.put_checkpoint, late)
+                # Time for the item to reach the server, where it waits on the store (no
+                # metric shows one item; an item not read by SIGTERM would fail the test).
+                time.sleep(1.0)
+                server.process.send_signal(signal.SIGTERM)
+                wait_for_metric(
+                    server.metrics_url, "checkpointd_rpcs_in_flight", 1, grpc_method="Write"
+                )
+                assert not write.done()
+                blocker.release()
+                stored = write.result(timeout=60)
+            assert server.process.wait(30) == 0
+        assert stored.node_id == "in-flight"
+        server.start()
+        server.wait_for_log("serving on")
+        with CheckpointdClient(server.target) as client:
+            assert client.get_latest_checkpoint(execution_id) == stored
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
 def test_second_signal_exits_at_once_with_a_non_zero_status(store_spec):
     """While a drain waits on a call that cannot finish, a second SIGTERM ends the process at
@@ -128,7 +170,7 @@ def test_second_signal_exits_at_once_with_a_non_zero_status(store_spec):
             StoreBlocker(server.store),
             ThreadPoolExecutor(1) as pool,
             CheckpointdClient(
-                server.target, retry=RetryPolicy(max_attempts=1), timeout=110
+                server.target, retry=RetryPolicy(max_attempts=1), timeout=110, write_stream=False
             ) as client,
         ):
             stuck = pool.submit(client.put_checkpoint, checkpoint("run-stuck"))

@@ -320,3 +320,81 @@ def test_e2_environment_token_and_clients_configured_by_environment(
     ):
         client.get_latest_checkpoint(run)
     assert anonymous.value.reason == "MISSING_TOKEN"
+
+
+def test_s1_e2_n1_the_write_stream_checks_each_item_as_its_unary_call(
+    auth_sidecar: Sidecar, tokens: Tokens
+):
+    """On one Write stream of a read-only token each write item is refused PERMISSION_DENIED
+    (READ_ONLY_TOKEN, naming the unary method) and the stream goes on; with a token granted
+    team-a only, an item in team-b is NAMESPACE_NOT_ALLOWED while the next item, in team-a,
+    is written; a stream without a valid token ends UNAUTHENTICATED before any item."""
+    from google.rpc import error_details_pb2
+
+    from checkpointd_client.v1 import (
+        idempotency_service_pb2,
+        interrupt_service_pb2,
+        write_service_pb2,
+        write_service_pb2_grpc,
+    )
+
+    run = f"run-{uuid.uuid4().hex[:8]}"
+
+    def put(correlation_id: int, namespace: str) -> write_service_pb2.WriteRequest:
+        return write_service_pb2.WriteRequest(
+            correlation_id=correlation_id,
+            put_idempotency_result=idempotency_service_pb2.PutIdempotencyResultRequest(
+                namespace=namespace, execution_id=run, key="k", result_json="1"
+            ),
+        )
+
+    def claim(correlation_id: int) -> write_service_pb2.WriteRequest:
+        return write_service_pb2.WriteRequest(
+            correlation_id=correlation_id,
+            claim_interrupt=interrupt_service_pb2.ClaimInterruptRequest(
+                namespace="team-a", execution_id=run
+            ),
+        )
+
+    def reason(answer: write_service_pb2.WriteResponse) -> tuple[int, str, dict[str, str]]:
+        info = error_details_pb2.ErrorInfo()
+        answer.error.details[0].Unpack(info)
+        return answer.error.code, info.reason, dict(info.metadata)
+
+    def write(token: str | None, items: list[Any]) -> dict[int, Any]:
+        metadata = () if token is None else (("authorization", f"Bearer {token}"),)
+        with grpc.insecure_channel(auth_sidecar.target) as channel:
+            stub = write_service_pb2_grpc.WriteServiceStub(channel)
+            return {
+                a.correlation_id: a for a in stub.Write(iter(items), metadata=metadata, timeout=30)
+            }
+
+    denied = grpc.StatusCode.PERMISSION_DENIED.value[0]
+    viewer = write(tokens.viewer, [put(1, "team-a"), claim(2)])
+    assert reason(viewer[1]) == (
+        denied,
+        "READ_ONLY_TOKEN",
+        {"method": "PutIdempotencyResult", "token_name": "viewer"},
+    )
+    assert reason(viewer[2]) == (
+        denied,
+        "READ_ONLY_TOKEN",
+        {"method": "ClaimInterrupt", "token_name": "viewer"},
+    )
+
+    bot = write(tokens.bot, [put(1, "team-b"), put(2, "team-a")])
+    assert reason(bot[1])[:2] == (denied, "NAMESPACE_NOT_ALLOWED")
+    assert bot[2].WhichOneof("result") == "put_idempotency_result"
+    with _client(auth_sidecar, tokens.admin, "team-b") as admin:
+        assert admin.get_idempotent(run, "k").found is False
+    with _client(auth_sidecar, tokens.admin, "team-a") as admin:
+        assert admin.get_idempotent(run, "k").value == 1
+
+    for token, expected in ((None, "MISSING_TOKEN"), (tokens.wrong, "INVALID_TOKEN")):
+        with pytest.raises(grpc.RpcError) as refused:
+            write(token, [put(1, "team-a")])
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        with _client(auth_sidecar, token, "team-a") as client:
+            with pytest.raises(UnauthenticatedError) as mapped:
+                client.put_idempotent(run, "k", 2)  # over the stream, as the client's default
+            assert mapped.value.reason == expected

@@ -5,6 +5,7 @@ from checkpointd.servicers.common import ServiceDeps
 from checkpointd.servicers.idempotency import IdempotencyServicer
 from checkpointd.servicers.interrupts import InterruptServicer
 from checkpointd.servicers.replication import ReplicationServicer
+from checkpointd.servicers.write import WriteServicer
 
 __all__ = [
     "CheckpointServicer",
@@ -12,4 +13,5 @@ __all__ = [
     "InterruptServicer",
     "ReplicationServicer",
     "ServiceDeps",
+    "WriteServicer",
 ]

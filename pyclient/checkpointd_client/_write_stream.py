@@ -1,0 +1,242 @@
+"""The asyncio client's Write stream: every concurrent write of one client shares one
+``WriteService.Write`` stream (contract S1).
+
+A write is queued on the open stream at once (no timer: the first write after an idle
+moment leaves immediately) and answered when the server's WriteResponse with its
+correlation id arrives, in whatever order. Writes made while others are in flight travel
+together, so the server hands them to its store's group commit together.
+
+A stream that breaks fails the writes it had not answered with ``UnavailableError``; the
+client's retry loop sends them again, with the same request ids and claim tokens, on a new
+stream, so nothing is written twice. A server without the stream (``UNIMPLEMENTED``) is
+remembered: this client uses the unary calls from then on. Calls with metadata of their own
+go unary too, since a stream carries one set of metadata, and so do requests above 1 MiB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
+
+import grpc
+from google.protobuf.message import Message
+
+from checkpointd_client.errors import (
+    DeadlineExceededError,
+    InternalError,
+    UnavailableError,
+    error_from_rpc_error,
+    error_from_status,
+)
+from checkpointd_client.v1 import (
+    checkpoint_service_pb2,
+    idempotency_service_pb2,
+    interrupt_service_pb2,
+)
+
+if TYPE_CHECKING:
+    from checkpointd_client.v1 import write_service_pb2
+
+__all__ = [
+    "AsyncWriteStream",
+    "StreamUnsupported",
+    "deadline_passed",
+    "item_of",
+    "result_of",
+    "stream_failure",
+    "streamable",
+]
+
+Metadata = Sequence[tuple[str, str | bytes]]
+UnaryCall = Callable[..., Any]
+
+#: The WriteRequest/WriteResponse oneof field of each request type the stream carries.
+ITEM_FIELDS: Final[dict[type[Message], str]] = {
+    checkpoint_service_pb2.PutCheckpointRequest: "put_checkpoint",
+    idempotency_service_pb2.PutIdempotencyResultRequest: "put_idempotency_result",
+    interrupt_service_pb2.RecordInterruptRequest: "record_interrupt",
+    interrupt_service_pb2.ClaimInterruptRequest: "claim_interrupt",
+}
+
+#: Statuses that end a stream for a reason the unary call would have met too (a token or
+#: permission refused at the start): the items fail with them as they are. Any other end is
+#: a broken stream, and its items are retried.
+_FINAL_CODES: Final = frozenset(
+    {
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+
+
+def write_service() -> tuple[ModuleType, ModuleType]:
+    """The generated WriteService modules, imported on the first stream write: they import
+    google.rpc.status_pb2 (googleapis-common-protos' when installed), which a client that
+    never streams should not load."""
+    from checkpointd_client.v1 import write_service_pb2, write_service_pb2_grpc
+
+    return write_service_pb2, write_service_pb2_grpc
+
+
+#: Larger requests go unary: one item above the server's transport limit would end the whole
+#: stream (RESOURCE_EXHAUSTED) and fail the other callers' items with it.
+STREAM_ITEM_MAX_BYTES: Final = 1024 * 1024
+
+
+def streamable(request: Message, metadata: Metadata, stream_metadata: Metadata) -> bool:
+    """Whether a call may go on the stream: no metadata of its own (a stream carries one
+    set) and not large (:data:`STREAM_ITEM_MAX_BYTES`)."""
+    return tuple(metadata) == tuple(stream_metadata) and request.ByteSize() <= STREAM_ITEM_MAX_BYTES
+
+
+class StreamUnsupported(Exception):
+    """The server has no Write stream: send the call unary."""
+
+
+def item_of(correlation_id: int, request: Message) -> write_service_pb2.WriteRequest:
+    """The stream item carrying ``request``."""
+    item: write_service_pb2.WriteRequest = write_service()[0].WriteRequest(
+        correlation_id=correlation_id
+    )
+    getattr(item, ITEM_FIELDS[type(request)]).CopyFrom(request)
+    return item
+
+
+def result_of(response: write_service_pb2.WriteResponse, request: Message) -> Message:
+    """The unary response inside ``response``, or its error raised as the unary call would."""
+    kind = response.WhichOneof("result")
+    if kind == "error":
+        raise error_from_status(response.error.code, response.error.SerializeToString())
+    if kind != ITEM_FIELDS[type(request)]:
+        raise InternalError(  # a server fault, not a reason to send the write again
+            f"the write stream answered a {ITEM_FIELDS[type(request)]} item with {kind}",
+            code=grpc.StatusCode.INTERNAL,
+        )
+    result: Message = getattr(response, kind)
+    return result
+
+
+def stream_failure(exc: BaseException | None) -> BaseException:
+    """What the unanswered items of a stream that ended with ``exc`` (None: ended without an
+    error) fail with: StreamUnsupported, the status itself, or UnavailableError (retried)."""
+    if isinstance(exc, grpc.RpcError):
+        error = error_from_rpc_error(exc)
+        if error.code == grpc.StatusCode.UNIMPLEMENTED:
+            return StreamUnsupported()
+        if error.code in _FINAL_CODES or isinstance(error, UnavailableError):
+            return error
+        return UnavailableError(
+            f"the write stream broke ({error}); the write is sent again",
+            code=grpc.StatusCode.UNAVAILABLE,
+            reason=error.reason,
+        )
+    return UnavailableError(
+        "the write stream ended before answering; the write is sent again",
+        code=grpc.StatusCode.UNAVAILABLE,
+    )
+
+
+def deadline_passed() -> DeadlineExceededError:
+    """The error of a write whose answer did not come within its timeout."""
+    return DeadlineExceededError(
+        "the call's deadline passed before the write stream answered",
+        code=grpc.StatusCode.DEADLINE_EXCEEDED,
+    )
+
+
+class _Stream:
+    """One open Write stream: a queue of items to send and the futures of the unanswered."""
+
+    # The stub is typed for blocking channels; on an aio channel Write takes async iterators.
+    def __init__(self, stub: Any, metadata: Metadata) -> None:
+        self.queue: asyncio.Queue[write_service_pb2.WriteRequest | None] = asyncio.Queue()
+        self.pending: dict[int, asyncio.Future[write_service_pb2.WriteResponse]] = {}
+        self.ended = False
+        self.call: Any = stub.Write(self._requests(), metadata=tuple(metadata))
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _requests(self) -> AsyncIterator[write_service_pb2.WriteRequest]:
+        while (item := await self.queue.get()) is not None:
+            yield item
+
+    async def _read(self) -> None:
+        failure: BaseException | None = None
+        try:
+            async for response in self.call:
+                future = self.pending.pop(response.correlation_id, None)
+                if future is not None and not future.done():
+                    future.set_result(response)
+        except (grpc.RpcError, asyncio.CancelledError) as exc:
+            failure = exc
+        finally:
+            self.ended = True
+            self.queue.put_nowait(None)
+            error = stream_failure(failure)
+            for future in self.pending.values():
+                if not future.done():
+                    future.set_exception(error)
+            self.pending.clear()
+
+
+class AsyncWriteStream:
+    """The Write stream of one asyncio client, opened on the first write and again after it
+    breaks; ``route`` puts a write on it."""
+
+    def __init__(
+        self, channel: Callable[[], Any], metadata: Metadata, *, enabled: bool = True
+    ) -> None:
+        self._channel = channel
+        self._metadata = tuple(metadata)
+        self._enabled = enabled
+        self._stream: _Stream | None = None
+        self._ids = itertools.count(1)
+        self.unsupported = False
+        """Whether the server answered UNIMPLEMENTED: every write goes unary from then on."""
+
+    def route(self, rpc: UnaryCall) -> UnaryCall:
+        """``rpc`` (a unary multicallable) as it is called by the client's retry loop, sent
+        over the stream when it can be, unary otherwise."""
+        if not self._enabled:
+            return rpc
+
+        # ``timeout`` is the keyword of the gRPC call this stands in for.
+        async def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:  # noqa: ASYNC109
+            if not streamable(request, metadata, self._metadata) or self.unsupported:
+                return await rpc(request, timeout=timeout, metadata=metadata)
+            try:
+                return await self._send(request, timeout)
+            except StreamUnsupported:
+                self.unsupported = True
+                return await rpc(request, timeout=timeout, metadata=metadata)
+
+        return routed
+
+    async def _send(self, request: Message, seconds: float) -> Message:
+        stream = self._stream
+        if stream is None or stream.ended:
+            stub = write_service()[1].WriteServiceStub(self._channel())
+            stream = self._stream = _Stream(stub, self._metadata)
+        correlation_id = next(self._ids)
+        future: asyncio.Future[write_service_pb2.WriteResponse] = (
+            asyncio.get_running_loop().create_future()
+        )
+        stream.pending[correlation_id] = future
+        stream.queue.put_nowait(item_of(correlation_id, request))
+        try:
+            response = await asyncio.wait_for(asyncio.shield(future), seconds)
+        except TimeoutError:
+            stream.pending.pop(correlation_id, None)
+            raise deadline_passed() from None
+        return result_of(response, request)
+
+    async def close(self) -> None:
+        """End the stream (the channel's close cancels what is in flight)."""
+        stream, self._stream = self._stream, None
+        if stream is not None and not stream.ended:
+            stream.queue.put_nowait(None)
+            stream.call.cancel()
