@@ -17,10 +17,11 @@ from checkpointd_client import (
     UnavailableError,
     WatchProgress,
 )
-from checkpointd_client._base import ClientCore, WatchState
+from checkpointd_client._base import ClientCore
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.v1 import checkpoint_pb2
 from checkpointd_client.v1 import interrupt_service_pb2 as pb
+from checkpointd_client.watch import WatchState
 
 POLICY = RetryPolicy(max_attempts=2, initial_backoff=0.1, max_backoff=0.4, jitter=0.0)
 
