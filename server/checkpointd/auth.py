@@ -41,7 +41,7 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -55,8 +55,11 @@ from checkpointd.errors import (
     ReadOnlyToken,
     status_for,
 )
-from checkpointd.interceptors import LayerInterceptor, abort_with_error
+from checkpointd.interceptors import Context, LayerInterceptor, abort_with_error, behaviour
 from checkpointd.logging_setup import event
+
+if TYPE_CHECKING:
+    from checkpointd.interceptors import MethodHandler
 
 __all__ = [
     "ALL_NAMESPACES",
@@ -313,7 +316,7 @@ class Authenticator:
         return found
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+Handler = Callable[[Any, Context], Any]
 
 
 def _discard(_: bytes) -> None:
@@ -339,7 +342,7 @@ class AuthInterceptor(LayerInterceptor):
         self._authenticator = authenticator
         self._exempt = tuple(exempt_prefixes)
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: MethodHandler) -> MethodHandler:
         """The handler of ``method`` behind the token check (composed once per method)."""
         if method.startswith(self._exempt):
             return handler
@@ -348,20 +351,20 @@ class AuthInterceptor(LayerInterceptor):
         parse: Callable[[bytes], Any] = handler.request_deserializer or _unchanged
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._scoped(method, access, parse, handler.unary_unary),
+                self._scoped(method, access, parse, behaviour(handler.unary_unary)),
                 request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._scoped_stream(method, access, parse, handler.unary_stream),
+                self._scoped_stream(method, access, parse, behaviour(handler.unary_stream)),
                 request_deserializer=None,
                 response_serializer=handler.response_serializer,
             )
         # checkpointd has no client-streaming RPCs; refuse rather than pass one unchecked.
         return self._refusal(handler, method)
 
-    def _admit(self, method: str, access: Access, context: grpc.aio.ServicerContext) -> Grant:
+    def _admit(self, method: str, access: Access, context: Context) -> Grant:
         """The caller's grant; MissingToken, InvalidToken or ReadOnlyToken when refused."""
         grant = self._authenticator.authenticate(context.invocation_metadata())
         if access is Access.WRITE and grant.role is not Role.READ_WRITE:
@@ -374,7 +377,7 @@ class AuthInterceptor(LayerInterceptor):
         access: Access,
         parse: Callable[[bytes], Any],
         raw: bytes,
-        context: grpc.aio.ServicerContext,
+        context: Context,
     ) -> Any:
         """The parsed request of an admitted caller in an allowed namespace; aborts the call
         otherwise (the token is checked before the bytes are parsed)."""
@@ -392,7 +395,7 @@ class AuthInterceptor(LayerInterceptor):
     # --- refusals ----------------------------------------------------------------------
 
     @staticmethod
-    def _log_denied(method: str, context: grpc.aio.ServicerContext, exc: Exception) -> None:
+    def _log_denied(method: str, context: Context, exc: Exception) -> None:
         info = getattr(exc, "metadata", {})
         status = status_for(exc)
         reason = status.reason if status is not None else type(exc).__name__
@@ -409,11 +412,11 @@ class AuthInterceptor(LayerInterceptor):
             **named,
         )
 
-    def _refusal(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    def _refusal(self, handler: MethodHandler, method: str) -> MethodHandler:
         """A client-streaming method: an unknown token is refused as such, any other as
         read-only (no role may call a method the table cannot check)."""
 
-        async def refuse(_request: None, context: grpc.aio.ServicerContext) -> None:
+        async def refuse(_request: None, context: Context) -> None:
             try:
                 grant = self._authenticator.authenticate(context.invocation_metadata())
                 exc: Exception = ReadOnlyToken(method, grant.name)
@@ -432,7 +435,7 @@ class AuthInterceptor(LayerInterceptor):
     # --- the namespace, once the request is parsed -------------------------------------
 
     def _check_namespace(
-        self, method: str, grant: Grant, request: Any, context: grpc.aio.ServicerContext
+        self, method: str, grant: Grant, request: Any, context: Context
     ) -> CheckpointdError | None:
         raw = getattr(request, "namespace", None)
         if raw is None:
@@ -452,7 +455,7 @@ class AuthInterceptor(LayerInterceptor):
     def _scoped(
         self, method: str, access: Access, parse: Callable[[bytes], Any], inner: Handler
     ) -> Handler:
-        async def scoped(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+        async def scoped(raw: bytes, context: Context) -> Any:
             request = await self._admitted_request(method, access, parse, raw, context)
             return await inner(request, context)
 
@@ -463,14 +466,14 @@ class AuthInterceptor(LayerInterceptor):
     ) -> Handler:
         if inspect.isasyncgenfunction(inner):
 
-            async def scoped_generator(raw: bytes, context: grpc.aio.ServicerContext) -> Any:
+            async def scoped_generator(raw: bytes, context: Context) -> Any:
                 request = await self._admitted_request(method, access, parse, raw, context)
                 async for response in inner(request, context):
                     yield response
 
             return scoped_generator
 
-        async def scoped(raw: bytes, context: grpc.aio.ServicerContext) -> None:
+        async def scoped(raw: bytes, context: Context) -> None:
             request = await self._admitted_request(method, access, parse, raw, context)
             await inner(request, context)
 

@@ -20,15 +20,18 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpointd.errors import TooManyWatchStreams, echo
-from checkpointd.interceptors import LayerInterceptor, abort_with_error
+from checkpointd.interceptors import Context, LayerInterceptor, abort_with_error, behaviour
 from checkpointd.logging_setup import event
 from checkpointd.store.base import Store, StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from checkpointd.interceptors import MethodHandler
 
 __all__ = [
     "HEALTH_SERVICE",
@@ -44,6 +47,7 @@ log = logging.getLogger("checkpointd")
 HEALTH_SERVICE = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 _HEALTH_WATCH = f"/{HEALTH_SERVICE}/Watch"
 
+ServingStatus = health_pb2.HealthCheckResponse.ServingStatus
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 SERVICE_UNKNOWN = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
@@ -55,7 +59,7 @@ _MAX_RETRY_S = 5.0
 _REPEAT_LOG_S = 30.0
 
 
-class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+class HealthService(health_pb2_grpc.HealthServicer):
     """``grpc.health.v1.Health`` for ``""`` and each named service, all with one status.
 
     ``Watch`` sends the current status, then every change; once shutdown has begun it sends
@@ -68,7 +72,7 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     def __init__(self, services: Sequence[str], *, max_watch_streams: int = 0) -> None:
         if max_watch_streams < 0:
             raise ValueError("max_watch_streams must be zero (no limit) or positive")
-        self._status: dict[str, int] = dict.fromkeys(("", *services), NOT_SERVING)
+        self._status: dict[str, ServingStatus] = dict.fromkeys(("", *services), NOT_SERVING)
         self._changed = asyncio.Condition()
         self._closing = False
         self._max_watch_streams = max_watch_streams
@@ -89,17 +93,17 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         self._closing = True
         await self._set_all(NOT_SERVING)
 
-    async def _set_all(self, status: int) -> None:
+    async def _set_all(self, status: ServingStatus) -> None:
         async with self._changed:
             for name in self._status:
                 self._status[name] = status
             self._changed.notify_all()
 
-    def _moved(self, service: str, last: int | None) -> bool:
+    def _moved(self, service: str, last: ServingStatus | None) -> bool:
         return self._closing or self._status.get(service) != last
 
     async def Check(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+        self, request: health_pb2.HealthCheckRequest, context: Context
     ) -> health_pb2.HealthCheckResponse:
         """Return the status of ``request.service``; NOT_FOUND for an unknown name."""
         status = self._status.get(request.service)
@@ -109,9 +113,7 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
             )
         return health_pb2.HealthCheckResponse(status=status)
 
-    async def Watch(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
-    ) -> None:
+    async def Watch(self, request: health_pb2.HealthCheckRequest, context: Context) -> None:
         """Send the current status, then each change, until shutdown or the caller leaves."""
         if self._max_watch_streams and self._watch_streams >= self._max_watch_streams:
             await abort_with_error(
@@ -121,7 +123,7 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
             )
         self._watch_streams += 1
         try:
-            last: int | None = None
+            last: ServingStatus | None = None
             while True:
                 async with self._changed:
                     await self._changed.wait_for(
@@ -289,7 +291,7 @@ class StoreMonitor:
         await self._health.set_serving(True)
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+Handler = Callable[[Any, Context], Any]
 
 
 class StoreGateInterceptor(LayerInterceptor):
@@ -304,19 +306,19 @@ class StoreGateInterceptor(LayerInterceptor):
         self._monitor = monitor
         self._exempt = tuple(exempt_prefixes)
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: MethodHandler) -> MethodHandler:
         """Gate a checkpointd handler on the store having been opened."""
         if method.startswith(self._exempt):
             return handler
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._gate_unary(handler.unary_unary),
+                self._gate_unary(behaviour(handler.unary_unary)),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._gate_stream(method, handler.unary_stream),
+                self._gate_stream(method, behaviour(handler.unary_stream)),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -326,7 +328,7 @@ class StoreGateInterceptor(LayerInterceptor):
         return StoreUnavailable("the server is still waiting for its database to come up")
 
     def _gate_unary(self, inner: Handler) -> Handler:
-        async def gated(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def gated(request: Any, context: Context) -> Any:
             if not self._monitor.opened:
                 raise self._refusal()
             return await inner(request, context)
@@ -334,14 +336,12 @@ class StoreGateInterceptor(LayerInterceptor):
         return gated
 
     def _gate_stream(self, method: str, inner: Handler) -> Handler:
-        async def refuse(context: grpc.aio.ServicerContext) -> None:
+        async def refuse(context: Context) -> None:
             await abort_with_error(context, self._refusal(), method=method)
 
         if inspect.isasyncgenfunction(inner):
 
-            async def gated_generator(
-                request: Any, context: grpc.aio.ServicerContext
-            ) -> AsyncIterator[Any]:
+            async def gated_generator(request: Any, context: Context) -> AsyncIterator[Any]:
                 if not self._monitor.opened:
                     await refuse(context)
                 async for response in inner(request, context):
@@ -349,7 +349,7 @@ class StoreGateInterceptor(LayerInterceptor):
 
             return gated_generator
 
-        async def gated(request: Any, context: grpc.aio.ServicerContext) -> None:
+        async def gated(request: Any, context: Context) -> None:
             if not self._monitor.opened:
                 await refuse(context)
             await inner(request, context)

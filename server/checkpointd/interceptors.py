@@ -20,7 +20,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeAlias, cast
 
 import grpc
 from google.protobuf import any_pb2
@@ -47,7 +47,20 @@ log = logging.getLogger(__name__)
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+#: The context of a call, whatever its messages: a layer wraps every method alike.
+Context: TypeAlias = grpc.aio.ServicerContext[Any, Any]
+if TYPE_CHECKING:  # grpc.RpcMethodHandler is generic only to the type checker
+    #: A method's handler, whatever its messages.
+    MethodHandler: TypeAlias = grpc.RpcMethodHandler[Any, Any]
+
+Handler = Callable[[Any, Context], Awaitable[Any]]
+
+
+def behaviour(function: Callable[..., object]) -> Callable[[Any, Context], Any]:
+    """A handler's function as the asyncio server runs it. grpc's stubs describe the
+    blocking server's (a plain function of a ``grpc.ServicerContext``); under ``grpc.aio``
+    it takes an asyncio context and returns an awaitable or an async generator."""
+    return cast("Callable[[Any, Context], Any]", function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +87,7 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return parse
 
 
-async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
+async def _abort(context: Context, info: StatusInfo) -> None:
     detail = any_pb2.Any()
     detail.Pack(
         error_details_pb2.ErrorInfo(reason=info.reason, domain=ERROR_DOMAIN, metadata=info.metadata)
@@ -87,9 +100,7 @@ async def _abort(context: grpc.aio.ServicerContext, info: StatusInfo) -> None:
     )
 
 
-async def abort_with_error(
-    context: grpc.aio.ServicerContext, exc: BaseException, *, method: str
-) -> NoReturn:
+async def abort_with_error(context: Context, exc: BaseException, *, method: str) -> NoReturn:
     """End an RPC with the status of ``exc``, exactly as the request guard does for unary
     handlers: the table's code and ErrorInfo reason, or INTERNAL with an incident id logged
     with the traceback. Streaming handlers call it themselves (the guard only maps the errors
@@ -111,41 +122,39 @@ async def abort_with_error(
 class Layer(Protocol):
     """One cross-cutting behaviour: wraps the handler of ``method`` (called once per method)."""
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler: ...
+    def wrap(self, method: str, handler: MethodHandler) -> MethodHandler: ...
 
 
-class LayerInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class LayerInterceptor(grpc.aio.ServerInterceptor):
     """A :class:`Layer` used as a server interceptor (the handler is wrapped on each call)."""
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: MethodHandler) -> MethodHandler:
         raise NotImplementedError
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[MethodHandler | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> MethodHandler | None:
         handler = await continuation(handler_call_details)
         if handler is None:
-            return handler
+            return None
         return self.wrap(handler_call_details.method, handler)
 
 
-def _compose(
-    layers: tuple[Layer, ...], method: str, handler: grpc.RpcMethodHandler
-) -> grpc.RpcMethodHandler:
+def _compose(layers: tuple[Layer, ...], method: str, handler: MethodHandler) -> MethodHandler:
     for layer in reversed(layers):  # the first layer ends up outermost
         handler = layer.wrap(method, handler)
     return handler
 
 
-class _ComposedGeneric(grpc.GenericRpcHandler):  # type: ignore[misc]
+class _ComposedGeneric(grpc.GenericRpcHandler):
     """A generic handler whose method handlers are composed with the layers, once each."""
 
     def __init__(self, inner: grpc.GenericRpcHandler, layers: tuple[Layer, ...]) -> None:
         self._inner = inner
         self._layers = layers
-        self._composed: dict[str, grpc.RpcMethodHandler] = {}
+        self._composed: dict[str, MethodHandler] = {}
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
@@ -174,7 +183,7 @@ class ComposingRegistrar:
         )
 
     def add_registered_method_handlers(
-        self, service_name: str, method_handlers: dict[str, grpc.RpcMethodHandler]
+        self, service_name: str, method_handlers: dict[str, MethodHandler]
     ) -> None:
         """Register a service's method handlers, each composed once."""
         self._server.add_registered_method_handlers(
@@ -192,7 +201,7 @@ class RequestGuardInterceptor(LayerInterceptor):
     def __init__(self, *, max_message_bytes: int) -> None:
         self._max_message_bytes = max_message_bytes
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: MethodHandler) -> MethodHandler:
         """Guard a unary or server-streaming handler; others pass unchanged."""
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
@@ -203,7 +212,7 @@ class RequestGuardInterceptor(LayerInterceptor):
         if handler.unary_unary is None:
             return handler
         return grpc.unary_unary_rpc_method_handler(
-            self._guard(method, handler.unary_unary),
+            self._guard(method, behaviour(handler.unary_unary)),
             request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
@@ -213,7 +222,7 @@ class RequestGuardInterceptor(LayerInterceptor):
         """Answer an undecodable stream request INVALID_ARGUMENT and an oversize one
         RESOURCE_EXHAUSTED, as for unary calls; run the others as they are."""
 
-        async def guarded(request: Any, context: grpc.aio.ServicerContext) -> None:
+        async def guarded(request: Any, context: Context) -> None:
             if isinstance(request, _Undecodable):
                 await abort_with_error(
                     context, MalformedRequest(request.message_type), method=method
@@ -233,9 +242,7 @@ class RequestGuardInterceptor(LayerInterceptor):
     def _guard(self, method: str, inner: Handler) -> Handler:
         limit = self._max_message_bytes
 
-        async def guarded(
-            request: Message | _Undecodable, context: grpc.aio.ServicerContext
-        ) -> Any:
+        async def guarded(request: Message | _Undecodable, context: Context) -> Any:
             try:
                 if isinstance(request, _Undecodable):
                     raise MalformedRequest(request.message_type)

@@ -22,7 +22,7 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIServer
 
 import grpc
@@ -38,8 +38,11 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from checkpointd.interceptors import LayerInterceptor
+from checkpointd.interceptors import Context, LayerInterceptor
 from checkpointd.store.base import PoolState, Store, StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from checkpointd.interceptors import MethodHandler
 
 __all__ = ["Metrics", "MetricsInterceptor", "MetricsServer", "instrument_store"]
 
@@ -221,13 +224,13 @@ def _split_method(method: str) -> tuple[str, str]:
 _CODE_NAMES: dict[int, str] = {code.value[0]: code.name for code in grpc.StatusCode}
 
 
-def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> str:
+def _code_name(context: Context, exc: BaseException | None) -> str:
     """The status an RPC ended with: set by abort or set_code, else OK or UNKNOWN."""
     if isinstance(exc, asyncio.CancelledError):
         return "CANCELLED"
     if exc is not None and not isinstance(exc, grpc.aio.AbortError):
         return "UNKNOWN"
-    code = context.code()
+    code: object = context.code()  # the stubs say StatusCode; grpc.aio may give an int
     if isinstance(code, grpc.StatusCode):
         return str(code.name)
     if isinstance(code, int):
@@ -235,7 +238,7 @@ def _code_name(context: grpc.aio.ServicerContext, exc: BaseException | None) -> 
     return "OK" if exc is None else "UNKNOWN"
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Any]
+Handler = Callable[[Any, Context], Any]
 
 
 class MetricsInterceptor(LayerInterceptor):
@@ -244,9 +247,9 @@ class MetricsInterceptor(LayerInterceptor):
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
 
-    def wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    def wrap(self, method: str, handler: MethodHandler) -> MethodHandler:
         """Measure the handler of ``method``, whatever its kind."""
-        kinds: tuple[tuple[str, Any, Callable[..., grpc.RpcMethodHandler]], ...] = (
+        kinds: tuple[tuple[str, Any, Callable[..., MethodHandler]], ...] = (
             ("unary", handler.unary_unary, grpc.unary_unary_rpc_method_handler),
             ("server_stream", handler.unary_stream, grpc.unary_stream_rpc_method_handler),
             ("client_stream", handler.stream_unary, grpc.stream_unary_rpc_method_handler),
@@ -274,9 +277,7 @@ class MetricsInterceptor(LayerInterceptor):
                 metrics.watch_streams.inc()
             return time.perf_counter()
 
-        def end(
-            started: float, context: grpc.aio.ServicerContext, exc: BaseException | None
-        ) -> None:
+        def end(started: float, context: Context, exc: BaseException | None) -> None:
             metrics.rpc_seconds.labels(*labels).observe(time.perf_counter() - started)
             metrics.rpc_handled.labels(*labels, _code_name(context, exc)).inc()
             metrics.rpcs_in_flight.labels(service, name).dec()
@@ -285,9 +286,7 @@ class MetricsInterceptor(LayerInterceptor):
 
         if inspect.isasyncgenfunction(inner):
 
-            async def measured_generator(
-                request: Any, context: grpc.aio.ServicerContext
-            ) -> AsyncIterator[Any]:
+            async def measured_generator(request: Any, context: Context) -> AsyncIterator[Any]:
                 started = begin()
                 failure: BaseException | None = None
                 try:
@@ -301,7 +300,7 @@ class MetricsInterceptor(LayerInterceptor):
 
             return measured_generator
 
-        async def measured(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def measured(request: Any, context: Context) -> Any:
             started = begin()
             failure: BaseException | None = None
             try:
