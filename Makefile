@@ -54,7 +54,7 @@ fmt: install ## Format the code.
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-typecheck: install ## mypy --strict over the server and the client.
+typecheck: install ## mypy --strict over the server, the client and the tests.
 	$(BIN)/mypy
 
 check: lint typecheck test ## Everything CI runs.
