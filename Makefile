@@ -32,8 +32,9 @@ $(VENV)/.installed: pyproject.toml pyclient/pyproject.toml
 run: install ## Serve on the embedded SQLite default, approvals page on http://127.0.0.1:7471/.
 	$(BIN)/checkpointd serve --console-listen 127.0.0.1:7471
 
-gen: install ## Regenerate the protobuf code from proto/.
+gen: install ## Regenerate the protobuf code from proto/ and the sync client from the async one.
 	$(PY) tools/gen_proto.py
+	$(PY) tools/unasync.py
 
 test: install ## Run the test suite (both backends).
 	$(PY) -m pytest
@@ -41,10 +42,11 @@ test: install ## Run the test suite (both backends).
 test-reliability: install ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer
 
-lint: install ## ruff, the README's settings table, buf lint, buf breaking against the committed v1 image, hadolint.
+lint: install ## ruff, the README's settings table, the generated sync client, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PY) tools/settings_table.py --check
+	$(PY) tools/unasync.py --check
 	$(BIN)/buf lint
 	$(BIN)/buf breaking --against proto/buf-images/v1.binpb
 	$(BIN)/hadolint Dockerfile
@@ -53,7 +55,7 @@ fmt: install ## Format the code.
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-typecheck: install ## mypy --strict over the server and the client.
+typecheck: install ## mypy --strict over the server, the client and the tests.
 	$(BIN)/mypy
 
 check: lint typecheck test ## Everything CI runs.

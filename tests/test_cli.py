@@ -177,6 +177,7 @@ def test_defaults_serve_sqlite_in_the_data_dir_and_stop_cleanly_on_sigterm(tmp_p
         text=True,
         env=env,
     )
+    assert process.stderr is not None
     try:
         deadline = time.monotonic() + 30
         database = data_dir / "checkpointd.db"

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from google.protobuf import descriptor_pb2
@@ -121,7 +122,7 @@ def _run_protoc(protoc: str, out: Path, *flags: str) -> subprocess.CompletedProc
     )
 
 
-def _tool_missing(reason: str) -> None:
+def _tool_missing(reason: str) -> NoReturn:
     """Skip where the code generators are not installed, except under
     CHECKPOINTD_REQUIRE_PROTOC=1 (CI installs them), where that is a failure."""
     if os.environ.get("CHECKPOINTD_REQUIRE_PROTOC") == "1":

@@ -1,10 +1,10 @@
-"""What the sync and asyncio clients share: settings, request building, response parsing and
-the retry decision. The two clients only add the transport (blocking or awaited calls).
+"""What every call of a client shares: its settings, request building and the retry decision.
+Response parsing lives in :mod:`checkpointd_client._convert`, the watch's state in
+:mod:`checkpointd_client.watch`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import time
@@ -14,42 +14,16 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-import grpc
-
 from checkpointd_client import _convert
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
 from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
-from checkpointd_client.errors import (
-    CheckpointdError,
-    DeadlineExceededError,
-    ErrorReason,
-    OutOfRangeError,
-    ResourceExhaustedError,
-    UnavailableError,
-)
-from checkpointd_client.models import (
-    Checkpoint,
-    CheckpointPage,
-    CheckpointView,
-    DeleteExecutionResult,
-    IdempotencyResult,
-    PendingInterrupt,
-    PendingInterruptPage,
-    PruneResult,
-    RecordInterruptResult,
-    SnapshotComplete,
-    SnapshotItem,
-    WatchItem,
-    WatchProgress,
-)
+from checkpointd_client.models import Checkpoint, CheckpointView, PendingInterrupt
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
 )
-
-_log = logging.getLogger("checkpointd_client.watch")
 
 _VIEWS: dict[CheckpointView, checkpoint_service_pb2.CheckpointView.ValueType] = {
     "full": checkpoint_service_pb2.CHECKPOINT_VIEW_FULL,
@@ -419,231 +393,3 @@ class ClientCore:
                 for cid, reason in reasons.items()
             ],
         )
-
-
-# --- responses --------------------------------------------------------------------------
-
-
-def checkpoint_page(
-    response: (
-        checkpoint_service_pb2.ListCheckpointsResponse
-        | replication_service_pb2.ListUnsyncedCheckpointsResponse
-    ),
-) -> CheckpointPage:
-    """Parse a ListCheckpoints or ListUnsyncedCheckpoints response."""
-    return CheckpointPage(
-        checkpoints=[_convert.checkpoint_from_proto(c) for c in response.checkpoints],
-        next_page_token=response.next_page_token,
-    )
-
-
-def decision_page(
-    response: interrupt_service_pb2.ListDecisionsResponse,
-) -> PendingInterruptPage:
-    """The page of a ListDecisions response."""
-    return PendingInterruptPage(
-        pending_interrupts=[_convert.pending_from_proto(p) for p in response.decided],
-        next_page_token=response.next_page_token,
-    )
-
-
-def pending_page(
-    response: interrupt_service_pb2.ListPendingInterruptsResponse,
-) -> PendingInterruptPage:
-    """Parse a ListPendingInterrupts response."""
-    return PendingInterruptPage(
-        pending_interrupts=[_convert.pending_from_proto(p) for p in response.pending_interrupts],
-        next_page_token=response.next_page_token,
-    )
-
-
-def delete_result(
-    response: checkpoint_service_pb2.DeleteExecutionResponse,
-) -> DeleteExecutionResult:
-    """Parse a DeleteExecution response."""
-    return DeleteExecutionResult(
-        checkpoints_deleted=response.checkpoints_deleted,
-        pending_interrupt_deleted=response.pending_interrupt_deleted,
-        idempotency_results_deleted=response.idempotency_results_deleted,
-    )
-
-
-def prune_result(response: checkpoint_service_pb2.PruneCheckpointsResponse) -> PruneResult:
-    """Parse a PruneCheckpoints response."""
-    return PruneResult(
-        checkpoints_deleted=response.checkpoints_deleted,
-        idempotency_results_deleted=response.idempotency_results_deleted,
-    )
-
-
-def record_result(
-    response: interrupt_service_pb2.RecordInterruptResponse,
-) -> RecordInterruptResult:
-    """Parse a RecordInterrupt response."""
-    return RecordInterruptResult(
-        checkpoint=_convert.checkpoint_from_proto(response.checkpoint),
-        pending=_convert.pending_from_proto(response.pending),
-        pending_created=response.pending_created,
-    )
-
-
-def idempotency_result(
-    response: idempotency_service_pb2.GetIdempotencyResultResponse,
-) -> IdempotencyResult:
-    """Parse a GetIdempotencyResult response."""
-    if not response.found:
-        return IdempotencyResult(found=False, value=None)
-    return IdempotencyResult(
-        found=True, value=_convert.load_json(response.result_json, field="value")
-    )
-
-
-# --- the interrupt watch ----------------------------------------------------------------
-
-#: The reason of the OUT_OF_RANGE that says a watch cursor is older than the event retention.
-CURSOR_EXPIRED = ErrorReason.CURSOR_EXPIRED
-#: The reason of the RESOURCE_EXHAUSTED that ends the stream of a watcher that fell behind.
-WATCHER_TOO_SLOW = ErrorReason.WATCHER_TOO_SLOW
-
-
-class WatchState:
-    """Everything about an interrupt watch that is not transport (contract I5, P4).
-
-    It builds the request of each connection from the last cursor delivered, turns responses
-    into :data:`~checkpointd_client.WatchItem`\\ s, and decides what a broken stream means:
-    reconnect from the cursor after a backoff (UNAVAILABLE, WATCHER_TOO_SLOW, a dropped or
-    ended stream), re-snapshot (CURSOR_EXPIRED), or raise.
-    """
-
-    __slots__ = (
-        "_core",
-        "_delivered",
-        "_failures",
-        "_resnapshot",
-        "agent_path_prefix",
-        "chain_name",
-        "cursor",
-        "deadline",
-        "reason",
-        "reconnect",
-    )
-
-    def __init__(
-        self,
-        core: ClientCore,
-        *,
-        after_cursor: int,
-        chain_name: str | None,
-        reason: str | None,
-        agent_path_prefix: str | None,
-        reconnect: bool,
-        timeout: float | None,
-    ) -> None:
-        if isinstance(after_cursor, bool) or not isinstance(after_cursor, int):
-            raise TypeError(f"after_cursor must be an int, got {type(after_cursor).__name__}")
-        if after_cursor < 0:
-            raise ValueError(
-                f"after_cursor must be >= 0 (0 starts with a snapshot), got {after_cursor}"
-            )
-        self._core = core
-        self.cursor = after_cursor  # the last cursor delivered: where a reconnect resumes
-        self.chain_name = chain_name
-        self.reason = reason
-        self.agent_path_prefix = agent_path_prefix
-        self.reconnect = reconnect
-        self.deadline = None if timeout is None else core.deadline(timeout)
-        self._delivered = False  # whether any item has been handed to the caller
-        self._resnapshot = False  # whether the snapshot being sent replaces an earlier one
-        self._failures = 0  # connection failures since the last item received
-
-    def request(self) -> interrupt_service_pb2.WatchInterruptsRequest:
-        """Build the request of the next connection, resuming after the last cursor."""
-        if self.cursor == 0 and self._delivered:
-            # A snapshot again: what the caller built from earlier items must be replaced.
-            self._resnapshot = True
-        return interrupt_service_pb2.WatchInterruptsRequest(
-            namespace=self._core.namespace,
-            after_cursor=self.cursor,
-            chain_name=self.chain_name,
-            reason=self.reason,
-            agent_path_prefix=self.agent_path_prefix,
-        )
-
-    def call_timeout(self) -> float | None:
-        """The gRPC deadline of the next connection: what is left of the watch's timeout."""
-        if self.deadline is None:
-            return None
-        return max(ClientCore.remaining(self.deadline), 0.001)
-
-    def accept(self, response: interrupt_service_pb2.WatchInterruptsResponse) -> WatchItem | None:
-        """Turn one response into the item to deliver (``None``: nothing to deliver)."""
-        self._failures = 0
-        item: WatchItem
-        kind = response.WhichOneof("item")
-        if kind == "snapshot":
-            item = SnapshotItem(
-                pending=_convert.pending_from_proto(response.snapshot),
-                resnapshot=self._resnapshot,
-            )
-        elif kind == "snapshot_complete":
-            item = SnapshotComplete(
-                cursor=response.snapshot_complete.cursor, resnapshot=self._resnapshot
-            )
-            self.cursor = item.cursor
-            self._resnapshot = False
-        elif kind == "event":
-            event = _convert.interrupt_event_from_proto(response.event)
-            item = event if event is not None else WatchProgress(cursor=response.event.cursor)
-            self.cursor = item.cursor
-        elif kind == "progress":
-            item = WatchProgress(cursor=response.progress.cursor)
-            self.cursor = max(self.cursor, item.cursor)
-        else:  # an item kind added by a newer server: nothing this client can deliver
-            return None
-        self._delivered = True
-        return item
-
-    def after_stream_end(self, error: CheckpointdError | None) -> float | None:
-        """Decide what to do when a stream ended, with ``error`` or cleanly (``None``).
-
-        Returns the seconds to wait before reconnecting, or ``None`` when the watch is over
-        (a clean end with reconnecting off). Raises ``error`` when it cannot be recovered
-        from, or when the wait would pass the watch's deadline.
-        """
-        if not self.reconnect:
-            if error is not None:
-                raise error
-            return None
-        if isinstance(error, OutOfRangeError) and error.reason == CURSOR_EXPIRED:
-            _log.info("watch cursor %d expired; taking a new snapshot", self.cursor)
-            self.cursor = 0
-            self._delivered = True  # the snapshot that follows replaces the caller's view
-            return 0.0
-        if not self.retriable(error):
-            assert error is not None
-            raise error
-        self._failures += 1
-        delay = self._core.retry.backoff(self._failures, rng=self._core._rng)
-        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
-            if error is not None:
-                raise error
-            raise DeadlineExceededError(
-                "the watch's timeout passed", code=grpc.StatusCode.DEADLINE_EXCEEDED
-            )
-        _log.info(
-            "watch stream ended (%s); reconnecting after cursor %d in %.2f s",
-            "it ended" if error is None else error,
-            self.cursor,
-            delay,
-        )
-        return delay
-
-    @staticmethod
-    def retriable(error: CheckpointdError | None) -> bool:
-        """Whether a watch that ended with ``error`` resumes from its cursor."""
-        if error is None or isinstance(error, UnavailableError):
-            return True  # a stream that ended, a dropped connection, a server going away
-        if isinstance(error, ResourceExhaustedError):
-            return error.reason == WATCHER_TOO_SLOW
-        # Cancelled by the server or a proxy (not by us: a closed watch never gets here).
-        return bool(error.code == grpc.StatusCode.CANCELLED)

@@ -1,4 +1,5 @@
-"""Conversion between the client's dataclasses and the ``checkpointd.v1`` messages.
+"""Conversion between the client's dataclasses and the ``checkpointd.v1`` messages, and the
+parsing of each response into what a client method returns.
 
 JSON fields travel as UTF-8 JSON text (contract J1): encoded compactly, without ASCII
 escaping, and refusing ``NaN``/``Infinity`` (J2) with a ``ValueError`` before anything is
@@ -20,13 +21,25 @@ from google.protobuf import duration_pb2, timestamp_pb2
 from checkpointd_client.models import (
     CHECKPOINT_STATUSES,
     Checkpoint,
+    CheckpointPage,
     Decision,
     DecisionStatus,
+    DeleteExecutionResult,
+    IdempotencyResult,
     InterruptEvent,
     InterruptEventType,
     PendingInterrupt,
+    PendingInterruptPage,
+    PruneResult,
+    RecordInterruptResult,
 )
-from checkpointd_client.v1 import checkpoint_pb2, interrupt_service_pb2
+from checkpointd_client.v1 import (
+    checkpoint_pb2,
+    checkpoint_service_pb2,
+    idempotency_service_pb2,
+    interrupt_service_pb2,
+    replication_service_pb2,
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -290,3 +303,78 @@ def interrupt_event_from_proto(msg: interrupt_service_pb2.InterruptEvent) -> Int
         pending=pending_from_proto(msg.pending),
         event_time=timestamp_to_datetime(msg.event_time),
     )
+
+
+# --- responses --------------------------------------------------------------------------
+
+
+def checkpoint_page(
+    response: (
+        checkpoint_service_pb2.ListCheckpointsResponse
+        | replication_service_pb2.ListUnsyncedCheckpointsResponse
+    ),
+) -> CheckpointPage:
+    """Parse a ListCheckpoints or ListUnsyncedCheckpoints response."""
+    return CheckpointPage(
+        checkpoints=[checkpoint_from_proto(c) for c in response.checkpoints],
+        next_page_token=response.next_page_token,
+    )
+
+
+def decision_page(
+    response: interrupt_service_pb2.ListDecisionsResponse,
+) -> PendingInterruptPage:
+    """The page of a ListDecisions response."""
+    return PendingInterruptPage(
+        pending_interrupts=[pending_from_proto(p) for p in response.decided],
+        next_page_token=response.next_page_token,
+    )
+
+
+def pending_page(
+    response: interrupt_service_pb2.ListPendingInterruptsResponse,
+) -> PendingInterruptPage:
+    """Parse a ListPendingInterrupts response."""
+    return PendingInterruptPage(
+        pending_interrupts=[pending_from_proto(p) for p in response.pending_interrupts],
+        next_page_token=response.next_page_token,
+    )
+
+
+def delete_result(
+    response: checkpoint_service_pb2.DeleteExecutionResponse,
+) -> DeleteExecutionResult:
+    """Parse a DeleteExecution response."""
+    return DeleteExecutionResult(
+        checkpoints_deleted=response.checkpoints_deleted,
+        pending_interrupt_deleted=response.pending_interrupt_deleted,
+        idempotency_results_deleted=response.idempotency_results_deleted,
+    )
+
+
+def prune_result(response: checkpoint_service_pb2.PruneCheckpointsResponse) -> PruneResult:
+    """Parse a PruneCheckpoints response."""
+    return PruneResult(
+        checkpoints_deleted=response.checkpoints_deleted,
+        idempotency_results_deleted=response.idempotency_results_deleted,
+    )
+
+
+def record_result(
+    response: interrupt_service_pb2.RecordInterruptResponse,
+) -> RecordInterruptResult:
+    """Parse a RecordInterrupt response."""
+    return RecordInterruptResult(
+        checkpoint=checkpoint_from_proto(response.checkpoint),
+        pending=pending_from_proto(response.pending),
+        pending_created=response.pending_created,
+    )
+
+
+def idempotency_result(
+    response: idempotency_service_pb2.GetIdempotencyResultResponse,
+) -> IdempotencyResult:
+    """Parse a GetIdempotencyResult response."""
+    if not response.found:
+        return IdempotencyResult(found=False, value=None)
+    return IdempotencyResult(found=True, value=load_json(response.result_json, field="value"))

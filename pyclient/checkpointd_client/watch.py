@@ -20,21 +20,208 @@ Other errors are raised. Closing the watch ends the iteration.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Protocol, Self, TypeAlias
 
 import grpc
+from grpc import aio
 
-from checkpointd_client._base import Metadata, WatchState
-from checkpointd_client.errors import CheckpointdError, map_rpc_errors
-from checkpointd_client.models import WatchItem
+from checkpointd_client import _convert
+from checkpointd_client._base import ClientCore, Metadata
+from checkpointd_client.errors import (
+    CheckpointdError,
+    DeadlineExceededError,
+    ErrorReason,
+    OutOfRangeError,
+    ResourceExhaustedError,
+    UnavailableError,
+    map_rpc_errors,
+)
+from checkpointd_client.models import SnapshotComplete, SnapshotItem, WatchItem, WatchProgress
+from checkpointd_client.v1.interrupt_service_pb2 import (
+    WatchInterruptsRequest,
+    WatchInterruptsResponse,
+)
 
 __all__ = ["AsyncInterruptWatch", "InterruptWatch"]
 
-#: Opens one WatchInterrupts stream: ``(request, timeout=..., metadata=...) -> call``.
-OpenStream = Callable[..., Any]
+_log = logging.getLogger("checkpointd_client.watch")
+
+# --- the watch's state ----------------------------------------------------------------
+
+#: The reason of the OUT_OF_RANGE that says a watch cursor is older than the event retention.
+CURSOR_EXPIRED = ErrorReason.CURSOR_EXPIRED
+#: The reason of the RESOURCE_EXHAUSTED that ends the stream of a watcher that fell behind.
+WATCHER_TOO_SLOW = ErrorReason.WATCHER_TOO_SLOW
+
+
+class WatchState:
+    """Everything about an interrupt watch that is not transport (contract I5, P4).
+
+    It builds the request of each connection from the last cursor delivered, turns responses
+    into :data:`~checkpointd_client.WatchItem`\\ s, and decides what a broken stream means:
+    reconnect from the cursor after a backoff (UNAVAILABLE, WATCHER_TOO_SLOW, a dropped or
+    ended stream), re-snapshot (CURSOR_EXPIRED), or raise.
+    """
+
+    __slots__ = (
+        "_core",
+        "_delivered",
+        "_failures",
+        "_resnapshot",
+        "agent_path_prefix",
+        "chain_name",
+        "cursor",
+        "deadline",
+        "reason",
+        "reconnect",
+    )
+
+    def __init__(
+        self,
+        core: ClientCore,
+        *,
+        after_cursor: int,
+        chain_name: str | None,
+        reason: str | None,
+        agent_path_prefix: str | None,
+        reconnect: bool,
+        timeout: float | None,
+    ) -> None:
+        if isinstance(after_cursor, bool) or not isinstance(after_cursor, int):
+            raise TypeError(f"after_cursor must be an int, got {type(after_cursor).__name__}")
+        if after_cursor < 0:
+            raise ValueError(
+                f"after_cursor must be >= 0 (0 starts with a snapshot), got {after_cursor}"
+            )
+        self._core = core
+        self.cursor = after_cursor  # the last cursor delivered: where a reconnect resumes
+        self.chain_name = chain_name
+        self.reason = reason
+        self.agent_path_prefix = agent_path_prefix
+        self.reconnect = reconnect
+        self.deadline = None if timeout is None else core.deadline(timeout)
+        self._delivered = False  # whether any item has been handed to the caller
+        self._resnapshot = False  # whether the snapshot being sent replaces an earlier one
+        self._failures = 0  # connection failures since the last item received
+
+    def request(self) -> WatchInterruptsRequest:
+        """Build the request of the next connection, resuming after the last cursor."""
+        if self.cursor == 0 and self._delivered:
+            # A snapshot again: what the caller built from earlier items must be replaced.
+            self._resnapshot = True
+        return WatchInterruptsRequest(
+            namespace=self._core.namespace,
+            after_cursor=self.cursor,
+            chain_name=self.chain_name,
+            reason=self.reason,
+            agent_path_prefix=self.agent_path_prefix,
+        )
+
+    def call_timeout(self) -> float | None:
+        """The gRPC deadline of the next connection: what is left of the watch's timeout."""
+        if self.deadline is None:
+            return None
+        return max(ClientCore.remaining(self.deadline), 0.001)
+
+    def accept(self, response: WatchInterruptsResponse) -> WatchItem | None:
+        """Turn one response into the item to deliver (``None``: nothing to deliver)."""
+        self._failures = 0
+        item: WatchItem
+        kind = response.WhichOneof("item")
+        if kind == "snapshot":
+            item = SnapshotItem(
+                pending=_convert.pending_from_proto(response.snapshot),
+                resnapshot=self._resnapshot,
+            )
+        elif kind == "snapshot_complete":
+            item = SnapshotComplete(
+                cursor=response.snapshot_complete.cursor, resnapshot=self._resnapshot
+            )
+            self.cursor = item.cursor
+            self._resnapshot = False
+        elif kind == "event":
+            event = _convert.interrupt_event_from_proto(response.event)
+            item = event if event is not None else WatchProgress(cursor=response.event.cursor)
+            self.cursor = item.cursor
+        elif kind == "progress":
+            item = WatchProgress(cursor=response.progress.cursor)
+            self.cursor = max(self.cursor, item.cursor)
+        else:  # an item kind added by a newer server: nothing this client can deliver
+            return None
+        self._delivered = True
+        return item
+
+    def after_stream_end(self, error: CheckpointdError | None) -> float | None:
+        """Decide what to do when a stream ended, with ``error`` or cleanly (``None``).
+
+        Returns the seconds to wait before reconnecting, or ``None`` when the watch is over
+        (a clean end with reconnecting off). Raises ``error`` when it cannot be recovered
+        from, or when the wait would pass the watch's deadline.
+        """
+        if not self.reconnect:
+            if error is not None:
+                raise error
+            return None
+        if isinstance(error, OutOfRangeError) and error.reason == CURSOR_EXPIRED:
+            _log.info("watch cursor %d expired; taking a new snapshot", self.cursor)
+            self.cursor = 0
+            self._delivered = True  # the snapshot that follows replaces the caller's view
+            return 0.0
+        if not self.retriable(error):
+            assert error is not None
+            raise error
+        self._failures += 1
+        delay = self._core.retry.backoff(self._failures, rng=self._core._rng)
+        if self.deadline is not None and time.monotonic() + delay >= self.deadline:
+            if error is not None:
+                raise error
+            raise DeadlineExceededError(
+                "the watch's timeout passed", code=grpc.StatusCode.DEADLINE_EXCEEDED
+            )
+        _log.info(
+            "watch stream ended (%s); reconnecting after cursor %d in %.2f s",
+            "it ended" if error is None else error,
+            self.cursor,
+            delay,
+        )
+        return delay
+
+    @staticmethod
+    def retriable(error: CheckpointdError | None) -> bool:
+        """Whether a watch that ended with ``error`` resumes from its cursor."""
+        if error is None or isinstance(error, UnavailableError):
+            return True  # a stream that ended, a dropped connection, a server going away
+        if isinstance(error, ResourceExhaustedError):
+            return error.reason == WATCHER_TOO_SLOW
+        # Cancelled by the server or a proxy (not by us: a closed watch never gets here).
+        return bool(error.code == grpc.StatusCode.CANCELLED)
+
+
+# --- the iterators ---
+
+if TYPE_CHECKING:  # the stubs' classes are generic only to the type checker
+    #: The WatchInterrupts method of a blocking stub: each call opens one stream.
+    OpenStream: TypeAlias = grpc.UnaryStreamMultiCallable[
+        WatchInterruptsRequest, WatchInterruptsResponse
+    ]
+    #: The WatchInterrupts method of an asyncio stub.
+    AsyncOpenStream: TypeAlias = aio.UnaryStreamMultiCallable[
+        WatchInterruptsRequest, WatchInterruptsResponse
+    ]
+    AsyncStream: TypeAlias = aio.UnaryStreamCall[WatchInterruptsRequest, WatchInterruptsResponse]
+
+
+class _Stream(Protocol):
+    """One open blocking WatchInterrupts stream."""
+
+    def __next__(self) -> WatchInterruptsResponse: ...
+
+    def cancel(self) -> bool: ...
 
 
 class InterruptWatch:
@@ -58,7 +245,7 @@ class InterruptWatch:
         self._client_closed = client_closed
         self._lock = threading.RLock()  # close() may run in a signal handler
         self._stopped = threading.Event()
-        self._call: Any = None
+        self._call: _Stream | None = None
         self._done = False
 
     @property
@@ -128,7 +315,7 @@ class InterruptWatch:
                 self._done = True
                 raise StopIteration
 
-    def _connect(self) -> Any:
+    def _connect(self) -> _Stream:
         request = self._state.request()
         call = self._open_stream()(
             request, timeout=self._state.call_timeout(), metadata=self._metadata
@@ -151,7 +338,7 @@ class AsyncInterruptWatch:
 
     def __init__(
         self,
-        open_stream: Callable[[], OpenStream],
+        open_stream: Callable[[], AsyncOpenStream],
         state: WatchState,
         metadata: Metadata,
         client_closed: Callable[[], bool],
@@ -162,7 +349,7 @@ class AsyncInterruptWatch:
         self._client_closed = client_closed
         self._stopped = False
         self._wakeup: asyncio.Event | None = None
-        self._call: Any = None
+        self._call: AsyncStream | None = None
         self._done = False
 
     @property
@@ -228,7 +415,8 @@ class AsyncInterruptWatch:
             except CheckpointdError as exc:
                 error = exc
             else:
-                if response is not grpc.aio.EOF:
+                # Anything else is the end of the stream (grpc.aio.EOF).
+                if isinstance(response, WatchInterruptsResponse):
                     item = self._state.accept(response)
                     if item is not None:
                         return item

@@ -344,7 +344,7 @@ def test_d1_idempotent_values_round_trip(value: Any) -> None:
     """Any JSON value, null included, is cached and read back exactly."""
     request = _core().put_idempotent("e", "k", value, None)
     assert json.loads(request.result_json) == value
-    found = _base.idempotency_result(
+    found = _convert.idempotency_result(
         idempotency_service_pb2.GetIdempotencyResultResponse(
             found=True, result_json=request.result_json
         )
@@ -355,7 +355,7 @@ def test_d1_idempotent_values_round_trip(value: Any) -> None:
 
 def test_d1_missing_idempotent_result_is_not_found() -> None:
     """found=false reads back as not found with value None."""
-    result = _base.idempotency_result(idempotency_service_pb2.GetIdempotencyResultResponse())
+    result = _convert.idempotency_result(idempotency_service_pb2.GetIdempotencyResultResponse())
     assert not result.found
     assert result.value is None
 
@@ -387,7 +387,7 @@ def test_j2_reading_a_non_finite_number_is_a_value_error_naming_the_field(text: 
         _convert.checkpoint_from_proto(msg)
     reply = idempotency_service_pb2.GetIdempotencyResultResponse(found=True, result_json=text)
     with pytest.raises(ValueError, match=r"^value: "):
-        _base.idempotency_result(reply)
+        _convert.idempotency_result(reply)
 
 
 def test_j2_finite_edges_still_read() -> None:

@@ -43,7 +43,7 @@ def _status_bytes(
     return data
 
 
-class FakeRpcError(grpc.RpcError):  # type: ignore[misc]  # grpc ships no type stubs
+class FakeRpcError(grpc.RpcError):
     """A sync-style RpcError that is also a grpc.Call, as grpc raises it."""
 
     def __init__(self, code: Any, details: str | None = "boom", trailing: Any = ()) -> None:

@@ -3,6 +3,8 @@ resume from the cursor, how long the backoff is, and when a new snapshot is flag
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import grpc
 import pytest
 
@@ -17,10 +19,11 @@ from checkpointd_client import (
     UnavailableError,
     WatchProgress,
 )
-from checkpointd_client._base import ClientCore, WatchState
+from checkpointd_client._base import ClientCore
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.v1 import checkpoint_pb2
 from checkpointd_client.v1 import interrupt_service_pb2 as pb
+from checkpointd_client.watch import WatchState
 
 POLICY = RetryPolicy(max_attempts=2, initial_backoff=0.1, max_backoff=0.4, jitter=0.0)
 
@@ -34,7 +37,7 @@ def state(**overrides) -> WatchState:
         metadata=(),
         channel_options=(),
     )
-    options = {
+    options: dict[str, Any] = {
         "after_cursor": 0,
         "chain_name": None,
         "reason": None,
@@ -56,7 +59,9 @@ def complete(cursor: int) -> pb.WatchInterruptsResponse:
     return pb.WatchInterruptsResponse(snapshot_complete=pb.SnapshotComplete(cursor=cursor))
 
 
-def event(cursor: int, kind: int = pb.INTERRUPT_EVENT_TYPE_ADDED) -> pb.WatchInterruptsResponse:
+def event(
+    cursor: int, kind: pb.InterruptEventType.ValueType = pb.INTERRUPT_EVENT_TYPE_ADDED
+) -> pb.WatchInterruptsResponse:
     return pb.WatchInterruptsResponse(
         event=pb.InterruptEvent(
             cursor=cursor, type=kind, pending=checkpoint_pb2.PendingInterrupt(execution_id="e")
@@ -163,7 +168,8 @@ def test_p4_a_wait_past_the_watch_timeout_raises_instead():
 def test_p4_unknown_event_types_are_passed_over_as_progress():
     """An event type from a newer server moves the cursor without being misread."""
     watch = state(after_cursor=5)
-    assert watch.accept(event(6, kind=99)) == WatchProgress(cursor=6)
+    unknown = cast("pb.InterruptEventType.ValueType", 99)
+    assert watch.accept(event(6, kind=unknown)) == WatchProgress(cursor=6)
     assert watch.accept(pb.WatchInterruptsResponse()) is None
     assert watch.cursor == 6
 

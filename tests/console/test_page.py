@@ -40,7 +40,8 @@ def sign_in(browser: Any, url: str, token: str) -> None:
 def row(browser: Any, execution_id: str) -> WebElement:
     """The row of ``execution_id``, once the page shows it."""
     selector = f'article.interrupt[data-execution-id="{execution_id}"]'
-    return wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, selector))
+    found: WebElement = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, selector))
+    return found
 
 
 def status_of(element: WebElement) -> str:

@@ -338,8 +338,8 @@ def test_p2_sixteen_threads_share_one_adapter(checkpointer, execution_id):
     rows = checkpointer.list(execution_id, limit=1000)
     assert len(rows) == threads_n * puts_n
     assert len({c.checkpoint_id for c in rows}) == threads_n * puts_n
-    for t, mine in written.items():
-        assert [c.checkpoint_id for c in rows if c.node_id.startswith(f"t{t}-")] == mine
+    for n, mine in written.items():
+        assert [c.checkpoint_id for c in rows if c.node_id.startswith(f"t{n}-")] == mine
 
 
 async def test_p2_blocking_methods_work_inside_a_running_event_loop(checkpointer, execution_id):

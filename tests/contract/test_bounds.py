@@ -57,7 +57,9 @@ def _reason(error: grpc.RpcError) -> str:
 
 
 @contextlib.contextmanager
-def _watch(target: str, *, stalled: bool = False, **request: Any) -> Iterator[grpc.Call]:
+def _watch(
+    target: str, *, stalled: bool = False, **request: Any
+) -> Iterator[Iterator[svc.WatchInterruptsResponse]]:
     """A raw WatchInterrupts call (an iterator of responses), cancelled at the end."""
     options = STALLED_OPTIONS if stalled else []
     with grpc.insecure_channel(target, options=options) as channel:

@@ -401,14 +401,14 @@ def test_c1_put_with_an_unknown_view_is_invalid_argument_and_writes_nothing(side
         stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
         with pytest.raises(grpc.RpcError) as refused:
             stub.PutCheckpoint(_full_put_request(execution_id, 7), timeout=10)
-        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
-        assert "view" in (refused.value.details() or "")  # type: ignore[attr-defined]
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "view" in (refused.value.details() or "")
         with pytest.raises(grpc.RpcError) as missing:
             stub.GetLatestCheckpoint(
                 checkpoint_service_pb2.GetLatestCheckpointRequest(execution_id=execution_id),
                 timeout=10,
             )
-        assert missing.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_c1_client_put_basic_view_returns_the_stored_row_without_payloads(

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import grpc
 import pytest
@@ -19,7 +22,6 @@ from checkpointd_client import (
     NotFoundError,
     ResourceExhaustedError,
 )
-from checkpointd_client._status import details_from_metadata
 from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
@@ -31,6 +33,7 @@ from checkpointd_client.v1 import (
 )
 from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
+from tests.support.grpc_errors import error_details
 from tests.support.store_dump import dump_store
 
 
@@ -136,7 +139,7 @@ def test_j2_bad_checkpoint_fields_are_invalid_argument_and_write_nothing(sidecar
         with pytest.raises(grpc.RpcError) as err:
             checkpoints.PutCheckpoint(request, timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert err.value.details().startswith(field + ":")
+        assert (err.value.details() or "").startswith(field + ":")
     assert dump_store(sidecar.store) == before
 
 
@@ -219,7 +222,7 @@ def test_j2_every_required_field_missing_names_the_field(sidecar):
             with pytest.raises(grpc.RpcError) as err:
                 method(request, timeout=10)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, err.value)
-            assert err.value.details().startswith(f"{field}:"), err.value.details()
+            assert (err.value.details() or "").startswith(f"{field}:"), err.value.details()
     assert dump_store(sidecar.store) == before
 
 
@@ -372,18 +375,20 @@ def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sideca
             client.put_checkpoint(checkpoint(execution_id))
         cp, pending = interrupted(execution_id)
         client.record_interrupt(cp, pending)
-        calls = {}
+        calls: dict[str, Callable[[], object]] = {}
         for descending in (False, True):
             scope = ["checkpoints", "default", execution_id, descending]
             for name, token in _bad_page_tokens(scope).items():
-                calls[f"ListCheckpoints descending={descending} {name}"] = (
-                    lambda t=token, d=descending: client.list_checkpoints(
-                        execution_id, page_size=1, page_token=t, descending=d
-                    )
+                calls[f"ListCheckpoints descending={descending} {name}"] = functools.partial(
+                    client.list_checkpoints,
+                    execution_id,
+                    page_size=1,
+                    page_token=token,
+                    descending=descending,
                 )
         for name, token in _bad_page_tokens(["pending", "default", None, None, None]).items():
-            calls[f"ListPendingInterrupts {name}"] = lambda t=token: client.list_pending_interrupts(
-                page_size=1, page_token=t
+            calls[f"ListPendingInterrupts {name}"] = functools.partial(
+                client.list_pending_interrupts, page_size=1, page_token=token
             )
         for name, call in calls.items():
             with pytest.raises(InvalidArgumentError) as err:
@@ -410,7 +415,7 @@ def _json_cases(number: str) -> list[tuple[str, str, object]]:
     """(rpc, field path, request) for every JSON field of every RPC, holding ``number``."""
     obj = f'{{"nested": {{"list": [1, {number}]}}}}'
 
-    def cp(**fields: str) -> checkpoint_pb2.Checkpoint:
+    def cp(**fields: Any) -> checkpoint_pb2.Checkpoint:
         return checkpoint_pb2.Checkpoint(
             execution_id="exec-nonfinite",
             checkpoint_id=f"cp-{uuid.uuid4().hex}",
@@ -432,7 +437,7 @@ def _json_cases(number: str) -> list[tuple[str, str, object]]:
                 "PutCheckpoint",
                 f"checkpoint.{name}",
                 checkpoint_service_pb2.PutCheckpointRequest(
-                    request_id="r", **{"checkpoint": cp(**{name: obj})}
+                    request_id="r", checkpoint=cp(**{name: obj})
                 ),
             )
         )
@@ -501,11 +506,11 @@ def test_j2_numbers_that_overflow_to_infinity_are_refused_in_every_json_field(si
             with pytest.raises(grpc.RpcError) as err:
                 methods[rpc](request, timeout=10)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (rpc, field)
-            details = details_from_metadata(err.value.trailing_metadata())
+            details = error_details(err.value)
             assert details.reason == "INVALID_FIELD", (rpc, field)
             assert details.metadata["field"] == field, (rpc, field)
             assert "finite" in details.metadata["rule"], details.metadata
-            assert err.value.details().startswith(f"{field}:"), err.value.details()
+            assert (err.value.details() or "").startswith(f"{field}:"), err.value.details()
         listing = checkpoints.ListCheckpoints(
             checkpoint_service_pb2.ListCheckpointsRequest(execution_id="exec-nonfinite"),
             timeout=10,
@@ -597,9 +602,9 @@ def test_e2_n1_no_error_echoes_unbounded_input(sidecar):
             with pytest.raises(grpc.RpcError) as err:
                 call()
             assert err.value.code() == code, err.value
-            assert len(err.value.details()) <= 512, len(err.value.details())
-            assert huge[:1000] not in err.value.details()
-            details = details_from_metadata(err.value.trailing_metadata())
+            assert len(err.value.details() or "") <= 512, err.value.details()
+            assert huge[:1000] not in (err.value.details() or "")
+            details = error_details(err.value)
             assert details.reason == reason
             assert all(len(value) <= 256 for value in details.metadata.values())
         listing = checkpoints.ListCheckpoints(

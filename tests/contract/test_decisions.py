@@ -30,7 +30,7 @@ def pause(client: CheckpointdClient, execution_id: str, **fields: object) -> str
     return client.record_interrupt(cp, pending).pending.checkpoint_id
 
 
-def listed(client: CheckpointdClient, execution_id: str):  # type: ignore[no-untyped-def]
+def listed(client: CheckpointdClient, execution_id: str):
     [row] = [
         p
         for p in client.list_pending_interrupts().pending_interrupts
@@ -160,7 +160,7 @@ def test_k1_invalid_decision_is_refused_and_writes_nothing(client, execution_id,
     args: dict[str, object] = {"execution_id": execution_id, "decided_by": "bot"}
     args.update(fields)
     with pytest.raises(InvalidArgumentError) as err:
-        client.submit_decision(approved=True, **args)  # type: ignore[arg-type]
+        client.submit_decision(approved=True, **args)
     assert err.value.metadata["field"] == field
     assert listed(client, execution_id).decision is None
 
@@ -326,9 +326,9 @@ def test_k2_lease_and_report_need_a_decision(client, execution_id):
     with pytest.raises(NotFoundError) as err:
         client.report_resume(execution_id, checkpoint_id, lease_token="w")
     assert err.value.reason == "NO_DECISION"
-    with pytest.raises(InvalidArgumentError) as err:
+    with pytest.raises(InvalidArgumentError) as invalid:
         client.lease_decision(execution_id, checkpoint_id, lease_token="w", lease_seconds=3601)
-    assert err.value.metadata["field"] == "lease_seconds"
+    assert invalid.value.metadata["field"] == "lease_seconds"
 
 
 def test_k2_open_decisions_are_listed_after_their_pending_row_is_gone(client, execution_id):

@@ -75,7 +75,11 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
                 if index and index % 15 == 0:
                     with sampled:
                         before = pending_samples
-                        sampled.wait_for(lambda b=before: pending_samples > b, timeout=30)
+
+                        def sampled_since(b: int = before) -> bool:
+                            return pending_samples > b
+
+                        sampled.wait_for(sampled_since, timeout=30)
                 writer.record_interrupt(*interrupted(run, chain_name=run))
         done.set()
 

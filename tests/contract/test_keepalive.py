@@ -106,8 +106,8 @@ def test_i5_a_watch_pinged_every_second_stays_open_where_grpc_defaults_cut_it_of
             ended = control.next()
             cut_after = time.monotonic() - started
             assert isinstance(ended, grpc.RpcError), ended
-            assert ended.code() == grpc.StatusCode.UNAVAILABLE, ended  # type: ignore[attr-defined]
-            assert "ping" in (ended.details() or "").lower(), ended  # type: ignore[attr-defined]
+            assert ended.code() == grpc.StatusCode.UNAVAILABLE, ended
+            assert "ping" in (ended.details() or "").lower(), ended
 
             # The checkpointd stream has had the same pings, and as many again.
             time.sleep(cut_after)
@@ -121,6 +121,6 @@ def test_i5_a_watch_pinged_every_second_stays_open_where_grpc_defaults_cut_it_of
                     break
             assert message.event.pending.execution_id == "after-the-pings"
         finally:
-            control_call.cancel()  # type: ignore[attr-defined]
+            control_call.cancel()
             watch_call.cancel()
             control_server.stop(0)

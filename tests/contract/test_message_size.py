@@ -102,7 +102,7 @@ def _valid_request(client: CheckpointdClient, method: str) -> Message:
 
 
 def _reason(error: grpc.RpcError) -> str:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     for detail in status.details if status else ():
         info = error_details_pb2.ErrorInfo()
         if detail.Unpack(info):
@@ -134,7 +134,7 @@ def test_j3_every_unary_rpc_refuses_an_oversize_request_and_writes_nothing(
         ):
             for service, method in unary:
                 request = _valid_request(client, method.name).SerializeToString()
-                call = channel.unary_unary(
+                call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
                     f"/{service.full_name}/{method.name}", request_serializer=lambda b: b
                 )
                 before = reader.dump()
@@ -168,7 +168,7 @@ def test_j3_an_oversize_watch_request_is_refused(sidecar_factory: Callable[..., 
     padding = b"\xfa\x3e" + b"\x80\x80\x05" + b"x" * (80 * 1024)
     request = interrupts_pb.WatchInterruptsRequest().SerializeToString() + padding
     with grpc.insecure_channel(server.target) as channel:
-        call = channel.unary_stream(
+        call: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
             "/checkpointd.v1.InterruptService/WatchInterrupts",
             request_serializer=lambda raw: raw,
         )

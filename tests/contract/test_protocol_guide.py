@@ -52,7 +52,7 @@ def stubs(sidecar: Sidecar) -> Iterator[Stubs]:
 
 
 def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     assert status is not None, f"no status details: {error}"
     info = error_details_pb2.ErrorInfo()
     assert status.details[0].Unpack(info)
@@ -273,7 +273,7 @@ def test_e2_every_documented_invalid_field_value_is_what_the_server_sends(
         try:
             send(stubs)
         except grpc.RpcError as error:
-            code = error.code()  # type: ignore[attr-defined]
+            code = error.code()
             info = _error_info(error) if code == grpc.StatusCode.INVALID_ARGUMENT else None
             if info is None or (info.domain, info.reason) != ("checkpointd.v1", "INVALID_FIELD"):
                 wrong[field] = f"{code} {info}"
@@ -396,5 +396,5 @@ def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -
     # A cursor above the store's newest event is refused, naming after_cursor.
     with pytest.raises(grpc.RpcError) as caught:
         _first_messages(stubs, 1, after_cursor=replayed.event.cursor + 1000)
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert _error_info(caught.value).metadata["field"] == "after_cursor"

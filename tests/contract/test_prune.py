@@ -25,6 +25,7 @@ from tests.support.sidecar import Sidecar, StoreSpec
 # The server's batch size is a fixed setting (Settings.prune_batch_size, not a flag): seed
 # enough rows for many batches of it.
 BATCH = Settings.__dataclass_fields__["prune_batch_size"].default
+assert isinstance(BATCH, int)
 SEEDED = 20 * BATCH
 OLD = datetime.now(tz=UTC) - timedelta(days=2)
 COLUMNS = (

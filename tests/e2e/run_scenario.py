@@ -31,7 +31,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from scenarios import (
+# Run as a script, with tests/e2e first on sys.path: mypy knows it as tests.e2e.scenarios.
+from scenarios import (  # type: ignore[import-not-found]
     SCENARIOS,
     PhaseFn,
     PhaseRun,

@@ -84,9 +84,8 @@ def plane() -> Iterator[tuple[_Plane, str]]:
     server.plane = _Plane()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    host, port = server.server_address[:2]
     try:
-        yield server.plane, f"http://{host}:{port}"  # type: ignore[attr-defined]
+        yield server.plane, f"http://127.0.0.1:{server.server_port}"  # type: ignore[attr-defined]
     finally:
         server.shutdown()
         server.server_close()

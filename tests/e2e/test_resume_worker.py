@@ -113,7 +113,12 @@ def test_k2_a_chain_without_runner_waits_logged_once_until_a_resolver_builds_it(
     """A worker without the chain leaves its decisions waiting and says so once; a worker
     whose resolver builds the chain then carries both out, with the decision's metadata."""
     done: list[str] = []
-    chain = two_step_chain("late", store, lambda item: done.append(item) or item)
+
+    def finish(item: str) -> str:
+        done.append(item)
+        return item
+
+    chain = two_step_chain("late", store, finish)
     for run in ("run-a", "run-b"):
         pause(chain, run)
     caplog.set_level(logging.WARNING, logger="checkpointd_client.resume_worker")

@@ -116,7 +116,8 @@ class HealthProbe:
     def check(self, service: str = "") -> int:
         """The status of ``service`` ("" is the whole server)."""
         request = health_pb2.HealthCheckRequest(service=service)
-        return self._stub.Check(request, timeout=10).status
+        response: health_pb2.HealthCheckResponse = self._stub.Check(request, timeout=10)
+        return response.status
 
     def watch(self, service: str = ""):
         """A Watch stream: an iterator of statuses that can be cancelled."""

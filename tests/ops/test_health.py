@@ -136,7 +136,8 @@ def test_e3_health_goes_not_serving_while_postgres_stops_answering(store_spec):
 def _first_status(stream) -> int | grpc.StatusCode:
     """The first status a health Watch stream reports, or the code it was refused with."""
     try:
-        return next(stream).status
+        response: health_pb2.HealthCheckResponse = next(stream)
+        return response.status
     except grpc.RpcError as exc:
         return exc.code()
 
@@ -161,7 +162,7 @@ def test_b1_health_watch_streams_are_bounded_and_end_on_shutdown(tmp_path):
         with pytest.raises(grpc.RpcError) as error:
             next(refused)
         assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "--max-health-watch-streams" in error.value.details()
+        assert "--max-health-watch-streams" in (error.value.details() or "")
         assert stub.Check(request, timeout=10).status == SERVING
         held.pop().cancel()
         deadline = time.monotonic() + 30

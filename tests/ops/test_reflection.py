@@ -6,6 +6,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.protobuf import descriptor_pool, message_factory
+from google.protobuf.message import Message
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
@@ -35,7 +36,7 @@ def test_reflection_lists_the_services_and_a_dynamic_call_works(sidecar):
             method = service.methods_by_name[method_name]
             request = message_factory.GetMessageClass(method.input_type)(**fields)
             response_class = message_factory.GetMessageClass(method.output_type)
-            rpc = channel.unary_unary(
+            rpc: grpc.UnaryUnaryMultiCallable[Message, Message] = channel.unary_unary(
                 f"/{service.full_name}/{method_name}",
                 request_serializer=lambda message: message.SerializeToString(),
                 response_deserializer=response_class.FromString,

@@ -4,6 +4,7 @@ the grace period, then exits 0 and removes its socket; a second signal exits at 
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +44,11 @@ def _start(store_spec, *args: str) -> EarlySidecar:
     server.start()
     server.wait_for_log("serving on")
     return server
+
+
+def _process(server: EarlySidecar) -> subprocess.Popen[bytes]:
+    assert server.process is not None, "the server is not running"
+    return server.process
 
 
 def _watch_until_it_ends(client: CheckpointdClient) -> BaseException | None:
@@ -89,7 +95,7 @@ def test_i5_sigterm_drains_in_flight_calls_ends_watches_then_exits_0(store_spec)
                         1,
                         grpc_method="ListCheckpoints",
                     )
-                server.process.send_signal(signal.SIGTERM)
+                _process(server).send_signal(signal.SIGTERM)
                 next_status(health, NOT_SERVING)
                 assert list(health) == []  # the health stream ends: it holds no drain open
                 ended = watch.result(timeout=60)
@@ -99,7 +105,7 @@ def test_i5_sigterm_drains_in_flight_calls_ends_watches_then_exits_0(store_spec)
                 blocker.release()
                 stored = write.result(timeout=60)
                 page = listing.result(timeout=60)
-            assert server.process.wait(60) == 0
+            assert _process(server).wait(60) == 0
             probe.close()
         assert stored.node_id == "in-flight"
         assert len(page.checkpoints) >= HISTORY_ROWS
@@ -177,10 +183,10 @@ def test_second_signal_exits_at_once_with_a_non_zero_status(store_spec):
             wait_for_metric(
                 server.metrics_url, "checkpointd_rpcs_in_flight", 1, grpc_method="PutCheckpoint"
             )
-            server.process.send_signal(signal.SIGTERM)
+            _process(server).send_signal(signal.SIGTERM)
             next_status(health, NOT_SERVING)
-            server.process.send_signal(signal.SIGTERM)
-            assert server.process.wait(30) == 128 + signal.SIGTERM
+            _process(server).send_signal(signal.SIGTERM)
+            assert _process(server).wait(30) == 128 + signal.SIGTERM
             # The process died under the call: the connection drops and the client reports it
             # as UNAVAILABLE. Bounded: a call still hanging here raises TimeoutError, and the
             # client closing first on the way out cancels it, so a hang fails, never waits.

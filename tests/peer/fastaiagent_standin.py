@@ -191,4 +191,5 @@ def pytest_configure(config: pytest.Config) -> None:
             loaded, "SQLiteCheckpointer", None
         ) is original:
             loaded.SQLiteCheckpointer = SidecarStandIn  # type: ignore[attr-defined]
-    assert fastaiagent.SQLiteCheckpointer is SidecarStandIn
+    installed: object = fastaiagent.SQLiteCheckpointer
+    assert installed is SidecarStandIn

@@ -64,7 +64,8 @@ def build_chain(store: SidecarCheckpointer, events: Path, slow: float) -> Chain:
     def fulfil(order_id: str, approved: bool) -> str:
         log(events, "fulfil", order_id=order_id)
         time.sleep(slow)
-        return ship(order_id) if approved else refund(order_id)
+        outcome: str = ship(order_id) if approved else refund(order_id)
+        return outcome
 
     chain = Chain(CHAIN_NAME, checkpointer=store)
     chain.add_node(

@@ -24,7 +24,6 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkpointd_client._status import details_from_metadata
 from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
@@ -33,6 +32,7 @@ from checkpointd_client.v1 import (
 )
 from tests.reliability.figures import FULL, record, size
 from tests.reliability.store_dump import StoreReader
+from tests.support.grpc_errors import error_details
 from tests.support.sidecar import Sidecar
 
 pytestmark = pytest.mark.timeout(size(120, 3600))
@@ -338,9 +338,10 @@ class Harness:
     def _call(self, method: str, raw: bytes) -> tuple[grpc.StatusCode, str]:
         try:
             if method == WATCH:
-                stream: Any = self.channel.unary_stream(
+                rpc: grpc.UnaryStreamMultiCallable[bytes, bytes] = self.channel.unary_stream(
                     method, request_serializer=None, response_deserializer=None
-                )(raw, timeout=1.0)
+                )
+                stream: Any = rpc(raw, timeout=1.0)
                 try:
                     for n, response in enumerate(stream):
                         snapshot_complete = (
@@ -412,6 +413,16 @@ def test_e2_j2_fuzzed_requests_never_fail_the_server(sidecar: Sidecar, store_spe
     assert cases >= CASES
 
 
+def _send_raw(channel: grpc.Channel, method: str, raw: bytes) -> None:
+    """Send ``raw`` as the request of ``method`` and read every response."""
+    if method == WATCH:
+        stream: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(method)
+        list(stream(raw, timeout=10))
+    else:
+        unary: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
+        unary(raw, timeout=10)
+
+
 def test_e2_undecodable_request_is_invalid_argument(sidecar: Sidecar) -> None:
     """Bytes that are not a protobuf message (or hold a string that is not UTF-8) are answered
     INVALID_ARGUMENT, reason MALFORMED_REQUEST, naming no parser internals (gRPC's own answer
@@ -419,11 +430,10 @@ def test_e2_undecodable_request_is_invalid_argument(sidecar: Sidecar) -> None:
     with grpc.insecure_channel(sidecar.target) as channel:
         for method in [*sorted(REQUESTS), "/grpc.health.v1.Health/Check"]:
             for raw in (b"\xff\xff\xff", b"\x0a\x02\xc3\x28"):
-                kind = channel.unary_stream if method == WATCH else channel.unary_unary
                 with pytest.raises(grpc.RpcError) as err:
-                    list(kind(method, None, None)(raw, timeout=10))
+                    _send_raw(channel, method, raw)
                 assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
-                assert "is not a valid" in err.value.details()
-                assert "DecodeError" not in err.value.details()
-                info = details_from_metadata(err.value.trailing_metadata())
+                assert "is not a valid" in (err.value.details() or "")
+                assert "DecodeError" not in (err.value.details() or "")
+                info = error_details(err.value)
                 assert info.reason == "MALFORMED_REQUEST"

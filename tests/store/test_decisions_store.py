@@ -74,21 +74,21 @@ async def test_k1_upgrade_keeps_the_outbox_and_its_cursors(
     else:
         import asyncpg
 
-        conn = await asyncpg.connect(args["dsn"])
+        pg = await asyncpg.connect(args["dsn"])
         try:
             for kind in ("added", "added", "claimed"):
-                await conn.execute(
+                await pg.execute(
                     f'INSERT INTO "{args["schema"]}".interrupt_events ({columns}) VALUES '
                     "($1, $2, 'e', 'c', 'n', 'r', '{}', now(), 'k', 1)",
                     NS,
                     kind,
                 )
-            await conn.execute(f'DELETE FROM "{args["schema"]}".interrupt_events')
-            await conn.execute(
+            await pg.execute(f'DELETE FROM "{args["schema"]}".interrupt_events')
+            await pg.execute(
                 f'UPDATE "{args["schema"]}".interrupt_events_purged SET purged_through = 3'
             )
         finally:
-            await conn.close()
+            await pg.close()
 
     new = _make_store(args)
     await new.open()

@@ -131,10 +131,10 @@ async def test_c9_migration_keeps_the_request_id_of_the_first_of_duplicate_rows(
     else:
         import asyncpg
 
-        conn = await asyncpg.connect(args["dsn"])
+        pg = await asyncpg.connect(args["dsn"])
         try:
             for checkpoint_id in ("first", "second"):
-                await conn.execute(
+                await pg.execute(
                     f'INSERT INTO "{args["schema"]}".checkpoints ({columns}) VALUES '
                     "($1, 'req', 'e', $2, 'c', 'n', 0, 'completed', '{}', '{}', '{}', 0, '{}', "
                     "'{}', now())",
@@ -142,7 +142,7 @@ async def test_c9_migration_keeps_the_request_id_of_the_first_of_duplicate_rows(
                     checkpoint_id,
                 )
         finally:
-            await conn.close()
+            await pg.close()
 
     upgraded = _make_store(args)
     await upgraded.open()

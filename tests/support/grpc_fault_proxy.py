@@ -222,7 +222,7 @@ class GrpcFaultProxy:
             self._calls.append(call)
 
     def _forward(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
-        metadata = tuple((m.key, m.value) for m in context.invocation_metadata())
+        metadata = tuple((key, value) for key, value in context.invocation_metadata())
         remaining = context.time_remaining()
         rule = self._take_rule(method)
         fault = rule.kind.value if rule is not None else None
@@ -238,15 +238,19 @@ class GrpcFaultProxy:
                 pass
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "fault proxy: stalled call")
 
-        upstream = self._channel.unary_unary(
+        upstream: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._channel.unary_unary(
             method, request_serializer=None, response_deserializer=None
         )
         call = upstream.future(
             request,
             timeout=remaining,
-            metadata=[(k, v) for k, v in metadata if not _is_hop_metadata(k)],
+            metadata=tuple((k, v) for k, v in metadata if not _is_hop_metadata(k)),
         )
-        context.add_callback(call.cancel)  # the caller gave up: stop the upstream call too
+
+        def stop_upstream() -> None:  # the caller gave up: stop the upstream call too
+            call.cancel()
+
+        context.add_callback(stop_upstream)
         try:
             response: bytes = call.result()
         except grpc.FutureCancelledError:

@@ -121,9 +121,9 @@ def produced_fields(paths: list[Path] | None = None) -> set[str]:
                     unreadable.append(f"{where}: {ast.unparse(arg)}")
     assert not unreadable, f"field names this test cannot read: {unreadable}"
     fields = set(literals)
-    for function, suffixes in nested.items():
-        assert prefixes.get(function), f"{function} is never called with a literal field="
-        fields |= {prefix + suffix for prefix in prefixes[function] for suffix in suffixes}
+    for name, suffixes in nested.items():
+        assert prefixes.get(name), f"{name} is never called with a literal field="
+        fields |= {prefix + suffix for prefix in prefixes[name] for suffix in suffixes}
     return fields
 
 

@@ -47,7 +47,9 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         self._store = deps.store
 
     async def PutCheckpoint(
-        self, request: svc.PutCheckpointRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.PutCheckpointRequest,
+        context: grpc.aio.ServicerContext[svc.PutCheckpointRequest, svc.PutCheckpointResponse],
     ) -> svc.PutCheckpointResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -61,7 +63,9 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored, basic=basic))
 
     async def GetCheckpoint(
-        self, request: svc.GetCheckpointRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.GetCheckpointRequest,
+        context: grpc.aio.ServicerContext[svc.GetCheckpointRequest, svc.GetCheckpointResponse],
     ) -> svc.GetCheckpointResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
@@ -72,7 +76,11 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         return svc.GetCheckpointResponse(checkpoint=checkpoint_to_proto(found))
 
     async def GetLatestCheckpoint(
-        self, request: svc.GetLatestCheckpointRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.GetLatestCheckpointRequest,
+        context: grpc.aio.ServicerContext[
+            svc.GetLatestCheckpointRequest, svc.GetLatestCheckpointResponse
+        ],
     ) -> svc.GetLatestCheckpointResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
@@ -82,7 +90,9 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         return svc.GetLatestCheckpointResponse(checkpoint=checkpoint_to_proto(latest))
 
     async def ListCheckpoints(
-        self, request: svc.ListCheckpointsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.ListCheckpointsRequest,
+        context: grpc.aio.ServicerContext[svc.ListCheckpointsRequest, svc.ListCheckpointsResponse],
     ) -> svc.ListCheckpointsResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
@@ -115,7 +125,9 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         return response
 
     async def DeleteExecution(
-        self, request: svc.DeleteExecutionRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.DeleteExecutionRequest,
+        context: grpc.aio.ServicerContext[svc.DeleteExecutionRequest, svc.DeleteExecutionResponse],
     ) -> svc.DeleteExecutionResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -132,7 +144,11 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         )
 
     async def PruneCheckpoints(
-        self, request: svc.PruneCheckpointsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.PruneCheckpointsRequest,
+        context: grpc.aio.ServicerContext[
+            svc.PruneCheckpointsRequest, svc.PruneCheckpointsResponse
+        ],
     ) -> svc.PruneCheckpointsResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -159,7 +175,9 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         )
 
     async def GetResumePoint(
-        self, request: svc.GetResumePointRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.GetResumePointRequest,
+        context: grpc.aio.ServicerContext[svc.GetResumePointRequest, svc.GetResumePointResponse],
     ) -> svc.GetResumePointResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
@@ -173,7 +191,9 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         return svc.GetResumePointResponse(checkpoint=checkpoint_to_proto(latest))
 
     async def GetForkPoint(
-        self, request: svc.GetForkPointRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.GetForkPointRequest,
+        context: grpc.aio.ServicerContext[svc.GetForkPointRequest, svc.GetForkPointResponse],
     ) -> svc.GetForkPointResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)

@@ -55,7 +55,10 @@ class DecisionMethods:
     _deps: ServiceDeps
 
     async def SubmitDecision(
-        self, request: svc.SubmitDecisionRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.SubmitDecisionRequest,
+        context: grpc.aio.ServicerContext[svc.SubmitDecisionRequest, svc.SubmitDecisionResponse]
+        | None,
     ) -> svc.SubmitDecisionResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -91,7 +94,9 @@ class DecisionMethods:
         return svc.SubmitDecisionResponse(pending=pending_to_proto(change.pending))
 
     async def LeaseDecision(
-        self, request: svc.LeaseDecisionRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.LeaseDecisionRequest,
+        context: grpc.aio.ServicerContext[svc.LeaseDecisionRequest, svc.LeaseDecisionResponse],
     ) -> svc.LeaseDecisionResponse:
         namespace = v.namespace(request.namespace)
         v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -126,7 +131,9 @@ class DecisionMethods:
         return svc.LeaseDecisionResponse(pending=pending_to_proto(change.pending))
 
     async def ReportResume(
-        self, request: svc.ReportResumeRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.ReportResumeRequest,
+        context: grpc.aio.ServicerContext[svc.ReportResumeRequest, svc.ReportResumeResponse],
     ) -> svc.ReportResumeResponse:
         namespace = v.namespace(request.namespace)
         v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -163,7 +170,9 @@ class DecisionMethods:
         return svc.ReportResumeResponse(pending=pending_to_proto(change.pending))
 
     async def ListDecisions(
-        self, request: svc.ListDecisionsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.ListDecisionsRequest,
+        context: grpc.aio.ServicerContext[svc.ListDecisionsRequest, svc.ListDecisionsResponse],
     ) -> svc.ListDecisionsResponse:
         namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)

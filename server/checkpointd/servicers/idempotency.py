@@ -20,7 +20,11 @@ class IdempotencyServicer(svc_grpc.IdempotencyServiceServicer):
         self._store = deps.store
 
     async def PutIdempotencyResult(
-        self, request: svc.PutIdempotencyResultRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.PutIdempotencyResultRequest,
+        context: grpc.aio.ServicerContext[
+            svc.PutIdempotencyResultRequest, svc.PutIdempotencyResultResponse
+        ],
     ) -> svc.PutIdempotencyResultResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -36,7 +40,11 @@ class IdempotencyServicer(svc_grpc.IdempotencyServiceServicer):
         return svc.PutIdempotencyResultResponse()
 
     async def GetIdempotencyResult(
-        self, request: svc.GetIdempotencyResultRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.GetIdempotencyResultRequest,
+        context: grpc.aio.ServicerContext[
+            svc.GetIdempotencyResultRequest, svc.GetIdempotencyResultResponse
+        ],
     ) -> svc.GetIdempotencyResultResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)

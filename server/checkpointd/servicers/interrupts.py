@@ -94,7 +94,9 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
         self._store = deps.store
 
     async def RecordInterrupt(
-        self, request: svc.RecordInterruptRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.RecordInterruptRequest,
+        context: grpc.aio.ServicerContext[svc.RecordInterruptRequest, svc.RecordInterruptResponse],
     ) -> svc.RecordInterruptResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -118,7 +120,9 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
         )
 
     async def ClaimInterrupt(
-        self, request: svc.ClaimInterruptRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.ClaimInterruptRequest,
+        context: grpc.aio.ServicerContext[svc.ClaimInterruptRequest, svc.ClaimInterruptResponse],
     ) -> svc.ClaimInterruptResponse:
         namespace = v.namespace(request.namespace)
         v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
@@ -132,7 +136,12 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
         return svc.ClaimInterruptResponse(pending=pending_to_proto(claimed))
 
     async def ListPendingInterrupts(
-        self, request: svc.ListPendingInterruptsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.ListPendingInterruptsRequest,
+        context: grpc.aio.ServicerContext[
+            svc.ListPendingInterruptsRequest, svc.ListPendingInterruptsResponse
+        ]
+        | None,
     ) -> svc.ListPendingInterruptsResponse:
         namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
@@ -173,7 +182,9 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
     # stopped reading can be abandoned when the stream must end (see Watch.guard); the stubs
     # only know the generator form.
     async def WatchInterrupts(  # type: ignore[override]
-        self, request: svc.WatchInterruptsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.WatchInterruptsRequest,
+        context: grpc.aio.ServicerContext[svc.WatchInterruptsRequest, svc.WatchInterruptsResponse],
     ) -> None:
         hub = self._deps.watch_hub
         try:
@@ -185,7 +196,6 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
                 await context.abort(
                     grpc.StatusCode.UNIMPLEMENTED, "this server does not serve watches"
                 )
-                return
             async with hub.watch(
                 namespace, request.after_cursor, filters, peer=context.peer()
             ) as watch:

@@ -46,7 +46,11 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
         self._store = deps.store
 
     async def ListUnsyncedCheckpoints(
-        self, request: svc.ListUnsyncedCheckpointsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.ListUnsyncedCheckpointsRequest,
+        context: grpc.aio.ServicerContext[
+            svc.ListUnsyncedCheckpointsRequest, svc.ListUnsyncedCheckpointsResponse
+        ],
     ) -> svc.ListUnsyncedCheckpointsResponse:
         namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
@@ -69,7 +73,11 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
         return response
 
     async def MarkCheckpointsSynced(
-        self, request: svc.MarkCheckpointsSyncedRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.MarkCheckpointsSyncedRequest,
+        context: grpc.aio.ServicerContext[
+            svc.MarkCheckpointsSyncedRequest, svc.MarkCheckpointsSyncedResponse
+        ],
     ) -> svc.MarkCheckpointsSyncedResponse:
         namespace = v.namespace(request.namespace)
         if rule := _too_many(len(request.checkpoint_ids)):
@@ -85,7 +93,11 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
         return svc.MarkCheckpointsSyncedResponse(settled_checkpoint_ids=settled)
 
     async def QuarantineCheckpoints(
-        self, request: svc.QuarantineCheckpointsRequest, context: grpc.aio.ServicerContext
+        self,
+        request: svc.QuarantineCheckpointsRequest,
+        context: grpc.aio.ServicerContext[
+            svc.QuarantineCheckpointsRequest, svc.QuarantineCheckpointsResponse
+        ],
     ) -> svc.QuarantineCheckpointsResponse:
         namespace = v.namespace(request.namespace)
         if rule := _too_many(len(request.quarantines)):
