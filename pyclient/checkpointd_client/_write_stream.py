@@ -19,7 +19,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -52,6 +52,8 @@ __all__ = [
 
 Metadata = Sequence[tuple[str, str | bytes]]
 UnaryCall = Callable[..., Any]
+#: A stub's unary multicallable, which :meth:`route` returns in a form of the same type.
+_Rpc = TypeVar("_Rpc")
 
 #: The WriteRequest/WriteResponse oneof field of each request type the stream carries.
 ITEM_FIELDS: Final[dict[type[Message], str]] = {
@@ -198,23 +200,25 @@ class AsyncWriteStream:
         self.unsupported = False
         """Whether the server answered UNIMPLEMENTED: every write goes unary from then on."""
 
-    def route(self, rpc: UnaryCall) -> UnaryCall:
+    def route(self, rpc: _Rpc) -> _Rpc:
         """``rpc`` (a unary multicallable) as it is called by the client's retry loop, sent
         over the stream when it can be, unary otherwise."""
         if not self._enabled:
             return rpc
+        # Called as the multicallable would be: (request, *, timeout, metadata).
+        unary = cast(UnaryCall, rpc)
 
         # ``timeout`` is the keyword of the gRPC call this stands in for.
         async def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:  # noqa: ASYNC109
             if not streamable(request, metadata, self._metadata) or self.unsupported:
-                return await rpc(request, timeout=timeout, metadata=metadata)
+                return await unary(request, timeout=timeout, metadata=metadata)
             try:
                 return await self._send(request, timeout)
             except StreamUnsupported:
                 self.unsupported = True
-                return await rpc(request, timeout=timeout, metadata=metadata)
+                return await unary(request, timeout=timeout, metadata=metadata)
 
-        return routed
+        return cast(_Rpc, routed)
 
     async def _send(self, request: Message, seconds: float) -> Message:
         stream = self._stream

@@ -11,7 +11,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -20,6 +20,7 @@ from checkpointd_client._write_stream import (
     Metadata,
     StreamUnsupported,
     UnaryCall,
+    _Rpc,
     deadline_passed,
     item_of,
     result_of,
@@ -92,22 +93,24 @@ class WriteStream:
         self.unsupported = False
         """Whether the server answered UNIMPLEMENTED: every write goes unary from then on."""
 
-    def route(self, rpc: UnaryCall) -> UnaryCall:
+    def route(self, rpc: _Rpc) -> _Rpc:
         """``rpc`` (a unary multicallable) as it is called by the client's retry loop, sent
         over the stream when it can be, unary otherwise."""
         if not self._enabled:
             return rpc
+        # Called as the multicallable would be: (request, *, timeout, metadata).
+        unary = cast(UnaryCall, rpc)
 
         def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:
             if not streamable(request, metadata, self._metadata) or self.unsupported:
-                return rpc(request, timeout=timeout, metadata=metadata)
+                return unary(request, timeout=timeout, metadata=metadata)
             try:
                 return self._send(request, timeout)
             except StreamUnsupported:
                 self.unsupported = True
-                return rpc(request, timeout=timeout, metadata=metadata)
+                return unary(request, timeout=timeout, metadata=metadata)
 
-        return routed
+        return cast(_Rpc, routed)
 
     def _send(self, request: Message, timeout: float) -> Message:
         future: futures.Future[write_service_pb2.WriteResponse] = futures.Future()

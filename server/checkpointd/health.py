@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -26,9 +27,10 @@ _HEALTH_WATCH = f"/{HEALTH_SERVICE}/Watch"
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 SERVICE_UNKNOWN = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+ServingStatus = health_pb2.HealthCheckResponse.ServingStatus
 
 
-class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+class HealthService(health_pb2_grpc.HealthServicer):
     """``grpc.health.v1.Health`` for ``""`` and each named service, all with one status.
 
     ``Watch`` sends the current status, then every change; once shutdown has begun it sends
@@ -41,7 +43,7 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     def __init__(self, services: Sequence[str], *, max_watch_streams: int = 0) -> None:
         if max_watch_streams < 0:
             raise ValueError("max_watch_streams must be zero (no limit) or positive")
-        self._status: dict[str, int] = dict.fromkeys(("", *services), NOT_SERVING)
+        self._status: dict[str, ServingStatus] = dict.fromkeys(("", *services), NOT_SERVING)
         self._changed = asyncio.Condition()
         self._closing = False
         self._max_watch_streams = max_watch_streams
@@ -62,17 +64,17 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         self._closing = True
         await self._set_all(NOT_SERVING)
 
-    async def _set_all(self, status: int) -> None:
+    async def _set_all(self, status: ServingStatus) -> None:
         async with self._changed:
             for name in self._status:
                 self._status[name] = status
             self._changed.notify_all()
 
-    def _moved(self, service: str, last: int | None) -> bool:
+    def _moved(self, service: str, last: ServingStatus | None) -> bool:
         return self._closing or self._status.get(service) != last
 
     async def Check(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> health_pb2.HealthCheckResponse:
         """Return the status of ``request.service``; NOT_FOUND for an unknown name."""
         status = self._status.get(request.service)
@@ -83,7 +85,7 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         return health_pb2.HealthCheckResponse(status=status)
 
     async def Watch(
-        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
         """Send the current status, then each change, until shutdown or the caller leaves."""
         if self._max_watch_streams and self._watch_streams >= self._max_watch_streams:
@@ -94,7 +96,7 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
             )
         self._watch_streams += 1
         try:
-            last: int | None = None
+            last: ServingStatus | None = None
             while True:
                 async with self._changed:
                     await self._changed.wait_for(

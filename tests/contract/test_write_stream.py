@@ -8,14 +8,16 @@ test_interrupts.py, test_request_ids.py and test_data.py (their ``write_path`` f
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 from google.rpc import status_pb2
+from grpc_status import rpc_status
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
 from checkpointd_client.v1 import (
@@ -32,13 +34,17 @@ from tests.ops.helpers import EarlySidecar, sample, scrape
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar, StoreSpec
 
-_STATUS_KEY = "grpc-status-details-bin"
+
+
+def _holds_at_least(items: Sized, count: int) -> bool:
+    return len(items) >= count
 
 
 def _unary_status(call: grpc.RpcError) -> status_pb2.Status:
     """The google.rpc.Status a unary call failed with (its status-details trailer)."""
-    trailer = dict(call.trailing_metadata() or ())  # type: ignore[attr-defined]
-    return status_pb2.Status.FromString(trailer[_STATUS_KEY])
+    status: status_pb2.Status | None = rpc_status.from_call(call)
+    assert status is not None, f"no status details: {call}"
+    return status
 
 
 def test_s1_failed_items_carry_the_unary_status_and_the_stream_stays_open(sidecar, execution_id):
@@ -68,7 +74,7 @@ def test_s1_failed_items_carry_the_unary_status_and_the_stream_stays_open(sideca
         def requests() -> Iterator[write_service_pb2.WriteRequest]:
             for index in range(len(items)):
                 with ready:  # the next item only once the previous one was answered
-                    ready.wait_for(lambda i=index: len(outbox) >= i, timeout=10)
+                    ready.wait_for(functools.partial(_holds_at_least, outbox, index), timeout=10)
                 yield items[index]
 
         answers: dict[int, write_service_pb2.WriteResponse] = {}

@@ -146,14 +146,16 @@ def test_s1_sigterm_answers_the_items_a_write_stream_read_then_ends_it(store_spe
                 # Time for the item to reach the server, where it waits on the store (no
                 # metric shows one item; an item not read by SIGTERM would fail the test).
                 time.sleep(1.0)
-                server.process.send_signal(signal.SIGTERM)
+                process = server.process
+                assert process is not None
+                process.send_signal(signal.SIGTERM)
                 wait_for_metric(
                     server.metrics_url, "checkpointd_rpcs_in_flight", 1, grpc_method="Write"
                 )
                 assert not write.done()
                 blocker.release()
                 stored = write.result(timeout=60)
-            assert server.process.wait(30) == 0
+            assert process.wait(30) == 0
         assert stored.node_id == "in-flight"
         server.start()
         server.wait_for_log("serving on")

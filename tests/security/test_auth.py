@@ -393,7 +393,7 @@ def test_s1_e2_n1_the_write_stream_checks_each_item_as_its_unary_call(
     for token, expected in ((None, "MISSING_TOKEN"), (tokens.wrong, "INVALID_TOKEN")):
         with pytest.raises(grpc.RpcError) as refused:
             write(token, [put(1, "team-a")])
-        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+        assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         with _client(auth_sidecar, token, "team-a") as client:
             with pytest.raises(UnauthenticatedError) as mapped:
                 client.put_idempotent(run, "k", 2)  # over the stream, as the client's default

@@ -67,15 +67,16 @@ class Edge:
 
     def call(self, kind: Kind) -> Callable[..., Any]:
         method = f"/{SERVICE}/{kind.name}"
-        make = {
+        make: Callable[..., Any] = {
             Kind.UNARY: self.channel.unary_unary,
             Kind.SERVER_STREAM: self.channel.unary_stream,
             Kind.CLIENT_STREAM: self.channel.stream_unary,
             Kind.BIDI_STREAM: self.channel.stream_stream,
         }[kind]
-        return make(
+        call: Callable[..., Any] = make(
             method, request_serializer=Msg.SerializeToString, response_deserializer=Msg.FromString
         )
+        return call
 
     def handled(self, kind: Kind, code: str) -> float:
         value = self.metrics.registry.get_sample_value(
@@ -168,6 +169,7 @@ def _reason(error: grpc.aio.AioRpcError) -> str:
     for key, value in error.trailing_metadata() or ():
         if key == "grpc-status-details-bin":
             info = error_details_pb2.ErrorInfo()
+            assert isinstance(value, bytes)
             status_pb2.Status.FromString(value).details[0].Unpack(info)
             return str(info.reason)
     return ""

@@ -40,7 +40,7 @@ _SHUTDOWN_MESSAGE: Final = (
     "request ids, on this server once it is back or on another one"
 )
 
-Unary = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Message]]
+Unary = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Message]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +93,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
     async def Write(  # type: ignore[override]
         self,
         request_iterator: AsyncIterator[svc.WriteRequest],
-        context: grpc.aio.ServicerContext,
+        context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
         self.streams_opened += 1
         answers: asyncio.Queue[svc.WriteResponse | None] = asyncio.Queue()
@@ -115,7 +115,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
     async def _read(
         self,
         requests: AsyncIterator[svc.WriteRequest],
-        context: grpc.aio.ServicerContext,
+        context: grpc.aio.ServicerContext[Any, Any],
         answers: asyncio.Queue[svc.WriteResponse | None],
     ) -> None:
         """Start an item task per request until the client half-closes or the server closes;
@@ -152,7 +152,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             answers.put_nowait(None)
 
     async def _answer(
-        self, item: svc.WriteRequest, context: grpc.aio.ServicerContext
+        self, item: svc.WriteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> svc.WriteResponse:
         """The answer to one item: its unary method's response, or the status it fails with."""
         kind = item.WhichOneof("request")
