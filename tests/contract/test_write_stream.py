@@ -35,7 +35,6 @@ from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar, StoreSpec
 
 
-
 def _holds_at_least(items: Sized, count: int) -> bool:
     return len(items) >= count
 
