@@ -35,8 +35,13 @@ run: install ## Serve on the embedded SQLite default, approvals page on http://1
 gen: install ## Regenerate the protobuf code from proto/.
 	$(PY) tools/gen_proto.py
 
-test: install ## Run the test suite (both backends).
-	$(PY) -m pytest
+# Worker processes of `make test` (pytest-xdist; 0 runs in this one process). The tests mostly
+# wait on server subprocesses, sockets and Postgres, so more workers than CPUs still pay;
+# worksteal rebalances when a worker is left with the long tests (tests/peer, tests/reliability).
+TEST_WORKERS ?= 4
+
+test: install ## Run the test suite (both backends), in TEST_WORKERS processes.
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 test-reliability: install ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer

@@ -11,9 +11,11 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.reliability.figures import FIGURES, record, render
 from tests.support.pgbouncer import PgBouncer, find_pgbouncer
 from tests.support.sidecar import Sidecar, StoreSpec
 
@@ -132,3 +134,36 @@ def sidecar_factory(store_spec: StoreSpec) -> Iterator[Callable[..., Sidecar]]:
 def sidecar(sidecar_factory: Callable[..., Sidecar]) -> Sidecar:
     """One running server per backend, on a fresh store."""
     return sidecar_factory()
+
+
+# --- the fault suites' figures (tests/reliability) ----------------------------------------------
+
+#: Where a pytest-xdist worker hands its figures to the controller.
+_FIGURES_KEY = "checkpointd_reliability_figures"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker, pass the figures its tests recorded to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_FIGURES_KEY] = {suite: dict(figures) for suite, figures in FIGURES.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the pytest-xdist controller, add up each worker's figures as it finishes."""
+    figures: dict[str, dict[str, int | str]] = node.workeroutput.get(_FIGURES_KEY, {})
+    for suite, values in figures.items():
+        record(suite, **values)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the figures of the fault suites that ran (and write them to a file if asked)."""
+    if not FIGURES:
+        return
+    text = render()
+    terminalreporter.section("reliability figures")
+    terminalreporter.write(text)
+    out = os.environ.get("CHECKPOINTD_RELIABILITY_FIGURES")
+    if out:
+        Path(out).write_text(text)
