@@ -136,6 +136,55 @@ def sidecar(sidecar_factory: Callable[..., Sidecar]) -> Sidecar:
     return sidecar_factory()
 
 
+# --- the order tests are handed to pytest-xdist workers -----------------------------------------
+
+#: Where the tests that take tens of seconds to minutes each live, longest first: fastaiagent's
+#: own suites, the fault suites, the end-to-end flows, the benchmark smoke run, the Dockerfile
+#: build.
+SLOW_FIRST = (
+    "tests/peer/test_fastaiagent_suite.py::test_p2_",
+    "tests/peer/",
+    "tests/reliability/",
+    "tests/e2e/",
+    "tests/test_bench_smoke.py",
+    "tests/packaging/test_dockerfile.py",
+)
+
+
+def _slow_rank(item: pytest.Item) -> int:
+    path = item.nodeid
+    return next(
+        (rank for rank, prefix in enumerate(SLOW_FIRST) if path.startswith(prefix)), len(SLOW_FIRST)
+    )
+
+
+#: Tests that stage races against the clock (leases of 2 s, kill -9 under load, keepalive pings,
+#: a retry budget across a restart, a browser's timeouts): under pytest-xdist they share one
+#: worker, one at a time, so they never starve each other of the CPUs.
+TIMING_SENSITIVE = (
+    "tests/reliability/test_resume_workers.py",
+    "tests/reliability/test_crash.py",
+    "tests/console/test_page.py",
+    "tests/contract/test_keepalive.py",
+    "tests/contract/test_prune.py",
+    "tests/contract/test_durability.py::test_p3_",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On a pytest-xdist worker, put the long tests first: the controller (``--dist
+    loadgroup``) hands tests out in collection order, so each worker starts on a long one and
+    none is left to start one as the rest finish. The timing-sensitive tests go in one group.
+    A run in one process keeps the file order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    items.sort(key=_slow_rank)
+    for item in items:
+        if item.nodeid.startswith(TIMING_SENSITIVE):
+            item.add_marker(pytest.mark.xdist_group("timing"))
+
+
 # --- the fault suites' figures (tests/reliability) ----------------------------------------------
 
 #: Where a pytest-xdist worker hands its figures to the controller.
