@@ -36,8 +36,14 @@ gen: install ## Regenerate the protobuf code from proto/ and the sync client fro
 	$(PY) tools/gen_proto.py
 	$(PY) tools/unasync.py
 
-test: install ## Run the test suite (both backends).
-	$(PY) -m pytest
+# Worker processes of `make test` (pytest-xdist; 0 runs in this one process). The tests mostly
+# wait on server subprocesses, sockets and Postgres, so more workers than CPUs still pay.
+# loadgroup hands tests out one or two at a time, longest first, and runs the timing-sensitive
+# ones on one worker (tests/conftest.py).
+TEST_WORKERS ?= 4
+
+test: install ## Run the test suite (both backends), in TEST_WORKERS processes.
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-reliability: install ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer

@@ -11,9 +11,11 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.reliability.figures import FIGURES, record, render
 from tests.support.pgbouncer import PgBouncer, find_pgbouncer
 from tests.support.sidecar import Sidecar, StoreSpec
 
@@ -132,3 +134,85 @@ def sidecar_factory(store_spec: StoreSpec) -> Iterator[Callable[..., Sidecar]]:
 def sidecar(sidecar_factory: Callable[..., Sidecar]) -> Sidecar:
     """One running server per backend, on a fresh store."""
     return sidecar_factory()
+
+
+# --- the order tests are handed to pytest-xdist workers -----------------------------------------
+
+#: Where the tests that take tens of seconds to minutes each live, longest first: fastaiagent's
+#: own suites, the fault suites, the end-to-end flows, the benchmark smoke run, the Dockerfile
+#: build.
+SLOW_FIRST = (
+    "tests/peer/test_fastaiagent_suite.py::test_p2_",
+    "tests/peer/",
+    "tests/reliability/",
+    "tests/e2e/",
+    "tests/test_bench_smoke.py",
+    "tests/packaging/test_dockerfile.py",
+)
+
+
+def _slow_rank(item: pytest.Item) -> int:
+    path = item.nodeid
+    return next(
+        (rank for rank, prefix in enumerate(SLOW_FIRST) if path.startswith(prefix)), len(SLOW_FIRST)
+    )
+
+
+#: Tests that stage races against the clock (leases of 2 s, kill -9 under load, keepalive pings,
+#: a retry budget across a restart, a browser's timeouts): under pytest-xdist they share one
+#: worker, one at a time, so they never starve each other of the CPUs.
+TIMING_SENSITIVE = (
+    "tests/reliability/test_resume_workers.py",
+    "tests/reliability/test_crash.py",
+    "tests/console/test_page.py",
+    "tests/contract/test_keepalive.py",
+    "tests/contract/test_prune.py",
+    "tests/contract/test_durability.py::test_p3_",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On a pytest-xdist worker, put the long tests first: the controller (``--dist
+    loadgroup``) hands tests out in collection order, so each worker starts on a long one and
+    none is left to start one as the rest finish. The timing-sensitive tests go in one group.
+    A run in one process keeps the file order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    items.sort(key=_slow_rank)
+    for item in items:
+        if item.nodeid.startswith(TIMING_SENSITIVE):
+            item.add_marker(pytest.mark.xdist_group("timing"))
+
+
+# --- the fault suites' figures (tests/reliability) ----------------------------------------------
+
+#: Where a pytest-xdist worker hands its figures to the controller.
+_FIGURES_KEY = "checkpointd_reliability_figures"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker, pass the figures its tests recorded to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[_FIGURES_KEY] = {suite: dict(figures) for suite, figures in FIGURES.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the pytest-xdist controller, add up each worker's figures as it finishes."""
+    figures: dict[str, dict[str, int | str]] = node.workeroutput.get(_FIGURES_KEY, {})
+    for suite, values in figures.items():
+        record(suite, **values)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the figures of the fault suites that ran (and write them to a file if asked)."""
+    if not FIGURES:
+        return
+    text = render()
+    terminalreporter.section("reliability figures")
+    terminalreporter.write(text)
+    out = os.environ.get("CHECKPOINTD_RELIABILITY_FIGURES")
+    if out:
+        Path(out).write_text(text)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.shared import built_once
 from tests.support.sidecar import Sidecar
 
 FASTAIAGENT_VERSION = "1.94.0"
@@ -100,16 +101,12 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def fastaiagent_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding fastaiagent 1.94.0's ``tests/`` (only that: its source tree must not
-    shadow the installed package)."""
-    installed = importlib.metadata.version("fastaiagent")
-    if installed != FASTAIAGENT_VERSION:
-        _skip_or_fail(f"these tests are fastaiagent {FASTAIAGENT_VERSION}'s; {installed} found")
+def _unpack_sdist(dest: Path) -> None:
+    """Put fastaiagent 1.94.0's ``tests/`` (only that: its source tree must not shadow the
+    installed package) in ``dest``, downloading the sdist unless one is named."""
     sdist = os.environ.get("CHECKPOINTD_FASTAIAGENT_SDIST")
     if not sdist:
-        download = tmp_path_factory.mktemp("fastaiagent-sdist")
+        download = dest / "sdist"
         result = subprocess.run(
             [
                 sys.executable,
@@ -132,7 +129,6 @@ def fastaiagent_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if result.returncode != 0 or not found:
             _skip_or_fail(f"cannot download fastaiagent's sdist: {result.stderr[-500:]}")
         sdist = str(found[0])
-    dest = tmp_path_factory.mktemp("fastaiagent-tests")
     prefix = f"fastaiagent-{FASTAIAGENT_VERSION}/"
     with tarfile.open(sdist) as archive:
         members = []
@@ -141,7 +137,16 @@ def fastaiagent_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 member.name = member.name.removeprefix(prefix)
                 members.append(member)
         archive.extractall(dest, members=members, filter="data")
-    return dest
+
+
+@pytest.fixture(scope="session")
+def fastaiagent_tests(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding fastaiagent 1.94.0's ``tests/``, downloaded and unpacked once per run
+    (shared by the pytest-xdist workers)."""
+    installed = importlib.metadata.version("fastaiagent")
+    if installed != FASTAIAGENT_VERSION:
+        _skip_or_fail(f"these tests are fastaiagent {FASTAIAGENT_VERSION}'s; {installed} found")
+    return built_once(tmp_path_factory, "fastaiagent-tests", _unpack_sdist)
 
 
 def durability_files(root: Path) -> list[str]:
