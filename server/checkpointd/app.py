@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -29,7 +29,6 @@ from checkpointd.auth import (
     load_tokens_file,
 )
 from checkpointd.config import Settings, redact_dsn
-from checkpointd.console import Console, ConsoleError
 from checkpointd.edge import ComposingRegistrar, server_layers
 from checkpointd.health import HEALTH_SERVICE, HealthService
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
@@ -61,6 +60,9 @@ from checkpointd_client.v1 import (
     write_service_pb2,
     write_service_pb2_grpc,
 )
+
+if TYPE_CHECKING:
+    from checkpointd.console import Console
 
 __all__ = ["KEEPALIVE_OPTIONS", "SERVICE_NAMES", "StartupError", "build_store", "serve"]
 
@@ -448,6 +450,9 @@ async def serve(settings: Settings) -> None:
             )
         await server.start()
         if console_listener is not None:
+            # Imported only when asked for: aiohttp is half of the server's start-up imports.
+            from checkpointd.console import Console, ConsoleError
+
             console = Console(deps, monitor, authenticator, secure_cookie=tls_files is not None)
             try:
                 address = await console.start(
