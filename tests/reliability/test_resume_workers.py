@@ -37,7 +37,10 @@ RUNS = size(20, 200)
 WORKERS = 3
 #: How often the first worker is killed mid-resume (restarted at once each time).
 KILLS = size(3, 20)
-LEASE_SECONDS = 2
+#: The workers' lease. A worker stalled longer than this (a starved CPU under a parallel
+#: test run) loses it while still resuming, and the lease is no fence (README), so it is
+#: kept well above such stalls; a killed worker's run is taken over after it.
+LEASE_SECONDS = 5
 #: The first worker lingers this long in each order's fulfil node: long enough to be
 #: killed there; the others take 0.05 s.
 SLOW = 2.0
