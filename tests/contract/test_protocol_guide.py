@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from checkpointd_client.v1 import checkpoint_pb2 as pb
@@ -27,6 +27,8 @@ from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from checkpointd_client.v1 import replication_service_pb2 as rsvc
 from checkpointd_client.v1 import replication_service_pb2_grpc as rsvc_grpc
+from checkpointd_client.v1 import write_service_pb2 as wsvc
+from checkpointd_client.v1 import write_service_pb2_grpc as wsvc_grpc
 from tests.support.sidecar import Sidecar
 from tests.unit.test_invalid_field_values import documented_fields
 
@@ -43,6 +45,7 @@ class Stubs:
         self.interrupts = svc_grpc.InterruptServiceStub(channel)
         self.idempotency = isvc_grpc.IdempotencyServiceStub(channel)
         self.replication = rsvc_grpc.ReplicationServiceStub(channel)
+        self.write = wsvc_grpc.WriteServiceStub(channel)
 
 
 @pytest.fixture
@@ -54,6 +57,10 @@ def stubs(sidecar: Sidecar) -> Iterator[Stubs]:
 def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
     status = rpc_status.from_call(error)
     assert status is not None, f"no status details: {error}"
+    return _status_info(status)
+
+
+def _status_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo:
     info = error_details_pb2.ErrorInfo()
     assert status.details[0].Unpack(info)
     return info
@@ -133,8 +140,17 @@ def _first_messages(stubs: Stubs, count: int, **request: Any) -> list[svc.WatchI
 #: Non-object JSON of every other kind, one per object field: each is "must be a JSON object".
 NOT_AN_OBJECT = ["[1, 2]", '"text"', "42", "true", "null", "[]"]
 
+
 #: One request per documented `field` value that breaks a rule of exactly that field.
+def _write_item_error(stubs: Stubs, item: wsvc.WriteRequest) -> status_pb2.Status:
+    """The status the Write stream answers one item with (it answers, the stream goes on)."""
+    (answer,) = list(stubs.write.Write(iter([item]), timeout=TIMEOUT))
+    assert answer.WhichOneof("result") == "error", answer
+    return status_pb2.Status.FromString(answer.error.SerializeToString())
+
+
 BREAKERS: dict[str, Callable[[Stubs], object]] = {
+    "request": lambda s: _write_item_error(s, wsvc.WriteRequest(correlation_id=1)),
     "namespace": lambda s: s.checkpoints.GetLatestCheckpoint(
         csvc.GetLatestCheckpointRequest(namespace="-bad", execution_id="e"), timeout=TIMEOUT
     ),
@@ -270,19 +286,27 @@ def test_e2_every_documented_invalid_field_value_is_what_the_server_sends(
     a JSON object". None of the refused writes leaves anything behind."""
     wrong: dict[str, str] = {}
     for field, send in sorted(BREAKERS.items()):
+        info: error_details_pb2.ErrorInfo | None = None
         try:
-            send(stubs)
+            answer = send(stubs)
         except grpc.RpcError as error:
-            code = error.code()
-            info = _error_info(error) if code == grpc.StatusCode.INVALID_ARGUMENT else None
-            if info is None or (info.domain, info.reason) != ("checkpointd.v1", "INVALID_FIELD"):
-                wrong[field] = f"{code} {info}"
-            elif info.metadata["field"] != field:
-                wrong[field] = f"field {info.metadata['field']!r}"
-            elif field in OBJECT_FIELDS and info.metadata["rule"] != "must be a JSON object":
-                wrong[field] = f"rule {info.metadata['rule']!r}"
+            code: object = error.code()
+            if code == grpc.StatusCode.INVALID_ARGUMENT:
+                info = _error_info(error)
         else:
-            wrong[field] = "accepted"
+            if not isinstance(answer, status_pb2.Status):
+                wrong[field] = "accepted"
+                continue
+            # A Write stream item's own status carries what the failed unary call would.
+            code = answer.code
+            if answer.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]:
+                info = _status_info(answer)
+        if info is None or (info.domain, info.reason) != ("checkpointd.v1", "INVALID_FIELD"):
+            wrong[field] = f"{code} {info}"
+        elif info.metadata["field"] != field:
+            wrong[field] = f"field {info.metadata['field']!r}"
+        elif field in OBJECT_FIELDS and info.metadata["rule"] != "must be a JSON object":
+            wrong[field] = f"rule {info.metadata['rule']!r}"
     assert wrong == {}
 
     listed = stubs.interrupts.ListPendingInterrupts(
