@@ -53,7 +53,7 @@ __all__ = [
 Metadata = Sequence[tuple[str, str | bytes]]
 UnaryCall = Callable[..., Any]
 #: A stub's unary multicallable, which :meth:`route` returns in a form of the same type.
-_Rpc = TypeVar("_Rpc")
+RoutedRpc = TypeVar("RoutedRpc")
 
 #: The WriteRequest/WriteResponse oneof field of each request type the stream carries.
 ITEM_FIELDS: Final[dict[type[Message], str]] = {
@@ -200,7 +200,7 @@ class AsyncWriteStream:
         self.unsupported = False
         """Whether the server answered UNIMPLEMENTED: every write goes unary from then on."""
 
-    def route(self, rpc: _Rpc) -> _Rpc:
+    def route(self, rpc: RoutedRpc) -> RoutedRpc:
         """``rpc`` (a unary multicallable) as it is called by the client's retry loop, sent
         over the stream when it can be, unary otherwise."""
         if not self._enabled:
@@ -218,7 +218,7 @@ class AsyncWriteStream:
                 self.unsupported = True
                 return await unary(request, timeout=timeout, metadata=metadata)
 
-        return cast(_Rpc, routed)
+        return cast(RoutedRpc, routed)
 
     async def _send(self, request: Message, seconds: float) -> Message:
         stream = self._stream

@@ -18,9 +18,9 @@ from google.protobuf.message import Message
 
 from checkpointd_client._write_stream import (
     Metadata,
+    RoutedRpc,
     StreamUnsupported,
     UnaryCall,
-    _Rpc,
     deadline_passed,
     item_of,
     result_of,
@@ -93,7 +93,7 @@ class WriteStream:
         self.unsupported = False
         """Whether the server answered UNIMPLEMENTED: every write goes unary from then on."""
 
-    def route(self, rpc: _Rpc) -> _Rpc:
+    def route(self, rpc: RoutedRpc) -> RoutedRpc:
         """``rpc`` (a unary multicallable) as it is called by the client's retry loop, sent
         over the stream when it can be, unary otherwise."""
         if not self._enabled:
@@ -110,7 +110,7 @@ class WriteStream:
                 self.unsupported = True
                 return unary(request, timeout=timeout, metadata=metadata)
 
-        return cast(_Rpc, routed)
+        return cast(RoutedRpc, routed)
 
     def _send(self, request: Message, timeout: float) -> Message:
         future: futures.Future[write_service_pb2.WriteResponse] = futures.Future()

@@ -107,6 +107,45 @@ def test_s1_failed_items_carry_the_unary_status_and_the_stream_stays_open(sideca
         assert client.get_idempotent(execution_id, "k").value == [1]
 
 
+def test_s1_j3_an_oversize_item_is_refused_alone_and_the_stream_goes_on(
+    sidecar_factory, execution_id
+):
+    """An item over --max-message-bytes gets the status its unary call gets
+    (RESOURCE_EXHAUSTED, MESSAGE_TOO_LARGE) and writes nothing; the item after it, on the
+    same stream, is stored. One caller's oversize write must not end the stream that carries
+    every other caller's."""
+    limit = 4096
+    server = sidecar_factory("--max-message-bytes", str(limit))
+    big = idempotency_service_pb2.PutIdempotencyResultRequest(
+        request_id="r-big", execution_id=execution_id, key="big", result_json=f'"{"x" * limit}"'
+    )
+    small = idempotency_service_pb2.PutIdempotencyResultRequest(
+        request_id="r-small", execution_id=execution_id, key="small", result_json="1"
+    )
+    items = [
+        write_service_pb2.WriteRequest(correlation_id=1, put_idempotency_result=big),
+        write_service_pb2.WriteRequest(correlation_id=2, put_idempotency_result=small),
+    ]
+    with grpc.insecure_channel(server.target) as channel:
+        answers = {
+            answer.correlation_id: answer
+            for answer in write_service_pb2_grpc.WriteServiceStub(channel).Write(
+                iter(items), timeout=30
+            )
+        }
+        with pytest.raises(grpc.RpcError) as unary:
+            idempotency_service_pb2_grpc.IdempotencyServiceStub(channel).PutIdempotencyResult(
+                big, timeout=10
+            )
+    assert answers[1].error.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert b"MESSAGE_TOO_LARGE" in answers[1].error.details[0].value
+    assert answers[1].error.code == _unary_status(unary.value).code
+    assert answers[2].WhichOneof("result") == "put_idempotency_result"
+    with CheckpointdClient(server.target, retry=NO_RETRY) as client:
+        assert client.get_idempotent(execution_id, "small").value == 1
+        assert not client.get_idempotent(execution_id, "big").found
+
+
 def test_s1_the_writes_of_32_threads_travel_over_one_stream(store_spec: StoreSpec):
     """32 threads of one client write at once: the server sees one Write stream carrying
     every item and not one unary write call; every write is stored."""
