@@ -163,6 +163,13 @@ class _Stream:
         self.reader = asyncio.ensure_future(self._read())
 
     async def _requests(self) -> AsyncIterator[write_service_pb2.WriteRequest]:
+        # The server sends its headers as the stream opens. Writing only after them means a
+        # stream refused at once (UNIMPLEMENTED on an older server, a token refused) is never
+        # written to after its status: grpc.aio would then report INTERNAL ("Internal error
+        # from Core", grpc/grpc#36066) instead of the status, and miss the fallback.
+        await self.call.initial_metadata()
+        if self.call.done():
+            return
         while (item := await self.queue.get()) is not None:
             yield item
 

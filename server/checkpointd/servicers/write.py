@@ -96,6 +96,9 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> None:
         self.streams_opened += 1
+        # Headers at once: the asyncio client writes its first item only after them (see
+        # checkpointd_client._write_stream), so it never writes to a stream already refused.
+        await context.send_initial_metadata(())
         answers: asyncio.Queue[svc.WriteResponse | None] = asyncio.Queue()
         reader = asyncio.create_task(self._read(request_iterator, context, answers))
         try:
