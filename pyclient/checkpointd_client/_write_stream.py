@@ -96,6 +96,16 @@ def streamable(request: Message, metadata: Metadata, stream_metadata: Metadata) 
     return tuple(metadata) == tuple(stream_metadata) and request.ByteSize() <= STREAM_ITEM_MAX_BYTES
 
 
+#: The response header entry a server sends as it takes a stream (see write_service.proto).
+ACCEPTED_HEADER: Final = ("checkpointd-write-stream", "open")
+
+
+def accepted(headers: Sequence[tuple[str, str | bytes]] | None) -> bool:
+    """Whether a stream's response headers say the server took it. A refusal answered at
+    once (trailers only: UNIMPLEMENTED, UNAUTHENTICATED) has none, and is not written to."""
+    return any(tuple(entry) == ACCEPTED_HEADER for entry in headers or ())
+
+
 class StreamUnsupported(Exception):
     """The server has no Write stream: send the call unary."""
 
@@ -163,12 +173,14 @@ class _Stream:
         self.reader = asyncio.ensure_future(self._read())
 
     async def _requests(self) -> AsyncIterator[write_service_pb2.WriteRequest]:
-        # The server sends its headers as the stream opens. Writing only after them means a
+        # The server sends its headers as it takes the stream. Writing only after them means a
         # stream refused at once (UNIMPLEMENTED on an older server, a token refused) is never
         # written to after its status: grpc.aio would then report INTERNAL ("Internal error
-        # from Core", grpc/grpc#36066) instead of the status, and miss the fallback.
-        await self.call.initial_metadata()
-        if self.call.done():
+        # from Core", grpc/grpc#36066) instead of the status, and miss the fallback. A
+        # trailers-only refusal also resolves initial_metadata(), possibly before done() is
+        # true, so the headers must say the stream was taken.
+        headers = await self.call.initial_metadata()
+        if not accepted(headers) or self.call.done():
             return
         while (item := await self.queue.get()) is not None:
             yield item

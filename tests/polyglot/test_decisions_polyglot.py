@@ -68,10 +68,17 @@ def test_k1_k2_node_bot_approves_and_a_python_worker_completes_the_run(
         with CheckpointdClient(sidecar.target, namespace=namespace) as client:
             deadline = time.monotonic() + TIMEOUT_S
             while True:
+                # The worker reports the resume after the run's last checkpoint: wait for both.
+                reported = {
+                    p.execution_id
+                    for p in client.list_decisions().pending_interrupts
+                    if p.decision is not None and p.decision.status == "resumed"
+                }
                 done = [
                     run
                     for run in approved
-                    if client.get_latest_checkpoint(run).step_type == "run_end"
+                    if run in reported
+                    and client.get_latest_checkpoint(run).step_type == "run_end"
                 ]
                 lines = [json.loads(line) for line in bot_out.read_text().splitlines() if line]
                 said = {(line["step"], line.get("execution_id")) for line in lines}

@@ -64,6 +64,10 @@ class WriteServiceServicer:
         and store call, and the same result, or the same code, message and ErrorInfo in `error`.
         A failed item does not end the stream.
 
+        A server that takes the stream sends its response headers at once, with the metadata
+        entry `checkpointd-write-stream: open`; clients write items after them. A refused stream
+        (a trailers-only answer, such as UNIMPLEMENTED) has no such entry, and is not written to.
+
         The stream itself ends with a status only for what concerns every item: a missing or
         unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE
         STORE_UNAVAILABLE) or a server shutting down (UNAVAILABLE SHUTTING_DOWN; the items

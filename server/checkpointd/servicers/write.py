@@ -34,6 +34,8 @@ WRITE_METHOD: Final = "/checkpointd.v1.WriteService/Write"
 #: Items of one stream handled at once; the stream reads no further item until one finishes,
 #: so a client that sends faster than the store writes is slowed by HTTP/2 flow control.
 MAX_ITEMS_IN_FLIGHT: Final = 256
+#: The response headers that say the stream is taken: clients write items only after them.
+ACCEPTED_HEADERS: Final = (("checkpointd-write-stream", "open"),)
 
 _SHUTDOWN_MESSAGE: Final = (
     "the server is shutting down; send the writes not answered again, with the same "
@@ -98,7 +100,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         self.streams_opened += 1
         # Headers at once: the asyncio client writes its first item only after them (see
         # checkpointd_client._write_stream), so it never writes to a stream already refused.
-        await context.send_initial_metadata(())
+        await context.send_initial_metadata(ACCEPTED_HEADERS)
         answers: asyncio.Queue[svc.WriteResponse | None] = asyncio.Queue()
         reader = asyncio.create_task(self._read(request_iterator, context, answers))
         try:
