@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export CHECKPOINTD_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install run gen test test-reliability lint fmt typecheck check bench clean
+.PHONY: help install run gen compile test test-reliability lint fmt typecheck check bench clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -42,10 +42,15 @@ gen: install ## Regenerate the protobuf code from proto/ and the sync client fro
 # ones on one worker (tests/conftest.py).
 TEST_WORKERS ?= 4
 
-test: install ## Run the test suite (both backends), in TEST_WORKERS processes.
+# The tests start about a thousand server processes. Byte-compiled once here, the sources are
+# not compiled again by each of them (PYTHONDONTWRITEBYTECODE, if set, stops Python caching).
+compile:
+	$(PY) -m compileall -q -j 0 server pyclient
+
+test: install compile ## Run the test suite (both backends), in TEST_WORKERS processes.
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-test-reliability: install ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
+test-reliability: install compile ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer
 
 lint: install ## ruff, the README's settings table, the generated sync client, buf lint, buf breaking against the committed v1 image, hadolint.

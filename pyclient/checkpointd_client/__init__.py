@@ -16,42 +16,101 @@ imported here, so this package needs only grpcio and protobuf.
 
 from __future__ import annotations
 
-from checkpointd_client.client import AsyncCheckpointdClient, CheckpointdClient
-from checkpointd_client.config import DEFAULT_TARGET, RetryPolicy
-from checkpointd_client.credentials import TlsConfig
-from checkpointd_client.errors import (
-    AlreadyExistsError,
-    CheckpointdError,
-    DeadlineExceededError,
-    ErrorReason,
-    FailedPreconditionError,
-    IntegrityError,
-    InternalError,
-    InvalidArgumentError,
-    NotFoundError,
-    OutOfRangeError,
-    PermissionDeniedError,
-    ResourceExhaustedError,
-    UnauthenticatedError,
-    UnavailableError,
-)
-from checkpointd_client.models import (
-    Checkpoint,
-    CheckpointPage,
-    Decision,
-    DeleteExecutionResult,
-    IdempotencyResult,
-    InterruptEvent,
-    PendingInterrupt,
-    PendingInterruptPage,
-    PruneResult,
-    RecordInterruptResult,
-    SnapshotComplete,
-    SnapshotItem,
-    WatchItem,
-    WatchProgress,
-)
-from checkpointd_client.watch import AsyncInterruptWatch, InterruptWatch
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from checkpointd_client.client import AsyncCheckpointdClient, CheckpointdClient
+    from checkpointd_client.config import DEFAULT_TARGET, RetryPolicy
+    from checkpointd_client.credentials import TlsConfig
+    from checkpointd_client.errors import (
+        AlreadyExistsError,
+        CheckpointdError,
+        DeadlineExceededError,
+        ErrorReason,
+        FailedPreconditionError,
+        IntegrityError,
+        InternalError,
+        InvalidArgumentError,
+        NotFoundError,
+        OutOfRangeError,
+        PermissionDeniedError,
+        ResourceExhaustedError,
+        UnauthenticatedError,
+        UnavailableError,
+    )
+    from checkpointd_client.models import (
+        Checkpoint,
+        CheckpointPage,
+        Decision,
+        DeleteExecutionResult,
+        IdempotencyResult,
+        InterruptEvent,
+        PendingInterrupt,
+        PendingInterruptPage,
+        PruneResult,
+        RecordInterruptResult,
+        SnapshotComplete,
+        SnapshotItem,
+        WatchItem,
+        WatchProgress,
+    )
+    from checkpointd_client.watch import AsyncInterruptWatch, InterruptWatch
+
+# Each public name and the module that defines it. They are imported on first use (PEP 562),
+# so `import checkpointd_client.v1` (the protocol, as the server imports it) does not load
+# the clients, and a process pays for what it touches.
+_MODULE_OF: dict[str, str] = {
+    "AsyncCheckpointdClient": "checkpointd_client.client",
+    "CheckpointdClient": "checkpointd_client.client",
+    "DEFAULT_TARGET": "checkpointd_client.config",
+    "RetryPolicy": "checkpointd_client.config",
+    "TlsConfig": "checkpointd_client.credentials",
+    "AlreadyExistsError": "checkpointd_client.errors",
+    "CheckpointdError": "checkpointd_client.errors",
+    "DeadlineExceededError": "checkpointd_client.errors",
+    "ErrorReason": "checkpointd_client.errors",
+    "FailedPreconditionError": "checkpointd_client.errors",
+    "IntegrityError": "checkpointd_client.errors",
+    "InternalError": "checkpointd_client.errors",
+    "InvalidArgumentError": "checkpointd_client.errors",
+    "NotFoundError": "checkpointd_client.errors",
+    "OutOfRangeError": "checkpointd_client.errors",
+    "PermissionDeniedError": "checkpointd_client.errors",
+    "ResourceExhaustedError": "checkpointd_client.errors",
+    "UnauthenticatedError": "checkpointd_client.errors",
+    "UnavailableError": "checkpointd_client.errors",
+    "Checkpoint": "checkpointd_client.models",
+    "CheckpointPage": "checkpointd_client.models",
+    "Decision": "checkpointd_client.models",
+    "DeleteExecutionResult": "checkpointd_client.models",
+    "IdempotencyResult": "checkpointd_client.models",
+    "InterruptEvent": "checkpointd_client.models",
+    "PendingInterrupt": "checkpointd_client.models",
+    "PendingInterruptPage": "checkpointd_client.models",
+    "PruneResult": "checkpointd_client.models",
+    "RecordInterruptResult": "checkpointd_client.models",
+    "SnapshotComplete": "checkpointd_client.models",
+    "SnapshotItem": "checkpointd_client.models",
+    "WatchItem": "checkpointd_client.models",
+    "WatchProgress": "checkpointd_client.models",
+    "AsyncInterruptWatch": "checkpointd_client.watch",
+    "InterruptWatch": "checkpointd_client.watch",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])
+
 
 __all__ = [
     "DEFAULT_TARGET",

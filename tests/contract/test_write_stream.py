@@ -286,7 +286,8 @@ def test_s1_the_stream_needs_no_googleapis_common_protos(sidecar: Sidecar, execu
     import sys
 
     script = f"""
-import sys
+import faulthandler, sys
+faulthandler.dump_traceback_later(45, exit=True)  # a hang shows where, before the timeout
 sys.modules["google.rpc"] = None  # as if googleapis-common-protos were not installed
 from checkpointd_client import CheckpointdClient, NotFoundError, RetryPolicy
 with CheckpointdClient({sidecar.target!r}, retry=RetryPolicy(max_attempts=1)) as client:
@@ -302,9 +303,9 @@ with CheckpointdClient({sidecar.target!r}, retry=RetryPolicy(max_attempts=1)) as
 print("ok")
 """
     result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90, check=False
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "ok"
     with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
         assert client.get_idempotent(execution_id, "k").value == 1

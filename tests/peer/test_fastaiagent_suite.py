@@ -91,8 +91,9 @@ DESELECTED: dict[str, str] = {
 }
 #: At least this many of its other tests that build a SQLiteCheckpointer (its durability
 #: tests: checkpointer protocol, chains, agents, swarms, supervisors, forks, resumes,
-#: idempotency, the CLI) must pass; the rest skip for want of API keys or a platform.
-DURABILITY_MIN_PASSED = 650
+#: idempotency, the CLI) must pass in each shard (see DURABILITY_SHARDS); the rest skip for
+#: want of API keys or a platform.
+DURABILITY_MIN_PASSED: tuple[int, ...] = (168, 115, 232, 135)  # 169, 116, 233, 136 pass
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -220,19 +221,41 @@ def test_p5_fastaiagent_replication_tests_pass_with_the_sidecar_as_its_checkpoin
     assert counts.get("passed", 0) == REPLICATION_CASES, output[-6000:]
 
 
-@pytest.mark.timeout(1800)  # about 750 tests of fastaiagent's, in a process of their own
+#: The durability files run in this many pytest processes, each a test of its own, so that
+#: pytest-xdist spreads them over its workers instead of one worker running them all.
+DURABILITY_SHARDS = 4
+
+
+def shard_files(files: list[str], shard: int) -> list[str]:
+    """The files of shard ``shard``: every DURABILITY_SHARDS-th of the sorted list."""
+    return sorted(files)[shard::DURABILITY_SHARDS]
+
+
+@pytest.mark.timeout(1200)  # about 170 tests of fastaiagent's, in a process of their own
+@pytest.mark.parametrize("shard", range(DURABILITY_SHARDS))
 def test_p2_fastaiagent_durability_tests_pass_with_the_sidecar_as_its_checkpointer(
-    sidecar, fastaiagent_tests
+    sidecar, fastaiagent_tests, shard
 ):
     """Every other test of fastaiagent's that builds a SQLiteCheckpointer passes unmodified
     with the sidecar in its place, but those that inspect or write its SQLite file directly
-    (EXCLUDED_FILES, DESELECTED). About 650 tests: `make test` runs them on the embedded
-    default (SQLite) to stay within minutes; the full size (``make test-reliability``, or
-    ``CHECKPOINTD_RELIABILITY=full``) runs them on every backend."""
+    (EXCLUDED_FILES, DESELECTED). About 650 tests, in DURABILITY_SHARDS shards: `make test`
+    runs them on the embedded default (SQLite) to stay within minutes; the full size
+    (``make test-reliability``, or ``CHECKPOINTD_RELIABILITY=full``) runs them on every
+    backend."""
     if sidecar.backend != "sqlite" and not FULL:
         pytest.skip("fastaiagent's durability suite runs on this backend at full size only")
-    files = durability_files(fastaiagent_tests)
+    files = shard_files(durability_files(fastaiagent_tests), shard)
     code, counts, output = run_suite(fastaiagent_tests, sidecar, files)
     assert code == 0, output[-6000:]
     assert counts.get("failed", 0) == 0, output[-6000:]
-    assert counts.get("passed", 0) >= DURABILITY_MIN_PASSED, output[-6000:]
+    assert counts.get("passed", 0) >= DURABILITY_MIN_PASSED[shard], output[-6000:]
+
+
+def test_p2_the_shards_cover_every_durability_file_once(fastaiagent_tests):
+    """The shards split the durability files: none left out, none run twice, and their
+    minimums add up to the suite's."""
+    files = durability_files(fastaiagent_tests)
+    shards = [shard_files(files, shard) for shard in range(DURABILITY_SHARDS)]
+    assert sorted(f for shard in shards for f in shard) == sorted(files)
+    assert all(shards)
+    assert sum(DURABILITY_MIN_PASSED) >= 650

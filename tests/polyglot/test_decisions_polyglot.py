@@ -77,8 +77,7 @@ def test_k1_k2_node_bot_approves_and_a_python_worker_completes_the_run(
                 done = [
                     run
                     for run in approved
-                    if run in reported
-                    and client.get_latest_checkpoint(run).step_type == "run_end"
+                    if run in reported and client.get_latest_checkpoint(run).step_type == "run_end"
                 ]
                 lines = [json.loads(line) for line in bot_out.read_text().splitlines() if line]
                 said = {(line["step"], line.get("execution_id")) for line in lines}

@@ -30,18 +30,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpointd_client import (
     AlreadyExistsError,
     Checkpoint,
-    CheckpointdClient,
     CheckpointdError,
     NotFoundError,
     PendingInterrupt,
 )
 from checkpointd_client._convert import load_json
 from checkpointd_client.models import CHECKPOINT_STATUSES
+
+if TYPE_CHECKING:
+    from checkpointd_client.client import CheckpointdClient
 
 __all__ = ["ImportFailed", "register"]
 
@@ -397,6 +399,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         try:
             _check(source)
             progress = _Progress(args.progress_every, args.quiet)
+            # Imported when the command runs: starting `checkpointd serve` does not load it.
+            from checkpointd_client.client import CheckpointdClient
+
             with CheckpointdClient(
                 args.target, namespace=args.namespace, timeout=args.timeout
             ) as client:

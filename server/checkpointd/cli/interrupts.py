@@ -20,10 +20,9 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpointd_client import (
-    CheckpointdClient,
     CheckpointdError,
     Decision,
     FailedPreconditionError,
@@ -34,6 +33,9 @@ from checkpointd_client import (
     WatchItem,
     WatchProgress,
 )
+
+if TYPE_CHECKING:
+    from checkpointd_client.client import CheckpointdClient
 
 __all__ = ["format_age", "format_table", "register"]
 
@@ -313,14 +315,20 @@ def _fail(exc: CheckpointdError | ValueError) -> int:
     return 1
 
 
+def _client(args: argparse.Namespace, **options: Any) -> CheckpointdClient:
+    """A client for the command's --target and --namespace. Imported here, when a command
+    runs, so that starting `checkpointd serve` does not load the client."""
+    from checkpointd_client.client import CheckpointdClient
+
+    return CheckpointdClient(args.target, namespace=args.namespace, **options)
+
+
 def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the pending interrupts as a table; 1 when the server answers an error."""
     rows: list[PendingInterrupt] = []
     more = False
     try:
-        with CheckpointdClient(
-            args.target, namespace=args.namespace, timeout=args.timeout
-        ) as client:
+        with _client(args, timeout=args.timeout) as client:
             token = ""
             while len(rows) < args.limit:
                 page = client.list_pending_interrupts(
@@ -357,9 +365,7 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         parser.error("--metadata must be a JSON object")
     decided_by = args.decided_by or _user()
     try:
-        with CheckpointdClient(
-            args.target, namespace=args.namespace, timeout=args.timeout
-        ) as client:
+        with _client(args, timeout=args.timeout) as client:
             decided = client.submit_decision(
                 args.execution_id,
                 approved=args.approved,
@@ -395,7 +401,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     logging.basicConfig(level=logging.WARNING, format="checkpointd: %(message)s")
     logging.getLogger("checkpointd_client.watch").setLevel(logging.INFO)
     try:
-        client = CheckpointdClient(args.target, namespace=args.namespace)
+        client = _client(args)
     except ValueError as exc:
         return _fail(exc)
     with client:
