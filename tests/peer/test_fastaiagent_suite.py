@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.shared import built_once
-from tests.support.sidecar import Sidecar
+from tests.support.sidecar import Sidecar, StoreSpec
 
 FASTAIAGENT_VERSION = "1.94.0"
 HERE = Path(__file__).resolve().parent
@@ -231,10 +231,18 @@ def shard_files(files: list[str], shard: int) -> list[str]:
     return sorted(files)[shard::DURABILITY_SHARDS]
 
 
+@pytest.fixture
+def sqlite_unless_full_size(store_spec: StoreSpec) -> None:
+    """Off full size the durability suite runs on SQLite only: skip the other backends before
+    their server starts (this fixture is named before ``sidecar``, so it is set up first)."""
+    if store_spec.backend != "sqlite" and not FULL:
+        pytest.skip("fastaiagent's durability suite runs on this backend at full size only")
+
+
 @pytest.mark.timeout(1200)  # about 170 tests of fastaiagent's, in a process of their own
 @pytest.mark.parametrize("shard", range(DURABILITY_SHARDS))
 def test_p2_fastaiagent_durability_tests_pass_with_the_sidecar_as_its_checkpointer(
-    sidecar, fastaiagent_tests, shard
+    sqlite_unless_full_size, sidecar, fastaiagent_tests, shard
 ):
     """Every other test of fastaiagent's that builds a SQLiteCheckpointer passes unmodified
     with the sidecar in its place, but those that inspect or write its SQLite file directly
@@ -242,8 +250,6 @@ def test_p2_fastaiagent_durability_tests_pass_with_the_sidecar_as_its_checkpoint
     runs them on the embedded default (SQLite) to stay within minutes; the full size
     (``make test-reliability``, or ``CHECKPOINTD_RELIABILITY=full``) runs them on every
     backend."""
-    if sidecar.backend != "sqlite" and not FULL:
-        pytest.skip("fastaiagent's durability suite runs on this backend at full size only")
     files = shard_files(durability_files(fastaiagent_tests), shard)
     code, counts, output = run_suite(fastaiagent_tests, sidecar, files)
     assert code == 0, output[-6000:]
