@@ -141,7 +141,6 @@ def _first_messages(stubs: Stubs, count: int, **request: Any) -> list[svc.WatchI
 NOT_AN_OBJECT = ["[1, 2]", '"text"', "42", "true", "null", "[]"]
 
 
-#: One request per documented `field` value that breaks a rule of exactly that field.
 def _write_item_error(stubs: Stubs, item: wsvc.WriteRequest) -> status_pb2.Status:
     """The status the Write stream answers one item with (it answers, the stream goes on)."""
     (answer,) = list(stubs.write.Write(iter([item]), timeout=TIMEOUT))
@@ -149,6 +148,7 @@ def _write_item_error(stubs: Stubs, item: wsvc.WriteRequest) -> status_pb2.Statu
     return status_pb2.Status.FromString(answer.error.SerializeToString())
 
 
+#: One request per documented `field` value that breaks a rule of exactly that field.
 BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "request": lambda s: _write_item_error(s, wsvc.WriteRequest(correlation_id=1)),
     "namespace": lambda s: s.checkpoints.GetLatestCheckpoint(

@@ -46,6 +46,30 @@ def _unary_status(call: grpc.RpcError) -> status_pb2.Status:
     return status
 
 
+def test_s1_the_server_marks_the_headers_of_a_stream_it_takes(sidecar: Sidecar):
+    """The headers of an accepted stream carry the entry the clients wait for before their
+    first item, and they arrive before any item is sent; the server's and the asyncio
+    client's names of that entry are the same."""
+    from checkpointd.servicers.write import ACCEPTED_HEADERS
+    from checkpointd_client._write_stream import ACCEPTED_HEADER, accepted
+
+    assert ACCEPTED_HEADERS == (ACCEPTED_HEADER,)
+    headers_seen = threading.Event()
+
+    def requests() -> Iterator[write_service_pb2.WriteRequest]:
+        headers_seen.wait(10)  # nothing is sent before the headers came; then the stream ends
+        yield from ()
+
+    with grpc.insecure_channel(sidecar.target) as channel:
+        call = write_service_pb2_grpc.WriteServiceStub(channel).Write(requests(), timeout=10)
+        headers = call.initial_metadata()
+        assert accepted(headers), headers
+        headers_seen.set()
+        assert list(call) == []
+    assert not accepted(())
+    assert not accepted(None)
+
+
 def test_s1_failed_items_carry_the_unary_status_and_the_stream_stays_open(sidecar, execution_id):
     """Items answered one after another on one open stream: a claim with nothing pending
     and a put of bad JSON fail with exactly the Status (code, message, ErrorInfo reason and
