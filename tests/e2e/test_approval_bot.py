@@ -101,11 +101,25 @@ def test_p4_k1_k2_two_approval_bots_and_two_workers_complete_each_order_once(
         def outputs() -> str:
             return "".join((tmp_path / f"bot-{n}.out").read_text() for n in (1, 2))
 
+        def all_started() -> bool:
+            # Each process says so once its SIGTERM handler is in place: one signalled before
+            # that dies of the signal instead of stopping cleanly.
+            said = {"bot": "watching namespace", "worker": "resuming decided orders"}
+            return all(
+                f"{role}-{n}: {said[role]}" in (tmp_path / f"{role}-{n}.err").read_text()
+                for role in said
+                for n in (1, 2)
+            )
+
         deadline = time.monotonic() + TIMEOUT
         while True:
             lines = ledger.read_text().splitlines() if ledger.exists() else []
             text = outputs()
-            if len(lines) >= len(approved) and all(f"ESCALATE {o}" in text for o in escalated):
+            if (
+                len(lines) >= len(approved)
+                and all(f"ESCALATE {o}" in text for o in escalated)
+                and all_started()
+            ):
                 break
             assert time.monotonic() < deadline, f"bots did not finish: {text!r}"
             assert all(b.poll() is None for b in bots), "a bot exited early"
