@@ -17,6 +17,7 @@ import pytest
 
 from tests.reliability.figures import FIGURES, record, render
 from tests.support.pgbouncer import PgBouncer, find_pgbouncer
+from tests.support.shared_server import SharedServer, SharedSidecar
 from tests.support.sidecar import Sidecar, StoreSpec
 
 PG_DSN_ENV = "CHECKPOINTD_TEST_PG_DSN"
@@ -89,13 +90,16 @@ def pgbouncer(pg_dsn: str) -> Iterator[PgBouncer]:
         yield bouncer
 
 
-def make_store_spec(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
-    """A fresh, empty store of ``backend``: an SQLite file, or a Postgres schema (dropped
-    after the test), reached directly or through PgBouncer."""
+def make_store_spec(
+    backend: str, request: pytest.FixtureRequest, directory: Path, schema: str = ""
+) -> StoreSpec:
+    """A fresh, empty store of ``backend``: an SQLite file in ``directory``, or a Postgres
+    schema (``schema``, or the test's own, dropped after it), reached directly or through
+    PgBouncer."""
     if backend == "sqlite":
-        return StoreSpec("sqlite", f"sqlite://{tmp_path / 'store.db'}")
+        return StoreSpec("sqlite", f"sqlite://{directory / 'store.db'}")
     dsn = request.getfixturevalue("pg_dsn")
-    schema = request.getfixturevalue("pg_schema")
+    schema = schema or request.getfixturevalue("pg_schema")
     if backend == "pgbouncer":
         bouncer: PgBouncer = request.getfixturevalue("pgbouncer")
         return StoreSpec(
@@ -110,9 +114,15 @@ def make_store_spec(backend: str, request: pytest.FixtureRequest, tmp_path: Path
 
 
 @pytest.fixture(params=BACKENDS)
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each backend a test runs on ("sqlite", "postgres"; a suite may add "pgbouncer")."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_spec(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
     """A fresh, empty store of each backend: an SQLite file, or a Postgres schema."""
-    return make_store_spec(request.param, request, tmp_path)
+    return make_store_spec(backend, request, tmp_path)
 
 
 @pytest.fixture
@@ -130,10 +140,49 @@ def sidecar_factory(store_spec: StoreSpec) -> Iterator[Callable[..., Sidecar]]:
         server.close()
 
 
+@pytest.fixture(scope="session")
+def shared_servers(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[str], SharedServer]]:
+    """The servers the tests of ``shared_server`` modules share: one per backend, started on
+    first use, stopped (and their stores dropped) at the end of the session."""
+    servers: dict[str, SharedServer] = {}
+
+    def get(backend: str) -> SharedServer:
+        if backend not in servers:
+            directory = tmp_path_factory.mktemp(f"shared-{backend}")
+            schema = f"cpt_{uuid.uuid4().hex[:16]}"
+            spec = make_store_spec(backend, request, directory, schema)
+            servers[backend] = SharedServer(Sidecar(spec))
+        return servers[backend]
+
+    yield get
+    for server in servers.values():
+        server.close()
+        if server.server.backend != "sqlite":
+            _run_sql(
+                server.server.store.url,
+                f'DROP SCHEMA IF EXISTS "{server.server.store.pg_schema}" CASCADE',
+            )
+
+
 @pytest.fixture
-def sidecar(sidecar_factory: Callable[..., Sidecar]) -> Sidecar:
-    """One running server per backend, on a fresh store."""
-    return sidecar_factory()
+def sidecar(request: pytest.FixtureRequest, backend: str) -> Iterator[Sidecar | SharedSidecar]:
+    """A running server per backend: a fresh one on a fresh store, or, in a module marked
+    ``shared_server``, a fresh namespace on the backend's shared server
+    (tests/support/shared_server.py)."""
+    if request.node.get_closest_marker("shared_server") is None:
+        yield request.getfixturevalue("sidecar_factory")()
+        return
+    shared: SharedServer = request.getfixturevalue("shared_servers")(backend)
+    view = shared.view()
+    yield view
+    strays = shared.check_namespaces(view)
+    if strays:
+        pytest.fail(
+            f"the test wrote outside its namespace {view.namespace!r} on a shared server: "
+            f"{strays} (give every client namespace=sidecar.namespace)"
+        )
 
 
 # --- the order tests are handed to pytest-xdist workers -----------------------------------------

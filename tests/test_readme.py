@@ -22,7 +22,7 @@ def test_readme_quickstart_is_the_example_file():
     assert (ROOT / "examples" / "quickstart.py").read_text() in blocks
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_quickstart_pauses_and_resumes_through_the_sidecar(sidecar: Sidecar, tmp_path):
     """The quickstart charges once, pauses, is listed as pending, and completes on resume."""
     result = subprocess.run(

@@ -34,7 +34,10 @@ from checkpointd_client.v1 import (
 )
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
+
+pytestmark = pytest.mark.shared_server
 
 FAST_RETRY = cc.RetryPolicy(initial_backoff=0.01, max_backoff=0.02)
 NO_RETRY = cc.RetryPolicy(max_attempts=1)
@@ -83,28 +86,32 @@ class AnyClient:
 
 
 @pytest.fixture
-def proxy(sidecar: Sidecar) -> Iterator[GrpcFaultProxy]:
+def proxy(sidecar: Sidecar | SharedSidecar) -> Iterator[GrpcFaultProxy]:
     """A fault proxy on a Unix socket, in front of the server's Unix socket."""
     with GrpcFaultProxy(sidecar.target) as p:
         yield p
 
 
 @pytest.fixture
-def direct(sidecar: Sidecar) -> Iterator[cc.CheckpointdClient]:
+def direct(sidecar: Sidecar | SharedSidecar) -> Iterator[cc.CheckpointdClient]:
     """A client straight to the server, without retries: to set up and inspect the store."""
-    with cc.CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+    with cc.CheckpointdClient(
+        sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+    ) as client:
         yield client
 
 
 @pytest.fixture(params=["sync", "async"])
 async def make_client(
-    request: pytest.FixtureRequest, proxy: GrpcFaultProxy
+    request: pytest.FixtureRequest, proxy: GrpcFaultProxy, sidecar: Sidecar | SharedSidecar
 ) -> AsyncIterator[Callable[..., AnyClient]]:
-    """Build clients of one kind on the proxy (fast retries unless told); closed afterwards."""
+    """Build clients of one kind on the proxy (fast retries and the test's namespace unless
+    told); closed afterwards."""
     made: list[AnyClient] = []
 
     def make(**options: Any) -> AnyClient:
         options.setdefault("retry", FAST_RETRY)
+        options.setdefault("namespace", sidecar.namespace)
         options.setdefault("timeout", 10.0)
         target = options.pop("target", proxy.target)
         kind = cc.CheckpointdClient if request.param == "sync" else cc.AsyncCheckpointdClient
@@ -377,11 +384,12 @@ async def test_d1_lost_put_idempotent_reply_ends_in_the_state_of_one_put(
 
 
 async def test_n1_namespace_and_metadata_go_with_every_request(
-    proxy, direct, make_client, execution_id
+    sidecar, proxy, direct, make_client, execution_id
 ):
     """The client's namespace is in every request; its metadata goes with every call, a
     call's own metadata only with that call. The server keeps the namespace apart."""
-    client = make_client(namespace="team-a", metadata=[("x-client", "1")])
+    team = f"{sidecar.namespace}-a"
+    client = make_client(namespace=team, metadata=[("x-client", "1")])
     await client.put_checkpoint(checkpoint(execution_id), metadata=[("x-call", "2")])
     await client.get_idempotent(execution_id, "k")
     await client.list_pending_interrupts()
@@ -394,12 +402,12 @@ async def test_n1_namespace_and_metadata_go_with_every_request(
     ]
     for call in calls:
         request = REQUEST_TYPES[call.method.rsplit("/", 1)[1]].FromString(call.request)
-        assert request.namespace == "team-a"
+        assert request.namespace == team
         assert ("x-client", "1") in call.metadata
     assert ("x-call", "2") in calls[0].metadata
     assert all(("x-call", "2") not in c.metadata for c in calls[1:])
     with pytest.raises(cc.NotFoundError):
-        direct.get_latest_checkpoint(execution_id)  # the default namespace has no such run
+        direct.get_latest_checkpoint(execution_id)  # the test's namespace has no such run
 
 
 async def test_p1_clients_reach_the_server_through_a_tcp_proxy(
@@ -417,7 +425,7 @@ async def test_p1_clients_reach_the_server_through_a_tcp_proxy(
 
 def test_p1_async_client_built_outside_the_event_loop(sidecar, execution_id):
     """The asyncio client may be built before a loop runs; its channel opens in the loop."""
-    client = cc.AsyncCheckpointdClient(sidecar.target, retry=NO_RETRY)
+    client = cc.AsyncCheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY)
 
     async def use() -> cc.Checkpoint:
         async with client:
@@ -430,9 +438,13 @@ def test_p1_async_client_built_outside_the_event_loop(sidecar, execution_id):
 
 
 @pytest.fixture
-def adapter(proxy: GrpcFaultProxy) -> Iterator[SidecarCheckpointer]:
+def adapter(
+    proxy: GrpcFaultProxy, sidecar: Sidecar | SharedSidecar
+) -> Iterator[SidecarCheckpointer]:
     """The fastaiagent adapter on the proxy, with fast retries."""
-    with SidecarCheckpointer(proxy.target, retry=FAST_RETRY) as checkpointer:
+    with SidecarCheckpointer(
+        proxy.target, namespace=sidecar.namespace, retry=FAST_RETRY
+    ) as checkpointer:
         yield checkpointer
 
 

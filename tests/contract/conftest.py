@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
-from tests.conftest import BACKENDS, PGBOUNCER_BACKEND, make_store_spec
-from tests.support.sidecar import Sidecar, StoreSpec
+from tests.conftest import BACKENDS, PGBOUNCER_BACKEND
+from tests.support.shared_server import SharedSidecar
+from tests.support.sidecar import Sidecar
 
 # Retries would hide the status a test is looking for; the suite asserts statuses directly.
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         unary_behind_pooler = (
-            params.get("write_path") == "unary" and params.get("store_spec") == "pgbouncer"
+            params.get("write_path") == "unary" and params.get("backend") == "pgbouncer"
         )
         (dropped if unary_behind_pooler else kept).append(item)
     if dropped:
@@ -46,10 +46,13 @@ def write_path() -> str:
 
 
 @pytest.fixture
-def client(sidecar: Sidecar, write_path: str) -> Iterator[CheckpointdClient]:
-    """A sync client on the server's Unix socket, in the default namespace."""
+def client(sidecar: Sidecar | SharedSidecar, write_path: str) -> Iterator[CheckpointdClient]:
+    """A sync client on the server's Unix socket, in the test's namespace."""
     with CheckpointdClient(
-        sidecar.target, retry=NO_RETRY, write_stream=write_path == "stream"
+        sidecar.target,
+        namespace=sidecar.namespace,
+        retry=NO_RETRY,
+        write_stream=write_path == "stream",
     ) as c:
         yield c
 
@@ -61,7 +64,7 @@ def execution_id() -> str:
 
 
 @pytest.fixture(params=[*BACKENDS, PGBOUNCER_BACKEND])
-def store_spec(request: pytest.FixtureRequest, tmp_path: Path) -> StoreSpec:
+def backend(request: pytest.FixtureRequest) -> str:
     """The contract holds on every backend, and on Postgres behind a transaction-pooling
     PgBouncer too (the way many pods share one database)."""
-    return make_store_spec(request.param, request, tmp_path)
+    return str(request.param)

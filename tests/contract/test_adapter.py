@@ -21,6 +21,8 @@ from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.contract.conftest import NO_RETRY
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.shared_server
+
 #: A state with what JSON round trips tend to break (J1): big ints, floats, unicode, nesting.
 STATE = {"n": 2**70, "f": 0.1, "text": "héllo ✓", "nested": {"a": [1, {"b": None}]}, "e": {}}
 
@@ -28,7 +30,9 @@ STATE = {"n": 2**70, "f": 0.1, "text": "héllo ✓", "nested": {"a": [1, {"b": N
 @pytest.fixture
 def checkpointer(sidecar: Sidecar) -> Iterator[SidecarCheckpointer]:
     """An adapter on the server's Unix socket; no retries, so statuses show as they are."""
-    with SidecarCheckpointer(sidecar.target, retry=NO_RETRY) as adapter:
+    with SidecarCheckpointer(
+        sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+    ) as adapter:
         yield adapter
 
 
@@ -373,7 +377,7 @@ def test_p2_close_releases_the_channel_and_the_next_call_reopens(sidecar, execut
     """close() releases the channel (a client taken before it stays closed; twice is fine),
     and the next call opens a new one, as the reference reconnects after close: fastaiagent's
     own supervisor crash test closes a store and keeps listing through it."""
-    adapter = SidecarCheckpointer(sidecar.target, retry=NO_RETRY)
+    adapter = SidecarCheckpointer(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY)
     cp = fast_checkpoint(execution_id)
     adapter.put(cp)
     before = adapter.client
@@ -387,7 +391,9 @@ def test_p2_close_releases_the_channel_and_the_next_call_reopens(sidecar, execut
     assert [c.node_index for c in adapter.list(execution_id)] == [0, 1]
     adapter.close()
 
-    with SidecarCheckpointer(sidecar.target, retry=NO_RETRY) as managed:
+    with SidecarCheckpointer(
+        sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+    ) as managed:
         assert managed.get_last(execution_id) is not None
     assert managed.get_last(execution_id) is not None  # reopened after the context closed it
     managed.close()
@@ -496,7 +502,7 @@ def test_p2_supervisor_pauses_in_a_worker_and_resumes_through_the_adapter_like_t
 def test_p2_close_and_reopen_many_times_leaves_no_threads_behind(sidecar, execution_id):
     """Each close releases what its channel started: fifty close/reopen cycles end with no
     more threads than one open adapter had."""
-    adapter = SidecarCheckpointer(sidecar.target, retry=NO_RETRY)
+    adapter = SidecarCheckpointer(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY)
     adapter.put(fast_checkpoint(execution_id))
     adapter.close()
     adapter.get_last(execution_id)
@@ -512,7 +518,7 @@ def test_p2_close_while_other_threads_call_never_fails_them(sidecar, execution_i
     """Calls racing a close either finish on the old channel or reopen: with one thread
     closing in a loop, readers on others see every call succeed or see only the closed
     error of a call already in flight on the old channel, never a wrong answer."""
-    adapter = SidecarCheckpointer(sidecar.target, retry=NO_RETRY)
+    adapter = SidecarCheckpointer(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY)
     cp = fast_checkpoint(execution_id)
     adapter.put(cp)
     results: list[object] = []

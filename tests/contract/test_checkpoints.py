@@ -30,6 +30,8 @@ from checkpointd_client.v1 import (
 from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 
+pytestmark = pytest.mark.shared_server
+
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:
@@ -62,6 +64,7 @@ def test_c1_server_fills_an_empty_checkpoint_id_sent_on_the_wire(sidecar, execut
         interrupts = interrupt_service_pb2_grpc.InterruptServiceStub(channel)
         put = checkpoints.PutCheckpoint(
             checkpoint_service_pb2.PutCheckpointRequest(
+                namespace=sidecar.namespace,
                 request_id=f"req-{uuid.uuid4().hex}",
                 checkpoint=checkpoint_pb2.Checkpoint(
                     execution_id=execution_id,
@@ -74,6 +77,7 @@ def test_c1_server_fills_an_empty_checkpoint_id_sent_on_the_wire(sidecar, execut
         )
         recorded = interrupts.RecordInterrupt(
             interrupt_service_pb2.RecordInterruptRequest(
+                namespace=sidecar.namespace,
                 request_id=f"req-{uuid.uuid4().hex}",
                 checkpoint=checkpoint_pb2.Checkpoint(
                     execution_id=execution_id,
@@ -97,7 +101,9 @@ def test_c1_server_fills_an_empty_checkpoint_id_sent_on_the_wire(sidecar, execut
         for sent in (put.checkpoint, recorded.checkpoint):
             found = checkpoints.GetCheckpoint(
                 checkpoint_service_pb2.GetCheckpointRequest(
-                    execution_id=execution_id, checkpoint_id=sent.checkpoint_id
+                    namespace=sidecar.namespace,
+                    execution_id=execution_id,
+                    checkpoint_id=sent.checkpoint_id,
                 ),
                 timeout=10,
             )
@@ -340,8 +346,11 @@ _PAYLOAD_FIELDS = (
 )
 
 
-def _full_put_request(execution_id: str, view: int) -> checkpoint_service_pb2.PutCheckpointRequest:
+def _full_put_request(
+    namespace: str, execution_id: str, view: int
+) -> checkpoint_service_pb2.PutCheckpointRequest:
     return checkpoint_service_pb2.PutCheckpointRequest(
+        namespace=namespace,
         request_id=f"req-{uuid.uuid4().hex}",
         view=view,  # type: ignore[arg-type]
         checkpoint=checkpoint_pb2.Checkpoint(
@@ -366,12 +375,14 @@ def test_c1_put_basic_view_answers_the_row_without_its_json_payloads(sidecar, ex
     with grpc.insecure_channel(sidecar.target) as channel:
         stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
         basic_request = _full_put_request(
-            execution_id, checkpoint_service_pb2.CHECKPOINT_VIEW_BASIC
+            sidecar.namespace, execution_id, checkpoint_service_pb2.CHECKPOINT_VIEW_BASIC
         )
         basic = stub.PutCheckpoint(basic_request, timeout=10).checkpoint
         stored = stub.GetCheckpoint(
             checkpoint_service_pb2.GetCheckpointRequest(
-                execution_id=execution_id, checkpoint_id=basic.checkpoint_id
+                namespace=sidecar.namespace,
+                execution_id=execution_id,
+                checkpoint_id=basic.checkpoint_id,
             ),
             timeout=10,
         ).checkpoint
@@ -379,7 +390,7 @@ def test_c1_put_basic_view_answers_the_row_without_its_json_payloads(sidecar, ex
             checkpoint_service_pb2.CHECKPOINT_VIEW_UNSPECIFIED,
             checkpoint_service_pb2.CHECKPOINT_VIEW_FULL,
         ):
-            request = _full_put_request(execution_id, view)
+            request = _full_put_request(sidecar.namespace, execution_id, view)
             full = stub.PutCheckpoint(request, timeout=10).checkpoint
             for name in _PAYLOAD_FIELDS:
                 assert getattr(full, name) == getattr(request.checkpoint, name), (view, name)
@@ -400,12 +411,14 @@ def test_c1_put_with_an_unknown_view_is_invalid_argument_and_writes_nothing(side
     with grpc.insecure_channel(sidecar.target) as channel:
         stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
         with pytest.raises(grpc.RpcError) as refused:
-            stub.PutCheckpoint(_full_put_request(execution_id, 7), timeout=10)
+            stub.PutCheckpoint(_full_put_request(sidecar.namespace, execution_id, 7), timeout=10)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "view" in (refused.value.details() or "")
         with pytest.raises(grpc.RpcError) as missing:
             stub.GetLatestCheckpoint(
-                checkpoint_service_pb2.GetLatestCheckpointRequest(execution_id=execution_id),
+                checkpoint_service_pb2.GetLatestCheckpointRequest(
+                    namespace=sidecar.namespace, execution_id=execution_id
+                ),
                 timeout=10,
             )
         assert missing.value.code() == grpc.StatusCode.NOT_FOUND
@@ -430,7 +443,9 @@ def test_c1_client_put_basic_view_returns_the_stored_row_without_payloads(
     )
 
     async def put_async() -> Checkpoint:
-        async with AsyncCheckpointdClient(sidecar.target, retry=NO_RETRY) as aclient:
+        async with AsyncCheckpointdClient(
+            sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+        ) as aclient:
             return await aclient.put_checkpoint(
                 checkpoint(execution_id, state_snapshot={"a": 1}), view="basic"
             )

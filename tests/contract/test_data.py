@@ -295,7 +295,10 @@ def test_n1_namespaces_are_isolated(sidecar, execution_id):
 def test_n1_default_namespace_is_the_empty_namespace(sidecar, execution_id):
     """An empty namespace on the wire means "default"."""
     channel, checkpoints, _, _ = _raw_stubs(sidecar.target)
-    with channel, CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+    with (
+        channel,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client,
+    ):
         client.put_checkpoint(checkpoint(execution_id))
         reply = checkpoints.GetLatestCheckpoint(
             checkpoint_service_pb2.GetLatestCheckpointRequest(
@@ -379,7 +382,7 @@ def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sideca
     digest is right but whose sequence is outside the store's range, a deeply nested one, an
     oversize one and a non-base64 one with INVALID_ARGUMENT (INVALID_PAGE_TOKEN), never
     INTERNAL; the server keeps serving and nothing changes."""
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client:
         for _ in range(3):
             client.put_checkpoint(checkpoint(execution_id))
         cp, pending = interrupted(execution_id)

@@ -23,6 +23,8 @@ from checkpointd_client import (
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.shared_server
+
 
 def pause(client: CheckpointdClient, execution_id: str, **fields: object) -> str:
     """Record a pause; return its checkpoint id."""
@@ -99,7 +101,7 @@ def test_k1_concurrent_deciders_exactly_one_wins(client, sidecar: Sidecar, execu
     lock = threading.Lock()
 
     def decide(index: int) -> None:
-        with CheckpointdClient(sidecar.target) as own:
+        with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as own:
             barrier.wait()
             try:
                 own.submit_decision(execution_id, approved=index % 2 == 0, decided_by=f"d{index}")
@@ -171,7 +173,11 @@ def test_k1_metadata_must_be_a_json_object(client, execution_id):
 
     pause(client, execution_id)
     request = svc.SubmitDecisionRequest(
-        execution_id=execution_id, approved=True, decided_by="bot", metadata_json="[1]"
+        namespace=client.namespace,
+        execution_id=execution_id,
+        approved=True,
+        decided_by="bot",
+        metadata_json="[1]",
     )
     with pytest.raises(InvalidArgumentError) as err:
         client._invoke(client._interrupts.SubmitDecision, request, None, ())

@@ -13,6 +13,8 @@ from checkpointd_client import CheckpointdClient, InvalidArgumentError, NotFound
 from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 
+pytestmark = pytest.mark.shared_server
+
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:
@@ -68,7 +70,9 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
     sampled = threading.Condition()
 
     def write() -> None:
-        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as writer:
+        with CheckpointdClient(
+            sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+        ) as writer:
             looked.wait(60)
             writing.set()
             for index, run in enumerate(runs):
@@ -85,7 +89,9 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
 
     def checkpoint_first() -> None:
         missing: set[str] = set()
-        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as reader:
+        with CheckpointdClient(
+            sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+        ) as reader:
             first_pass = True
             while not done.is_set():
                 for run in runs:
@@ -107,7 +113,9 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
 
     def pending_first() -> None:
         nonlocal pending_samples
-        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as reader:
+        with CheckpointdClient(
+            sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+        ) as reader:
             first_pass = True
             while not done.is_set():
                 rows = reader.list_pending_interrupts(page_size=1000).pending_interrupts
@@ -137,7 +145,7 @@ def test_i1_readers_racing_record_never_see_one_row_without_the_other(sidecar, e
     assert problems == []
     assert len(seen_missing_then_present) >= 5, seen_missing_then_present
     assert pending_samples >= 3
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as c:
         assert len(c.list_pending_interrupts(page_size=1000).pending_interrupts) == len(runs)
 
 

@@ -28,7 +28,10 @@ from checkpointd_client.v1 import (
 )
 from tests.contract.conftest import WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
+
+pytestmark = pytest.mark.shared_server
 
 
 @pytest.fixture(params=WRITE_PATHS)
@@ -41,7 +44,7 @@ APPLIED_THEN_DELETED = "REQUEST_APPLIED_THEN_DELETED"
 
 
 @pytest.fixture
-def channel(sidecar: Sidecar) -> Iterator[grpc.Channel]:
+def channel(sidecar: Sidecar | SharedSidecar) -> Iterator[grpc.Channel]:
     """A plain channel to the server, for requests the Python client would complete."""
     with grpc.insecure_channel(sidecar.target) as ch:
         yield ch
@@ -140,7 +143,9 @@ def test_c9_empty_checkpoint_id_retry_returns_the_first_row(
     the row first written (same id, same sequence) and one row is stored."""
     stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
     request = checkpoint_service_pb2.PutCheckpointRequest(
-        request_id=f"req-{uuid.uuid4().hex}", checkpoint=_raw_checkpoint(execution_id)
+        namespace=client.namespace,
+        request_id=f"req-{uuid.uuid4().hex}",
+        checkpoint=_raw_checkpoint(execution_id),
     )
     first = stub.PutCheckpoint(request, timeout=10).checkpoint
     retry = stub.PutCheckpoint(request, timeout=10).checkpoint
@@ -158,6 +163,7 @@ def test_c9_empty_checkpoint_id_record_retry_returns_the_first_rows(
     row; one checkpoint and one pending interrupt are stored."""
     stub = interrupt_service_pb2_grpc.InterruptServiceStub(channel)
     request = interrupt_service_pb2.RecordInterruptRequest(
+        namespace=client.namespace,
         request_id=f"req-{uuid.uuid4().hex}",
         checkpoint=_raw_checkpoint(
             execution_id,
@@ -184,7 +190,9 @@ def test_c9_empty_checkpoint_id_retry_after_delete_writes_nothing(
     """A retry of a put whose id the server filled, after the run was deleted: refused."""
     stub = checkpoint_service_pb2_grpc.CheckpointServiceStub(channel)
     request = checkpoint_service_pb2.PutCheckpointRequest(
-        request_id="put-empty-id", checkpoint=_raw_checkpoint(execution_id)
+        namespace=client.namespace,
+        request_id="put-empty-id",
+        checkpoint=_raw_checkpoint(execution_id),
     )
     stub.PutCheckpoint(request, timeout=10)
     client.delete_execution(execution_id)

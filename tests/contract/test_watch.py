@@ -199,7 +199,9 @@ def test_i5_snapshot_then_live_events_without_gap_or_duplicate(sidecar: Sidecar)
 
     def write(worker: int) -> None:
         try:
-            with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+            with CheckpointdClient(
+                sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+            ) as c:
                 for i in range(per_writer):
                     execution_id = _record(c, f"w{worker}-{i}")
                     recorded.append(execution_id)
@@ -220,7 +222,7 @@ def test_i5_snapshot_then_live_events_without_gap_or_duplicate(sidecar: Sidecar)
         for thread in threads:
             thread.join()
         assert not failures, failures
-        with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+        with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as c:
             sentinel = _record(c, "sentinel")
             events = stream.events_until(lambda e: e.pending.execution_id == sentinel)
             page = c.list_pending_interrupts(page_size=1000)
@@ -440,7 +442,9 @@ def test_i5_keepalive_ends_a_stream_whose_server_vanished_without_closing(
     try:
         with watching(f"127.0.0.1:{proxy.port}", options=keepalive) as stream:
             stream.snapshot()
-            with CheckpointdClient(sidecar.target, retry=NO_RETRY) as c:
+            with CheckpointdClient(
+                sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+            ) as c:
                 live = _record(c)
                 [event] = stream.events_until(lambda e: True)  # pings flowed meanwhile
                 assert event.pending.execution_id == live

@@ -119,7 +119,7 @@ def replay(target: str, after_cursor: int, count: int) -> list[InterruptEvent]:
 
 def test_i5_p4_sync_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar):
     """The sync iterator yields the pending set newest first, the marker, then each change."""
-    with CheckpointdClient(sidecar.target, retry=FAST) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=FAST) as client:
         record(client, "old-1")
         record(client, "old-2")
         record(client, "other", chain_name="elsewhere")
@@ -153,7 +153,9 @@ def test_i5_p4_sync_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar
 
 async def test_i5_p4_async_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar):
     """The async iterator yields the same shape: snapshot, marker, then live events."""
-    async with AsyncCheckpointdClient(sidecar.target, retry=FAST) as client:
+    async with AsyncCheckpointdClient(
+        sidecar.target, namespace=sidecar.namespace, retry=FAST
+    ) as client:
         cp, pending = interrupted("old-1")
         await client.record_interrupt(cp, pending)
         async with client.watch_interrupts(timeout=WATCH_TIMEOUT) as watch:
@@ -263,7 +265,7 @@ async def test_p4_async_watch_resumes_after_a_graceful_restart(
 
 def test_p4_close_from_another_thread_ends_a_blocked_iteration(sidecar: Sidecar):
     """close() while next() waits for an event ends the iteration; the client still works."""
-    with CheckpointdClient(sidecar.target) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         collector = Collector(client.watch_interrupts(timeout=WATCH_TIMEOUT))
         wait_until(lambda: bool(collector.items), "the marker")
         collector.stop()
@@ -273,7 +275,7 @@ def test_p4_close_from_another_thread_ends_a_blocked_iteration(sidecar: Sidecar)
 
 async def test_p4_aclose_from_another_task_ends_a_waiting_iteration(sidecar: Sidecar):
     """aclose() while __anext__ waits ends the iteration with StopAsyncIteration."""
-    async with AsyncCheckpointdClient(sidecar.target) as client:
+    async with AsyncCheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         watch = client.watch_interrupts(timeout=WATCH_TIMEOUT)
         assert isinstance(await anext(watch), SnapshotComplete)
         waiting = asyncio.create_task(anext(watch))
@@ -290,7 +292,7 @@ def test_p4_errors_that_are_not_transient_are_raised(sidecar: Sidecar):
     bad = CheckpointdClient(sidecar.target, namespace="Bad Namespace!", retry=FAST)
     with bad, pytest.raises(InvalidArgumentError):
         next(bad.watch_interrupts(timeout=WATCH_TIMEOUT))
-    with CheckpointdClient(sidecar.target, retry=FAST) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=FAST) as client:
         with pytest.raises(ValueError, match="after_cursor"):
             client.watch_interrupts(after_cursor=-1)
         watch = client.watch_interrupts(reconnect=False, timeout=WATCH_TIMEOUT)
@@ -305,7 +307,7 @@ def test_p4_namespaces_are_watched_apart(sidecar: Sidecar):
     """A watch sees its own namespace only (N1)."""
     ns = f"ns-{uuid.uuid4().hex[:8]}"
     with (
-        CheckpointdClient(sidecar.target) as default,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as default,
         CheckpointdClient(sidecar.target, namespace=ns) as other,
     ):
         record(other, "theirs")

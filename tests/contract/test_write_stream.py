@@ -127,7 +127,7 @@ def test_s1_failed_items_carry_the_unary_status_and_the_stream_stays_open(sideca
     assert b"result_json" in answers[8].error.details[0].value
     assert answers[9].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert answers[10].WhichOneof("result") == "put_idempotency_result"
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client:
         assert client.get_idempotent(execution_id, "k").value == [1]
 
 
@@ -211,14 +211,16 @@ def test_s1_a_server_killed_mid_stream_loses_no_acknowledged_write_and_writes_no
     (CHECKPOINT_EXISTS), and every pending interrupt is claimed by its one claimer."""
     run = f"run-{uuid.uuid4().hex[:8]}"
     patient = RetryPolicy(max_attempts=100, initial_backoff=0.05, max_backoff=0.25)
-    with CheckpointdClient(sidecar.target) as setup:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as setup:
         for thread in range(8):
             setup.record_interrupt(*interrupted(f"{run}-paused-{thread}"))
 
     acknowledged: dict[str, list[str]] = {}
     claimed: dict[str, str] = {}
     killed = threading.Event()
-    with CheckpointdClient(sidecar.target, retry=patient, timeout=60) as client:
+    with CheckpointdClient(
+        sidecar.target, namespace=sidecar.namespace, retry=patient, timeout=60
+    ) as client:
 
         def work(thread: int) -> None:
             execution = f"{run}-{thread}"
@@ -241,7 +243,7 @@ def test_s1_a_server_killed_mid_stream_loses_no_acknowledged_write_and_writes_no
             for result in results:
                 result.result(timeout=120)
 
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as check:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as check:
         for execution, ids in acknowledged.items():
             stored = [c.checkpoint_id for c in check.iter_checkpoints(execution)]
             assert stored == ids  # each once, in write order
@@ -273,7 +275,7 @@ async def test_s1_a_server_without_the_stream_gets_unary_calls_for_good(
                 await aclient.put_idempotent(execution_id, "k", 1)
         assert proxy.forwarded("PutCheckpoint") == 2
         assert proxy.forwarded("PutIdempotencyResult") == 1
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as check:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as check:
         assert len(list(check.iter_checkpoints(execution_id))) == 2
 
 
@@ -331,5 +333,5 @@ print("ok")
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "ok"
-    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client:
         assert client.get_idempotent(execution_id, "k").value == 1

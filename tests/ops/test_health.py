@@ -65,7 +65,7 @@ def test_e3_server_waits_for_a_missing_database_then_serves_without_restart(stor
             server.close()
 
 
-@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+@pytest.mark.parametrize("backend", ["postgres"])
 def test_e3_health_goes_not_serving_while_postgres_is_lost_and_back_when_it_returns(store_spec):
     """A database lost after start turns health NOT_SERVING and back to SERVING by itself;
     both transitions are logged once."""
@@ -106,7 +106,7 @@ def _wait_for_status(probe: HealthProbe, wanted: int, timeout: float = 60.0) -> 
     raise AssertionError(f"health stayed {status}, expected {wanted}")
 
 
-@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+@pytest.mark.parametrize("backend", ["postgres"])
 def test_e3_health_goes_not_serving_while_postgres_stops_answering(store_spec):
     """Postgres only (SQLite is a local file; there is no network to partition): when every
     packet to and from the database stops, without a connection being closed, health turns

@@ -51,7 +51,7 @@ def test_json_log_has_one_event_per_line_and_no_password(store_spec):
         server.close()
 
 
-@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+@pytest.mark.parametrize("backend", ["postgres"])
 def test_e3_a_postgres_outage_is_logged_in_a_few_lines_without_tracebacks(store_spec):
     """Postgres only (the pool that retries belongs to asyncpg): while the database is away,
     the log says so in a few single lines (store lost, the driver's retry warning once, no

@@ -93,7 +93,7 @@ def test_metrics_count_rpcs_by_method_and_code_and_report_the_store(store_spec):
         server.close()
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_metrics_are_off_unless_asked_for(sidecar):
     """Without --metrics-listen no HTTP port is opened, and the start line says so."""
     log = sidecar.log_path.read_text()

@@ -12,7 +12,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 )
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_reflection_lists_the_services_and_a_dynamic_call_works(sidecar):
     """The services, health and reflection are listed; a PutCheckpoint then a
     GetLatestCheckpoint built only from reflected descriptors round-trip a row."""

@@ -165,7 +165,7 @@ def test_s1_sigterm_answers_the_items_a_write_stream_read_then_ends_it(store_spe
         server.close()
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_second_signal_exits_at_once_with_a_non_zero_status(store_spec):
     """While a drain waits on a call that cannot finish, a second SIGTERM ends the process at
     once (status 128+15), long before the grace period, and still removes the socket."""

@@ -18,7 +18,7 @@ def _mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_socket_is_owner_only_by_default_and_removed_on_exit(sidecar):
     """With no setting the socket file is 0600, and it is gone after SIGTERM."""
     assert stat.S_ISSOCK(os.stat(sidecar.socket_path).st_mode)
@@ -27,7 +27,7 @@ def test_socket_is_owner_only_by_default_and_removed_on_exit(sidecar):
     assert not sidecar.socket_path.exists()
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_socket_mode_is_configurable_by_flag_and_environment(sidecar_factory):
     """CHECKPOINTD_UNIX_SOCKET_MODE and --unix-socket-mode set the socket's permissions."""
     from_env = sidecar_factory(CHECKPOINTD_UNIX_SOCKET_MODE="0660")
@@ -36,7 +36,7 @@ def test_socket_mode_is_configurable_by_flag_and_environment(sidecar_factory):
     assert _mode(from_flag.socket_path) == 0o666
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_stale_socket_from_a_crash_is_replaced(store_spec):
     """A socket file nobody serves on (left by a kill -9) does not stop the next start."""
     server = Sidecar(store_spec)
@@ -51,7 +51,7 @@ def test_stale_socket_from_a_crash_is_replaced(store_spec):
         server.close()
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_live_socket_and_non_socket_files_are_refused(store_spec, tmp_path):
     """A socket someone serves on, or a regular file, at the path ends the start with exit 1
     and is left untouched."""

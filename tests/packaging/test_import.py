@@ -224,7 +224,7 @@ def _missing(source: SourceFile, tmp_path: Path) -> Path:
     return tmp_path / "no-such.db"
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -56,7 +56,7 @@ def test_j1_c2_i3_i5_node_client_suite_passes(node: str, sidecar: Sidecar) -> No
     assert tap_count(output, "pass") >= 10, output
 
 
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_e2_i5_node_client_sends_its_token_on_every_call_and_watch_reconnect(
     node: str, sidecar_factory: Callable[..., Sidecar]
 ) -> None:

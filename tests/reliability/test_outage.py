@@ -349,7 +349,7 @@ def _sqlite_fault_run(server: Sidecar, spec: StoreSpec, begin, end, expect: str)
 
 
 @pytest.mark.parametrize("route", FULL_DISK_ROUTES)
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_e2_sqlite_full_disk_is_unavailable_and_recovers(
     tmp_path: Path, store_spec, route: str
 ) -> None:
@@ -369,7 +369,7 @@ def test_e2_sqlite_full_disk_is_unavailable_and_recovers(
 
 
 @pytest.mark.parametrize("route", READ_ONLY_ROUTES)
-@pytest.mark.parametrize("store_spec", ["sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite"])
 def test_e2_sqlite_read_only_file_is_unavailable_and_recovers(
     tmp_path: Path, store_spec, route: str
 ) -> None:

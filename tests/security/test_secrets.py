@@ -54,7 +54,7 @@ def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+@pytest.mark.parametrize("backend", ["postgres"])
 def test_e2_store_password_is_never_printed_while_serving(store_spec: StoreSpec):
     """A Postgres URL with a password in its user info and in ``?password=`` and
     ``?sslpassword=`` (only Postgres URLs carry passwords): start line, "listening ... until
@@ -134,7 +134,7 @@ def test_e2_debug_logs_carry_no_stored_data_or_tokens(
         assert f" INFO {driver}" not in text
 
 
-@pytest.mark.parametrize("store_spec", ["postgres"], indirect=True)
+@pytest.mark.parametrize("backend", ["postgres"])
 def test_e2_listen_dsn_password_is_never_printed(store_spec: StoreSpec):
     """``--pg-listen-dsn`` carries a password like the store URL: neither ``serve --help``
     (showing CHECKPOINTD_PG_LISTEN_DSN as the default) nor the log of a LISTEN connection

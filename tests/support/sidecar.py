@@ -62,6 +62,12 @@ class Sidecar:
         return self.store.backend
 
     @property
+    def namespace(self) -> str:
+        """The namespace a test uses on this server: the default one, the store being the
+        test's own (a shared server's view answers a namespace of the test's own)."""
+        return "default"
+
+    @property
     def socket_path(self) -> Path:
         """Where the server's Unix socket lives."""
         return self.socket_dir / "checkpointd.sock"

@@ -1,0 +1,115 @@
+"""One server per backend that many tests share, each test in a namespace of its own.
+
+Most contract tests need nothing of a server but its calls: a fresh store is not what they
+prove, and starting a process per test is most of what they cost. A module marked
+``pytest.mark.shared_server`` gets, for its tests that ask for ``sidecar``, a view of one
+long-lived server per backend (per pytest-xdist worker) with a fresh namespace; N1 keeps the
+tests apart. The view has no stop, kill or start: a test that needs to do that to a server
+has one of its own (``sidecar_factory``).
+
+After each test, :meth:`SharedServer.check_namespaces` fails the test if it left a row in a
+namespace that is not its own (``view.namespace`` or one that starts with it and a ``-``),
+so a client built without ``namespace=sidecar.namespace`` cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from tests.support.sidecar import Sidecar, StoreSpec
+from tests.support.store_dump import StoreReader
+
+__all__ = ["SharedServer", "SharedSidecar", "test_namespace"]
+
+
+def test_namespace() -> str:
+    """A namespace no other test uses."""
+    return f"t-{uuid.uuid4().hex[:16]}"
+
+
+test_namespace.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
+
+
+@dataclass(frozen=True)
+class SharedSidecar:
+    """What a test sees of a shared server: where it listens, its store and the test's own
+    namespace (a fresh :class:`Sidecar` answers ``"default"`` for the same attribute)."""
+
+    server: Sidecar
+    namespace: str
+
+    @property
+    def backend(self) -> str:
+        """ "sqlite", "postgres" or "pgbouncer"."""
+        return self.server.backend
+
+    @property
+    def store(self) -> StoreSpec:
+        """The store the server runs on (shared with the other tests)."""
+        return self.server.store
+
+    @property
+    def target(self) -> str:
+        """The gRPC target of the server's Unix socket."""
+        return self.server.target
+
+    @property
+    def tcp_target(self) -> str:
+        """The server's loopback TCP address."""
+        return self.server.tcp_target
+
+
+@dataclass
+class SharedServer:
+    """A server started on first use and kept for the session, with the namespaces its
+    tests have used so far."""
+
+    server: Sidecar
+    seen: set[str] = field(default_factory=set)
+    _reader: StoreReader | None = None
+
+    def view(self) -> SharedSidecar:
+        """A fresh namespace on the running server (started again if a test ended it)."""
+        if self.server.process is None or self.server.process.poll() is not None:
+            self.server.start()
+        return SharedSidecar(self.server, test_namespace())
+
+    def namespaces(self) -> set[str]:
+        """Every namespace that has a row in any table of the store."""
+        if self._reader is None:
+            self._reader = StoreReader(self.server.store)
+        found: set[str] = set()
+        for table in self._reader.tables():
+            if "namespace" in self._columns(table):
+                sql = f"SELECT DISTINCT namespace FROM {self._reader.table(table)}"
+                found.update(str(row[0]) for row in self._reader.query(sql))
+        return found
+
+    def _columns(self, table: str) -> list[str]:
+        assert self._reader is not None
+        if self.server.backend == "sqlite":
+            return [str(row[1]) for row in self._reader.query(f"PRAGMA table_info({table})")]
+        schema = self.server.store.pg_schema
+        return [
+            str(row[0])
+            for row in self._reader.query(
+                "SELECT column_name FROM information_schema.columns "
+                f"WHERE table_schema = '{schema}' AND table_name = '{table}'"
+            )
+        ]
+
+    def check_namespaces(self, view: SharedSidecar) -> list[str]:
+        """The namespaces the test behind ``view`` wrote that are not its own (and remember
+        all of them, so the next test is judged on what it adds)."""
+        new = self.namespaces() - self.seen
+        self.seen |= new
+        return sorted(
+            ns for ns in new if ns != view.namespace and not ns.startswith(f"{view.namespace}-")
+        )
+
+    def close(self) -> None:
+        """Stop the server and close the store reader."""
+        if self._reader is not None:
+            self._reader.close()
+        self.server.close()
