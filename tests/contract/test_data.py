@@ -36,6 +36,8 @@ from tests.contract.helpers import checkpoint, interrupted
 from tests.support.grpc_errors import error_details
 from tests.support.store_dump import dump_store
 
+pytestmark = pytest.mark.shared_server
+
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:
@@ -117,11 +119,12 @@ BAD_CHECKPOINTS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def test_j2_bad_checkpoint_fields_are_invalid_argument_and_write_nothing(sidecar):
+def test_j2_bad_checkpoint_fields_are_invalid_argument_and_write_nothing(sidecar_factory):
     """Each broken field of BAD_CHECKPOINTS gets INVALID_ARGUMENT naming it, and nothing is
     stored: every table of the store reads the same before and after each (a bad
     execution_id could land anywhere). The cases share one server, each meeting the store the
     previous one left, which must be the seeded one."""
+    sidecar = sidecar_factory()  # requests in the default namespace, on a store of its own
     _seed(sidecar.target)
     before = dump_store(sidecar.store)
     problems: list[str] = []
@@ -152,8 +155,9 @@ def test_j2_bad_checkpoint_fields_are_invalid_argument_and_write_nothing(sidecar
     assert problems == []
 
 
-def test_j2_every_required_field_missing_names_the_field(sidecar):
+def test_j2_every_required_field_missing_names_the_field(sidecar_factory):
     """Requests missing a required field say which one; none is INTERNAL; none writes."""
+    sidecar = sidecar_factory()  # requests in the default namespace, on a store of its own
     _seed(sidecar.target)
     before = dump_store(sidecar.store)
     channel, checkpoints, interrupts, idempotency = _raw_stubs(sidecar.target)
@@ -273,8 +277,8 @@ def test_j4_created_at_supplied_is_kept_with_microseconds(client, execution_id):
 def test_n1_namespaces_are_isolated(sidecar, execution_id):
     """The same execution id in two namespaces is two executions; nothing crosses over."""
     with (
-        CheckpointdClient(sidecar.target, namespace="team-a", retry=NO_RETRY) as a,
-        CheckpointdClient(sidecar.target, namespace="team-b", retry=NO_RETRY) as b,
+        CheckpointdClient(sidecar.target, namespace=f"{sidecar.namespace}-a", retry=NO_RETRY) as a,
+        CheckpointdClient(sidecar.target, namespace=f"{sidecar.namespace}-b", retry=NO_RETRY) as b,
     ):
         a.put_checkpoint(checkpoint(execution_id, checkpoint_id="same-id", node_id="a"))
         b.put_checkpoint(checkpoint(execution_id, checkpoint_id="same-id", node_id="b"))
@@ -292,12 +296,13 @@ def test_n1_namespaces_are_isolated(sidecar, execution_id):
         assert a.claim_interrupt(execution_id).execution_id == execution_id
 
 
-def test_n1_default_namespace_is_the_empty_namespace(sidecar, execution_id):
+def test_n1_default_namespace_is_the_empty_namespace(sidecar_factory, execution_id):
     """An empty namespace on the wire means "default"."""
+    sidecar = sidecar_factory()  # the default namespace, on a store of its own
     channel, checkpoints, _, _ = _raw_stubs(sidecar.target)
     with (
         channel,
-        CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client,
+        CheckpointdClient(sidecar.target, namespace="default", retry=NO_RETRY) as client,
     ):
         client.put_checkpoint(checkpoint(execution_id))
         reply = checkpoints.GetLatestCheckpoint(
@@ -377,11 +382,14 @@ def _bad_page_tokens(scope: list[object]) -> dict[str, str]:
     return tokens
 
 
-def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sidecar, execution_id):
+def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(
+    sidecar_factory, execution_id
+):
     """ListCheckpoints (both orders) and ListPendingInterrupts answer a forged token whose
     digest is right but whose sequence is outside the store's range, a deeply nested one, an
     oversize one and a non-base64 one with INVALID_ARGUMENT (INVALID_PAGE_TOKEN), never
     INTERNAL; the server keeps serving and nothing changes."""
+    sidecar = sidecar_factory()  # a store of its own: the forged tokens name its sequences
     with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client:
         for _ in range(3):
             client.put_checkpoint(checkpoint(execution_id))
@@ -389,7 +397,7 @@ def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sideca
         client.record_interrupt(cp, pending)
         calls: dict[str, Callable[[], object]] = {}
         for descending in (False, True):
-            scope = ["checkpoints", "default", execution_id, descending]
+            scope = ["checkpoints", client.namespace, execution_id, descending]
             for name, token in _bad_page_tokens(scope).items():
                 calls[f"ListCheckpoints descending={descending} {name}"] = functools.partial(
                     client.list_checkpoints,
@@ -398,7 +406,9 @@ def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sideca
                     page_token=token,
                     descending=descending,
                 )
-        for name, token in _bad_page_tokens(["pending", "default", None, None, None]).items():
+        for name, token in _bad_page_tokens(
+            ["pending", client.namespace, None, None, None]
+        ).items():
             calls[f"ListPendingInterrupts {name}"] = functools.partial(
                 client.list_pending_interrupts, page_size=1, page_token=token
             )
@@ -413,7 +423,7 @@ def test_e2_j2_forged_page_tokens_are_invalid_page_token_on_every_listing(sideca
         # A forged token in range names a position the caller could page to anyway.
         page = client.list_checkpoints(
             execution_id,
-            page_token=_forged_token(["checkpoints", "default", execution_id, False], "1"),
+            page_token=_forged_token(["checkpoints", client.namespace, execution_id, False], "1"),
         )
         assert [c.sequence for c in page.checkpoints] == [2, 3, 4]
         assert len(client.list_checkpoints(execution_id).checkpoints) == 4
@@ -502,10 +512,11 @@ def _json_cases(number: str) -> list[tuple[str, str, object]]:
     return cases
 
 
-def test_j2_numbers_that_overflow_to_infinity_are_refused_in_every_json_field(sidecar):
+def test_j2_numbers_that_overflow_to_infinity_are_refused_in_every_json_field(sidecar_factory):
     """1e999 and its kin (NON_FINITE_NUMBERS) are standard JSON syntax but no finite number:
     every JSON field of every RPC refuses them with INVALID_ARGUMENT (INVALID_FIELD) naming
     the field and the rule, and nothing is written."""
+    sidecar = sidecar_factory()  # requests in the default namespace, on a store of its own
     channel, checkpoints, interrupts, idempotency = _raw_stubs(sidecar.target)
     methods = {
         "PutCheckpoint": checkpoints.PutCheckpoint,
@@ -552,11 +563,12 @@ def test_j2_finite_numbers_at_the_edges_of_double_are_accepted(client, execution
     with channel:
         text = '{"max": 1.7976931348623157e308, "tiny": 1e-999, "int": 1' + "0" * 400 + "}"
         request = checkpoint_service_pb2.PutCheckpointRequest(
+            namespace=client.namespace,
             checkpoint=checkpoint_pb2.Checkpoint(
                 execution_id=execution_id,
                 status=checkpoint_pb2.CHECKPOINT_STATUS_COMPLETED,
                 state_snapshot_json=text,
-            )
+            ),
         )
         reply = checkpoints.PutCheckpoint(request, timeout=10)
     assert reply.checkpoint.state_snapshot_json == text
@@ -565,10 +577,11 @@ def test_j2_finite_numbers_at_the_edges_of_double_are_accepted(client, execution
     assert stored.sequence < reply.checkpoint.sequence
 
 
-def test_e2_n1_no_error_echoes_unbounded_input(sidecar):
+def test_e2_n1_no_error_echoes_unbounded_input(sidecar_factory):
     """Whatever a request holds, its refusal stays small: a 20,000-character namespace,
     JSON key or health service name, and the longest valid execution id, are refused with
     their own status (never a transport error about metadata size), the input cut short."""
+    sidecar = sidecar_factory()  # requests in the default namespace, on a store of its own
     huge = "q" * 20_000
     channel, checkpoints, _, _ = _raw_stubs(sidecar.target)
     with channel:

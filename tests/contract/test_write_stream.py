@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -32,7 +32,10 @@ from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 from tests.ops.helpers import EarlySidecar, sample, scrape
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar, StoreSpec
+
+pytestmark = pytest.mark.shared_server
 
 
 def _holds_at_least(items: Sized, count: int) -> bool:
@@ -46,7 +49,7 @@ def _unary_status(call: grpc.RpcError) -> status_pb2.Status:
     return status
 
 
-def test_s1_the_server_marks_the_headers_of_a_stream_it_takes(sidecar: Sidecar):
+def test_s1_the_server_marks_the_headers_of_a_stream_it_takes(sidecar: SharedSidecar):
     """The headers of an accepted stream carry the entry the clients wait for before their
     first item, and they arrive before any item is sent; the server's and the asyncio
     client's names of that entry are the same."""
@@ -75,14 +78,23 @@ def test_s1_failed_items_carry_the_unary_status_and_the_stream_stays_open(sideca
     and a put of bad JSON fail with exactly the Status (code, message, ErrorInfo reason and
     metadata) of the same unary call, an item with no request is INVALID_ARGUMENT, and the
     next item on the same stream still succeeds."""
+    namespace = sidecar.namespace
     bad_json = idempotency_service_pb2.PutIdempotencyResultRequest(
-        request_id="r-bad", execution_id=execution_id, key="k", result_json="{nope"
+        namespace=namespace,
+        request_id="r-bad",
+        execution_id=execution_id,
+        key="k",
+        result_json="{nope",
     )
     claim = interrupt_service_pb2.ClaimInterruptRequest(
-        request_id="r-claim", execution_id=execution_id, claim_token="t"
+        namespace=namespace, request_id="r-claim", execution_id=execution_id, claim_token="t"
     )
     good = idempotency_service_pb2.PutIdempotencyResultRequest(
-        request_id="r-good", execution_id=execution_id, key="k", result_json="[1]"
+        namespace=namespace,
+        request_id="r-good",
+        execution_id=execution_id,
+        key="k",
+        result_json="[1]",
     )
     items = [
         write_service_pb2.WriteRequest(correlation_id=7, claim_interrupt=claim),
@@ -202,13 +214,14 @@ def test_s1_the_writes_of_32_threads_travel_over_one_stream(store_spec: StoreSpe
 
 
 def test_s1_a_server_killed_mid_stream_loses_no_acknowledged_write_and_writes_nothing_twice(
-    sidecar: Sidecar,
+    sidecar_factory: Callable[..., Sidecar],
 ):
     """Threads write checkpoints and claim interrupts over the stream while the server is
     killed (SIGKILL) and restarted. Every write is acknowledged once the server is back
     (the unanswered items are sent again on a new stream with the same request ids and claim
     tokens): every acknowledged checkpoint is stored once, no put is refused as a duplicate
     (CHECKPOINT_EXISTS), and every pending interrupt is claimed by its one claimer."""
+    sidecar = sidecar_factory()  # a server of its own, to kill
     run = f"run-{uuid.uuid4().hex[:8]}"
     patient = RetryPolicy(max_attempts=100, initial_backoff=0.05, max_backoff=0.25)
     with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as setup:
@@ -253,7 +266,7 @@ def test_s1_a_server_killed_mid_stream_loses_no_acknowledged_write_and_writes_no
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_s1_a_server_without_the_stream_gets_unary_calls_for_good(
-    sidecar: Sidecar, execution_id: str, kind: str
+    sidecar: SharedSidecar, execution_id: str, kind: str
 ):
     """Through a proxy that forwards unary calls only (the stream is UNIMPLEMENTED there, as
     on a server that predates it), every write succeeds as a unary call, and after the first
@@ -262,13 +275,17 @@ async def test_s1_a_server_without_the_stream_gets_unary_calls_for_good(
 
     with GrpcFaultProxy(sidecar.target) as proxy:
         if kind == "sync":
-            with CheckpointdClient(proxy.target, retry=NO_RETRY) as client:
+            with CheckpointdClient(
+                proxy.target, namespace=sidecar.namespace, retry=NO_RETRY
+            ) as client:
                 client.put_checkpoint(checkpoint(execution_id))
                 assert client._writes.unsupported
                 client.put_checkpoint(checkpoint(execution_id))
                 client.put_idempotent(execution_id, "k", 1)
         else:
-            async with AsyncCheckpointdClient(proxy.target, retry=NO_RETRY) as aclient:
+            async with AsyncCheckpointdClient(
+                proxy.target, namespace=sidecar.namespace, retry=NO_RETRY
+            ) as aclient:
                 await aclient.put_checkpoint(checkpoint(execution_id))
                 assert aclient._writes.unsupported
                 await aclient.put_checkpoint(checkpoint(execution_id))
@@ -304,7 +321,7 @@ def test_s1_write_stream_false_and_large_requests_send_unary_calls(store_spec: S
         server.close()
 
 
-def test_s1_the_stream_needs_no_googleapis_common_protos(sidecar: Sidecar, execution_id: str):
+def test_s1_the_stream_needs_no_googleapis_common_protos(sidecar: SharedSidecar, execution_id: str):
     """The client distribution depends on grpcio and protobuf only: with google.rpc made
     unimportable, writes still go over the stream and a failed item still raises with its
     code and reason."""
@@ -316,7 +333,9 @@ import faulthandler, sys
 faulthandler.dump_traceback_later(45, exit=True)  # a hang shows where, before the timeout
 sys.modules["google.rpc"] = None  # as if googleapis-common-protos were not installed
 from checkpointd_client import CheckpointdClient, NotFoundError, RetryPolicy
-with CheckpointdClient({sidecar.target!r}, retry=RetryPolicy(max_attempts=1)) as client:
+with CheckpointdClient(
+    {sidecar.target!r}, namespace={sidecar.namespace!r}, retry=RetryPolicy(max_attempts=1)
+) as client:
     client.put_idempotent({execution_id!r}, "k", 1)
     try:
         client.claim_interrupt({execution_id!r})
