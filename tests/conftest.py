@@ -140,6 +140,10 @@ def sidecar_factory(store_spec: StoreSpec) -> Iterator[Callable[..., Sidecar]]:
         server.close()
 
 
+#: The Postgres pool of each shared server (a server's default is 10).
+SHARED_PG_POOL_MAX = 4
+
+
 @pytest.fixture(scope="session")
 def shared_servers(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -153,7 +157,10 @@ def shared_servers(
             directory = tmp_path_factory.mktemp(f"shared-{backend}")
             schema = f"cpt_{uuid.uuid4().hex[:16]}"
             spec = make_store_spec(backend, request, directory, schema)
-            servers[backend] = SharedServer(Sidecar(spec))
+            # A few connections each: the shared servers live all session, next to the
+            # per-test servers of every worker, within Postgres's max_connections.
+            pool = [] if backend == "sqlite" else ["--pg-pool-max", str(SHARED_PG_POOL_MAX)]
+            servers[backend] = SharedServer(Sidecar(spec, extra_args=pool))
         return servers[backend]
 
     yield get

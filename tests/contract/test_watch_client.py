@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -31,9 +30,12 @@ from checkpointd_client import (
     WatchItem,
     WatchProgress,
 )
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 
 from .helpers import interrupted
+
+pytestmark = pytest.mark.shared_server
 
 #: Reconnect quickly: a test waits for the server to come back, not for a long backoff.
 FAST = RetryPolicy(initial_backoff=0.02, max_backoff=0.2)
@@ -117,7 +119,7 @@ def replay(target: str, after_cursor: int, count: int) -> list[InterruptEvent]:
             return [next_event(watch) for _ in range(count)]
 
 
-def test_i5_p4_sync_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar):
+def test_i5_p4_sync_watch_sees_snapshot_marker_then_live_events(sidecar: SharedSidecar):
     """The sync iterator yields the pending set newest first, the marker, then each change."""
     with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=FAST) as client:
         record(client, "old-1")
@@ -151,7 +153,9 @@ def test_i5_p4_sync_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar
         assert list(watch) == []
 
 
-async def test_i5_p4_async_watch_sees_snapshot_marker_then_live_events(sidecar: Sidecar):
+async def test_i5_p4_async_watch_sees_snapshot_marker_then_live_events(
+    sidecar: SharedSidecar,
+):
     """The async iterator yields the same shape: snapshot, marker, then live events."""
     async with AsyncCheckpointdClient(
         sidecar.target, namespace=sidecar.namespace, retry=FAST
@@ -263,7 +267,7 @@ async def test_p4_async_watch_resumes_after_a_graceful_restart(
         assert not any(isinstance(i, SnapshotItem) for i in seen)
 
 
-def test_p4_close_from_another_thread_ends_a_blocked_iteration(sidecar: Sidecar):
+def test_p4_close_from_another_thread_ends_a_blocked_iteration(sidecar: SharedSidecar):
     """close() while next() waits for an event ends the iteration; the client still works."""
     with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         collector = Collector(client.watch_interrupts(timeout=WATCH_TIMEOUT))
@@ -273,7 +277,7 @@ def test_p4_close_from_another_thread_ends_a_blocked_iteration(sidecar: Sidecar)
         assert client.list_pending_interrupts().pending_interrupts == []
 
 
-async def test_p4_aclose_from_another_task_ends_a_waiting_iteration(sidecar: Sidecar):
+async def test_p4_aclose_from_another_task_ends_a_waiting_iteration(sidecar: SharedSidecar):
     """aclose() while __anext__ waits ends the iteration with StopAsyncIteration."""
     async with AsyncCheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         watch = client.watch_interrupts(timeout=WATCH_TIMEOUT)
@@ -286,9 +290,10 @@ async def test_p4_aclose_from_another_task_ends_a_waiting_iteration(sidecar: Sid
         assert (await client.list_pending_interrupts()).pending_interrupts == []
 
 
-def test_p4_errors_that_are_not_transient_are_raised(sidecar: Sidecar):
+def test_p4_errors_that_are_not_transient_are_raised(sidecar_factory: Callable[..., Sidecar]):
     """A bad namespace is raised at once, not retried; without reconnect a lost server is
     raised as UNAVAILABLE; a negative cursor is refused before anything is sent."""
+    sidecar = sidecar_factory()  # a server of its own, to kill
     bad = CheckpointdClient(sidecar.target, namespace="Bad Namespace!", retry=FAST)
     with bad, pytest.raises(InvalidArgumentError):
         next(bad.watch_interrupts(timeout=WATCH_TIMEOUT))
@@ -303,9 +308,9 @@ def test_p4_errors_that_are_not_transient_are_raised(sidecar: Sidecar):
         assert list(watch) == []
 
 
-def test_p4_namespaces_are_watched_apart(sidecar: Sidecar):
+def test_p4_namespaces_are_watched_apart(sidecar: SharedSidecar):
     """A watch sees its own namespace only (N1)."""
-    ns = f"ns-{uuid.uuid4().hex[:8]}"
+    ns = f"{sidecar.namespace}-other"
     with (
         CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as default,
         CheckpointdClient(sidecar.target, namespace=ns) as other,

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 from fastaiagent.checkpointers import SQLiteCheckpointer
 
+from tests.support.shared import built_once
 from tests.support.sidecar import Sidecar
 
 from .scenarios import HARD_CRASH_EXIT_CODE, REFERENCE_PREFIX
@@ -571,17 +573,44 @@ def comparable(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _compared_execution_id(flow: str) -> str:
+    """The execution id of ``flow`` in the comparison, the same on the reference and on
+    every backend (each store holds that one run)."""
+    return f"e2e-compare-{flow}"
+
+
+@pytest.fixture(scope="session")
+def reference_report(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
+    """The report of a flow run on fastaiagent's SQLiteCheckpointer. It does not depend on
+    the backend under test, so it is run once per test run (shared by the pytest-xdist
+    workers) and compared with each backend's."""
+
+    def report(flow: str) -> dict[str, Any]:
+        def build(directory: Path) -> None:
+            scenario, steps = SCRIPTS[flow]
+            spec = CheckpointerSpec.reference(directory / "reference.db")
+            run = ScenarioRun.create(spec, scenario, directory, _compared_execution_id(flow))
+            (directory / "report.json").write_text(json.dumps(run.script(steps)))
+
+        built = built_once(tmp_path_factory, f"e2e-reference-{flow}", build)
+        loaded: dict[str, Any] = json.loads((built / "report.json").read_text())
+        return loaded
+
+    return report
+
+
 @pytest.mark.parametrize("flow", sorted(SCRIPTS))
 def test_p2_store_writes_the_same_rows_as_the_reference(
-    flow: str, checkpointer_spec: CheckpointerSpec, reference_spec: CheckpointerSpec, tmp_path: Path
+    flow: str,
+    checkpointer_spec: CheckpointerSpec,
+    reference_report: Callable[[str], dict[str, Any]],
+    tmp_path: Path,
 ) -> None:
     """Each flow leaves the same rows, in write order, as on fastaiagent's SQLiteCheckpointer."""
     scenario, steps = SCRIPTS[flow]
-    execution_id = f"e2e-compare-{flow}-{uuid.uuid4()}"
-    ref, subject = (
-        ScenarioRun.create(spec, scenario, tmp_path / side, execution_id).script(steps)
-        for side, spec in (("baseline", reference_spec), ("subject", checkpointer_spec))
-    )
+    execution_id = _compared_execution_id(flow)
+    subject = ScenarioRun.create(checkpointer_spec, scenario, tmp_path, execution_id).script(steps)
+    ref = reference_report(flow)
 
     assert [shape(subject, label) for label in subject["store"]] == [
         shape(ref, label) for label in ref["store"]

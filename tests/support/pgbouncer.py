@@ -107,6 +107,9 @@ class PgBouncer:
                 # A client waits for a server connection rather than failing at once.
                 "query_wait_timeout = 60",
                 "server_check_delay = 10",
+                # Server connections left idle close soon: each pytest-xdist worker has a
+                # PgBouncer of its own, and together they stay within max_connections.
+                "server_idle_timeout = 5",
                 f"logfile = {self.dir / 'pgbouncer.log'}",
                 f"pidfile = {self.dir / 'pgbouncer.pid'}",
                 # Drivers other than asyncpg send this at startup (psql, psycopg).
