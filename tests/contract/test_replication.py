@@ -8,7 +8,6 @@ including several at once on several servers sharing one store.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -20,14 +19,17 @@ from checkpointd_client import (
     PendingInterrupt,
 )
 from tests.contract.conftest import NO_RETRY
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 from tests.support.store_dump import StoreReader
 
+pytestmark = pytest.mark.shared_server
+
 
 @pytest.fixture
-def outbox(sidecar: Sidecar) -> Iterator[CheckpointdClient]:
+def outbox(sidecar: Sidecar | SharedSidecar) -> Iterator[CheckpointdClient]:
     """A client in a namespace of its own."""
-    namespace = f"rep-{uuid.uuid4().hex[:10]}"
+    namespace = f"{sidecar.namespace}-rep"
     with CheckpointdClient(sidecar.target, namespace=namespace, retry=NO_RETRY) as c:
         yield c
 
@@ -56,7 +58,7 @@ def unsynced_ids(client: CheckpointdClient, page_size: int = 0) -> list[str]:
             return ids
 
 
-def sync_errors(sidecar: Sidecar) -> dict[str, tuple[bool, str | None]]:
+def sync_errors(sidecar: Sidecar | SharedSidecar) -> dict[str, tuple[bool, str | None]]:
     """checkpoint_id -> (settled, sync_error), read from the store itself."""
     reader = StoreReader(sidecar.store)
     try:
@@ -95,7 +97,9 @@ def test_r1_every_write_enters_the_outbox_oldest_first_and_listing_changes_nothi
 def test_r1_outbox_is_per_namespace(sidecar, outbox):
     """Another namespace's outbox neither lists nor settles these rows."""
     mine = put(outbox, "run").checkpoint_id
-    with CheckpointdClient(sidecar.target, namespace="elsewhere", retry=NO_RETRY) as other:
+    with CheckpointdClient(
+        sidecar.target, namespace=f"{sidecar.namespace}-elsewhere", retry=NO_RETRY
+    ) as other:
         assert unsynced_ids(other) == []
         assert other.mark_checkpoints_synced([mine]) == []
         assert other.quarantine_checkpoints({mine: "no"}) == []
