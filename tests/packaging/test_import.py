@@ -24,6 +24,7 @@ import pytest
 
 from checkpointd_client import CheckpointdClient, NotFoundError
 from tests.e2e.test_fastaiagent_e2e import CheckpointerSpec, ScenarioRun
+from tests.support.shared import built_once
 from tests.support.sidecar import Sidecar
 
 SCENARIO = "approval_chain"
@@ -40,21 +41,32 @@ class SourceFile:
     completed_id: str
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def source(tmp_path_factory: pytest.TempPathFactory) -> SourceFile:
-    """One fastaiagent file for the module: a paused run and a completed run."""
-    tmp = tmp_path_factory.mktemp("fastaiagent-source")
-    reference = CheckpointerSpec.reference(tmp / "fastaiagent.db")
-    paused = ScenarioRun.create(reference, SCENARIO, tmp / "paused")
-    assert paused.phase("start")["result"]["status"] == "paused"
-    completed = ScenarioRun.create(reference, SCENARIO, tmp / "completed")
-    assert completed.phase("start")["result"]["status"] == "paused"
-    assert completed.phase("resume")["result"]["status"] == "completed"
+    """One fastaiagent file for the test run (built once, shared by the pytest-xdist workers,
+    which only read it): a paused run and a completed run."""
+
+    def build(tmp: Path) -> None:
+        reference = CheckpointerSpec.reference(tmp / "fastaiagent.db")
+        paused = ScenarioRun.create(reference, SCENARIO, tmp / "paused")
+        assert paused.phase("start")["result"]["status"] == "paused"
+        completed = ScenarioRun.create(reference, SCENARIO, tmp / "completed")
+        assert completed.phase("start")["result"]["status"] == "paused"
+        assert completed.phase("resume")["result"]["status"] == "completed"
+        made = {
+            "paused": paused.execution_id,
+            "paused_dir": str(paused.workdir.relative_to(tmp)),
+            "completed": completed.execution_id,
+        }
+        (tmp / "made.json").write_text(json.dumps(made))
+
+    tmp = built_once(tmp_path_factory, "fastaiagent-source", build)
+    made = json.loads((tmp / "made.json").read_text())
     return SourceFile(
         db=tmp / "fastaiagent.db",
-        paused_dir=paused.workdir,
-        paused_id=paused.execution_id,
-        completed_id=completed.execution_id,
+        paused_dir=tmp / made["paused_dir"],
+        paused_id=made["paused"],
+        completed_id=made["completed"],
     )
 
 
