@@ -32,6 +32,8 @@ from tests.support.sidecar import Sidecar
 
 from .scenarios import HARD_CRASH_EXIT_CODE, REFERENCE_PREFIX
 
+pytestmark = pytest.mark.shared_server
+
 RUNNER = Path(__file__).with_name("run_scenario.py")
 #: Generous: one phase is one interpreter start plus a handful of store round trips.
 PHASE_TIMEOUT_S = 60
@@ -60,8 +62,9 @@ class CheckpointerSpec:
 
     @classmethod
     def for_sidecar(cls, sidecar: Any) -> CheckpointerSpec:
-        """The checkpointd server the ``sidecar`` fixture started, in a namespace of our own."""
-        return cls(f"sidecar-{sidecar.backend}", sidecar.target, f"e2e-{uuid.uuid4().hex[:12]}")
+        """The checkpointd server of the ``sidecar`` fixture, in a namespace of the test's own
+        (on a shared server, one under the test's namespace)."""
+        return cls(f"sidecar-{sidecar.backend}", sidecar.target, f"{sidecar.namespace}-e2e")
 
 
 @pytest.fixture
