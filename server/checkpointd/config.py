@@ -202,7 +202,8 @@ class Settings:
     the watch reader) makes at once; a stream reads its next page only once the previous one
     is written, so this bounds what one stream holds (CHECKPOINTD_WATCH_PAGE_BYTES)."""
     prune_batch_size: int = 1000
-    """Rows deleted per prune transaction (fixed: no flag or variable sets it)."""
+    """Rows deleted per prune transaction, by PruneCheckpoints and the retention jobs alike
+    (CHECKPOINTD_PRUNE_BATCH_SIZE)."""
     shutdown_grace: float = 10.0
     """Seconds in-flight RPCs get to finish on SIGTERM (CHECKPOINTD_SHUTDOWN_GRACE)."""
     log_level: str = "info"
@@ -544,6 +545,15 @@ OPTIONS: tuple[Option, ...] = (
         parse=positive_int,
         metavar="BYTES",
         default_note="256 KiB",
+    ),
+    Option(
+        "prune_batch_size",
+        ("CHECKPOINTD_PRUNE_BATCH_SIZE",),
+        "rows deleted per prune transaction (PruneCheckpoints and the retention jobs): each "
+        "batch commits on its own, so a large prune never holds other writers for long",
+        flags=("--prune-batch-size",),
+        parse=positive_int,
+        metavar="ROWS",
     ),
     Option(
         "shutdown_grace",

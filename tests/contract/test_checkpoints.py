@@ -279,12 +279,20 @@ def test_c7_prune_keeps_rows_newer_than_the_cutoff(client, execution_id):
     assert client.get_latest_checkpoint(execution_id)
 
 
-def test_c7_prune_works_through_more_rows_than_one_batch(client, execution_id):
-    """Pruning more rows than a batch holds deletes them all (the batches loop)."""
+def test_c7_prune_works_through_more_rows_than_one_batch(sidecar_factory, write_path, execution_id):
+    """Pruning more rows than a batch holds deletes them all (the batches loop): 21 rows on
+    a server that prunes 10 rows per transaction. A row newer than the cutoff stays."""
+    server = sidecar_factory("--prune-batch-size", "10")
     old = datetime.now(tz=UTC) - timedelta(days=2)
-    for i in range(2100):  # above the default batch of 1000, twice
-        client.put_checkpoint(checkpoint(execution_id, node_id=f"n{i}", created_at=old))
-    assert client.prune(timedelta(days=1)).checkpoints_deleted == 2100
+    with CheckpointdClient(
+        server.target, retry=NO_RETRY, write_stream=write_path == "stream"
+    ) as client:
+        for i in range(21):  # above the batch of 10, twice
+            client.put_checkpoint(checkpoint(execution_id, node_id=f"n{i}", created_at=old))
+        kept = client.put_checkpoint(checkpoint(execution_id, node_id="new"))
+        pruned = client.prune(timedelta(days=1))
+        assert pruned.checkpoints_deleted == 21
+        assert client.list_checkpoints(execution_id).checkpoints == [kept]
 
 
 def test_c8_resume_point_steps_over_a_failed_run_end_and_refuses_a_completed_one(
