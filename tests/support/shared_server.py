@@ -20,15 +20,12 @@ from dataclasses import dataclass, field
 from tests.support.sidecar import Sidecar, StoreSpec
 from tests.support.store_dump import StoreReader
 
-__all__ = ["SharedServer", "SharedSidecar", "test_namespace"]
+__all__ = ["SharedServer", "SharedSidecar", "fresh_namespace"]
 
 
-def test_namespace() -> str:
+def fresh_namespace() -> str:
     """A namespace no other test uses."""
     return f"t-{uuid.uuid4().hex[:16]}"
-
-
-test_namespace.__test__ = False  # type: ignore[attr-defined]  # not a test, despite its name
 
 
 @dataclass(frozen=True)
@@ -73,7 +70,7 @@ class SharedServer:
         """A fresh namespace on the running server (started again if a test ended it)."""
         if self.server.process is None or self.server.process.poll() is not None:
             self.server.start()
-        return SharedSidecar(self.server, test_namespace())
+        return SharedSidecar(self.server, fresh_namespace())
 
     def namespaces(self) -> set[str]:
         """Every namespace that has a row in any table of the store."""
