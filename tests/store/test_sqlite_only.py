@@ -447,14 +447,19 @@ async def test_e3_busy_past_timeout_is_unavailable_then_recovers(db_path: Path) 
 async def test_e3_call_timeout_is_unavailable_and_store_still_works(db_path: Path) -> None:
     """A call that outlives ``timeout`` raises StoreUnavailable in bounded time, its
     transaction is rolled back, and the store works afterwards."""
-    store = SQLiteStore(db_path, busy_timeout_ms=1500, timeout=0.3)
+    # The file is created and migrated first, so the store under test only has to open it
+    # within its own short timeout, even on a busy machine.
+    prepared = SQLiteStore(db_path)
+    await prepared.open()
+    await prepared.close()
+    store = SQLiteStore(db_path, busy_timeout_ms=10_000, timeout=2.0)
     await store.open()
     try:
         with raw(db_path) as blocker:
             blocker.execute("BEGIN IMMEDIATE")
-            # The call's timeout (0.3 s), not busy_timeout (1.5 s), is what ended it: the message
+            # The call's timeout (2 s), not busy_timeout (10 s), is what ended it: the message
             # names which, so no clock is needed to tell them apart.
-            with pytest.raises(StoreUnavailable, match=r"did not answer within 0.3 s"):
+            with pytest.raises(StoreUnavailable, match=r"did not answer within 2 s"):
                 await store.put_checkpoint(NS, "", checkpoint("e", "late"))
             blocker.execute("ROLLBACK")
         stored = await store.put_checkpoint(NS, "", checkpoint("e", "c"))
