@@ -3,16 +3,15 @@ stays inside is not (tests/support/shared_server.py, on a real server and store)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from checkpointd_client import CheckpointdClient, RetryPolicy
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.shared_server import SharedServer
 from tests.support.sidecar import Sidecar, StoreSpec
 
 
-def test_the_guard_names_namespaces_a_test_wrote_outside_its_own(tmp_path: Path) -> None:
-    shared = SharedServer(Sidecar(StoreSpec("sqlite", f"sqlite://{tmp_path / 'store.db'}")))
+def test_the_guard_names_namespaces_a_test_wrote_outside_its_own(store_spec: StoreSpec) -> None:
+    """On each backend (the guard reads the store's own tables)."""
+    shared = SharedServer(Sidecar(store_spec))
     try:
         first = shared.view()
         with CheckpointdClient(first.target, namespace=first.namespace) as own:

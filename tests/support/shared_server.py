@@ -33,28 +33,15 @@ class SharedSidecar:
     """What a test sees of a shared server: where it listens, its store and the test's own
     namespace (a fresh :class:`Sidecar` answers ``"default"`` for the same attribute)."""
 
-    server: Sidecar
+    store: StoreSpec
+    target: str
+    tcp_target: str
     namespace: str
 
     @property
     def backend(self) -> str:
         """ "sqlite", "postgres" or "pgbouncer"."""
-        return self.server.backend
-
-    @property
-    def store(self) -> StoreSpec:
-        """The store the server runs on (shared with the other tests)."""
-        return self.server.store
-
-    @property
-    def target(self) -> str:
-        """The gRPC target of the server's Unix socket."""
-        return self.server.target
-
-    @property
-    def tcp_target(self) -> str:
-        """The server's loopback TCP address."""
-        return self.server.tcp_target
+        return self.store.backend
 
 
 @dataclass
@@ -65,36 +52,40 @@ class SharedServer:
     server: Sidecar
     seen: set[str] = field(default_factory=set)
     _reader: StoreReader | None = None
+    _tables: list[str] = field(default_factory=list)
 
     def view(self) -> SharedSidecar:
         """A fresh namespace on the running server (started again if a test ended it)."""
-        if self.server.process is None or self.server.process.poll() is not None:
-            self.server.start()
-        return SharedSidecar(self.server, fresh_namespace())
+        server = self.server
+        if server.process is None or server.process.poll() is not None:
+            server.start()
+        return SharedSidecar(server.store, server.target, server.tcp_target, fresh_namespace())
 
     def namespaces(self) -> set[str]:
         """Every namespace that has a row in any table of the store."""
         if self._reader is None:
             self._reader = StoreReader(self.server.store)
+            self._tables = [t for t in self._reader.tables() if self._has_namespace(t)]
         found: set[str] = set()
-        for table in self._reader.tables():
-            if "namespace" in self._columns(table):
-                sql = f"SELECT DISTINCT namespace FROM {self._reader.table(table)}"
-                found.update(str(row[0]) for row in self._reader.query(sql))
+        for table in self._tables:
+            sql = f"SELECT DISTINCT namespace FROM {self._reader.table(table)}"
+            found.update(str(row[0]) for row in self._reader.query(sql))
         return found
 
-    def _columns(self, table: str) -> list[str]:
+    def _has_namespace(self, table: str) -> bool:
+        """Whether ``table`` has a namespace column (all but the purge bookkeeping do); read
+        once, the schema being fixed once the server has migrated it."""
         assert self._reader is not None
         if self.server.backend == "sqlite":
-            return [str(row[1]) for row in self._reader.query(f"PRAGMA table_info({table})")]
+            rows = self._reader.query(f"PRAGMA table_info({table})")
+            return any(row[1] == "namespace" for row in rows)
         schema = self.server.store.pg_schema
-        return [
-            str(row[0])
-            for row in self._reader.query(
-                "SELECT column_name FROM information_schema.columns "
-                f"WHERE table_schema = '{schema}' AND table_name = '{table}'"
+        return bool(
+            self._reader.query(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                f"'{schema}' AND table_name = '{table}' AND column_name = 'namespace'"
             )
-        ]
+        )
 
     def check_namespaces(self, view: SharedSidecar) -> list[str]:
         """The namespaces the test behind ``view`` wrote that are not its own (and remember
