@@ -51,8 +51,10 @@ error can carry unbounded input whatever raised it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from checkpointd.store.base import CheckpointExists, RequestAppliedThenDeleted, StoreUnavailable
 from checkpointd_client.v1.error_reason_pb2 import ErrorReason
@@ -88,6 +90,7 @@ __all__ = [
     "WatcherTooSlow",
     "echo",
     "internal_status",
+    "metadata_time",
     "sent_reasons",
     "status_for",
     "wire_reason",
@@ -108,6 +111,15 @@ METADATA_MAX = 256
 def echo(value: str, limit: int = ECHO_MAX) -> str:
     """``value`` as an error may show it: whole when short, else cut with an ellipsis."""
     return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def metadata_time(value: datetime) -> str:
+    """A time as ErrorInfo metadata carries it: RFC 3339 in UTC with ``Z``, the very text the
+    protobuf JSON mapping writes for the same instant as a ``Timestamp`` (0, 3 or 6 fraction
+    digits), so a client parses it as it parses a JSON timestamp and can compare the two."""
+    stamp = Timestamp()
+    stamp.FromDatetime(value)
+    return stamp.ToJsonString()
 
 
 class CheckpointdError(Exception):
@@ -220,27 +232,31 @@ class NoDecision(CheckpointdError):
 class AlreadyDecided(CheckpointdError):
     """A second decision on a pause that already has one (K1); names the winner."""
 
-    def __init__(self, execution_id: str, decided_by: str, approved: bool, decided_at: str) -> None:
+    def __init__(
+        self, execution_id: str, decided_by: str, approved: bool, decided_at: datetime
+    ) -> None:
         verdict = "approved" if approved else "rejected"
+        when = metadata_time(decided_at)
         super().__init__(
             f"execution {echo(execution_id)!r} was already decided: {verdict} by "
-            f"{echo(decided_by)!r} at {decided_at}; a pause takes one decision",
+            f"{echo(decided_by)!r} at {when}; a pause takes one decision",
             execution_id=echo(execution_id),
             decided_by=echo(decided_by),
             approved="true" if approved else "false",
-            decided_at=decided_at,
+            decided_at=when,
         )
 
 
 class LeaseHeld(CheckpointdError):
     """Another worker holds an unexpired lease on the decision (K2)."""
 
-    def __init__(self, execution_id: str, lease_expires_at: str) -> None:
+    def __init__(self, execution_id: str, lease_expires_at: datetime) -> None:
+        until = metadata_time(lease_expires_at)
         super().__init__(
             f"another worker holds the lease on the decision of execution {echo(execution_id)!r} "
-            f"until {lease_expires_at}",
+            f"until {until}",
             execution_id=echo(execution_id),
-            lease_expires_at=lease_expires_at,
+            lease_expires_at=until,
         )
 
 

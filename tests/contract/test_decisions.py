@@ -4,10 +4,12 @@ decision out, and lets another take over when it dies. Both backends."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
 from collections import Counter
+from datetime import datetime
 
 import pytest
 
@@ -32,6 +34,16 @@ def pause(client: CheckpointdClient, execution_id: str, **fields: object) -> str
     return client.record_interrupt(cp, pending).pending.checkpoint_id
 
 
+# RFC 3339 in UTC, as the protobuf JSON mapping writes a Timestamp: never an offset.
+_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3}|\.\d{6})?Z")
+
+
+def metadata_time(text: str) -> datetime:
+    """The instant of a time in ErrorInfo metadata, which must be RFC 3339 UTC with ``Z``."""
+    assert _RFC3339_UTC.fullmatch(text), text
+    return datetime.fromisoformat(text)
+
+
 def listed(client: CheckpointdClient, execution_id: str):
     [row] = [
         p
@@ -43,7 +55,8 @@ def listed(client: CheckpointdClient, execution_id: str):
 
 def test_k1_first_decision_wins_and_is_listed(client, execution_id):
     """The first decision is stored on the pending interrupt and listed with it; a later,
-    different one is ALREADY_DECIDED naming the winner, and changes nothing."""
+    different one is ALREADY_DECIDED naming the winner (its time RFC 3339 UTC with ``Z``),
+    and changes nothing."""
     checkpoint_id = pause(client, execution_id)
     decided = client.submit_decision(
         execution_id,
@@ -69,6 +82,7 @@ def test_k1_first_decision_wins_and_is_listed(client, execution_id):
     assert err.value.reason == "ALREADY_DECIDED"
     assert err.value.metadata["decided_by"] == "bot-a"
     assert err.value.metadata["approved"] == "true"
+    assert metadata_time(err.value.metadata["decided_at"]) == decision.decided_at
     assert "bot-a" in str(err.value)
     assert listed(client, execution_id) == decided
 
@@ -249,9 +263,10 @@ def test_k1_decision_is_in_the_watch_snapshot_and_a_decided_event(client, execut
 
 
 def test_k2_one_lease_at_a_time_and_takeover_after_it_runs_out(client, execution_id):
-    """One worker holds a decision's lease; another gets LEASE_HELD until it runs out, then
-    takes it over (attempts counts the takeover). The first worker's late report is
-    LEASE_LOST; the holder's report is final, and its retry gets the same answer."""
+    """One worker holds a decision's lease; another gets LEASE_HELD (with the lease's end,
+    RFC 3339 UTC with ``Z``) until it runs out, then takes it over (attempts counts the
+    takeover). The first worker's late report is LEASE_LOST; the holder's report is final,
+    its retry gets the same answer, and a lease after it is DECISION_CLOSED (``resumed``)."""
     checkpoint_id = pause(client, execution_id)
     client.submit_decision(execution_id, approved=True, decided_by="bot")
     a, b = f"a-{uuid.uuid4().hex}", f"b-{uuid.uuid4().hex}"
@@ -265,7 +280,8 @@ def test_k2_one_lease_at_a_time_and_takeover_after_it_runs_out(client, execution
     with pytest.raises(FailedPreconditionError) as err:
         client.lease_decision(execution_id, checkpoint_id, lease_token=b)
     assert err.value.reason == "LEASE_HELD"
-    assert err.value.metadata["lease_expires_at"]
+    expires = metadata_time(err.value.metadata["lease_expires_at"])
+    assert expires == renewed.decision.lease_expires_at
 
     deadline = time.monotonic() + 30
     taken = None
@@ -300,7 +316,8 @@ def test_k2_one_lease_at_a_time_and_takeover_after_it_runs_out(client, execution
 
 def test_k2_failed_resume_is_recorded_and_announced(client, execution_id):
     """A worker's failure is stored on the decision (status and error) and is a
-    ``resume_failed`` event, so the bot that decided sees it."""
+    ``resume_failed`` event, so the bot that decided sees it; a lease after it is
+    DECISION_CLOSED with status ``resume_failed``."""
     checkpoint_id = pause(client, execution_id)
     client.submit_decision(execution_id, approved=True, decided_by="bot")
     with client.watch_interrupts(timeout=60) as watch:
@@ -321,6 +338,10 @@ def test_k2_failed_resume_is_recorded_and_announced(client, execution_id):
     assert item.type == "resume_failed"
     assert item.pending.decision == failed.decision
     assert listed(client, execution_id).decision == failed.decision
+    with pytest.raises(FailedPreconditionError) as err:
+        client.lease_decision(execution_id, checkpoint_id, lease_token="w2")
+    assert err.value.reason == "DECISION_CLOSED"
+    assert err.value.metadata["status"] == "resume_failed"
 
 
 def test_k2_lease_and_report_need_a_decision(client, execution_id):

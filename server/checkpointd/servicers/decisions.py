@@ -88,7 +88,7 @@ class DecisionMethods:
                 execution_id,
                 winner.decided_by,
                 winner.approved,
-                winner.decided_at.isoformat(),
+                winner.decided_at,
             )
         assert change.pending is not None
         return svc.SubmitDecisionResponse(pending=pending_to_proto(change.pending))
@@ -126,7 +126,9 @@ class DecisionMethods:
             if current.status.is_final:
                 raise DecisionClosed(execution_id, current.status.value)
             expires = current.lease_expires_at
-            raise LeaseHeld(execution_id, "" if expires is None else expires.isoformat())
+            # Short of a closed decision, the store refuses a lease only while another runs on.
+            assert expires is not None
+            raise LeaseHeld(execution_id, expires)
         assert change.pending is not None
         return svc.LeaseDecisionResponse(pending=pending_to_proto(change.pending))
 
