@@ -326,9 +326,10 @@ def test_s1_e2_n1_the_write_stream_checks_each_item_as_its_unary_call(
     auth_sidecar: Sidecar, tokens: Tokens
 ):
     """On one Write stream of a read-only token each write item is refused PERMISSION_DENIED
-    (READ_ONLY_TOKEN, naming the unary method) and the stream goes on; with a token granted
-    team-a only, an item in team-b is NAMESPACE_NOT_ALLOWED while the next item, in team-a,
-    is written; a stream without a valid token ends UNAUTHENTICATED before any item."""
+    (READ_ONLY_TOKEN, naming the unary method), writes nothing, and the stream goes on; with
+    a token granted team-a only, an item in team-b is NAMESPACE_NOT_ALLOWED while the next
+    item, in team-a, is written; a stream without a valid token ends UNAUTHENTICATED before
+    any item."""
     from google.rpc import error_details_pb2
 
     from checkpointd_client.v1 import (
@@ -376,6 +377,8 @@ def test_s1_e2_n1_the_write_stream_checks_each_item_as_its_unary_call(
         "READ_ONLY_TOKEN",
         {"method": "PutIdempotencyResult", "token_name": "viewer"},
     )
+    with _client(auth_sidecar, tokens.admin, "team-a") as admin:
+        assert admin.get_idempotent(run, "k").found is False  # the refused item wrote nothing
     assert reason(viewer[2]) == (
         denied,
         "READ_ONLY_TOKEN",
