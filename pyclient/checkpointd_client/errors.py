@@ -139,7 +139,8 @@ class FailedPreconditionError(CheckpointdError):
     ``["approved"]`` (``"true"``/``"false"``) and ``["decided_at"]`` name the winner);
     ``LEASE_HELD`` (another worker holds the decision's lease; ``["lease_expires_at"]``);
     ``LEASE_LOST`` (another worker took the lease over); ``DECISION_CLOSED`` (a worker
-    already reported on the decision; ``["status"]``).
+    already reported on the decision; ``["status"]``, ``"resumed"`` or ``"resume_failed"``).
+    Times in the metadata are RFC 3339 UTC with ``Z`` (``datetime.fromisoformat`` reads them).
     """
 
 
