@@ -129,7 +129,8 @@ class ProxiedStream:
             except queue.Empty:
                 continue
             if isinstance(event, _Headers):
-                if self._fault is None or self._fault.headers:
+                # None from upstream (a trailers-only refusal): none to the caller either.
+                if event.metadata and (self._fault is None or self._fault.headers):
                     context.send_initial_metadata(event.metadata)
             elif isinstance(event, _End):
                 call.cancel()
