@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +80,32 @@ async def _run_async(
     return times
 
 
+async def _measure(args: argparse.Namespace, target: str) -> None:
+    """Every client and path in one event loop (a grpc.aio client binds to the loop)."""
+    retry = RetryPolicy(max_attempts=args.attempts)
+    print(f"{args.puts} puts, timeout={args.timeout}, max_attempts={args.attempts}")
+    for name in ("async", "sync"):
+        for stream in (True, False):
+            with GrpcFaultProxy(target, write_stream=True) as proxy:
+                if stream:
+                    proxy.black_hole_next_stream(headers=not args.no_headers)
+                else:
+                    proxy.withhold_replies_next("PutCheckpoint")
+                started = time.monotonic()
+                if name == "async":
+                    result = await _run_async(proxy.target, args.puts, args.timeout, retry, stream)
+                else:
+                    result = _run_sync(proxy.target, args.puts, args.timeout, retry, stream)
+                total = time.monotonic() - started
+            answered = sum(ok for ok, _ in result)
+            worst = max(seconds for _, seconds in result)
+            path = "stream" if stream else "unary "
+            print(
+                f"{name:5} {path}: {answered}/{args.puts} answered, "
+                f"worst call {worst:.2f} s, all {total:.1f} s"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--puts", type=int, default=40)
@@ -89,32 +114,10 @@ def main() -> None:
     parser.add_argument("--no-headers", action="store_true")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     args = parser.parse_args()
-    retry = RetryPolicy(max_attempts=args.attempts)
     with tempfile.TemporaryDirectory() as directory:
         server = Sidecar(_store(args.backend, directory)).start()
         try:
-            print(f"{args.puts} puts, timeout={args.timeout}, max_attempts={args.attempts}")
-            for name, runner in (("async", _run_async), ("sync", _run_sync)):
-                for stream in (True, False):
-                    with GrpcFaultProxy(server.target, write_stream=True) as proxy:
-                        if stream:
-                            proxy.black_hole_next_stream(headers=not args.no_headers)
-                        else:
-                            proxy.withhold_replies_next("PutCheckpoint")
-                        started = time.monotonic()
-                        call: Callable[..., object] = runner
-                        result = call(proxy.target, args.puts, args.timeout, retry, stream)
-                        if asyncio.iscoroutine(result):
-                            result = asyncio.run(result)
-                        total = time.monotonic() - started
-                    assert isinstance(result, list)
-                    answered = sum(ok for ok, _ in result)
-                    worst = max(seconds for _, seconds in result)
-                    path = "stream" if stream else "unary "
-                    print(
-                        f"{name:5} {path}: {answered}/{args.puts} answered, "
-                        f"worst call {worst:.2f} s, all {total:.1f} s"
-                    )
+            asyncio.run(_measure(args, server.target))
         finally:
             server.kill()
 
