@@ -204,35 +204,43 @@ async def test_s2_the_other_items_of_a_stream_that_stopped_answering_are_retried
 async def test_s2_streams_that_keep_stopping_back_off_then_go_unary(
     sidecar: SharedSidecar, kind: str
 ):
-    """Every stream the proxy takes is black-holed: the first dead stream is replaced at
+    """Every stream the proxy takes is black-holed, headers included (the asyncio client
+    then never writes to it): the first dead stream is replaced at
     once, the second is followed by a pause in which writes go unary, and after the third in
-    a row the client stays unary (here 60 s) instead of opening stream after stream; every
-    write sent unary meanwhile is answered."""
+    a row the client stays unary (here 60 s) instead of opening stream after stream, then
+    tries one again; every write sent unary meanwhile is answered."""
     from checkpointd_client._stream_health import StreamHealth
 
+    now = [0.0]  # the health's clock: the pauses pass only when the test says so
     with GrpcFaultProxy(sidecar.target, write_stream=True) as proxy:
-        proxy.black_hole_next_stream(times=100)
-        async with _writer(
-            kind, proxy.target, sidecar.namespace, timeout=0.5, retry=NO_RETRY
-        ) as writer:
-            writer.writes.health = StreamHealth(pause_initial=0.3, unary_after=3, unary_hold=60)
+        proxy.black_hole_next_stream(times=100, headers=False)  # not even the headers pass
+        async with _writer(kind, proxy.target, sidecar.namespace, retry=NO_RETRY) as writer:
+            writer.writes.health = StreamHealth(
+                pause_initial=0.3, unary_after=3, unary_hold=60, clock=lambda: now[0]
+            )
             run = f"backoff-{uuid.uuid4().hex[:8]}"
 
-            async def put(n: int) -> bool:
-                try:
-                    await writer.put(Checkpoint(execution_id=f"{run}-{n}"))
+            async def put(n: int, *, silent: bool) -> bool:
+                try:  # a short deadline where the stream is silent, a safe one where not
+                    await writer.put(
+                        Checkpoint(execution_id=f"{run}-{n}"), timeout=0.5 if silent else 10
+                    )
                 except DeadlineExceededError:
                     return False
                 return True
 
-            assert not await put(1)  # stream 1 black-holed
-            assert not await put(2)  # stream 2, opened at once, black-holed
-            assert await put(3)  # within the pause: unary
-            await asyncio.sleep(0.35)
-            assert not await put(4)  # stream 3 after the pause, black-holed: the third
-            assert all([await put(n) for n in range(5, 9)])  # unary from now on
+            assert not await put(1, silent=True)  # stream 1 black-holed
+            assert not await put(2, silent=True)  # stream 2, opened at once, black-holed
+            assert await put(3, silent=False)  # within the pause: unary
+            now[0] += 0.3
+            assert not await put(4, silent=True)  # stream 3 after the pause: the third
+            now[0] += 59.9
+            assert all([await put(n, silent=False) for n in range(5, 9)])  # unary meanwhile
             assert proxy.streams_opened() == 3
             assert writer.writes.health.failures == 3
             assert await _wait_for(lambda: proxy.open_streams() == 0)
+            now[0] += 0.1
+            assert not await put(9, silent=True)  # the hold is over: a stream again
+            assert proxy.streams_opened() == 4
     unary = [c for c in proxy.calls("PutCheckpoint") if c.stream is None]
     assert len(unary) == 5
