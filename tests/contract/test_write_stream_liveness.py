@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
 import pytest
 
 from checkpointd_client import (
@@ -27,7 +28,14 @@ from checkpointd_client import (
     DeadlineExceededError,
     RetryPolicy,
 )
-from checkpointd_client.v1 import checkpoint_service_pb2
+from checkpointd_client._write_stream import accepted
+from checkpointd_client.v1 import (
+    checkpoint_service_pb2,
+    idempotency_service_pb2,
+    interrupt_service_pb2,
+    write_service_pb2,
+    write_service_pb2_grpc,
+)
 from tests.contract.conftest import NO_RETRY
 from tests.reliability.figures import size
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
@@ -244,3 +252,44 @@ async def test_s2_streams_that_keep_stopping_back_off_then_go_unary(
             assert proxy.streams_opened() == 4
     unary = [c for c in proxy.calls("PutCheckpoint") if c.stream is None]
     assert len(unary) == 5
+
+
+def test_s2_the_fault_proxy_passes_the_stream_through_unchanged(sidecar: SharedSidecar):
+    """What the S2 tests stand on: through the proxy, the Write stream's headers carry the
+    accepted entry, each item's answer (an error Status included) is the server's byte for
+    byte, the end status comes back, and each item is recorded as a call of its unary
+    method on a numbered stream."""
+    namespace = sidecar.namespace
+    items = [
+        write_service_pb2.WriteRequest(
+            correlation_id=1,
+            claim_interrupt=interrupt_service_pb2.ClaimInterruptRequest(
+                namespace=namespace, request_id="r1", execution_id="none", claim_token="t"
+            ),
+        ),
+        write_service_pb2.WriteRequest(
+            correlation_id=2,
+            put_idempotency_result=idempotency_service_pb2.PutIdempotencyResultRequest(
+                namespace=namespace, request_id="r2", execution_id="e", key="k", result_json="1"
+            ),
+        ),
+    ]
+
+    def answers(target: str) -> tuple[bool, dict[int, bytes], grpc.StatusCode]:
+        with grpc.insecure_channel(target) as channel:
+            call = write_service_pb2_grpc.WriteServiceStub(channel).Write(iter(items), timeout=30)
+            headers = accepted(call.initial_metadata())
+            got = {a.correlation_id: a.SerializeToString() for a in call}
+            return headers, got, call.code()
+
+    with GrpcFaultProxy(sidecar.target, write_stream=True) as proxy:
+        proxied = answers(proxy.target)
+        calls = proxy.calls()
+    direct = answers(sidecar.target)  # the same items again: answered from memory alike
+    assert proxied == direct
+    assert proxied[0]
+    assert proxied[2] == grpc.StatusCode.OK
+    assert [(c.method.rsplit("/", 1)[1], c.stream is not None, c.forwarded) for c in calls] == [
+        ("ClaimInterrupt", True, True),
+        ("PutIdempotencyResult", True, True),
+    ]
