@@ -162,7 +162,7 @@ class ProxiedStream:
                         method,
                         inner,
                         metadata,
-                        context.time_remaining(),
+                        _deadline(context),
                         rule.kind.value if rule is not None else self._stream_fault,
                         forwarded,
                         stream=self.serial,
