@@ -8,7 +8,12 @@ together, so the server hands them to its store's group commit together.
 
 A stream that breaks fails the writes it had not answered with ``UnavailableError``; the
 client's retry loop sends them again, with the same request ids and claim tokens, on a new
-stream, so nothing is written twice. A server without the stream (``UNIMPLEMENTED``) is
+stream, so nothing is written twice. A stream that stops answering while its connection
+stays up (contract S2) is found out by the first item whose deadline passes with no answer
+on the stream since it was sent: that call ends ``DEADLINE_EXCEEDED`` as it must, the
+stream's other unanswered items fail with ``UnavailableError`` (sent again, same ids, on a
+fresh stream or unary), the stream is cancelled, and :class:`StreamHealth` decides when the
+next stream may open; until then writes go unary. A server without the stream (``UNIMPLEMENTED``) is
 remembered: this client uses the unary calls from then on. Calls with metadata of their own
 go unary too, since a stream carries one set of metadata, and so do requests above 1 MiB.
 """
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from checkpointd_client._stream_health import StreamHealth
 from checkpointd_client.errors import (
     DeadlineExceededError,
     InternalError,
@@ -46,6 +52,7 @@ __all__ = [
     "deadline_passed",
     "item_of",
     "result_of",
+    "stopped_answering",
     "stream_failure",
     "streamable",
 ]
@@ -161,16 +168,40 @@ def deadline_passed() -> DeadlineExceededError:
     )
 
 
+def stopped_answering() -> UnavailableError:
+    """What the other unanswered items of a stream that stopped answering fail with: retried,
+    with the same request ids, on a fresh stream or unary (contract S2)."""
+    return UnavailableError(
+        "the write stream stopped answering (a call's deadline passed with no answer on it); "
+        "the write is sent again on a fresh stream",
+        code=grpc.StatusCode.UNAVAILABLE,
+    )
+
+
 class _Stream:
     """One open Write stream: a queue of items to send and the futures of the unanswered."""
 
     # The stub is typed for blocking channels; on an aio channel Write takes async iterators.
-    def __init__(self, stub: Any, metadata: Metadata) -> None:
+    def __init__(self, stub: Any, metadata: Metadata, health: StreamHealth) -> None:
         self.queue: asyncio.Queue[write_service_pb2.WriteRequest | None] = asyncio.Queue()
         self.pending: dict[int, asyncio.Future[write_service_pb2.WriteResponse]] = {}
         self.ended = False
+        self.answers = 0
+        """Answers received: an item timed out with none since it was sent marks the stream."""
+        self._health = health
         self.call: Any = stub.Write(self._requests(), metadata=tuple(metadata))
         self.reader = asyncio.ensure_future(self._read())
+
+    def abandon(self, error: BaseException) -> None:
+        """Fail every unanswered item with ``error`` and cancel the stream: nothing useful
+        is left on it."""
+        self.ended = True
+        self.queue.put_nowait(None)
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self.pending.clear()
+        self.call.cancel()
 
     async def _requests(self) -> AsyncIterator[write_service_pb2.WriteRequest]:
         # The server sends its headers as it takes the stream. Writing only after them means a
@@ -189,6 +220,8 @@ class _Stream:
         failure: BaseException | None = None
         try:
             async for response in self.call:
+                self.answers += 1
+                self._health.answered()
                 future = self.pending.pop(response.correlation_id, None)
                 if future is not None and not future.done():
                     future.set_result(response)
@@ -206,14 +239,21 @@ class _Stream:
 
 class AsyncWriteStream:
     """The Write stream of one asyncio client, opened on the first write and again after it
-    breaks; ``route`` puts a write on it."""
+    breaks or stops answering; ``route`` puts a write on it."""
 
     def __init__(
-        self, channel: Callable[[], Any], metadata: Metadata, *, enabled: bool = True
+        self,
+        channel: Callable[[], Any],
+        metadata: Metadata,
+        *,
+        enabled: bool = True,
+        health: StreamHealth | None = None,
     ) -> None:
         self._channel = channel
         self._metadata = tuple(metadata)
         self._enabled = enabled
+        self.health = health if health is not None else StreamHealth()
+        """When the next stream may open after streams that stopped answering (S2)."""
         self._stream: _Stream | None = None
         self._ids = itertools.count(1)
         self.unsupported = False
@@ -229,7 +269,7 @@ class AsyncWriteStream:
 
         # ``timeout`` is the keyword of the gRPC call this stands in for.
         async def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:  # noqa: ASYNC109
-            if not streamable(request, metadata, self._metadata) or self.unsupported:
+            if not self._streams(request, metadata):
                 return await unary(request, timeout=timeout, metadata=metadata)
             try:
                 return await self._send(request, timeout)
@@ -239,23 +279,45 @@ class AsyncWriteStream:
 
         return cast(RoutedRpc, routed)
 
+    def _streams(self, request: Message, metadata: Metadata) -> bool:
+        """Whether this call goes on the stream: it may (:func:`streamable`), the server has
+        the stream, and one is open or may be opened now (S2)."""
+        if self.unsupported or not streamable(request, metadata, self._metadata):
+            return False
+        stream = self._stream
+        return (stream is not None and not stream.ended) or self.health.may_open()
+
     async def _send(self, request: Message, seconds: float) -> Message:
         stream = self._stream
         if stream is None or stream.ended:
             stub = write_service()[1].WriteServiceStub(self._channel())
-            stream = self._stream = _Stream(stub, self._metadata)
+            stream = self._stream = _Stream(stub, self._metadata, self.health)
         correlation_id = next(self._ids)
         future: asyncio.Future[write_service_pb2.WriteResponse] = (
             asyncio.get_running_loop().create_future()
         )
         stream.pending[correlation_id] = future
+        answers = stream.answers
         stream.queue.put_nowait(item_of(correlation_id, request))
         try:
             response = await asyncio.wait_for(asyncio.shield(future), seconds)
         except TimeoutError:
             stream.pending.pop(correlation_id, None)
+            if stream.answers == answers:  # not one answer since this item left: stuck
+                self._stopped_answering(stream)
             raise deadline_passed() from None
         return result_of(response, request)
+
+    def _stopped_answering(self, stream: _Stream) -> None:
+        """Replace a stream that stopped answering: new writes and the retries of its
+        unanswered items (same request ids) go to a fresh stream, or unary while
+        :attr:`health` holds streams back; the stream itself is cancelled."""
+        if stream.ended:
+            return  # it broke or was replaced meanwhile
+        if self._stream is stream:
+            self._stream = None
+        self.health.stopped_answering()
+        stream.abandon(stopped_answering())
 
     async def close(self) -> None:
         """End the stream (the channel's close cancels what is in flight)."""

@@ -5,7 +5,11 @@ After every restart: every acknowledged write is readable and equal to what was 
 interrupt was claimed twice, and (at the end) every event in the outbox reached the watcher,
 which reconnected by itself, exactly once and in order. Full size: 100 cycles per backend;
 reduced: 5. Half the writers and claimers send on the Write stream, the others unary calls
-(S1), so both paths are killed under the same load.
+(S1), so both paths are killed under the same load. The stream half goes through a fault
+proxy that forwards the stream (S2) and, each cycle, loses a reply (the stream ends),
+drops or withholds one (the stream goes silent until a call's deadline passes), or recycles
+every stream; those clients' calls have a shorter deadline so a silent stream is found out
+within the cycle.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from checkpointd_client import (
 )
 from tests.reliability.figures import record, size
 from tests.reliability.store_dump import StoreReader
+from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar
 
 NAMESPACE = "crash"
@@ -38,7 +43,12 @@ CYCLES = size(5, 100)
 # Retries ride over a restart (about a second); a call gives up only after 30 s.
 RETRY = RetryPolicy(max_attempts=200, initial_backoff=0.05, max_backoff=0.3)
 TIMEOUT = 30.0
+#: The deadline of the calls through the fault proxy: a silent stream costs one call this long.
+PROXIED_TIMEOUT = 8.0
 ROWS_PER_EXECUTION = 40
+#: One per cycle, on the proxied stream: what happens to the replies (S2).
+STREAM_FAULTS = ("lose", "drop", "withhold", "recycle")
+STREAM_METHODS = ("PutCheckpoint", "PutIdempotencyResult", "ClaimInterrupt")
 
 
 @dataclass
@@ -65,9 +75,35 @@ def _client(server: Sidecar, *, write_stream: bool = True) -> CheckpointdClient:
     )
 
 
-def _writer(server: Sidecar, ledger: Ledger, stop: threading.Event, n: int) -> None:
+def _worker_client(server: Sidecar, proxy: GrpcFaultProxy, n: int) -> CheckpointdClient:
+    """Even workers: the Write stream, through the fault proxy; odd ones: unary, direct."""
+    if n % 2:
+        return _client(server, write_stream=False)
+    return CheckpointdClient(
+        proxy.target, namespace=NAMESPACE, retry=RETRY, timeout=PROXIED_TIMEOUT
+    )
+
+
+def _stream_fault(proxy: GrpcFaultProxy, rng: random.Random) -> str:
+    """Script one fault of the proxied stream; return its name."""
+    fault = rng.choice(STREAM_FAULTS)
+    method = rng.choice(STREAM_METHODS)
+    if fault == "lose":
+        proxy.lose_reply_next(method)
+    elif fault == "drop":
+        proxy.drop_reply_next(method)
+    elif fault == "withhold":
+        proxy.withhold_replies_next(method)
+    else:
+        proxy.recycle_streams()
+    return fault
+
+
+def _writer(
+    server: Sidecar, proxy: GrpcFaultProxy, ledger: Ledger, stop: threading.Event, n: int
+) -> None:
     rng = random.Random(n)
-    with _client(server, write_stream=n % 2 == 0) as client:
+    with _worker_client(server, proxy, n) as client:
         i = 0
         while not stop.is_set():
             execution_id = f"w{n}-{i // ROWS_PER_EXECUTION}"
@@ -140,9 +176,11 @@ def _pauser(server: Sidecar, ledger: Ledger, stop: threading.Event) -> None:
             stop.wait(0.02)
 
 
-def _claimer(server: Sidecar, ledger: Ledger, stop: threading.Event, n: int) -> None:
+def _claimer(
+    server: Sidecar, proxy: GrpcFaultProxy, ledger: Ledger, stop: threading.Event, n: int
+) -> None:
     rng = random.Random(1000 + n)
-    with _client(server, write_stream=n % 2 == 0) as client:
+    with _worker_client(server, proxy, n) as client:
         while not stop.is_set():
             with ledger.lock:
                 recent = ledger.paused[-6:]
@@ -218,20 +256,29 @@ def _verify_checkpoints(
     return lost
 
 
-def test_e1_i3_i5_s1_kill_9_under_load_loses_nothing_on_either_write_path(
+def test_e1_i3_i5_s1_s2_kill_9_under_load_loses_nothing_on_either_write_path(
     sidecar: Sidecar, store_spec
 ) -> None:
-    """Across kill -9 cycles under concurrent writers, claimers and a watcher: no acknowledged
-    write is lost or changed, no claim is granted twice, every outbox event is delivered."""
+    """Across kill -9 cycles under concurrent writers, claimers and a watcher, the stream
+    half through a proxy that loses, drops, withholds or recycles: no acknowledged write is
+    lost or changed, no claim is granted twice, every outbox event is delivered."""
     ledger = Ledger()
     stop = threading.Event()
     rng = random.Random(7)
+    proxy = GrpcFaultProxy(sidecar.target, write_stream=True)
+    faults: list[str] = []
     watcher = Watcher(sidecar)
     watcher.start()
     workers = [
-        *(threading.Thread(target=_writer, args=(sidecar, ledger, stop, n)) for n in range(3)),
+        *(
+            threading.Thread(target=_writer, args=(sidecar, proxy, ledger, stop, n))
+            for n in range(3)
+        ),
         threading.Thread(target=_pauser, args=(sidecar, ledger, stop)),
-        *(threading.Thread(target=_claimer, args=(sidecar, ledger, stop, n)) for n in range(3)),
+        *(
+            threading.Thread(target=_claimer, args=(sidecar, proxy, ledger, stop, n))
+            for n in range(3)
+        ),
     ]
     for worker in workers:
         worker.start()
@@ -242,6 +289,7 @@ def test_e1_i3_i5_s1_kill_9_under_load_loses_nothing_on_either_write_path(
     try:
         with _client(sidecar) as checker:
             for _ in range(CYCLES):
+                faults.append(_stream_fault(proxy, rng))
                 time.sleep(rng.uniform(0.3, 1.0))
                 sidecar.kill()
                 with ledger.lock:
@@ -266,6 +314,9 @@ def test_e1_i3_i5_s1_kill_9_under_load_loses_nothing_on_either_write_path(
         stop.set()
         for worker in workers:
             worker.join(60)
+        streamed = sum(c.stream is not None for c in proxy.calls())
+        streams = proxy.streams_opened()
+        proxy.close()
 
     with _client(sidecar) as checker:
         # The final state: every acknowledged write of the whole run, exactly as sent.
@@ -301,10 +352,14 @@ def test_e1_i3_i5_s1_kill_9_under_load_loses_nothing_on_either_write_path(
         double_claims=double_claims,
         events_in_outbox=len(expected_events),
         events_delivered=len(watcher.events),
+        stream_faults=len(faults),
+        stream_items_proxied=streamed,
+        streams_through_proxy=streams,
     )
     assert not ledger.errors, ledger.errors[:5]
     assert watcher.failure is None, watcher.failure
     assert writes > CYCLES, "the load did not run"
+    assert streamed > CYCLES, "the proxied stream carried no load"
     assert ledger.wins, "no claim was ever granted"
     assert lost == 0
     assert double_claims == 0

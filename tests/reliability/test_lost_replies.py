@@ -1,14 +1,22 @@
-"""Lost replies (contract C2, I3, D1, P3): a real gRPC proxy between client and server lets the
-server do the work, then answers UNAVAILABLE as if the reply had been lost. The client's
+"""Lost replies (contract C2, I3, D1, P3, S2): a real gRPC proxy between client and server lets
+the server do the work, then answers UNAVAILABLE as if the reply had been lost. The client's
 retries (same request id, checkpoint id, claim token) must end in exactly the state of one
 successful call; and a claim raced by 64 callers over 3 server processes, with a fraction of
 the replies lost, has exactly one winner. Full size: 200 claim trials; reduced: 20.
+
+The four writes the Write stream carries are tested on both paths: unary calls, and the
+stream through the proxy's stream forwarding, where a lost reply ends the stream
+``UNAVAILABLE`` (a connection lost with the reply on it), and a dropped or withheld reply
+leaves the stream silent until the call's deadline. Two of the race's three servers are
+reached over the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -21,6 +29,7 @@ from checkpointd_client import (
     AsyncCheckpointdClient,
     Checkpoint,
     CheckpointdClient,
+    DeadlineExceededError,
     FailedPreconditionError,
     NotFoundError,
     PendingInterrupt,
@@ -66,9 +75,16 @@ def _interrupted(execution_id: str) -> tuple[Checkpoint, PendingInterrupt]:
 
 
 @pytest.fixture
-def proxy(sidecar: Sidecar) -> Iterator[GrpcFaultProxy]:
-    """A fault proxy in front of the server."""
-    with GrpcFaultProxy(sidecar.target) as p:
+def write_path() -> str:
+    """How the client's writes reach the proxy: unary calls (the proxy refuses the stream, so
+    the client falls back), unless a test asks for both paths."""
+    return "unary"
+
+
+@pytest.fixture
+def proxy(sidecar: Sidecar, write_path: str) -> Iterator[GrpcFaultProxy]:
+    """A fault proxy in front of the server; it forwards the Write stream on the stream path."""
+    with GrpcFaultProxy(sidecar.target, write_stream=write_path == "stream") as p:
         yield p
 
 
@@ -79,11 +95,24 @@ def client(proxy: GrpcFaultProxy) -> Iterator[CheckpointdClient]:
         yield c
 
 
+#: The paths of the writes the stream carries: every lost-reply rule holds on both.
+both_paths = pytest.mark.parametrize("write_path", ["unary", "stream"])
+
+
+def _carried_by(proxy: GrpcFaultProxy, method: str, write_path: str) -> None:
+    """Every call of the method went the expected way (not a silent fallback)."""
+    streams = {c.stream is not None for c in proxy.calls(method)}
+    assert streams == {write_path == "stream"}, streams
+
+
 def _request_ids(proxy: GrpcFaultProxy, method: str, message: Callable[[bytes], Any]) -> set[str]:
     return {r.request_id for r in proxy.requests(method, message)}
 
 
-def test_c2_put_retried_after_lost_replies_writes_one_row(proxy, client, sidecar, store_spec):
+@both_paths
+def test_c2_put_retried_after_lost_replies_writes_one_row(
+    proxy, client, sidecar, store_spec, write_path
+):
     """A put whose first replies are lost is retried with the same ids and stores one row,
     answered with the stored row."""
     execution_id = f"lost-{uuid.uuid4().hex[:8]}"
@@ -91,6 +120,7 @@ def test_c2_put_retried_after_lost_replies_writes_one_row(proxy, client, sidecar
     proxy.lose_reply_next("PutCheckpoint", times=3)
     stored = client.put_checkpoint(sent)
     assert proxy.forwarded("PutCheckpoint") == 4
+    _carried_by(proxy, "PutCheckpoint", write_path)
     assert (
         len(
             _request_ids(
@@ -104,7 +134,10 @@ def test_c2_put_retried_after_lost_replies_writes_one_row(proxy, client, sidecar
     assert replace(stored, created_at=None, sequence=0) == sent
 
 
-def test_i1_record_interrupt_retried_after_lost_reply_is_one_pause(proxy, client, store_spec):
+@both_paths
+def test_i1_record_interrupt_retried_after_lost_reply_is_one_pause(
+    proxy, client, store_spec, write_path
+):
     """A lost reply to RecordInterrupt: the retry reports the pause it made; one checkpoint,
     one pending row, one 'added' event."""
     execution_id = f"lost-{uuid.uuid4().hex[:8]}"
@@ -112,6 +145,7 @@ def test_i1_record_interrupt_retried_after_lost_reply_is_one_pause(proxy, client
     proxy.lose_reply_next("RecordInterrupt", times=2)
     result = client.record_interrupt(cp, pending)
     assert proxy.forwarded("RecordInterrupt") == 3
+    _carried_by(proxy, "RecordInterrupt", write_path)
     assert result.pending_created
     assert [c.checkpoint_id for c in client.iter_checkpoints(execution_id)] == [cp.checkpoint_id]
     assert [p.execution_id for p in client.iter_pending_interrupts()] == [execution_id]
@@ -123,7 +157,8 @@ def test_i1_record_interrupt_retried_after_lost_reply_is_one_pause(proxy, client
     assert [e[2] for e in events] == ["added"]
 
 
-def test_i3_claim_retried_after_lost_replies_keeps_the_win(proxy, client, sidecar):
+@both_paths
+def test_i3_claim_retried_after_lost_replies_keeps_the_win(proxy, client, sidecar, write_path):
     """A claim whose replies are lost is retried with the same token and still wins; any other
     claimer then gets NOT_FOUND."""
     execution_id = f"lost-{uuid.uuid4().hex[:8]}"
@@ -131,6 +166,7 @@ def test_i3_claim_retried_after_lost_replies_keeps_the_win(proxy, client, sideca
     recorded = client.record_interrupt(cp, pending).pending
     proxy.lose_reply_next("ClaimInterrupt", times=3)
     assert client.claim_interrupt(execution_id) == recorded
+    _carried_by(proxy, "ClaimInterrupt", write_path)
     tokens = {
         r.claim_token
         for r in proxy.requests(
@@ -190,12 +226,14 @@ def test_k2_lease_and_report_retried_after_lost_replies_count_once(proxy, client
     assert (reported.decision.status, reported.decision.attempts) == ("resumed", 1)
 
 
-def test_d1_idempotency_put_retried_after_lost_reply_stores_the_value(proxy, client):
+@both_paths
+def test_d1_idempotency_put_retried_after_lost_reply_stores_the_value(proxy, client, write_path):
     """A lost reply to PutIdempotencyResult: the retry leaves exactly the value sent."""
     execution_id = f"lost-{uuid.uuid4().hex[:8]}"
     proxy.lose_reply_next("PutIdempotencyResult", times=2)
     client.put_idempotent(execution_id, "charge", {"id": 2**64 + 1})
     assert proxy.forwarded("PutIdempotencyResult") == 3
+    _carried_by(proxy, "PutIdempotencyResult", write_path)
     ids = _request_ids(
         proxy,
         "PutIdempotencyResult",
@@ -236,17 +274,72 @@ def test_d1_late_retry_of_an_idempotency_put_does_not_undo_a_newer_put(proxy, si
         channel.close()
 
 
+@pytest.mark.parametrize("fault", ["drop", "withhold"])
+def test_i1_i3_s2_a_pause_and_a_claim_whose_stream_replies_never_come_are_one_pause_and_one_win(
+    sidecar: Sidecar, store_spec, fault: str
+):
+    """On the stream path, a record and then a claim whose reply the proxy drops (the stream
+    answers on) or withholds (the stream wedges) each end DEADLINE_EXCEEDED within the call's
+    deadline, and the stream is replaced; each call sent again with the same request id
+    (and claim token) is answered on a fresh stream like the first: one pause with one
+    'added' event, one winner, and any other claimer gets NOT_FOUND."""
+    execution_id = f"silent-{uuid.uuid4().hex[:8]}"
+    cp, pending = _interrupted(execution_id)
+    record_id, claim_id, token = (uuid.uuid4().hex for _ in range(3))
+    with (
+        GrpcFaultProxy(sidecar.target, write_stream=True) as proxy,
+        CheckpointdClient(proxy.target, retry=RETRY, timeout=1.0) as client,
+    ):
+        silence = proxy.drop_reply_next if fault == "drop" else proxy.withhold_replies_next
+
+        def unanswered(call: Callable[[], object]) -> None:
+            started = time.monotonic()
+            with pytest.raises(DeadlineExceededError):
+                call()
+            assert time.monotonic() - started <= 1.0 + 1.5  # within its deadline, not later
+
+        silence("RecordInterrupt")
+        unanswered(lambda: client.record_interrupt(cp, pending, request_id=record_id))
+        recorded = client.record_interrupt(cp, pending, request_id=record_id)
+        assert recorded.pending_created
+        silence("ClaimInterrupt")
+        claim = functools.partial(
+            client.claim_interrupt, execution_id, claim_token=token, request_id=claim_id
+        )
+        unanswered(claim)
+        assert claim() == recorded.pending
+        assert proxy.streams_opened() == 3
+        assert {c.stream is not None for c in proxy.calls()} == {True}
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as other, pytest.raises(NotFoundError):
+        other.claim_interrupt(execution_id)
+    reader = StoreReader(store_spec)
+    try:
+        kinds = [e[2] for e in reader.outbox() if e[3] == execution_id]
+    finally:
+        reader.close()
+    assert kinds.count("added") == 1
+    assert len(kinds) == len(set(kinds)), kinds
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as check:
+        assert [c.checkpoint_id for c in check.iter_checkpoints(execution_id)] == [cp.checkpoint_id]
+
+
 async def test_i3_one_winner_among_64_claimers_on_3_servers_with_lost_replies(
     sidecar_factory: Callable[..., Sidecar], store_spec
 ) -> None:
     """Exactly one of 64 concurrent claimers on 3 server processes wins each pause, while a
-    random share of the claim replies is lost and retried; every loser gets NOT_FOUND."""
+    random share of the claim replies is lost and retried; every loser gets NOT_FOUND. The
+    first server is reached by unary calls, the other two over the Write stream, where each
+    lost reply ends the stream with every claim in flight on it."""
     rng = random.Random(3)
     servers = [sidecar_factory() for _ in range(SERVERS)]
-    proxies = [GrpcFaultProxy(s.target, max_workers=CLAIMERS) for s in servers]
+    proxies = [
+        GrpcFaultProxy(s.target, max_workers=CLAIMERS, write_stream=n > 0)
+        for n, s in enumerate(servers)
+    ]
     clients = [AsyncCheckpointdClient(p.target, retry=RETRY, timeout=60) for p in proxies]
     winners_total = 0
     lost_replies = 0
+    streamed = 0
     failures: list[str] = []
     try:
         for trial in range(TRIALS):
@@ -263,6 +356,7 @@ async def test_i3_one_winner_among_64_claimers_on_3_servers_with_lost_replies(
             )
             for p in proxies:
                 lost_replies += sum(c.fault is not None for c in p.calls("ClaimInterrupt"))
+                streamed += sum(c.stream is not None for c in p.calls("ClaimInterrupt"))
                 p.clear_faults()
             wins = [r for r in results if isinstance(r, PendingInterrupt)]
             others = [r for r in results if not isinstance(r, PendingInterrupt | NotFoundError)]
@@ -280,8 +374,10 @@ async def test_i3_one_winner_among_64_claimers_on_3_servers_with_lost_replies(
         claimers_per_trial=CLAIMERS,
         server_processes=SERVERS,
         claim_replies_lost=lost_replies,
+        claims_sent_on_the_stream=streamed,
         winners=winners_total,
         trials_without_exactly_one_winner=len(failures),
     )
     assert not failures, failures[:5]
     assert lost_replies >= TRIALS  # the faults did happen
+    assert streamed >= TRIALS  # and on the stream path too

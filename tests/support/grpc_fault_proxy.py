@@ -15,8 +15,13 @@ parsed, so what the client sees is what the server said, except where a test scr
 
 Every call is recorded (method, raw request, metadata, the deadline it arrived with, whether
 it was forwarded), so a test can check what the client sent on each attempt. Streaming
-methods are not proxied (answered ``UNIMPLEMENTED``). Only loopback and Unix-socket
-addresses are used, upstream and listening.
+methods are not proxied (answered ``UNIMPLEMENTED``, so clients fall back to unary calls),
+except the Write stream when the proxy is made with ``write_stream=True``
+(:mod:`tests.support.grpc_fault_stream`): its items are recorded as calls of their unary
+methods, the rules above apply to them, and so do the stream faults
+(:meth:`~GrpcFaultProxy.drop_reply_next`, :meth:`~GrpcFaultProxy.withhold_replies_next`,
+:meth:`~GrpcFaultProxy.black_hole_next_stream`, :meth:`~GrpcFaultProxy.recycle_streams`).
+Only loopback and Unix-socket addresses are used, upstream and listening.
 """
 
 from __future__ import annotations
@@ -24,10 +29,8 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from concurrent import futures
-from dataclasses import dataclass
-from enum import Enum
 from types import TracebackType
 from typing import Any, Self
 
@@ -36,54 +39,18 @@ from google.protobuf import any_pb2, descriptor_pool
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from tests.support.grpc_fault_rules import Kind, ProxiedCall, Rule, clean, matches
+from tests.support.grpc_fault_stream import WRITE_METHOD, ProxiedStream, StreamFault
+
 __all__ = ["GrpcFaultProxy", "ProxiedCall"]
 
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
-# Metadata that belongs to the transport of one hop, not to the call: never forwarded.
-_HOP_METADATA = frozenset({"user-agent", "te", "content-type", "grpc-accept-encoding"})
+_ITEM_ONLY = frozenset({Kind.DROP_REPLY})
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
     ("grpc.enable_retries", 0),  # the proxy forwards each attempt once; retrying is the client's
 ]
-
-
-class _Kind(Enum):
-    FAIL = "fail before forwarding"
-    LOSE_REPLY = "forward, then lose the reply"
-    STALL = "hold until the caller gives up"
-
-
-@dataclass
-class _Rule:
-    suffix: str
-    kind: _Kind
-    times: int
-    code: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE
-    details: str = ""
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class ProxiedCall:
-    """One call as the proxy received it."""
-
-    method: str
-    """The full method name, ``/checkpointd.v1.CheckpointService/PutCheckpoint``."""
-    request: bytes
-    """The serialized request; parse it with the request message's ``FromString``."""
-    metadata: tuple[tuple[str, str | bytes], ...]
-    """The call's metadata as received (hop-by-hop keys included)."""
-    time_remaining: float | None
-    """Seconds left before the call's deadline when it arrived; ``None`` without one."""
-    fault: str | None
-    """The scripted fault applied to the call, if any."""
-    forwarded: bool
-    """Whether the call reached the upstream server."""
-
-
-def _matches(method: str, suffix: str) -> bool:
-    return method == suffix or method.endswith("/" + suffix)
 
 
 def _check_loopback(target: str) -> None:
@@ -111,12 +78,24 @@ class GrpcFaultProxy:
     (``127.0.0.1`` on a port the kernel picks). Clients connect to :attr:`target`.
     """
 
-    def __init__(self, upstream: str, *, listen: str = "unix", max_workers: int = 32) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        listen: str = "unix",
+        max_workers: int = 32,
+        write_stream: bool = False,
+    ) -> None:
         _check_loopback(upstream)
         self.upstream = upstream
+        self.write_stream = write_stream
+        """Whether the Write stream is proxied (else UNIMPLEMENTED, as other streams)."""
         self._lock = threading.Lock()
-        self._rules: list[_Rule] = []
+        self._rules: list[Rule] = []
         self._calls: list[ProxiedCall] = []
+        self._stream_faults: list[StreamFault] = []
+        self._streams: dict[int, ProxiedStream] = {}
+        self._streams_opened = 0
         self._closing = threading.Event()
         self._closed = False
         self._socket_dir: str | None = None
@@ -158,32 +137,66 @@ class GrpcFaultProxy:
         checkpointd's own errors do.
         """
         details = details or f"fault proxy: injected {code.name}"
-        self._add(_Rule(method_suffix, _Kind.FAIL, times, code, details, reason))
+        self._add(Rule(method_suffix, Kind.FAIL, times, code, details, reason))
 
     def lose_reply_next(self, method_suffix: str, *, times: int = 1) -> None:
         """Forward the next ``times`` calls, then answer UNAVAILABLE whatever the server said."""
-        self._add(_Rule(method_suffix, _Kind.LOSE_REPLY, times, details="fault proxy: reply lost"))
+        self._add(Rule(method_suffix, Kind.LOSE_REPLY, times, details="fault proxy: reply lost"))
 
     def stall_next(self, method_suffix: str, *, times: int = 1) -> None:
         """Hold the next ``times`` calls, unforwarded, until the caller gives up or we close."""
-        self._add(_Rule(method_suffix, _Kind.STALL, times))
+        self._add(Rule(method_suffix, Kind.STALL, times))
+
+    def drop_reply_next(self, method_suffix: str, *, times: int = 1) -> None:
+        """Write stream: forward the next ``times`` items of the method and drop their
+        replies, without a word; the stream goes on answering the others."""
+        self._add(Rule(method_suffix, Kind.DROP_REPLY, times))
+
+    def withhold_replies_next(self, method_suffix: str, *, times: int = 1) -> None:
+        """Forward the next ``times`` calls of the method and hold their replies until the
+        caller gives up. On the Write stream, from the first such item's reply on every reply
+        of its stream is held until the caller gives the stream up (a stream that wedged
+        while its connection lives)."""
+        self._add(Rule(method_suffix, Kind.WITHHOLD, times))
+
+    def black_hole_next_stream(self, *, times: int = 1, headers: bool = True) -> None:
+        """Write stream: the next ``times`` streams forward every item to the server and no
+        reply to the caller, until it gives the stream up; with ``headers`` the server's
+        headers pass (so the client writes its items), without them nothing does."""
+        if times < 1:
+            raise ValueError(f"times must be >= 1, got {times}")
+        with self._lock:
+            self._stream_faults.extend([StreamFault(headers=headers)] * times)
+
+    def recycle_streams(self) -> int:
+        """End every open Write stream ``UNAVAILABLE`` now, as a proxy recycling its
+        connections; return how many were open."""
+        with self._lock:
+            open_streams = list(self._streams.values())
+        for stream in open_streams:
+            stream.end()
+        return len(open_streams)
 
     def clear_faults(self) -> None:
         """Drop every scripted fault not yet applied."""
         with self._lock:
             self._rules.clear()
+            self._stream_faults.clear()
 
-    def _add(self, rule: _Rule) -> None:
+    def _add(self, rule: Rule) -> None:
         if rule.times < 1:
             raise ValueError(f"times must be >= 1, got {rule.times}")
         with self._lock:
             self._rules.append(rule)
 
-    def _take_rule(self, method: str) -> _Rule | None:
-        """Pop one use of the first rule that matches ``method`` (rules apply in order)."""
+    def take_rule(self, method: str, *, item: bool = False) -> Rule | None:
+        """Pop one use of the first rule that matches ``method`` (rules apply in order); a
+        unary call (``item`` False) passes over the rules only stream items can take."""
         with self._lock:
             for rule in self._rules:
-                if _matches(method, rule.suffix):
+                if not item and rule.kind in _ITEM_ONLY:
+                    continue
+                if matches(method, rule.suffix):
                     rule.times -= 1
                     if rule.times == 0:
                         self._rules.remove(rule)
@@ -196,7 +209,7 @@ class GrpcFaultProxy:
         """The calls received for the method (every method when empty), in arrival order."""
         with self._lock:
             calls = list(self._calls)
-        return [c for c in calls if not method_suffix or _matches(c.method, method_suffix)]
+        return [c for c in calls if not method_suffix or matches(c.method, method_suffix)]
 
     def requests(self, method_suffix: str, message: Callable[[bytes], Any]) -> list[Any]:
         """The requests received for the method, parsed by ``message`` (``Request.FromString``)."""
@@ -210,6 +223,16 @@ class GrpcFaultProxy:
         """How many calls of the method the proxy forwarded to the server."""
         return sum(c.forwarded for c in self.calls(method_suffix))
 
+    def streams_opened(self) -> int:
+        """How many Write streams the proxy has taken."""
+        with self._lock:
+            return self._streams_opened
+
+    def open_streams(self) -> int:
+        """How many Write streams are open now (the caller has not ended or cancelled them)."""
+        with self._lock:
+            return len(self._streams)
+
     def reset_counts(self) -> None:
         """Forget the calls recorded so far."""
         with self._lock:
@@ -217,26 +240,47 @@ class GrpcFaultProxy:
 
     # --- forwarding ---------------------------------------------------------------------
 
-    def _record(self, call: ProxiedCall) -> None:
+    @property
+    def channel(self) -> grpc.Channel:
+        """The channel to the upstream server."""
+        return self._channel
+
+    @property
+    def closing(self) -> threading.Event:
+        """Set once the proxy closes."""
+        return self._closing
+
+    def record(self, call: ProxiedCall) -> None:
+        """Keep ``call`` in the record."""
         with self._lock:
             self._calls.append(call)
+
+    def _forward_stream(
+        self, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> Iterator[bytes]:
+        with self._lock:
+            fault = self._stream_faults.pop(0) if self._stream_faults else None
+            stream = ProxiedStream(self, fault)
+            self._streams[stream.serial] = stream
+            self._streams_opened += 1
+        try:
+            yield from stream.serve(requests, context)
+        finally:
+            with self._lock:
+                self._streams.pop(stream.serial, None)
 
     def _forward(self, method: str, request: bytes, context: grpc.ServicerContext) -> bytes:
         metadata = tuple((key, value) for key, value in context.invocation_metadata())
         remaining = context.time_remaining()
-        rule = self._take_rule(method)
+        rule = self.take_rule(method)
         fault = rule.kind.value if rule is not None else None
-        forwarded = rule is None or rule.kind is _Kind.LOSE_REPLY
-        self._record(ProxiedCall(method, request, metadata, remaining, fault, forwarded))
+        forwarded = rule is None or rule.kind in (Kind.LOSE_REPLY, Kind.WITHHOLD)
+        self.record(ProxiedCall(method, request, metadata, remaining, fault, forwarded))
 
-        if rule is not None and rule.kind is _Kind.FAIL:
+        if rule is not None and rule.kind is Kind.FAIL:
             _abort(context, rule.code, rule.details, rule.reason)
-        if rule is not None and rule.kind is _Kind.STALL:
-            gone = threading.Event()
-            context.add_callback(gone.set)  # runs when the call ends: deadline, cancel, stop
-            while not gone.wait(0.05) and context.is_active() and not self._closing.is_set():
-                pass
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "fault proxy: stalled call")
+        if rule is not None and rule.kind is Kind.STALL:
+            self._hold(context)
 
         upstream: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._channel.unary_unary(
             method, request_serializer=None, response_deserializer=None
@@ -244,7 +288,7 @@ class GrpcFaultProxy:
         call = upstream.future(
             request,
             timeout=remaining,
-            metadata=tuple((k, v) for k, v in metadata if not _is_hop_metadata(k)),
+            metadata=clean(metadata),
         )
 
         def stop_upstream() -> None:  # the caller gave up: stop the upstream call too
@@ -256,17 +300,29 @@ class GrpcFaultProxy:
         except grpc.FutureCancelledError:
             context.abort(grpc.StatusCode.CANCELLED, "fault proxy: call cancelled")
         except grpc.RpcError:
+            if rule is not None and rule.kind is Kind.WITHHOLD:
+                self._hold(context)
             if rule is not None:  # LOSE_REPLY: the server answered; the caller never hears it
                 context.abort(rule.code, rule.details)
             context.set_trailing_metadata(call.trailing_metadata() or ())
             context.abort(call.code(), call.details() or "")
+        if rule is not None and rule.kind is Kind.WITHHOLD:
+            self._hold(context)
         if rule is not None:
             context.abort(rule.code, rule.details)
-        initial = _clean(call.initial_metadata())
+        initial = clean(call.initial_metadata())
         if initial:
             context.send_initial_metadata(initial)
-        context.set_trailing_metadata(_clean(call.trailing_metadata()))
+        context.set_trailing_metadata(clean(call.trailing_metadata()))
         return response
+
+    def _hold(self, context: grpc.ServicerContext) -> None:
+        """Answer nothing until the caller gives up (deadline, cancel) or the proxy closes."""
+        gone = threading.Event()
+        context.add_callback(gone.set)  # runs when the call ends: deadline, cancel, stop
+        while not gone.wait(0.05) and context.is_active() and not self._closing.is_set():
+            pass
+        context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "fault proxy: stalled call")
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -297,14 +353,6 @@ class GrpcFaultProxy:
         return f"GrpcFaultProxy(target={self.target!r}, upstream={self.upstream!r})"
 
 
-def _is_hop_metadata(key: str) -> bool:
-    return key.startswith(":") or key in _HOP_METADATA
-
-
-def _clean(metadata: Sequence[tuple[str, str | bytes]] | None) -> tuple[tuple[str, Any], ...]:
-    return tuple((k, v) for k, v in metadata or () if not _is_hop_metadata(k))
-
-
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, details: str, reason: str) -> None:
     """End the call with ``code``; with a reason, as a ``google.rpc.Status`` with ErrorInfo."""
     if not reason:
@@ -316,13 +364,18 @@ def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, details: str, r
 
 
 class _Handler(grpc.GenericRpcHandler):
-    """Hands every unary method to the proxy, as raw bytes both ways."""
+    """Hands every unary method, and the Write stream if asked, to the proxy, as raw bytes
+    both ways."""
 
     def __init__(self, proxy: GrpcFaultProxy) -> None:
         self._proxy = proxy
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method: str = handler_call_details.method
+        if method == WRITE_METHOD and self._proxy.write_stream:
+            return grpc.stream_stream_rpc_method_handler(
+                self._proxy._forward_stream, request_deserializer=None, response_serializer=None
+            )
         if _is_streaming(method):
             return None  # answered UNIMPLEMENTED by gRPC
 

@@ -74,8 +74,12 @@ class WriteServiceServicer:
         already read are answered first). An item sent but not answered when a stream breaks
         may or may not have been applied: send it again, on a new stream or as a unary call,
         with the same request_id (and claim_token); it is answered like the first and nothing
-        is written twice. A server without this service answers UNIMPLEMENTED; clients then use
-        the unary RPCs.
+        is written twice. A stream can also go silent while its connection stays up (a proxy
+        that black-holes one HTTP/2 stream; contract S2): when an item's deadline passes and
+        the stream answered nothing since the item was sent, clients give the stream up, send
+        its other unanswered items again the same way on a fresh stream or as unary calls, and
+        space out further streams if they keep going silent. A server without this service
+        answers UNIMPLEMENTED; clients then use the unary RPCs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

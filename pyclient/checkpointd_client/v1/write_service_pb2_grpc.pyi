@@ -59,8 +59,12 @@ class WriteServiceStub:
     already read are answered first). An item sent but not answered when a stream breaks
     may or may not have been applied: send it again, on a new stream or as a unary call,
     with the same request_id (and claim_token); it is answered like the first and nothing
-    is written twice. A server without this service answers UNIMPLEMENTED; clients then use
-    the unary RPCs.
+    is written twice. A stream can also go silent while its connection stays up (a proxy
+    that black-holes one HTTP/2 stream; contract S2): when an item's deadline passes and
+    the stream answered nothing since the item was sent, clients give the stream up, send
+    its other unanswered items again the same way on a fresh stream or as unary calls, and
+    space out further streams if they keep going silent. A server without this service
+    answers UNIMPLEMENTED; clients then use the unary RPCs.
     """
 
 @_typing.type_check_only
@@ -94,8 +98,12 @@ class WriteServiceAsyncStub(WriteServiceStub):
     already read are answered first). An item sent but not answered when a stream breaks
     may or may not have been applied: send it again, on a new stream or as a unary call,
     with the same request_id (and claim_token); it is answered like the first and nothing
-    is written twice. A server without this service answers UNIMPLEMENTED; clients then use
-    the unary RPCs.
+    is written twice. A stream can also go silent while its connection stays up (a proxy
+    that black-holes one HTTP/2 stream; contract S2): when an item's deadline passes and
+    the stream answered nothing since the item was sent, clients give the stream up, send
+    its other unanswered items again the same way on a fresh stream or as unary calls, and
+    space out further streams if they keep going silent. A server without this service
+    answers UNIMPLEMENTED; clients then use the unary RPCs.
     """
 
 class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -132,8 +140,12 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         already read are answered first). An item sent but not answered when a stream breaks
         may or may not have been applied: send it again, on a new stream or as a unary call,
         with the same request_id (and claim_token); it is answered like the first and nothing
-        is written twice. A server without this service answers UNIMPLEMENTED; clients then use
-        the unary RPCs.
+        is written twice. A stream can also go silent while its connection stays up (a proxy
+        that black-holes one HTTP/2 stream; contract S2): when an item's deadline passes and
+        the stream answered nothing since the item was sent, clients give the stream up, send
+        its other unanswered items again the same way on a fresh stream or as unary calls, and
+        space out further streams if they keep going silent. A server without this service
+        answers UNIMPLEMENTED; clients then use the unary RPCs.
         """
 
 def add_WriteServiceServicer_to_server(servicer: WriteServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
