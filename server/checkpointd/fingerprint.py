@@ -42,7 +42,10 @@ def _clear_output_only(message: Message) -> None:
 
 def fingerprint(method: str, request: Message) -> str:
     """The fingerprint of ``request``, a request of the RPC named ``method`` (its short name,
-    such as ``"PutCheckpoint"``)."""
+    such as ``"PutCheckpoint"``); empty for a request without a request id, which nothing
+    remembers (the hash reads the whole request: it is not paid for nothing)."""
+    if not getattr(request, "request_id", ""):
+        return ""
     copy = type(request)()
     copy.CopyFrom(request)
     for name in ("namespace", "request_id", "view"):
