@@ -135,6 +135,9 @@ class FailedPreconditionError(CheckpointdError):
     Reasons: ``RUN_ALREADY_FINISHED`` (a resume of a completed run);
     ``REQUEST_APPLIED_THEN_DELETED`` (a retry of a put or record that was applied and whose
     rows were deleted or pruned since; nothing was written; ``metadata["request_id"]``);
+    ``REQUEST_ID_REUSED`` (the request id was already used for another request: another
+    method, or other content; nothing was written; ``["request_id"]`` and ``["method"]``,
+    the RPC it was first used for: send a new request with a new request id);
     ``ALREADY_DECIDED`` (the pause already has a decision; ``metadata["decided_by"]``,
     ``["approved"]`` (``"true"``/``"false"``) and ``["decided_at"]`` name the winner);
     ``LEASE_HELD`` (another worker holds the decision's lease; ``["lease_expires_at"]``);

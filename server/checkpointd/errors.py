@@ -44,6 +44,8 @@ error can carry unbounded input whatever raised it.
     store.RequestAppliedThenDeleted
                               FAILED_PRECONDITION  REQUEST_APPLIED_THEN_DELETED (metadata:
                                                    request_id)
+    store.RequestIdReused     FAILED_PRECONDITION  REQUEST_ID_REUSED (metadata: request_id,
+                                                   method)
     store.StoreUnavailable    UNAVAILABLE          STORE_UNAVAILABLE
     TimeoutError              DEADLINE_EXCEEDED    STORE_TIMEOUT
 """
@@ -56,7 +58,12 @@ from datetime import datetime
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from checkpointd.store.base import CheckpointExists, RequestAppliedThenDeleted, StoreUnavailable
+from checkpointd.store.base import (
+    CheckpointExists,
+    RequestAppliedThenDeleted,
+    RequestIdReused,
+    StoreUnavailable,
+)
 from checkpointd_client.v1.error_reason_pb2 import ErrorReason
 
 __all__ = [
@@ -468,6 +475,11 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, ErrorReason.ValueType]
         grpc.StatusCode.FAILED_PRECONDITION,
         ErrorReason.ERROR_REASON_REQUEST_APPLIED_THEN_DELETED,
     ),
+    (
+        RequestIdReused,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_REQUEST_ID_REUSED,
+    ),
     (StoreUnavailable, grpc.StatusCode.UNAVAILABLE, ErrorReason.ERROR_REASON_STORE_UNAVAILABLE),
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED, ErrorReason.ERROR_REASON_STORE_TIMEOUT),
 )
@@ -510,6 +522,12 @@ def status_for(exc: BaseException) -> StatusInfo | None:
                     "This is a late retry: to write again, send a new request_id"
                 )
                 metadata = {"request_id": exc.request_id}
+            elif isinstance(exc, RequestIdReused):
+                message = (
+                    f"{message}; nothing was written. A retry must send the same request "
+                    "again: for another request, send a new request_id"
+                )
+                metadata = {"request_id": exc.request_id, "method": exc.method}
             elif isinstance(exc, StoreUnavailable):
                 message = f"store unavailable: {message}; retry with the same request_id"
             elif isinstance(exc, TimeoutError):

@@ -80,10 +80,16 @@ class InstrumentedStore(Store):
         )
 
     async def put_checkpoint(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        *,
+        fingerprint: str = "",
     ) -> CheckpointRecord:
         return await self._timed(
-            "put_checkpoint", self._store.put_checkpoint(namespace, request_id, checkpoint)
+            "put_checkpoint",
+            self._store.put_checkpoint(namespace, request_id, checkpoint, fingerprint=fingerprint),
         )
 
     async def get_checkpoint(
@@ -130,10 +136,13 @@ class InstrumentedStore(Store):
         *,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> DeleteExecutionResult:
         return await self._timed(
             "delete_execution",
-            self._store.delete_execution(namespace, execution_id, request_id=request_id, now=now),
+            self._store.delete_execution(
+                namespace, execution_id, request_id=request_id, now=now, fingerprint=fingerprint
+            ),
         )
 
     async def prune(
@@ -144,20 +153,34 @@ class InstrumentedStore(Store):
         batch_size: int,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> PruneResult:
         return await self._timed(
             "prune",
             self._store.prune(
-                namespace, cutoff, batch_size=batch_size, request_id=request_id, now=now
+                namespace,
+                cutoff,
+                batch_size=batch_size,
+                request_id=request_id,
+                now=now,
+                fingerprint=fingerprint,
             ),
         )
 
     async def record_interrupt(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
     ) -> RecordInterruptResult:
         return await self._timed(
             "record_interrupt",
-            self._store.record_interrupt(namespace, request_id, checkpoint, pending),
+            self._store.record_interrupt(
+                namespace, request_id, checkpoint, pending, fingerprint=fingerprint
+            ),
         )
 
     async def claim_interrupt(
@@ -169,11 +192,19 @@ class InstrumentedStore(Store):
         )
 
     async def submit_decision(
-        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        decision: DecisionRecord,
+        *,
+        fingerprint: str = "",
     ) -> DecisionChange:
         return await self._timed(
             "submit_decision",
-            self._store.submit_decision(namespace, request_id, execution_id, decision),
+            self._store.submit_decision(
+                namespace, request_id, execution_id, decision, fingerprint=fingerprint
+            ),
         )
 
     async def lease_decision(
@@ -255,10 +286,14 @@ class InstrumentedStore(Store):
         key: str,
         result_json: str,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         await self._timed(
             "put_idempotent",
-            self._store.put_idempotent(namespace, request_id, execution_id, key, result_json, now),
+            self._store.put_idempotent(
+                namespace, request_id, execution_id, key, result_json, now, fingerprint=fingerprint
+            ),
         )
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:

@@ -94,6 +94,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (4, "request_ids"),
             (5, "replication_outbox"),
             (6, "decisions"),
+            (7, "request_fingerprints"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
@@ -445,7 +446,8 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("get_checkpoint", sql.get_checkpoint, ("ns", "c77", "e77")),
         ("checkpoint_by_id", sql.checkpoint_by_id, ("ns", "c77")),
         ("checkpoint_by_request_id", sql.checkpoint_by_request_id, ("ns", "r77")),
-        ("is_tombstone", sql.is_tombstone, ("ns", "r77")),
+        ("tombstone_fingerprint", sql.tombstone_fingerprint, ("ns", "r77")),
+        ("fingerprint_of_applied", sql.fingerprint_of_applied, ("ns", "r77")),
         ("reply_of_request", sql.reply_of_request, ("ns", "r77")),
         ("list_pending", sql.list_pending(PendingFilter())[0], ("ns", 2**63 - 1, 50)),
         ("list_pending_page", sql.list_pending(PendingFilter())[0], ("ns", 1500, 50)),

@@ -8,7 +8,7 @@ import pytest
 
 from tests.store.test_group_commit import _checkpoint, _make_store, _open_args
 from tests.support.sidecar import StoreSpec
-from tests.support.stores import pin_schema
+from tests.support.stores import OLD_CHECKPOINT, insert_raw, pin_schema
 
 NS = "default"
 
@@ -23,11 +23,11 @@ async def test_r1_upgrade_counts_stored_rows_as_synced_and_later_writes_enter_th
     pin_schema(monkeypatch, store_spec.backend, 4)
     old = _make_store(args)
     await old.open()
-    try:
-        await old.put_checkpoint(NS, "", _checkpoint("e", "before"))
-    finally:
-        await old.close()
+    await old.close()
     monkeypatch.undo()
+    no_request_id = "''" if args["backend"] == "sqlite" else "NULL"  # each backend's "none"
+    row = {"namespace": NS, "request_id": no_request_id, "execution_id": "e"}
+    await insert_raw(args, [OLD_CHECKPOINT.format(**row, checkpoint_id="before")])
 
     upgraded = _make_store(args)
     await upgraded.open()

@@ -347,6 +347,7 @@ async def test_queries_are_index_lookups(store: SQLiteStore, db_path: Path) -> N
         (m.CHECKPOINT_BY_ID, (NS, "c")),
         (m.CHECKPOINT_BY_REQUEST_ID, (NS, "r")),
         (m.IS_TOMBSTONE, (NS, "r")),
+        (m.FINGERPRINT_OF_APPLIED, (NS, "r")),
         (m.REPLY_OF_REQUEST, (NS, "r")),
         (m.TOMBSTONE_EXECUTION, (1, NS, "e")),
         (m.DELETE_CHECKPOINTS_OF_EXECUTION, (NS, "e")),

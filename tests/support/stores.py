@@ -1,6 +1,6 @@
 """Store helpers shared by the store tests: a store opened from a StoreSpec, the outbox as
 the store reports it, an older schema standing for an older server, and a spy on a group
-commit's batches."""
+commit's batches, and rows written as an older server wrote them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,24 @@ from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.sidecar import StoreSpec
 
-__all__ = ["events", "open_store", "pin_schema", "record_batch_sizes"]
+__all__ = [
+    "OLD_CHECKPOINT",
+    "events",
+    "insert_raw",
+    "open_store",
+    "pin_schema",
+    "record_batch_sizes",
+]
+
+#: A completed checkpoint row as every schema version stores it (format it with namespace,
+#: request_id, execution_id and checkpoint_id; see :func:`insert_raw` for ``@s`` and ``@t``).
+OLD_CHECKPOINT = (
+    "INSERT INTO @scheckpoints (namespace, request_id, execution_id, checkpoint_id, "
+    "chain_name, node_id, node_index, status, state_snapshot_json, node_input_json, "
+    "node_output_json, iteration, iteration_counters_json, interrupt_context_json, created_at) "
+    "VALUES ('{namespace}', {request_id}, '{execution_id}', '{checkpoint_id}', 'c', 'n', 0, "
+    "'completed', '{{}}', '{{}}', '{{}}', 0, '{{}}', '{{}}', @t)"
+)
 
 
 def open_store(spec: StoreSpec) -> SQLiteStore | PostgresStore:
@@ -58,3 +75,29 @@ def record_batch_sizes(group: GroupCommit[Any, Any]) -> list[int]:
 
     group._commit = recording
     return sizes
+
+
+async def insert_raw(args: dict[str, str], statements: Sequence[str]) -> None:
+    """Run SQL on the store of ``args`` (see ``tests.store.test_group_commit._open_args``)
+    directly, as a server of a pinned older schema would have written: the store code of
+    today writes today's columns. In each statement ``@s`` is the table prefix, ``@t`` a
+    time and ``@y`` true, in the backend's spelling."""
+
+    def spelled(statement: str, schema: str, time: str, yes: str) -> str:
+        return statement.replace("@s", schema).replace("@t", time).replace("@y", yes)
+
+    if args["backend"] == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(args["path"]) as conn:
+            for statement in statements:
+                conn.execute(spelled(statement, "", "0", "1"))
+        return
+    import asyncpg
+
+    pg = await asyncpg.connect(args["dsn"])
+    try:
+        for statement in statements:
+            await pg.execute(spelled(statement, f'"{args["schema"]}".', "now()", "true"))
+    finally:
+        await pg.close()

@@ -248,13 +248,14 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     const recorded = await client.recordInterrupt(...pause('run-k1', 'manager_approval', { amount: 50 }));
     await rejectsWith(client.submitDecision('run-none', { approved: true, decidedBy: 'node-bot' }), 'NOT_FOUND', 'NO_PENDING_INTERRUPT');
     const requestId = newId();
-    const decided = await client.submitDecision('run-k1', {
+    const call = {
       approved: true,
       decidedBy: 'node-bot',
       metadata: { limit: 2n ** 64n, by: 'node-bot' },
       reason: 'under the limit',
       requestId,
-    });
+    };
+    const decided = await client.submitDecision('run-k1', call);
     assert.equal(decided.checkpoint_id, recorded.checkpoint.checkpoint_id);
     assert.equal(decided.decision.approved, true);
     assert.equal(decided.decision.decided_by, 'node-bot');
@@ -262,7 +263,15 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     assert.equal(decided.decision.status, 'DECISION_STATUS_DECIDED');
     assert.deepEqual(json.parse(decided.decision.metadata_json), { limit: 2n ** 64n, by: 'node-bot' });
     // A retry of the same call (a lost reply) gets the same answer.
-    assert.deepEqual(await client.submitDecision('run-k1', { approved: true, decidedBy: 'node-bot', requestId }), decided);
+    assert.deepEqual(await client.submitDecision('run-k1', call), decided);
+    // C10: the request id on another request (the opposite verdict) is refused, not answered
+    // with the first decision.
+    await assert.rejects(client.submitDecision('run-k1', { ...call, approved: false }), (err) => {
+      assert.equal(err.codeName, 'FAILED_PRECONDITION');
+      assert.equal(err.reason, 'REQUEST_ID_REUSED');
+      assert.deepEqual({ ...err.metadata }, { request_id: requestId, method: 'SubmitDecision' });
+      return true;
+    });
     await assert.rejects(client.submitDecision('run-k1', { approved: false, decidedBy: 'other' }), (err) => {
       assert.equal(err.codeName, 'FAILED_PRECONDITION');
       assert.equal(err.reason, 'ALREADY_DECIDED');

@@ -44,13 +44,23 @@ class CheckpointServiceStub:
     writes nothing and fails with FAILED_PRECONDITION (REQUEST_APPLIED_THEN_DELETED); a
     retried DeleteExecution or PruneCheckpoints returns the first call's counts and deletes
     nothing more. A retry arriving after the retention is a new call. An empty request_id
-    turns retry detection off.
+    turns retry detection off. A retry is the same request sent again: the same method and
+    fields (only the call's deadline and metadata may change). The server keeps a
+    fingerprint of each request beside its request id (the method and the request's
+    content without request_id, namespace, view and output-only fields; a Write stream item
+    counts as its unary call), and a request carrying a remembered request_id with another
+    fingerprint (another method, or other content: another execution, checkpoint, verdict or
+    value) is a reuse, not a retry: it fails with FAILED_PRECONDITION (REQUEST_ID_REUSED,
+    metadata "request_id" and "method", the RPC the id was first used for) and writes
+    nothing. Request ids stored before schema version 7 carry no fingerprint and answer as
+    retries. LeaseDecision and ReportResume are keyed by their lease_token, not by
+    request_id (see each); the ReplicationService RPCs take none.
     * Errors. Failures carry a google.rpc.ErrorInfo (domain "checkpointd.v1") in the
     grpc-status-details-bin trailer. Its reason is one of: INVALID_FIELD (metadata "field"
     and "rule"), INVALID_PAGE_TOKEN, MALFORMED_REQUEST, MESSAGE_TOO_LARGE (metadata
     "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
     CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, REQUEST_APPLIED_THEN_DELETED (metadata
-    "request_id"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
+    "request_id"), REQUEST_ID_REUSED (metadata "request_id", "method"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
     NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, for
     the decision RPCs also ALREADY_DECIDED (metadata "decided_by", "approved",
     "decided_at"), NO_DECISION, LEASE_HELD (metadata "lease_expires_at"), LEASE_LOST and
@@ -138,13 +148,23 @@ class CheckpointServiceServicer:
     writes nothing and fails with FAILED_PRECONDITION (REQUEST_APPLIED_THEN_DELETED); a
     retried DeleteExecution or PruneCheckpoints returns the first call's counts and deletes
     nothing more. A retry arriving after the retention is a new call. An empty request_id
-    turns retry detection off.
+    turns retry detection off. A retry is the same request sent again: the same method and
+    fields (only the call's deadline and metadata may change). The server keeps a
+    fingerprint of each request beside its request id (the method and the request's
+    content without request_id, namespace, view and output-only fields; a Write stream item
+    counts as its unary call), and a request carrying a remembered request_id with another
+    fingerprint (another method, or other content: another execution, checkpoint, verdict or
+    value) is a reuse, not a retry: it fails with FAILED_PRECONDITION (REQUEST_ID_REUSED,
+    metadata "request_id" and "method", the RPC the id was first used for) and writes
+    nothing. Request ids stored before schema version 7 carry no fingerprint and answer as
+    retries. LeaseDecision and ReportResume are keyed by their lease_token, not by
+    request_id (see each); the ReplicationService RPCs take none.
     * Errors. Failures carry a google.rpc.ErrorInfo (domain "checkpointd.v1") in the
     grpc-status-details-bin trailer. Its reason is one of: INVALID_FIELD (metadata "field"
     and "rule"), INVALID_PAGE_TOKEN, MALFORMED_REQUEST, MESSAGE_TOO_LARGE (metadata
     "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
     CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, REQUEST_APPLIED_THEN_DELETED (metadata
-    "request_id"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
+    "request_id"), REQUEST_ID_REUSED (metadata "request_id", "method"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
     NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, for
     the decision RPCs also ALREADY_DECIDED (metadata "decided_by", "approved",
     "decided_at"), NO_DECISION, LEASE_HELD (metadata "lease_expires_at"), LEASE_LOST and
@@ -331,13 +351,23 @@ class CheckpointService:
     writes nothing and fails with FAILED_PRECONDITION (REQUEST_APPLIED_THEN_DELETED); a
     retried DeleteExecution or PruneCheckpoints returns the first call's counts and deletes
     nothing more. A retry arriving after the retention is a new call. An empty request_id
-    turns retry detection off.
+    turns retry detection off. A retry is the same request sent again: the same method and
+    fields (only the call's deadline and metadata may change). The server keeps a
+    fingerprint of each request beside its request id (the method and the request's
+    content without request_id, namespace, view and output-only fields; a Write stream item
+    counts as its unary call), and a request carrying a remembered request_id with another
+    fingerprint (another method, or other content: another execution, checkpoint, verdict or
+    value) is a reuse, not a retry: it fails with FAILED_PRECONDITION (REQUEST_ID_REUSED,
+    metadata "request_id" and "method", the RPC the id was first used for) and writes
+    nothing. Request ids stored before schema version 7 carry no fingerprint and answer as
+    retries. LeaseDecision and ReportResume are keyed by their lease_token, not by
+    request_id (see each); the ReplicationService RPCs take none.
     * Errors. Failures carry a google.rpc.ErrorInfo (domain "checkpointd.v1") in the
     grpc-status-details-bin trailer. Its reason is one of: INVALID_FIELD (metadata "field"
     and "rule"), INVALID_PAGE_TOKEN, MALFORMED_REQUEST, MESSAGE_TOO_LARGE (metadata
     "limit_bytes"), CHECKPOINT_NOT_FOUND, NO_CHECKPOINTS, NO_PENDING_INTERRUPT,
     CHECKPOINT_EXISTS, RUN_ALREADY_FINISHED, REQUEST_APPLIED_THEN_DELETED (metadata
-    "request_id"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
+    "request_id"), REQUEST_ID_REUSED (metadata "request_id", "method"), RUN_END_NOT_FORKABLE, MISSING_TOKEN, INVALID_TOKEN,
     NAMESPACE_NOT_ALLOWED, READ_ONLY_TOKEN, STORE_UNAVAILABLE, STORE_TIMEOUT, INTERNAL, for
     the decision RPCs also ALREADY_DECIDED (metadata "decided_by", "approved",
     "decided_at"), NO_DECISION, LEASE_HELD (metadata "lease_expires_at"), LEASE_LOST and

@@ -122,6 +122,13 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     DeleteExecution or PruneCheckpoints removed since; nothing was written.
     Code: FAILED_PRECONDITION. Metadata: `request_id`.
     """
+    ERROR_REASON_REQUEST_ID_REUSED: _ErrorReason.ValueType  # 29
+    """A request id the server remembers for another request: another method, or the same
+    method with other content (contract C10). A retry is the same request sent again; this
+    is a client bug, such as a request-id counter that restarted. Nothing was written.
+    Code: FAILED_PRECONDITION. Metadata: `request_id`, `method` (the RPC the id was first
+    used for, such as "PutCheckpoint").
+    """
     ERROR_REASON_CURSOR_EXPIRED: _ErrorReason.ValueType  # 23
     """A watch resumed from a cursor older than the event retention; watch again from cursor 0
     for a fresh snapshot.
@@ -262,6 +269,13 @@ ERROR_REASON_REQUEST_APPLIED_THEN_DELETED: ErrorReason.ValueType  # 22
 """A late retry of a PutCheckpoint or RecordInterrupt that was applied and whose rows
 DeleteExecution or PruneCheckpoints removed since; nothing was written.
 Code: FAILED_PRECONDITION. Metadata: `request_id`.
+"""
+ERROR_REASON_REQUEST_ID_REUSED: ErrorReason.ValueType  # 29
+"""A request id the server remembers for another request: another method, or the same
+method with other content (contract C10). A retry is the same request sent again; this
+is a client bug, such as a request-id counter that restarted. Nothing was written.
+Code: FAILED_PRECONDITION. Metadata: `request_id`, `method` (the RPC the id was first
+used for, such as "PutCheckpoint").
 """
 ERROR_REASON_CURSOR_EXPIRED: ErrorReason.ValueType  # 23
 """A watch resumed from a cursor older than the event retention; watch again from cursor 0

@@ -499,8 +499,9 @@ class SubmitDecisionRequest(_message.Message):
     namespace: _builtins.str
     """The namespace of the run; empty means "default"."""
     request_id: _builtins.str
-    """The client-generated id of this call. Up to 128 characters. A retry with the same id
-    gets the first answer.
+    """The client-generated id of this call. Up to 128 characters. A retry (the same request
+    again) gets the first answer; the id on another request (another execution, verdict,
+    metadata, decided_by or reason) is FAILED_PRECONDITION (REQUEST_ID_REUSED).
     """
     execution_id: _builtins.str
     """The paused run. Required."""

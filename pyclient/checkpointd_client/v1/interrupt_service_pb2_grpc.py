@@ -207,7 +207,10 @@ class InterruptServiceServicer:
         "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
         (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
         (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
-        newest checkpoint; `@idempotent` results in the store keep side effects single.
+        newest checkpoint; `@idempotent` results in the store keep side effects single. A retry
+        after a lost reply is the same lease_token again: a renewal, answered with the lease it
+        holds (attempts unchanged); request_id is validated but not remembered. Leasing writes:
+        a read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -220,7 +223,9 @@ class InterruptServiceServicer:
         one transaction. Only the holder of the current lease may report (its lease may have run
         out, as long as nobody took it since): any other token is FAILED_PRECONDITION
         (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
-        stored decision again.
+        stored decision again, and another outcome is FAILED_PRECONDITION (DECISION_CLOSED).
+        request_id is validated but not remembered. Reporting writes: a read-only token gets
+        PERMISSION_DENIED (READ_ONLY_TOKEN).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

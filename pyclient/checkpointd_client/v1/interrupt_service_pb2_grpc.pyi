@@ -138,7 +138,10 @@ class InterruptServiceStub:
     "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
     (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
     (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
-    newest checkpoint; `@idempotent` results in the store keep side effects single.
+    newest checkpoint; `@idempotent` results in the store keep side effects single. A retry
+    after a lost reply is the same lease_token again: a renewal, answered with the lease it
+    holds (attempts unchanged); request_id is validated but not remembered. Leasing writes:
+    a read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
     """
     ReportResume: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ReportResumeRequest, _interrupt_service_pb2.ReportResumeResponse]
     """Reports how a leased decision was carried out: RESUMED, or RESUME_FAILED with an error.
@@ -147,7 +150,9 @@ class InterruptServiceStub:
     one transaction. Only the holder of the current lease may report (its lease may have run
     out, as long as nobody took it since): any other token is FAILED_PRECONDITION
     (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
-    stored decision again.
+    stored decision again, and another outcome is FAILED_PRECONDITION (DECISION_CLOSED).
+    request_id is validated but not remembered. Reporting writes: a read-only token gets
+    PERMISSION_DENIED (READ_ONLY_TOKEN).
     """
     ListDecisions: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListDecisionsRequest, _interrupt_service_pb2.ListDecisionsResponse]
     """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
@@ -266,7 +271,10 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
     (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
     (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
-    newest checkpoint; `@idempotent` results in the store keep side effects single.
+    newest checkpoint; `@idempotent` results in the store keep side effects single. A retry
+    after a lost reply is the same lease_token again: a renewal, answered with the lease it
+    holds (attempts unchanged); request_id is validated but not remembered. Leasing writes:
+    a read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
     """
     ReportResume: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ReportResumeRequest, _interrupt_service_pb2.ReportResumeResponse]  # type: ignore[assignment]
     """Reports how a leased decision was carried out: RESUMED, or RESUME_FAILED with an error.
@@ -275,7 +283,9 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     one transaction. Only the holder of the current lease may report (its lease may have run
     out, as long as nobody took it since): any other token is FAILED_PRECONDITION
     (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
-    stored decision again.
+    stored decision again, and another outcome is FAILED_PRECONDITION (DECISION_CLOSED).
+    request_id is validated but not remembered. Reporting writes: a read-only token gets
+    PERMISSION_DENIED (READ_ONLY_TOKEN).
     """
     ListDecisions: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.ListDecisionsRequest, _interrupt_service_pb2.ListDecisionsResponse]  # type: ignore[assignment]
     """Lists decisions, oldest pause first, one page at a time: with open_only, those not yet
@@ -427,7 +437,10 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         "lease_expires_at"); a decision already reported is FAILED_PRECONDITION
         (DECISION_CLOSED, metadata "status"); no decision on that pause is NOT_FOUND
         (NO_DECISION). A worker that re-drives a run after a lease ran out resumes it from its
-        newest checkpoint; `@idempotent` results in the store keep side effects single.
+        newest checkpoint; `@idempotent` results in the store keep side effects single. A retry
+        after a lost reply is the same lease_token again: a renewal, answered with the lease it
+        holds (attempts unchanged); request_id is validated but not remembered. Leasing writes:
+        a read-only token gets PERMISSION_DENIED (READ_ONLY_TOKEN).
         """
 
     @_abc_1.abstractmethod
@@ -442,7 +455,9 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         one transaction. Only the holder of the current lease may report (its lease may have run
         out, as long as nobody took it since): any other token is FAILED_PRECONDITION
         (LEASE_LOST). A report is final; a retry of it (same lease_token, same outcome) gets the
-        stored decision again.
+        stored decision again, and another outcome is FAILED_PRECONDITION (DECISION_CLOSED).
+        request_id is validated but not remembered. Reporting writes: a read-only token gets
+        PERMISSION_DENIED (READ_ONLY_TOKEN).
         """
 
     @_abc_1.abstractmethod

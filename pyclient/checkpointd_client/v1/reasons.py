@@ -110,6 +110,13 @@ class ErrorReason(StrEnum):
     DeleteExecution or PruneCheckpoints removed since; nothing was written.
     Code: FAILED_PRECONDITION. Metadata: `request_id`."""
 
+    REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+    """A request id the server remembers for another request: another method, or the same
+    method with other content (contract C10). A retry is the same request sent again; this
+    is a client bug, such as a request-id counter that restarted. Nothing was written.
+    Code: FAILED_PRECONDITION. Metadata: `request_id`, `method` (the RPC the id was first
+    used for, such as "PutCheckpoint")."""
+
     CURSOR_EXPIRED = "CURSOR_EXPIRED"
     """A watch resumed from a cursor older than the event retention; watch again from cursor 0
     for a fresh snapshot.

@@ -14,6 +14,7 @@ from checkpointd.errors import (
     RunAlreadyFinished,
     RunEndNotForkable,
 )
+from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd_client.v1 import checkpoint_service_pb2 as svc
@@ -59,7 +60,11 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         record = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
-        stored = await shielded(self._store.put_checkpoint(namespace, request_id, record))
+        stored = await shielded(
+            self._store.put_checkpoint(
+                namespace, request_id, record, fingerprint=fingerprint("PutCheckpoint", request)
+            )
+        )
         return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored, basic=basic))
 
     async def GetCheckpoint(
@@ -134,7 +139,11 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         result = await shielded(
             self._store.delete_execution(
-                namespace, execution_id, request_id=request_id, now=self._deps.clock()
+                namespace,
+                execution_id,
+                request_id=request_id,
+                now=self._deps.clock(),
+                fingerprint=fingerprint("DeleteExecution", request),
             )
         )
         return svc.DeleteExecutionResponse(
@@ -167,6 +176,7 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
                 batch_size=self._deps.prune_batch_size,
                 request_id=request_id,
                 now=now,
+                fingerprint=fingerprint("PruneCheckpoints", request),
             )
         )
         return svc.PruneCheckpointsResponse(

@@ -20,6 +20,7 @@ from checkpointd.errors import (
     NoDecision,
     NoPendingInterrupt,
 )
+from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
@@ -78,7 +79,13 @@ class DecisionMethods:
             decided_at=self._deps.clock(),
         )
         change = await shielded(
-            self._deps.store.submit_decision(namespace, request_id, execution_id, decision)
+            self._deps.store.submit_decision(
+                namespace,
+                request_id,
+                execution_id,
+                decision,
+                fingerprint=fingerprint("SubmitDecision", request),
+            )
         )
         if change.outcome is DecisionOutcome.NOT_FOUND:
             raise NoPendingInterrupt(execution_id)

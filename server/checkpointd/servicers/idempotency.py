@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from checkpointd import validation as v
+from checkpointd.fingerprint import fingerprint
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd_client.v1 import idempotency_service_pb2 as svc
 from checkpointd_client.v1 import idempotency_service_pb2_grpc as svc_grpc
@@ -34,7 +35,13 @@ class IdempotencyServicer(svc_grpc.IdempotencyServiceServicer):
         # A retry of an applied request id writes nothing (contract D1).
         await shielded(
             self._store.put_idempotent(
-                namespace, request_id, execution_id, key, result_json, self._deps.clock()
+                namespace,
+                request_id,
+                execution_id,
+                key,
+                result_json,
+                self._deps.clock(),
+                fingerprint=fingerprint("PutIdempotencyResult", request),
             )
         )
         return svc.PutIdempotencyResultResponse()

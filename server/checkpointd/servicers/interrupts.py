@@ -15,6 +15,7 @@ from checkpointd.convert import (
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
+from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd.servicers.decisions import DecisionMethods
@@ -111,7 +112,13 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             raise InvalidField("checkpoint.status", "must be CHECKPOINT_STATUS_INTERRUPTED")
         pending = pending_from_proto(request.pending, field="pending", checkpoint=checkpoint)
         result = await shielded(
-            self._store.record_interrupt(namespace, request_id, checkpoint, pending)
+            self._store.record_interrupt(
+                namespace,
+                request_id,
+                checkpoint,
+                pending,
+                fingerprint=fingerprint("RecordInterrupt", request),
+            )
         )
         return svc.RecordInterruptResponse(
             checkpoint=checkpoint_to_proto(result.checkpoint),

@@ -10,7 +10,8 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
 * ``checkpoints``: one row per checkpoint; ``sequence`` is assigned at insert and is
   monotonic per store; unique ``(namespace, checkpoint_id)``; ``request_id`` of the write
   that created it, unique per namespace when not empty: a retry with the same request id
-  returns the stored row, whatever filled its checkpoint id (contracts C2, C9). Also the
+  returns the stored row, whatever filled its checkpoint id (contracts C2, C9), and
+  ``request_fingerprint`` of that write (C10). Also the
   replication outbox: ``synced_at`` (null while unsettled) and ``sync_error`` (the reason of
   a quarantined row), settled once, first-wins (contracts R1-R4).
 * ``pending_interrupts``: primary key ``(namespace, execution_id)``; carries the sequence
@@ -22,16 +23,24 @@ Tables, the same in both backends (names may carry a schema prefix on Postgres):
   apart from the rows they wrote, with ``applied_at`` and a ``kind``: applied idempotency
   puts (contract D1); the puts and records whose checkpoints a delete or a prune removed
   (tombstones, so their late retry writes nothing: C9); and the replies of DeleteExecution
-  and PruneCheckpoints (``reply_json``), so a retry is answered like the first call. The
-  purge forgets them after the request-id retention.
+  and PruneCheckpoints (``reply_json``), so a retry is answered like the first call; each
+  with the ``request_fingerprint`` of the request that left it (a tombstone: that of the
+  deleted row's write). The purge forgets them after the request-id retention.
 * ``interrupt_events``: the outbox; one row per added/claimed/removed/decided pending
   interrupt and per resume report, written in the same transaction as the change (contract
   I1), with a monotonic ``cursor``; decision events carry the decision (``decision_json``).
 * ``interrupt_decisions``: primary key ``(namespace, execution_id, checkpoint_id)``: the one
-  decision on a pause (K1), its request id (unique per namespace when not empty), a copy of
+  decision on a pause (K1), its request id (unique per namespace when not empty) and
+  ``request_fingerprint``, a copy of
   the pending row as decided, and how it is being carried out: status, the worker's lease
   (``lease_token``, ``lease_expires_at``), attempts, error (K2). It outlives the pending row,
   which the resume claims; DeleteExecution removes it.
+
+Request fingerprints (contract C10). Every method that remembers a request id takes the
+request's ``fingerprint`` (:mod:`checkpointd.fingerprint`; empty: none) and stores it beside
+the id. When the id is found, the fingerprints are compared: equal (or either empty: an id
+stored before schema version 7 has none) is a retry and answered as before; different is
+:class:`RequestIdReused`, and nothing is written.
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ __all__ = [
     "EventNotifier",
     "PoolState",
     "RequestAppliedThenDeleted",
+    "RequestIdReused",
     "Store",
     "StoreError",
     "StoreUnavailable",
@@ -92,6 +102,16 @@ class RequestAppliedThenDeleted(StoreError):
             f"request {request_id!r} was applied and the rows it wrote have since been deleted"
         )
         self.request_id = request_id
+
+
+class RequestIdReused(StoreError):
+    """A request id already remembered for another request (another method, or the same
+    method with other content: its fingerprint differs); nothing is written (contract C10)."""
+
+    def __init__(self, request_id: str, method: str) -> None:
+        super().__init__(f"request id {request_id!r} was already used for another {method} request")
+        self.request_id = request_id
+        self.method = method
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +175,12 @@ class Store(Protocol):
     # --- checkpoints ---------------------------------------------------------------------
 
     async def put_checkpoint(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        *,
+        fingerprint: str = "",
     ) -> CheckpointRecord:
         """Insert one checkpoint and return it with its sequence.
 
@@ -212,6 +237,7 @@ class Store(Protocol):
         *,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
         transaction; write a ``removed`` event when a pending interrupt went away.
@@ -231,6 +257,7 @@ class Store(Protocol):
         batch_size: int,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> PruneResult:
         """Delete completed/failed checkpoints and idempotency results with created_at < cutoff.
 
@@ -245,7 +272,13 @@ class Store(Protocol):
     # --- interrupts ----------------------------------------------------------------------
 
     async def record_interrupt(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
     ) -> RecordInterruptResult:
         """Insert the interrupted checkpoint and, unless the execution already has one, the
         pending row plus an ``added`` event, all in one transaction.
@@ -271,7 +304,13 @@ class Store(Protocol):
     # --- decisions -----------------------------------------------------------------------
 
     async def submit_decision(
-        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        decision: DecisionRecord,
+        *,
+        fingerprint: str = "",
     ) -> DecisionChange:
         """Store ``decision`` on the execution's pending interrupt with a ``decided`` event,
         in one transaction, unless that pause already has one (K1).
@@ -364,6 +403,8 @@ class Store(Protocol):
         key: str,
         result_json: str,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Insert or replace the cached result, with created_at = ``now``.
 

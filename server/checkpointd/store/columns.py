@@ -45,12 +45,13 @@ CHECKPOINT_COLUMNS: Final = (
     "node_output_json, iteration, iteration_counters_json, interrupt_reason, "
     "interrupt_context_json, agent_path, created_at"
 )
-#: The columns a checkpoint insert writes, in the order of :func:`checkpoint_params`.
+#: The columns a checkpoint insert writes, in the order of :func:`checkpoint_params`; the
+#: request's fingerprint is last (C10).
 CHECKPOINT_INSERT_COLUMNS: Final = (
     "namespace, execution_id, checkpoint_id, request_id, parent_checkpoint_id, chain_name, "
     "node_id, node_index, step_type, status, state_snapshot_json, node_input_json, "
     "node_output_json, iteration, iteration_counters_json, interrupt_reason, "
-    "interrupt_context_json, agent_path, created_at"
+    "interrupt_context_json, agent_path, created_at, request_fingerprint"
 )
 #: A pending row, in the order of :func:`pending_params`.
 PENDING_COLUMNS: Final = (
@@ -94,10 +95,14 @@ def sizes(size_of: Callable[[Sequence[str]], str]) -> tuple[str, str, str]:
 
 
 def checkpoint_params(
-    namespace: str, request_id: Any, checkpoint: CheckpointRecord, write_time: TimeWriter
+    namespace: str,
+    request_id: Any,
+    checkpoint: CheckpointRecord,
+    write_time: TimeWriter,
+    fingerprint: str | None = None,
 ) -> tuple[Any, ...]:
     """The values of :data:`CHECKPOINT_INSERT_COLUMNS`, in order (``request_id`` as the
-    backend stores "none")."""
+    backend stores "none"; ``fingerprint`` None when the request has none)."""
     return (
         namespace,
         checkpoint.execution_id,
@@ -118,6 +123,7 @@ def checkpoint_params(
         checkpoint.interrupt_context_json,
         checkpoint.agent_path,
         write_time(checkpoint.created_at),
+        fingerprint or None,
     )
 
 
@@ -154,9 +160,11 @@ def decision_params(
     decision: DecisionRecord,
     pending: PendingRecord,
     write_time: TimeWriter,
+    fingerprint: str = "",
 ) -> tuple[Any, ...]:
     """A new decision row: namespace, request id, approved, metadata_json, decided_by,
-    decision_reason, decided_at, then :data:`PENDING_COLUMNS` of its pause."""
+    decision_reason, decided_at, then :data:`PENDING_COLUMNS` of its pause, then the
+    request's fingerprint (None when it has none: C10)."""
     return (
         namespace,
         request_id,
@@ -166,4 +174,5 @@ def decision_params(
         decision.reason,
         write_time(decision.decided_at),
         *pending_params(pending, write_time),
+        fingerprint or None,
     )

@@ -106,7 +106,8 @@ class Sql:
             INSERT INTO {cp} ({CHECKPOINT_INSERT_COLUMNS})
             SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text,
                    $8::bigint, $9::text, $10::text, $11::text, $12::text, $13::text,
-                   $14::bigint, $15::text, $16::text, $17::text, $18::text, $19::timestamptz
+                   $14::bigint, $15::text, $16::text, $17::text, $18::text, $19::timestamptz,
+                   $20::text
             WHERE $4::text IS NULL
                OR NOT EXISTS ({tombstone.format(ns="$1::text", rid="$4::text")})
             ON CONFLICT DO NOTHING
@@ -119,11 +120,12 @@ class Sql:
                                  $6::text[], $7::text[], $8::bigint[], $9::text[], $10::text[],
                                  $11::text[], $12::text[], $13::text[], $14::bigint[],
                                  $15::text[], $16::text[], $17::text[], $18::text[],
-                                 $19::timestamptz[])
+                                 $19::timestamptz[], $20::text[])
                 AS u (namespace, execution_id, checkpoint_id, request_id, parent_checkpoint_id,
                       chain_name, node_id, node_index, step_type, status, state_snapshot_json,
                       node_input_json, node_output_json, iteration, iteration_counters_json,
-                      interrupt_reason, interrupt_context_json, agent_path, created_at)
+                      interrupt_reason, interrupt_context_json, agent_path, created_at,
+                      request_fingerprint)
             WHERE u.request_id IS NULL
                OR NOT EXISTS ({tombstone.format(ns="u.namespace", rid="u.request_id")})
             ON CONFLICT DO NOTHING
@@ -132,9 +134,12 @@ class Sql:
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND checkpoint_id = $2"
         )
         self.checkpoint_by_request_id = (
-            f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND request_id = $2"
+            f"SELECT {cols}, request_fingerprint FROM {cp} WHERE namespace = $1 AND request_id = $2"
         )
-        self.is_tombstone = tombstone.format(ns="$1", rid="$2")
+        # The fingerprint of the id's tombstone, in a 1-row answer (none: no tombstone).
+        self.tombstone_fingerprint = tombstone.format(ns="$1", rid="$2").replace(
+            "SELECT 1 ", "SELECT a.request_fingerprint ", 1
+        )
         self.get_checkpoint = (
             f"SELECT {cols} FROM {cp} "
             "WHERE namespace = $1 AND checkpoint_id = $2 AND execution_id = $3"
@@ -164,21 +169,28 @@ class Sql:
         self.delete_checkpoints = f"""
             WITH gone AS (
                 DELETE FROM {cp} WHERE namespace = $1 AND execution_id = $2
-                RETURNING request_id
+                RETURNING request_id, request_fingerprint
             ), kept AS (
-                INSERT INTO {applied} (namespace, request_id, applied_at, kind)
-                SELECT $1::text, request_id, $3::timestamptz, '{replies.DELETED_WRITE}' FROM gone
+                INSERT INTO {applied} (namespace, request_id, applied_at, kind, request_fingerprint)
+                SELECT $1::text, request_id, $3::timestamptz, '{replies.DELETED_WRITE}',
+                       request_fingerprint
+                FROM gone
                 WHERE request_id IS NOT NULL
                 ON CONFLICT (namespace, request_id) DO NOTHING
             )
             SELECT count(*) FROM gone"""
         self.reply_of_request = (
-            f"SELECT kind, reply_json FROM {applied} WHERE namespace = $1 AND request_id = $2"
+            f"SELECT kind, reply_json, request_fingerprint FROM {applied} "
+            "WHERE namespace = $1 AND request_id = $2"
         )
-        # Parameters: namespace, request_id, applied_at, kind, reply_json.
+        self.fingerprint_of_applied = (
+            f"SELECT request_fingerprint FROM {applied} WHERE namespace = $1 AND request_id = $2"
+        )
+        # Parameters: namespace, request_id, applied_at, kind, reply_json, fingerprint.
         self.record_reply = f"""
-            INSERT INTO {applied} (namespace, request_id, applied_at, kind, reply_json)
-            VALUES ($1, $2, $3, $4, $5)
+            INSERT INTO {applied} (namespace, request_id, applied_at, kind, reply_json,
+                                   request_fingerprint)
+            VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (namespace, request_id) DO NOTHING
             RETURNING 1"""
         self.set_reply = (
@@ -198,10 +210,12 @@ class Sql:
             ), gone AS (
                 DELETE FROM {cp}
                 WHERE sequence = ANY (ARRAY(SELECT sequence FROM doomed))
-                RETURNING request_id
+                RETURNING request_id, request_fingerprint
             ), kept AS (
-                INSERT INTO {applied} (namespace, request_id, applied_at, kind)
-                SELECT $1::text, request_id, $5::timestamptz, '{replies.DELETED_WRITE}' FROM gone
+                INSERT INTO {applied} (namespace, request_id, applied_at, kind, request_fingerprint)
+                SELECT $1::text, request_id, $5::timestamptz, '{replies.DELETED_WRITE}',
+                       request_fingerprint
+                FROM gone
                 WHERE request_id IS NOT NULL
                 ON CONFLICT (namespace, request_id) DO NOTHING
             )
@@ -285,7 +299,7 @@ class Sql:
             "ORDER BY sequence DESC LIMIT 1"
         )
         self.decision_by_request_id = (
-            f"SELECT {dcols} FROM {decisions} "
+            f"SELECT {dcols}, request_fingerprint FROM {decisions} "
             "WHERE namespace = $1 AND request_id = $2 AND request_id <> ''"
         )
         self.pending_by_execution_locked = (
@@ -294,9 +308,9 @@ class Sql:
         self.insert_decision = f"""
             INSERT INTO {decisions} (
                 namespace, request_id, approved, metadata_json, decided_by, decision_reason,
-                decided_at, decision_status, {pcols}
+                decided_at, decision_status, {pcols}, request_fingerprint
             ) VALUES ($1, $2, $3, $4, $5, $6, $7, 'decided',
-                      $8, $9, $10, $11, $12, $13, $14, $15, $16)
+                      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
             ON CONFLICT DO NOTHING
             RETURNING {dcols}"""
         self.take_lease = f"""
@@ -349,40 +363,50 @@ class Sql:
         # With a request id (contract D1): the id is recorded in the statement of the upsert,
         # which runs only when the id is new; a retry finds it (a concurrent first call's
         # insert is waited for) and writes nothing. Parameters as put_idempotent, then $6 the
-        # request id.
+        # request id and $7 its fingerprint. Answers whether the id was new (C10: if not,
+        # the caller compares the stored fingerprint).
         self.put_idempotent_once = f"""
             WITH fresh AS (
-                INSERT INTO {applied} (namespace, request_id, applied_at)
-                VALUES ($1, $6, $5)
+                INSERT INTO {applied} (namespace, request_id, applied_at, request_fingerprint)
+                VALUES ($1, $6, $5, $7)
                 ON CONFLICT (namespace, request_id) DO NOTHING
                 RETURNING 1
+            ), put AS (
+                INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
+                SELECT $1::text, $2::text, $3::text, $4::text, $5::timestamptz
+                WHERE EXISTS (SELECT 1 FROM fresh)
+                ON CONFLICT (namespace, execution_id, key)
+                DO UPDATE SET result_json = EXCLUDED.result_json,
+                              created_at = EXCLUDED.created_at
             )
-            INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
-            SELECT $1::text, $2::text, $3::text, $4::text, $5::timestamptz
-            WHERE EXISTS (SELECT 1 FROM fresh)
-            ON CONFLICT (namespace, execution_id, key)
-            DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
+            SELECT EXISTS (SELECT 1 FROM fresh)"""
         # A group: rows with an empty request id are upserted; the others only when their
-        # request id was recorded by this statement (the caller sends each id once).
+        # request id was recorded by this statement (the caller sends each id once). Answers
+        # the ids it recorded.
         self.put_idempotents = f"""
             WITH u AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
-                                     $5::timestamptz[], $6::text[])
-                    AS u (namespace, execution_id, key, result_json, created_at, request_id)
+                                     $5::timestamptz[], $6::text[], $7::text[])
+                    AS u (namespace, execution_id, key, result_json, created_at, request_id,
+                          request_fingerprint)
             ), fresh AS (
-                INSERT INTO {applied} (namespace, request_id, applied_at)
-                SELECT namespace, request_id, created_at FROM u WHERE request_id <> ''
+                INSERT INTO {applied} (namespace, request_id, applied_at, request_fingerprint)
+                SELECT namespace, request_id, created_at, request_fingerprint
+                FROM u WHERE request_id <> ''
                 ON CONFLICT (namespace, request_id) DO NOTHING
                 RETURNING namespace, request_id
+            ), put AS (
+                INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
+                SELECT u.namespace, u.execution_id, u.key, u.result_json, u.created_at FROM u
+                WHERE u.request_id = '' OR EXISTS (
+                    SELECT 1 FROM fresh AS f
+                    WHERE f.namespace = u.namespace AND f.request_id = u.request_id
+                )
+                ON CONFLICT (namespace, execution_id, key)
+                DO UPDATE SET result_json = EXCLUDED.result_json,
+                              created_at = EXCLUDED.created_at
             )
-            INSERT INTO {idem} (namespace, execution_id, key, result_json, created_at)
-            SELECT u.namespace, u.execution_id, u.key, u.result_json, u.created_at FROM u
-            WHERE u.request_id = '' OR EXISTS (
-                SELECT 1 FROM fresh AS f
-                WHERE f.namespace = u.namespace AND f.request_id = u.request_id
-            )
-            ON CONFLICT (namespace, execution_id, key)
-            DO UPDATE SET result_json = EXCLUDED.result_json, created_at = EXCLUDED.created_at"""
+            SELECT namespace, request_id FROM fresh"""
         self.get_idempotent = (
             f"SELECT result_json FROM {idem} "
             "WHERE namespace = $1 AND execution_id = $2 AND key = $3"

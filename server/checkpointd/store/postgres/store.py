@@ -210,7 +210,7 @@ class PostgresStore:
                 key=lambda args: (args[0], args[2]),
             )
         )
-        self._idempotent_group: GroupCommit[tuple[object, ...], None] = GroupCommit(
+        self._idempotent_group: GroupCommit[tuple[object, ...], bool] = GroupCommit(
             self._put_idempotents,
             max_batch=GROUP_COMMIT_MAX,
             key=lambda args: (args[0], args[1], args[2]),
@@ -331,7 +331,12 @@ class PostgresStore:
     # --- checkpoints ---------------------------------------------------------------------
 
     async def put_checkpoint(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        *,
+        fingerprint: str = "",
     ) -> CheckpointRecord:
         """Insert one checkpoint and return it with its sequence (see the Store protocol).
 
@@ -340,7 +345,7 @@ class PostgresStore:
         ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a duplicate,
         so no transaction is ever left open or aborted, and an acknowledged row is committed.
         """
-        args = self._checkpoint_args(namespace, request_id, checkpoint)
+        args = self._checkpoint_args(namespace, request_id, checkpoint, fingerprint)
         stored = await self._checkpoint_group.submit(args)
         if stored is not None:
             return stored
@@ -349,7 +354,9 @@ class PostgresStore:
                 row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
                 if row is not None:
                     return _checkpoint_from_row(row)
-                stored = await self._existing_checkpoint(conn, namespace, request_id, checkpoint)
+                stored = await self._existing_checkpoint(
+                    conn, namespace, request_id, checkpoint, fingerprint
+                )
                 if stored is not None:
                     return stored
         raise StoreUnavailable("checkpoint write kept racing with a delete; retry")
@@ -413,6 +420,7 @@ class PostgresStore:
         *,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
         transaction; write a ``removed`` event when a pending interrupt went away.
@@ -431,11 +439,16 @@ class PostgresStore:
                 applied_at,
                 replies.DELETE_EXECUTION,
                 None,
+                fingerprint or None,
             ):
                 row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
+                if row is not None:
+                    first = row["request_fingerprint"]
+                    retries.check_fingerprint(request_id, first, fingerprint)
                 if row is not None and row["kind"] == replies.DELETE_EXECUTION:
                     return replies.decode_delete(row["reply_json"])
-                record = False  # an id already used by another kind of call is kept
+                # An id stored without a fingerprint by another kind of call is kept.
+                record = False
             checkpoints = int(
                 await conn.fetchval(
                     self._sql.delete_checkpoints, namespace, execution_id, applied_at
@@ -469,6 +482,7 @@ class PostgresStore:
         batch_size: int,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> PruneResult:
         """Delete completed/failed checkpoints and idempotency results older than ``cutoff``.
 
@@ -482,7 +496,7 @@ class PostgresStore:
         cutoff = times.utc_in(cutoff)
         applied_at = times.utc_in(datetime.now(UTC) if now is None else now)
         if request_id:
-            earlier = await self._prune_reply(namespace, request_id)
+            earlier = await self._prune_reply(namespace, request_id, fingerprint)
             if earlier is not None:
                 return earlier
         checkpoints = await self._prune_loop(
@@ -499,15 +513,22 @@ class PostgresStore:
                     applied_at,
                     replies.PRUNE,
                     replies.encode(result),
+                    fingerprint or None,
                 )
             if not recorded:
                 # A concurrent call with this id finished first: answer like it did.
-                return await self._prune_reply(namespace, request_id) or result
+                return await self._prune_reply(namespace, request_id, fingerprint) or result
         return result
 
-    async def _prune_reply(self, namespace: str, request_id: str) -> PruneResult | None:
+    async def _prune_reply(
+        self, namespace: str, request_id: str, fingerprint: str
+    ) -> PruneResult | None:
+        """The reply recorded under ``request_id`` (None: none, or another kind of call's id
+        stored without a fingerprint); :class:`RequestIdReused` for another request's id."""
         async with self._connection() as conn:
             row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
+        if row is not None:
+            retries.check_fingerprint(request_id, row["request_fingerprint"], fingerprint)
         if row is None or row["kind"] != replies.PRUNE:
             return None
         return replies.decode_prune(row["reply_json"])
@@ -530,13 +551,19 @@ class PostgresStore:
     # --- interrupts ----------------------------------------------------------------------
 
     async def record_interrupt(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
     ) -> RecordInterruptResult:
         """Insert the interrupted checkpoint and, unless the execution already has one, the
         pending row plus an ``added`` event, all in one transaction (contracts I1, I2)."""
         if pending.execution_id != checkpoint.execution_id:
             raise ValueError("the pending row and its checkpoint name different executions")
-        args = self._checkpoint_args(namespace, request_id, checkpoint)
+        args = self._checkpoint_args(namespace, request_id, checkpoint, fingerprint)
         async with self._connection() as conn, conn.transaction():
             stored: CheckpointRecord | None = None
             for _ in range(_RACE_ATTEMPTS):
@@ -544,7 +571,9 @@ class PostgresStore:
                 if row is not None:
                     stored = _checkpoint_from_row(row)
                     break
-                retried = await self._existing_checkpoint(conn, namespace, request_id, checkpoint)
+                retried = await self._existing_checkpoint(
+                    conn, namespace, request_id, checkpoint, fingerprint
+                )
                 if retried is not None:
                     return await self._retried_interrupt(conn, namespace, retried, pending)
             if stored is None:
@@ -633,7 +662,13 @@ class PostgresStore:
     # --- decisions -----------------------------------------------------------------------
 
     async def submit_decision(
-        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        decision: DecisionRecord,
+        *,
+        fingerprint: str = "",
     ) -> DecisionChange:
         """Store the one decision on the execution's pending interrupt, with a ``decided``
         event, in one transaction (K1). Concurrent deciders queue on the pending row's lock;
@@ -642,6 +677,8 @@ class PostgresStore:
             if request_id:
                 row = await conn.fetchrow(self._sql.decision_by_request_id, namespace, request_id)
                 if row is not None:
+                    first = row["request_fingerprint"]
+                    retries.check_fingerprint(request_id, first, fingerprint)
                     return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(row))
             row = await conn.fetchrow(
                 self._sql.pending_by_execution_locked, namespace, execution_id
@@ -663,7 +700,9 @@ class PostgresStore:
                 return DecisionChange(outcome, _decided_from_row(winner))
             row = await conn.fetchrow(
                 self._sql.insert_decision,
-                *decision_params(namespace, request_id, decision, pending, times.utc_in),
+                *decision_params(
+                    namespace, request_id, decision, pending, times.utc_in, fingerprint
+                ),
             )
             if row is None:
                 # Only a concurrent call with this request id, on another pause, can get here.
@@ -806,13 +845,19 @@ class PostgresStore:
         key: str,
         result_json: str,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Insert or replace the cached result, with created_at = ``now`` (contract D1), in
         the next group-commit statement; a retry of a recorded ``request_id`` writes
         nothing."""
-        await self._idempotent_group.submit(
-            (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
-        )
+        row = (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
+        fresh = await self._idempotent_group.submit((*row, fingerprint or None))
+        if request_id and not fresh:
+            # A retry (the first call's write stands), or another request's id (C10).
+            async with self._connection() as conn:
+                first = await conn.fetchval(self._sql.fingerprint_of_applied, namespace, request_id)
+            retries.check_fingerprint(request_id, first, fingerprint)
 
     async def _insert_checkpoints(
         self, batch: list[tuple[object, ...]]
@@ -831,10 +876,11 @@ class PostgresStore:
         }
         return [written.get((args[0], args[2])) for args in batch]
 
-    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[None]:
+    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool]:
         """Upsert a group of idempotency results in one statement (one row: the one-row
-        upsert). A later row of the group with the request id of an earlier one is a retry
-        of it and is left out."""
+        upsert); for each, whether its request id was recorded by this statement (True
+        without one). A later row of the group with the request id of an earlier one is left
+        out (a retry of it, or another request: its caller compares the fingerprints)."""
         rows: list[tuple[object, ...]] = []
         seen: set[tuple[object, object]] = set()
         for args in batch:
@@ -844,15 +890,19 @@ class PostgresStore:
                     continue
                 seen.add(request)
             rows.append(args)
+        fresh: set[tuple[object, object]] = set()
         async with self._connection() as conn:
             if len(rows) > 1:
                 columns = [list(column) for column in zip(*rows, strict=True)]
-                await conn.execute(self._sql.put_idempotents, *columns)
+                recorded = await conn.fetch(self._sql.put_idempotents, *columns)
+                fresh = {(row["namespace"], row["request_id"]) for row in recorded}
             elif rows[0][5]:
-                await conn.execute(self._sql.put_idempotent_once, *rows[0])
+                if await conn.fetchval(self._sql.put_idempotent_once, *rows[0]):
+                    fresh = {(rows[0][0], rows[0][5])}
             else:
                 await conn.execute(self._sql.put_idempotent, *rows[0][:5])
-        return [None] * len(batch)
+        kept = {id(args) for args in rows}
+        return [not args[5] or (id(args) in kept and (args[0], args[5]) in fresh) for args in batch]
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
         """Return the cached JSON text, or None when there is none."""
@@ -911,22 +961,33 @@ class PostgresStore:
 
     @staticmethod
     def _checkpoint_args(
-        namespace: str, request_id: str, checkpoint: CheckpointRecord
+        namespace: str, request_id: str, checkpoint: CheckpointRecord, fingerprint: str
     ) -> tuple[object, ...]:
-        return checkpoint_params(namespace, request_id or None, checkpoint, times.utc_in)
+        return checkpoint_params(
+            namespace, request_id or None, checkpoint, times.utc_in, fingerprint
+        )
 
     async def _existing_checkpoint(
-        self, conn: _Conn, namespace: str, request_id: str, checkpoint: CheckpointRecord
+        self,
+        conn: _Conn,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        fingerprint: str,
     ) -> CheckpointRecord | None:
         """After an insert wrote nothing: see :func:`retries.existing_checkpoint` (None: the
         conflicting row is gone again, and the caller inserts once more)."""
 
-        async def by_request_id() -> CheckpointRecord | None:
+        async def by_request_id() -> tuple[CheckpointRecord, str | None] | None:
             row = await conn.fetchrow(self._sql.checkpoint_by_request_id, namespace, request_id)
-            return None if row is None else _checkpoint_from_row(row)
+            if row is None:
+                return None
+            return _checkpoint_from_row(row), row["request_fingerprint"]
 
-        async def is_tombstone() -> bool:
-            return bool(await conn.fetchval(self._sql.is_tombstone, namespace, request_id))
+        async def tombstone() -> tuple[str | None] | None:
+            sql = self._sql.tombstone_fingerprint
+            row = await conn.fetchrow(sql, namespace, request_id)
+            return None if row is None else (row[0],)
 
         async def by_checkpoint_id() -> bool:
             cid = checkpoint.checkpoint_id
@@ -935,8 +996,9 @@ class PostgresStore:
         return await retries.existing_checkpoint(
             request_id,
             checkpoint.checkpoint_id,
+            fingerprint,
             by_request_id=by_request_id,
-            is_tombstone=is_tombstone,
+            tombstone=tombstone,
             by_checkpoint_id=by_checkpoint_id,
         )
 

@@ -39,7 +39,7 @@ PREFIX: Final = filters.PrefixMatch("substr(p.agent_path, 1, length(?)) = ?", us
 # parameters are the namespace and the request id again.
 INSERT_CHECKPOINT: Final = (
     f"INSERT INTO checkpoints ({CHECKPOINT_INSERT_COLUMNS}) "
-    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? "
     "WHERE NOT EXISTS (SELECT 1 FROM applied_requests "
     "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write') "
     "RETURNING sequence"
@@ -49,7 +49,7 @@ CHECKPOINT_BY_ID: Final = (
 )
 # The repeated `request_id <> ''` lets SQLite use the partial unique index.
 CHECKPOINT_BY_REQUEST_ID: Final = (
-    f"SELECT {CHECKPOINT_COLUMNS} FROM checkpoints "
+    f"SELECT {CHECKPOINT_COLUMNS}, request_fingerprint FROM checkpoints "
     "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
 )
 GET_CHECKPOINT: Final = (
@@ -114,8 +114,8 @@ DELETE_CHECKPOINTS_OF_EXECUTION: Final = (
 # Run just before the delete, in its transaction: the request ids of the rows about to go
 # become tombstones (C9). Parameters: applied_at, namespace, execution_id.
 TOMBSTONE_EXECUTION: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind) "
-    "SELECT namespace, request_id, ?, 'deleted_write' FROM checkpoints "
+    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind, request_fingerprint) "
+    "SELECT namespace, request_id, ?, 'deleted_write', request_fingerprint FROM checkpoints "
     "WHERE namespace = ? AND execution_id = ? AND request_id <> '' "
     "ON CONFLICT (namespace, request_id) DO NOTHING"
 )
@@ -123,22 +123,24 @@ PRUNE_CHECKPOINTS_BATCH: Final = (
     "DELETE FROM checkpoints WHERE sequence IN ("
     "SELECT sequence FROM checkpoints "
     "WHERE namespace = ? AND created_at < ? AND status IN ('completed', 'failed') LIMIT ?) "
-    "RETURNING request_id"
+    "RETURNING request_id, request_fingerprint"
 )
 TOMBSTONE: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind) "
-    "VALUES (?, ?, ?, 'deleted_write') ON CONFLICT (namespace, request_id) DO NOTHING"
+    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind, request_fingerprint) "
+    "VALUES (?, ?, ?, 'deleted_write', ?) ON CONFLICT (namespace, request_id) DO NOTHING"
 )
 IS_TOMBSTONE: Final = (
-    "SELECT 1 FROM applied_requests "
+    "SELECT request_fingerprint FROM applied_requests "
     "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write'"
 )
 REPLY_OF_REQUEST: Final = (
-    "SELECT kind, reply_json FROM applied_requests WHERE namespace = ? AND request_id = ?"
+    "SELECT kind, reply_json, request_fingerprint FROM applied_requests "
+    "WHERE namespace = ? AND request_id = ?"
 )
 RECORD_REPLY: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at, kind, reply_json) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
+    "INSERT INTO applied_requests "
+    "(namespace, request_id, applied_at, kind, reply_json, request_fingerprint) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
 )
 
 PENDING_OF_EXECUTION: Final = (
@@ -171,7 +173,7 @@ DECISION_OF_PAUSE: Final = (
     "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
 )
 DECISION_BY_REQUEST_ID: Final = (
-    f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
+    f"SELECT {DECISION_ROW_COLUMNS}, request_fingerprint FROM interrupt_decisions "
     "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
 )
 NEWEST_DECISION_OF_EXECUTION: Final = (
@@ -181,7 +183,8 @@ NEWEST_DECISION_OF_EXECUTION: Final = (
 INSERT_DECISION: Final = (
     "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
     "decided_by, decision_reason, decided_at, decision_status, "
-    f"{PENDING_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"{PENDING_COLUMNS}, request_fingerprint) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 TAKE_LEASE: Final = (
     "UPDATE interrupt_decisions SET decision_status = 'resuming', lease_token = ?, "
@@ -230,8 +233,11 @@ PUT_IDEMPOTENT: Final = (
     "(namespace, execution_id, key, result_json, created_at) VALUES (?, ?, ?, ?, ?)"
 )
 RECORD_APPLIED_REQUEST: Final = (
-    "INSERT INTO applied_requests (namespace, request_id, applied_at) VALUES (?, ?, ?) "
-    "ON CONFLICT (namespace, request_id) DO NOTHING"
+    "INSERT INTO applied_requests (namespace, request_id, applied_at, request_fingerprint) "
+    "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
+)
+FINGERPRINT_OF_APPLIED: Final = (
+    "SELECT request_fingerprint FROM applied_requests WHERE namespace = ? AND request_id = ?"
 )
 GET_IDEMPOTENT: Final = (
     "SELECT result_json FROM idempotency_results "

@@ -442,29 +442,35 @@ class SQLiteStore:
         namespace: str,
         request_id: str,
         checkpoint: CheckpointRecord,
+        fingerprint: str,
     ) -> tuple[CheckpointRecord, bool]:
         """Insert inside the caller's transaction; return the stored row and whether this call
-        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists` or
-        :class:`RequestAppliedThenDeleted`. One statement when the row is written."""
-        params = checkpoint_params(namespace, request_id, checkpoint, times.to_us)
+        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists`,
+        :class:`RequestAppliedThenDeleted` or :class:`RequestIdReused`. One statement when the
+        row is written."""
+        params = checkpoint_params(namespace, request_id, checkpoint, times.to_us, fingerprint)
+        created_at_us = params[-2]
         try:
             written = await _fetch(conn, sql.INSERT_CHECKPOINT, (*params, namespace, request_id))
         except sqlite3.IntegrityError:
             written = []
         if written:
             stored = dataclasses.replace(
-                checkpoint, sequence=int(written[0][0]), created_at=times.from_us(params[-1])
+                checkpoint, sequence=int(written[0][0]), created_at=times.from_us(created_at_us)
             )
             return stored, True
 
         # Nothing written: a taken id, or a tombstone. Writers are serialized, so what these
         # lookups see is what stopped the insert.
-        async def by_request_id() -> CheckpointRecord | None:
+        async def by_request_id() -> tuple[CheckpointRecord, str | None] | None:
             found = await _fetch(conn, sql.CHECKPOINT_BY_REQUEST_ID, (namespace, request_id))
-            return _checkpoint_from_row(found[0]) if found else None
+            if not found:
+                return None
+            return _checkpoint_from_row(found[0]), found[0]["request_fingerprint"]
 
-        async def is_tombstone() -> bool:
-            return bool(await _fetch(conn, sql.IS_TOMBSTONE, (namespace, request_id)))
+        async def tombstone() -> tuple[str | None] | None:
+            found = await _fetch(conn, sql.IS_TOMBSTONE, (namespace, request_id))
+            return (found[0][0],) if found else None
 
         async def by_checkpoint_id() -> bool:
             cid = checkpoint.checkpoint_id
@@ -473,8 +479,9 @@ class SQLiteStore:
         stored_before = await retries.existing_checkpoint(
             request_id,
             checkpoint.checkpoint_id,
+            fingerprint,
             by_request_id=by_request_id,
-            is_tombstone=is_tombstone,
+            tombstone=tombstone,
             by_checkpoint_id=by_checkpoint_id,
         )
         if stored_before is not None:
@@ -484,14 +491,21 @@ class SQLiteStore:
     # --- checkpoints ---------------------------------------------------------------------
 
     async def put_checkpoint(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        *,
+        fingerprint: str = "",
     ) -> CheckpointRecord:
         """Insert one checkpoint (group commit); a retry with the same request id returns the
         stored row."""
         times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
 
         async def write(conn: aiosqlite.Connection) -> CheckpointRecord:
-            stored, _ = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
+            stored, _ = await self._insert_checkpoint(
+                conn, namespace, request_id, checkpoint, fingerprint
+            )
             return stored
 
         async with self._call():
@@ -572,6 +586,7 @@ class SQLiteStore:
         *,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
         transaction, with a ``removed`` event when a pending interrupt went away, tombstones
@@ -583,9 +598,13 @@ class SQLiteStore:
             record = bool(request_id)
             if request_id:
                 earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
+                if earlier:
+                    first = earlier[0]["request_fingerprint"]
+                    retries.check_fingerprint(request_id, first, fingerprint)
                 if earlier and earlier[0]["kind"] == replies.DELETE_EXECUTION:
                     return replies.decode_delete(earlier[0]["reply_json"])
-                record = not earlier  # an id already used by another kind of call is kept
+                # An id stored without a fingerprint by another kind of call is kept.
+                record = not earlier
             pending_rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
             await _run(conn, sql.TOMBSTONE_EXECUTION, (now_us, *key))
             checkpoints = await _run(conn, sql.DELETE_CHECKPOINTS_OF_EXECUTION, key)
@@ -602,7 +621,8 @@ class SQLiteStore:
             )
             if record:
                 reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
-                await _run(conn, sql.RECORD_REPLY, (*reply, replies.encode(result)))
+                encoded = replies.encode(result)
+                await _run(conn, sql.RECORD_REPLY, (*reply, encoded, fingerprint or None))
         return result
 
     async def prune(
@@ -613,6 +633,7 @@ class SQLiteStore:
         batch_size: int,
         request_id: str = "",
         now: datetime | None = None,
+        fingerprint: str = "",
     ) -> PruneResult:
         """Delete completed/failed checkpoints and unprotected idempotency results older than
         ``cutoff``, at most ``batch_size`` rows per transaction; the request ids of the deleted
@@ -626,6 +647,9 @@ class SQLiteStore:
                 earlier = await _fetch(
                     self._read_conn(), sql.REPLY_OF_REQUEST, (namespace, request_id)
                 )
+            if earlier:
+                first = earlier[0]["request_fingerprint"]
+                retries.check_fingerprint(request_id, first, fingerprint)
             if earlier and earlier[0]["kind"] == replies.PRUNE:
                 return replies.decode_prune(earlier[0]["reply_json"])
         params = (namespace, times.to_us(cutoff), batch_size)
@@ -639,9 +663,12 @@ class SQLiteStore:
         if request_id:
             async with self._call(), self._write() as conn:
                 reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
-                if not await _run(conn, sql.RECORD_REPLY, reply):
+                if not await _run(conn, sql.RECORD_REPLY, (*reply, fingerprint or None)):
                     # A concurrent call with this id finished first: answer like it did.
                     earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
+                    if earlier:
+                        first = earlier[0]["request_fingerprint"]
+                        retries.check_fingerprint(request_id, first, fingerprint)
                     if earlier and earlier[0]["kind"] == replies.PRUNE:
                         return replies.decode_prune(earlier[0]["reply_json"])
         return result
@@ -662,7 +689,7 @@ class SQLiteStore:
                 else:
                     gone = await _fetch(conn, statement, params)
                     deleted = len(gone)
-                    ids = [(namespace, row[0], tombstones_at) for row in gone if row[0]]
+                    ids = [(namespace, row[0], tombstones_at, row[1]) for row in gone if row[0]]
                     if ids:
                         await conn.executemany(sql.TOMBSTONE, ids)
             total += deleted
@@ -672,7 +699,13 @@ class SQLiteStore:
     # --- interrupts ----------------------------------------------------------------------
 
     async def record_interrupt(
-        self, namespace: str, request_id: str, checkpoint: CheckpointRecord, pending: PendingRecord
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
     ) -> RecordInterruptResult:
         """Insert the interrupted checkpoint and, unless the execution has one, the pending
         row and its ``added`` event, in one transaction (contracts I1, I2)."""
@@ -680,7 +713,9 @@ class SQLiteStore:
             raise ValueError("the pending row and the checkpoint name different executions")
         key = (namespace, checkpoint.execution_id)
         async with self._call(), self._write() as conn:
-            stored, written = await self._insert_checkpoint(conn, namespace, request_id, checkpoint)
+            stored, written = await self._insert_checkpoint(
+                conn, namespace, request_id, checkpoint, fingerprint
+            )
             proposed = dataclasses.replace(
                 pending,
                 checkpoint_id=stored.checkpoint_id,
@@ -741,7 +776,13 @@ class SQLiteStore:
     # --- decisions -----------------------------------------------------------------------
 
     async def submit_decision(
-        self, namespace: str, request_id: str, execution_id: str, decision: DecisionRecord
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        decision: DecisionRecord,
+        *,
+        fingerprint: str = "",
     ) -> DecisionChange:
         """Store the one decision on the execution's pending interrupt, with a ``decided``
         event, in one transaction (K1). Writers are serialized, so the first one wins."""
@@ -749,6 +790,8 @@ class SQLiteStore:
             if request_id:
                 earlier = await _fetch(conn, sql.DECISION_BY_REQUEST_ID, (namespace, request_id))
                 if earlier:
+                    first = earlier[0]["request_fingerprint"]
+                    retries.check_fingerprint(request_id, first, fingerprint)
                     return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
             found = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
             if not found:
@@ -772,7 +815,7 @@ class SQLiteStore:
             await _run(
                 conn,
                 sql.INSERT_DECISION,
-                decision_params(namespace, request_id, decision, pending, times.to_us),
+                decision_params(namespace, request_id, decision, pending, times.to_us, fingerprint),
             )
             decided = dataclasses.replace(pending, decision=decision)
             await self._append_event(
@@ -931,6 +974,8 @@ class SQLiteStore:
         key: str,
         result_json: str,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Insert or replace the cached result, with created_at = ``now`` (group commit).
         A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
@@ -940,9 +985,14 @@ class SQLiteStore:
 
         async def write(conn: aiosqlite.Connection) -> None:
             if request_id and not await _run(
-                conn, sql.RECORD_APPLIED_REQUEST, (namespace, request_id, now_us)
+                conn,
+                sql.RECORD_APPLIED_REQUEST,
+                (namespace, request_id, now_us, fingerprint or None),
             ):
-                return  # a retry: the first call's write stands
+                # A retry: the first call's write stands. Another request: refused (C10).
+                first = await _fetch(conn, sql.FINGERPRINT_OF_APPLIED, (namespace, request_id))
+                retries.check_fingerprint(request_id, first[0][0] if first else None, fingerprint)
+                return
             await _fetch(conn, sql.PUT_IDEMPOTENT, params)
 
         async with self._call():
