@@ -58,7 +58,7 @@ class WatchBlackholeProxy:
         with self._lock:
             self._open.add(dark)
             self.streams_opened += 1
-        metadata = [(k, v) for k, v in context.invocation_metadata() if not k.startswith(":")]
+        metadata = tuple((k, v) for k, v in context.invocation_metadata() if not k.startswith(":"))
         upstream: Any = self._channel.unary_stream(
             WATCH_METHOD, request_serializer=_raw, response_deserializer=_raw
         )(request, metadata=metadata, timeout=context.time_remaining())
