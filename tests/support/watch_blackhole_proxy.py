@@ -61,7 +61,7 @@ class WatchBlackholeProxy:
         metadata = tuple((k, v) for k, v in context.invocation_metadata() if not k.startswith(":"))
         upstream: Any = self._channel.unary_stream(
             WATCH_METHOD, request_serializer=_raw, response_deserializer=_raw
-        )(request, metadata=metadata, timeout=context.time_remaining())
+        )(request, metadata=metadata, timeout=_timeout(context))
         context.add_callback(upstream.cancel)
         try:
             for reply in upstream:
@@ -96,6 +96,12 @@ class WatchBlackholeProxy:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _timeout(context: grpc.ServicerContext) -> float | None:
+    """The client's deadline, passed on; None for none (gRPC gives a far future's)."""
+    remaining = context.time_remaining()
+    return remaining if remaining is not None and remaining < 86_400 else None
 
 
 class _OneMethod(grpc.GenericRpcHandler):
