@@ -410,15 +410,21 @@ class InterruptWatch:
             with self._lock:
                 self._call = None
             if self._is_closed():
+                self._watchdog.close()
                 raise StopIteration
             try:
                 delay = self._state.after_stream_end(error)
             except BaseException:
-                self._done = True
+                self._finish()
                 raise
             if delay is None or self._stopped.wait(delay):
-                self._done = True
+                self._finish()
                 raise StopIteration
+
+    def _finish(self) -> None:
+        """The watch is over: no more streams, and no watchdog thread left waiting."""
+        self._done = True
+        self._watchdog.close()
 
     def _connect(self) -> _Stream:
         request = self._state.request()
