@@ -10,7 +10,6 @@ rounds of them and checks that the server's memory does not grow round after rou
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -24,9 +23,9 @@ from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import interrupted
 from tests.ops.helpers import sample, scrape
+from tests.reliability.figures import FULL, record
 from tests.support.sidecar import Sidecar
 
-FULL = os.environ.get("CHECKPOINTD_RELIABILITY") == "full"
 LIFETIME = 2.0
 #: The grace a blocked write gets after the lifetime (checkpointd.watch.STUCK_WRITE_GRACE).
 GRACE = 2.0
@@ -122,6 +121,7 @@ def test_b2_streams_stuck_on_a_write_end_by_lifetime_and_grace_and_count_until_t
             for _ in range(LIMIT):
                 stack.enter_context(_stalled(server.target))
             ended_by = opened + LIFETIME + GRACE + SLACK
+            refusals = 0
             while True:
                 streams, in_flight = _open_streams(url)
                 assert streams <= LIMIT, streams
@@ -135,9 +135,19 @@ def test_b2_streams_stuck_on_a_write_end_by_lifetime_and_grace_and_count_until_t
                 refused = _try_watch(server.target, url)
                 if refused is not None:
                     assert refused.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused
+                    refusals += 1
                 time.sleep(0.2)
+            ended_after = time.monotonic() - opened
             # Still never read nor cancelled by their clients: the server ended them.
         rss.append(_rss_mib(server))
+        record(
+            f"stuck watch streams ({server.backend})",
+            rounds=1,
+            stuck_streams=LIMIT,
+            refused_while_stuck=refusals,
+            last_round_ended_after=f"{ended_after:.1f} s",
+            rss_after_each_round=" ".join(f"{r:.0f}" for r in rss) + " MiB",
+        )
     log = server.log_path.read_text()
     assert log.count("watch stream ended: client not reading") >= LIMIT * ROUNDS, log
     assert "incident" not in log, log

@@ -570,7 +570,11 @@ def test_i5_filters_apply_to_snapshot_and_events_and_progress_is_sent(sidecar: S
         _record(c, chain_name="pay", interrupt_reason="approve")  # no agent_path
         _record(other, chain_name="pay", interrupt_reason="approve", agent_path="ops/eu/5")
         filters = {"chain_name": "pay", "reason": "approve", "agent_path_prefix": "ops/eu"}
-        with watching(target, **filters) as stream, watching(target, reason="review") as by_reason:
+        fast = Duration(seconds=1)  # progress within a second of silence (I6)
+        with (
+            watching(target, progress_interval=fast, **filters) as stream,
+            watching(target, reason="review") as by_reason,
+        ):
             rows, cursor = stream.snapshot()
             assert [r.execution_id for r in rows] == [match]
             assert len(by_reason.snapshot()[0]) == 1
