@@ -46,7 +46,7 @@ from checkpointd_client.v1 import (
     interrupt_service_pb2_grpc,
     replication_service_pb2_grpc,
 )
-from checkpointd_client.watch import AsyncInterruptWatch, WatchState
+from checkpointd_client.watch import DEFAULT_PROGRESS_INTERVAL, AsyncInterruptWatch, WatchState
 
 __all__ = ["AsyncCheckpointdClient"]
 
@@ -569,6 +569,7 @@ class AsyncCheckpointdClient:
         agent_path_prefix: str | None = None,
         reconnect: bool = True,
         timeout: float | None = None,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
         metadata: Metadata = (),
     ) -> AsyncInterruptWatch:
         """Watch the namespace's pending interrupts: a snapshot, then every change (I5, P4).
@@ -585,6 +586,10 @@ class AsyncCheckpointdClient:
         ``resnapshot``. Without it the first error is raised. ``timeout`` bounds the whole
         watch, reconnects included (``None``, the default: no bound; the client's default
         timeout does not apply to a watch).
+
+        The server sends progress whenever ``progress_interval`` seconds (1 to 300) pass
+        without a message (I6); a stream silent for three times that is taken for dead and
+        reconnected from the last cursor (P6).
         """
         state = WatchState(
             self._core,
@@ -594,6 +599,7 @@ class AsyncCheckpointdClient:
             agent_path_prefix=agent_path_prefix,
             reconnect=reconnect,
             timeout=timeout,
+            progress_interval=progress_interval,
         )
         return AsyncInterruptWatch(
             lambda: self._interrupts.WatchInterrupts,

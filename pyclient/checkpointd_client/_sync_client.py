@@ -38,7 +38,7 @@ from checkpointd_client.v1 import (
     interrupt_service_pb2_grpc,
     replication_service_pb2_grpc,
 )
-from checkpointd_client.watch import InterruptWatch, WatchState
+from checkpointd_client.watch import DEFAULT_PROGRESS_INTERVAL, InterruptWatch, WatchState
 
 __all__ = ["CheckpointdClient"]
 
@@ -550,6 +550,7 @@ class CheckpointdClient:
         agent_path_prefix: str | None = None,
         reconnect: bool = True,
         timeout: float | None = None,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
         metadata: Metadata = (),
     ) -> InterruptWatch:
         """Watch the namespace's pending interrupts: a snapshot, then every change (I5, P4).
@@ -566,6 +567,10 @@ class CheckpointdClient:
         ``resnapshot``. Without it the first error is raised. ``timeout`` bounds the whole
         watch, reconnects included (``None``, the default: no bound; the client's default
         timeout does not apply to a watch).
+
+        The server sends progress whenever ``progress_interval`` seconds (1 to 300) pass
+        without a message (I6); a stream silent for three times that is taken for dead and
+        reconnected from the last cursor (P6).
         """
         state = WatchState(
             self._core,
@@ -575,6 +580,7 @@ class CheckpointdClient:
             agent_path_prefix=agent_path_prefix,
             reconnect=reconnect,
             timeout=timeout,
+            progress_interval=progress_interval,
         )
         return InterruptWatch(
             lambda: self._interrupts.WatchInterrupts,

@@ -8,6 +8,11 @@ returns an :class:`InterruptWatch` (a blocking iterator) and the asyncio client'
 :class:`~checkpointd_client.SnapshotComplete`, then :class:`~checkpointd_client.InterruptEvent`\\ s
 (and a :class:`~checkpointd_client.WatchProgress` now and then while nothing matches).
 
+The watch asks the server for a progress message every ``progress_interval`` seconds of
+silence (contract I6, 10 s by default), and a stream that has sent nothing for
+:data:`SILENCE_FACTOR` times that is taken for dead (black-holed on its way, although its
+connection may still answer pings) and reconnected like a broken one (contract P6).
+
 When the stream breaks (UNAVAILABLE, WATCHER_TOO_SLOW, a dropped connection), the watch waits
 for the client's :class:`~checkpointd_client.RetryPolicy` backoff and reconnects after the
 last cursor it delivered, so every event arrives exactly once, in order. It never gives up
@@ -28,6 +33,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self, TypeAlias
 
 import grpc
+from google.protobuf.duration_pb2 import Duration
 from grpc import aio
 
 from checkpointd_client import _convert
@@ -57,6 +63,12 @@ _log = logging.getLogger("checkpointd_client.watch")
 CURSOR_EXPIRED = ErrorReason.CURSOR_EXPIRED
 #: The reason of the RESOURCE_EXHAUSTED that ends the stream of a watcher that fell behind.
 WATCHER_TOO_SLOW = ErrorReason.WATCHER_TOO_SLOW
+#: The progress interval a watch asks for unless told otherwise (the server's default too).
+DEFAULT_PROGRESS_INTERVAL = 10.0
+#: The progress intervals the server serves (I6).
+PROGRESS_INTERVAL_RANGE = (1.0, 300.0)
+#: A stream silent for this many progress intervals is dead (P6).
+SILENCE_FACTOR = 3.0
 
 
 class WatchState:
@@ -77,6 +89,7 @@ class WatchState:
         "chain_name",
         "cursor",
         "deadline",
+        "progress_interval",
         "reason",
         "reconnect",
     )
@@ -91,7 +104,18 @@ class WatchState:
         agent_path_prefix: str | None,
         reconnect: bool,
         timeout: float | None,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
     ) -> None:
+        low, high = PROGRESS_INTERVAL_RANGE
+        if isinstance(progress_interval, bool) or not isinstance(progress_interval, int | float):
+            raise TypeError(
+                f"progress_interval must be a number, got {type(progress_interval).__name__}"
+            )
+        if not low <= progress_interval <= high:
+            raise ValueError(
+                f"progress_interval must be {low:g} to {high:g} seconds, got {progress_interval}"
+            )
+        self.progress_interval = float(progress_interval)
         if isinstance(after_cursor, bool) or not isinstance(after_cursor, int):
             raise TypeError(f"after_cursor must be an int, got {type(after_cursor).__name__}")
         if after_cursor < 0:
@@ -120,6 +144,28 @@ class WatchState:
             chain_name=self.chain_name,
             reason=self.reason,
             agent_path_prefix=self.agent_path_prefix,
+            progress_interval=Duration(
+                seconds=int(self.progress_interval),
+                nanos=round((self.progress_interval % 1) * 1e9),
+            ),
+        )
+
+    @property
+    def silence(self) -> float:
+        """Seconds without a message after which the stream is taken for dead (P6)."""
+        return SILENCE_FACTOR * self.progress_interval
+
+    def silent_error(self) -> UnavailableError:
+        """What a stream that went silent ended with: retriable, like a dropped connection."""
+        _log.info(
+            "watch stream silent for %.3g s (%g progress intervals); reconnecting",
+            self.silence,
+            SILENCE_FACTOR,
+        )
+        return UnavailableError(
+            f"the watch stream sent nothing for {self.silence:g} s, "
+            f"{SILENCE_FACTOR:g} times its progress interval",
+            code=grpc.StatusCode.UNAVAILABLE,
         )
 
     def call_timeout(self) -> float | None:
@@ -224,6 +270,57 @@ class _Stream(Protocol):
     def cancel(self) -> bool: ...
 
 
+class _Watchdog:
+    """Cancels a blocking stream that waits for a message longer than its silence allows
+    (P6): one thread per watch, armed around each read."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._armed: tuple[_Stream, float] | None = None
+        self._fired = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def arm(self, call: _Stream, seconds: float) -> None:
+        with self._cond:
+            self._armed = (call, time.monotonic() + seconds)
+            self._fired = False
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="checkpointd-watch-watchdog", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self) -> bool:
+        """Stop watching the read; whether the watchdog cancelled it."""
+        with self._cond:
+            self._armed = None
+            fired, self._fired = self._fired, False
+            return fired
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._armed = None
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._armed is None:
+                    self._cond.wait()
+                    continue
+                call, deadline = self._armed
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._armed = None
+                self._fired = True
+                call.cancel()
+
+
 class InterruptWatch:
     """A blocking iterator over pending-interrupt changes; see :mod:`checkpointd_client.watch`.
 
@@ -247,6 +344,7 @@ class InterruptWatch:
         self._stopped = threading.Event()
         self._call: _Stream | None = None
         self._done = False
+        self._watchdog = _Watchdog()
 
     @property
     def cursor(self) -> int:
@@ -265,6 +363,7 @@ class InterruptWatch:
     def close(self) -> None:
         """End the watch: cancel the stream; the iteration stops. Safe to call twice."""
         self._stopped.set()
+        self._watchdog.close()
         with self._lock:
             call, self._call = self._call, None
         if call is not None:
@@ -290,6 +389,7 @@ class InterruptWatch:
                 raise StopIteration
             call = self._call or self._connect()
             error: CheckpointdError | None = None
+            self._watchdog.arm(call, self._state.silence)
             try:
                 with map_rpc_errors():
                     response = next(call)
@@ -298,22 +398,33 @@ class InterruptWatch:
             except CheckpointdError as exc:
                 error = exc
             else:
+                self._watchdog.disarm()
                 item = self._state.accept(response)
                 if item is not None:
                     return item
                 continue
+            if self._watchdog.disarm():
+                error = self._state.silent_error()  # cancelled by the watchdog: silent
+            else:
+                call.cancel()  # a stream that ended is done with; the watchdog no longer is
             with self._lock:
                 self._call = None
             if self._is_closed():
+                self._watchdog.close()
                 raise StopIteration
             try:
                 delay = self._state.after_stream_end(error)
             except BaseException:
-                self._done = True
+                self._finish()
                 raise
             if delay is None or self._stopped.wait(delay):
-                self._done = True
+                self._finish()
                 raise StopIteration
+
+    def _finish(self) -> None:
+        """The watch is over: no more streams, and no watchdog thread left waiting."""
+        self._done = True
+        self._watchdog.close()
 
     def _connect(self) -> _Stream:
         request = self._state.request()
@@ -406,7 +517,11 @@ class AsyncInterruptWatch:
             error: CheckpointdError | None = None
             try:
                 with map_rpc_errors():
-                    response = await call.read()
+                    async with asyncio.timeout(self._state.silence):
+                        response = await call.read()
+            except TimeoutError:
+                call.cancel()  # silent for too long: dead, whatever its connection says (P6)
+                error = self._state.silent_error()
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if self._is_closed() and (task is None or task.cancelling() == 0):

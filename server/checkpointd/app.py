@@ -47,7 +47,7 @@ from checkpointd.servicers import (
     WriteServicer,
 )
 from checkpointd.store.base import Store
-from checkpointd.watch import WatchHub
+from checkpointd.watch import WatchHub, connection_age_options
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,
@@ -157,6 +157,8 @@ def _build_server(
             ("grpc.max_send_message_length", transport_limit),
             ("grpc.so_reuseport", 0),
             *KEEPALIVE_OPTIONS,
+            # What really ends a watch stream stuck on a client that stopped reading (B2).
+            *connection_age_options(settings.watch_max_lifetime),
         ],
     )
     # The layers are composed with each method's handler here, once, not run as interceptors
@@ -240,6 +242,7 @@ def _log_config(settings: Settings) -> None:
         "max_watch_streams_per_peer": settings.max_watch_streams_per_peer,
         "max_health_watch_streams": settings.max_health_watch_streams,
         "watch_max_lifetime_s": settings.watch_max_lifetime,
+        "watch_progress_interval_s": settings.watch_progress_interval,
         "auth": _auth_summary(settings),
         "tls": "mutual" if settings.tls_client_ca else "on" if settings.tls_cert else "off",
         "insecure": settings.insecure,
@@ -360,6 +363,7 @@ async def serve(settings: Settings) -> None:
         max_streams=settings.max_watch_streams,
         max_streams_per_peer=settings.max_watch_streams_per_peer,
         max_lifetime=settings.watch_max_lifetime,
+        progress_interval=settings.watch_progress_interval,
     )
     deps = ServiceDeps(
         store=store,

@@ -35,9 +35,12 @@ __all__ = [
     "DEFAULT_SQLITE_BUSY_TIMEOUT_MS",
     "DEFAULT_STORE_TIMEOUT",
     "DEFAULT_WATCH_PAGE_BYTES",
+    "DEFAULT_WATCH_PROGRESS_INTERVAL_SECONDS",
     "LOG_LEVELS",
     "OPTIONS",
     "PG_POOLERS",
+    "WATCH_PROGRESS_INTERVAL_MAX_SECONDS",
+    "WATCH_PROGRESS_INTERVAL_MIN_SECONDS",
     "Option",
     "Settings",
     "default_data_dir",
@@ -57,6 +60,10 @@ DEFAULT_MAX_WATCH_STREAMS = 1000
 DEFAULT_MAX_WATCH_STREAMS_PER_PEER = 100
 DEFAULT_MAX_HEALTH_WATCH_STREAMS = 1000
 DEFAULT_WATCH_MAX_LIFETIME_SECONDS = 3600.0
+DEFAULT_WATCH_PROGRESS_INTERVAL_SECONDS = 10.0
+#: The progress intervals a watch may ask for (contract I6); a longer one is served as the most.
+WATCH_PROGRESS_INTERVAL_MIN_SECONDS = 1.0
+WATCH_PROGRESS_INTERVAL_MAX_SECONDS = 300.0
 DEFAULT_PG_SCHEMA = "checkpointd"
 # The store settings' defaults, which the store constructors take as theirs too.
 DEFAULT_STORE_TIMEOUT = 10.0
@@ -201,6 +208,9 @@ class Settings:
     """Largest read of snapshot rows or events, by their stored sizes, that a watch stream (or
     the watch reader) makes at once; a stream reads its next page only once the previous one
     is written, so this bounds what one stream holds (CHECKPOINTD_WATCH_PAGE_BYTES)."""
+    watch_progress_interval: float = DEFAULT_WATCH_PROGRESS_INTERVAL_SECONDS
+    """Longest silence of a live watch stream before the server sends a progress message with
+    its cursor, unless the request asks for another (CHECKPOINTD_WATCH_PROGRESS_INTERVAL)."""
     prune_batch_size: int = 1000
     """Rows deleted per prune transaction, by PruneCheckpoints and the retention jobs alike
     (CHECKPOINTD_PRUNE_BATCH_SIZE)."""
@@ -286,6 +296,17 @@ def positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
         raise ValueError("must be a positive number")
+    return value
+
+
+def progress_seconds(text: str) -> float:
+    """A progress interval: 1 to 300 seconds."""
+    value = float(text)
+    if not WATCH_PROGRESS_INTERVAL_MIN_SECONDS <= value <= WATCH_PROGRESS_INTERVAL_MAX_SECONDS:
+        raise ValueError(
+            f"must be {WATCH_PROGRESS_INTERVAL_MIN_SECONDS:g} to "
+            f"{WATCH_PROGRESS_INTERVAL_MAX_SECONDS:g} seconds"
+        )
     return value
 
 
@@ -547,6 +568,16 @@ OPTIONS: tuple[Option, ...] = (
         default_note="256 KiB",
     ),
     Option(
+        "watch_progress_interval",
+        ("CHECKPOINTD_WATCH_PROGRESS_INTERVAL",),
+        "longest silence of a live watch stream before the server sends a `progress` message "
+        "with its cursor, 1 to 300; a watch may ask for another (`progress_interval`), and "
+        "the project's clients reconnect after 3 times it without a message",
+        flags=("--watch-progress-interval",),
+        parse=progress_seconds,
+        metavar="SECONDS",
+    ),
+    Option(
         "prune_batch_size",
         ("CHECKPOINTD_PRUNE_BATCH_SIZE",),
         "rows deleted per prune transaction (PruneCheckpoints and the retention jobs): each "
@@ -718,8 +749,9 @@ OPTIONS: tuple[Option, ...] = (
         flags=("--watch-max-lifetime",),
         parse=non_negative_float,
         metavar="SECONDS",
-        more="; a stream blocked writing to a client that stopped reading ends too, at most 2 s "
-        "later",
+        more="; every connection is closed by then too (after a GOAWAY) and whatever is still "
+        "on it cancelled 2 s later, which is how a stream blocked writing to a client that "
+        "stopped reading ends, counted against `--max-watch-streams` until it has",
         security=True,
     ),
 )

@@ -26,14 +26,17 @@ client that stops reading stops the reading (contract B1).
 Limits: the hub refuses a stream beyond ``max_streams`` open streams, or beyond
 ``max_streams_per_peer`` from one peer (``RESOURCE_EXHAUSTED``, ``TOO_MANY_WATCH_STREAMS``),
 and ends a stream older than ``max_lifetime`` seconds with ``UNAVAILABLE``
-(``WATCH_EXPIRED``), from which the client resumes at its cursor like after any reconnect. A
-stream whose write is still blocked :data:`STUCK_WRITE_GRACE` seconds after its lifetime
-ended has that write abandoned, so a client that stopped reading cannot outlive it.
+(``WATCH_EXPIRED``), from which the client resumes at its cursor like after any reconnect.
 
 Ending: a failure (too slow, shutting down, store lost for longer than ``outage_grace``,
 cursor purged, lifetime reached) is raised from the stream's iterator and from
-:meth:`Watch.guard`, which races each write to the client against it, so even a stream
-blocked on a client that stopped reading ends at once.
+:meth:`Watch.guard` before the next write. A write already under way is not abandoned: gRPC's
+asyncio server can neither take a message back nor send the status past it, so a stream
+blocked on a client that stopped reading can only end with its call (contract B2). What
+cancels that call is its connection: :func:`connection_age_options` has the server close
+every connection at most ``max_lifetime`` seconds after it opened, and
+:data:`STUCK_WRITE_GRACE` seconds later still. Until the call has really ended the stream
+keeps its place in the hub, so ``max_streams`` counts it.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from checkpointd.store.base import Store, StoreError, StoreUnavailable
 from checkpointd.store.filters import matches
 
 __all__ = [
+    "STUCK_WRITE_GRACE",
     "EventItem",
     "Progress",
     "SnapshotDone",
@@ -67,14 +71,37 @@ __all__ = [
     "Watch",
     "WatchHub",
     "WatchItem",
+    "connection_age_options",
     "matches",
 ]
 
 log = logging.getLogger(__name__)
 
-#: Seconds a write in progress when a stream's lifetime ends may still take before it is
-#: abandoned (a client that keeps reading finishes a write well within it).
+#: Seconds a write in progress when a stream's lifetime ends may still take before the call
+#: is cancelled with its connection (a client that keeps reading finishes a write well
+#: within it).
 STUCK_WRITE_GRACE = 2.0
+#: gRPC moves each connection's maximum age by up to this fraction either way.
+_CONNECTION_AGE_JITTER = 0.1
+
+
+def connection_age_options(max_lifetime: float) -> tuple[tuple[str, int], ...]:
+    """The server options that cancel every call still open ``max_lifetime`` +
+    :data:`STUCK_WRITE_GRACE` seconds after its connection opened (none for no lifetime).
+
+    gRPC's asyncio server has no way to cancel one call whose write is blocked, but it closes
+    a connection older than ``grpc.max_connection_age_ms`` (after a GOAWAY, so clients open
+    a new one for new calls) once ``grpc.max_connection_age_grace_ms`` has passed, and that
+    cancels the calls still on it. The age is set below the lifetime by gRPC's jitter, so no
+    connection, and no stream on it, outlives the lifetime plus the grace.
+    """
+    if max_lifetime <= 0:
+        return ()
+    age_ms = max(int(max_lifetime * 1000 / (1 + _CONNECTION_AGE_JITTER)), 1)
+    return (
+        ("grpc.max_connection_age_ms", age_ms),
+        ("grpc.max_connection_age_grace_ms", int(STUCK_WRITE_GRACE * 1000)),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,19 +164,28 @@ class Watch:
         after_cursor: int,
         filters: PendingFilter,
         peer: str = "",
+        *,
+        interrupt_writes: bool = False,
+        progress_interval: float | None = None,
     ) -> None:
         self._hub = hub
+        #: The longest silence of the stream after its snapshot (contract I6).
+        self.progress_interval = (
+            hub.progress_interval if progress_interval is None else progress_interval
+        )
+        # Whether a failure may cancel the write under way: true for a sender whose writes
+        # can be cancelled cleanly (the console's HTTP responses), never for a gRPC call.
+        self._interrupt_writes = interrupt_writes
+        self._task: asyncio.Task[object] | None = None
+        self._writing = False
+        self._interrupted_write = False
         self.namespace = namespace
         self.peer = peer
         self._expiry: asyncio.TimerHandle | None = None
-        self._stuck_write: asyncio.TimerHandle | None = None
         self._after_cursor = after_cursor
         self.filters = filters
         self._queue: collections.deque[EventItem] = collections.deque()
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[object] | None = None
-        self._writing = False
-        self._interrupted_write = False
         self._failure: _Failure | None = None
         #: The hub hands this stream the events with a cursor above this (once registered).
         self.live_after = 0
@@ -173,9 +209,9 @@ class Watch:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        for timer in (self._expiry, self._stuck_write):
-            if timer is not None:
-                timer.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
+        # Only now, when the call has ended, does the stream leave the count (B2).
         self._hub._forget(self)
         if self._items_gen is not None:
             await self._items_gen.aclose()
@@ -193,41 +229,28 @@ class Watch:
         return True
 
     def fail(self, failure: _Failure) -> None:
-        """End the stream with ``failure`` (the first failure wins)."""
+        """End the stream with ``failure`` (the first failure wins): raised before the next
+        write; a write under way is let finish, or is ended with its call (see the module's
+        docstring)."""
         if self._failure is not None:
             return
         self._failure = failure
         self._wakeup.set()
-        if isinstance(failure, WatcherTooSlow):
-            # The sender is blocked writing to a client that stopped reading: interrupt that
-            # write (see guard). Any other failure lets an in-flight write finish first: a
-            # write cancelled mid-send leaves its operation pending in gRPC, and the status
-            # that ends the stream could then not be sent at all.
-            self._interrupt_write()
-        elif isinstance(failure, WatchExpired):
-            # The lifetime is a bound too (B1): a write still blocked after a grace period is
-            # one to a client that stopped reading, and is abandoned like a too-slow one.
-            self._stuck_write = asyncio.get_running_loop().call_later(
-                STUCK_WRITE_GRACE, self._interrupt_write
-            )
-
-    def _interrupt_write(self) -> None:
-        """Cancel the sender's write in progress, if any (see guard)."""
-        if self._writing and self._task is not None and not self._interrupted_write:
+        if self._interrupt_writes and self._writing and self._task is not None:
             self._interrupted_write = True
             self._task.cancel()
 
     # --- called by the sender --------------------------------------------------------------
 
     async def guard(self, write: Awaitable[None]) -> None:
-        """Await a write to the client unless the stream fails first; then abandon the write
-        and raise the failure (a client that stopped reading cannot hold the stream open).
+        """Await a write to the client unless the stream has failed (then raise the failure
+        and start no write: it could block for ever).
 
-        Must be awaited by the task that entered the watch: :meth:`fail` cancels that task
-        while it is blocked here, and the cancellation is turned back into the failure.
+        The sender raises :class:`asyncio.CancelledError` from a write whose call has ended.
+        One that ends so after the stream had failed is one the client stopped reading
+        (its connection was closed under it): logged as that, not as an error.
         """
         if self._failure is not None:
-            # No write starts once the stream has failed: it could block for ever.
             if inspect.iscoroutine(write):
                 write.close()
             raise self._failure
@@ -235,16 +258,28 @@ class Watch:
         try:
             await write
         except asyncio.CancelledError:
-            if not self._interrupted_write:
-                raise
-            self._interrupted_write = False
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            self._raise_if_failed()
+            failure = self.failure()
+            if self._interrupted_write and failure is not None:
+                # Cancelled by fail() (interrupt_writes): the failure ends the stream.
+                self._interrupted_write = False
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                raise failure from None
+            if failure is not None:
+                log.info(
+                    "watch stream ended: client not reading (namespace %s, peer %s, %s)",
+                    self.namespace,
+                    self.peer or "unknown",
+                    type(failure).__name__,
+                )
             raise
         finally:
             self._writing = False
+
+    def failure(self) -> _Failure | None:
+        """What ended the stream, if anything has."""
+        return self._failure
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
@@ -350,7 +385,7 @@ class Watch:
                 yield item
                 continue
             self._wakeup.clear()
-            wait = self._last_sent_at + hub.progress_interval - loop.time()
+            wait = self._last_sent_at + self.progress_interval - loop.time()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(wait, 0.0)):
                     await self._wakeup.wait()
@@ -361,23 +396,21 @@ class Watch:
                     yield progress
 
     def _progress(self, position: int, now: float) -> Progress | None:
-        """A progress message when the interval has passed without a message; the interval
-        restarts either way."""
-        if now - self._last_sent_at < self._hub.progress_interval:
+        """A progress message when the interval has passed without a message, whether or not
+        the cursor moved (I6: a silent stream is a dead one)."""
+        if now - self._last_sent_at < self.progress_interval:
             return None
         self._last_sent_at = now
-        if position <= self._last_cursor:
-            return None
-        self._last_cursor = position
-        return Progress(position)
+        self._last_cursor = max(self._last_cursor, position)
+        return Progress(self._last_cursor)
 
 
 class WatchHub:
     """Reads the outbox once per batch and fans the events out to every open stream.
 
     ``buffer_events`` bounds each stream's queue; ``poll_interval`` is the fallback read when
-    no notification arrives; ``progress_interval`` the longest silence of a stream whose
-    filters match nothing; ``outage_grace`` how long the store may fail before the open
+    no notification arrives; ``progress_interval`` the longest silence of a live stream (a
+    stream may ask for another); ``outage_grace`` how long the store may fail before the open
     streams end with ``UNAVAILABLE`` (the reader itself keeps retrying). ``max_streams`` and
     ``max_streams_per_peer`` bound the open streams (0: no bound); ``max_lifetime`` ends a
     stream after that many seconds (0: never). ``page_bytes`` bounds every read of snapshot
@@ -391,7 +424,7 @@ class WatchHub:
         buffer_events: int,
         batch_size: int = 500,
         poll_interval: float = 1.0,
-        progress_interval: float = 2.0,
+        progress_interval: float = 10.0,
         outage_grace: float = 5.0,
         ready_timeout: float = 10.0,
         max_streams: int = 0,
@@ -458,12 +491,29 @@ class WatchHub:
                 await reader
 
     def watch(
-        self, namespace: str, after_cursor: int, filters: PendingFilter, *, peer: str = ""
+        self,
+        namespace: str,
+        after_cursor: int,
+        filters: PendingFilter,
+        *,
+        peer: str = "",
+        interrupt_writes: bool = False,
+        progress_interval: float | None = None,
     ) -> Watch:
         """A new stream of ``namespace`` from ``after_cursor`` (0: snapshot first), opened
         by ``peer`` (the connection, as gRPC names it), whose streams count against
-        ``max_streams_per_peer``."""
-        return Watch(self, namespace, after_cursor, filters, peer)
+        ``max_streams_per_peer``; ``interrupt_writes`` lets a failure cancel a write under
+        way (for senders whose writes can be cancelled cleanly); ``progress_interval``
+        replaces the hub's for this stream."""
+        return Watch(
+            self,
+            namespace,
+            after_cursor,
+            filters,
+            peer,
+            interrupt_writes=interrupt_writes,
+            progress_interval=progress_interval,
+        )
 
     def _check_limits(self, peer: str) -> None:
         """Refuse one more stream past the server's or the peer's limit."""

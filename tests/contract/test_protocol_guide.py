@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -204,6 +205,7 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "reason": _list_pending(reason="r" * 257),
     "agent_path_prefix": _list_pending(agent_path_prefix="p" * 1025),
     "after_cursor": _watch(after_cursor=-1),
+    "progress_interval": _watch(progress_interval=Duration(nanos=100_000_000)),
     "decided_by": lambda s: s.interrupts.SubmitDecision(
         svc.SubmitDecisionRequest(execution_id="e", approved=True), timeout=TIMEOUT
     ),

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 import pytest
+from google.protobuf.duration_pb2 import Duration
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -569,7 +570,11 @@ def test_i5_filters_apply_to_snapshot_and_events_and_progress_is_sent(sidecar: S
         _record(c, chain_name="pay", interrupt_reason="approve")  # no agent_path
         _record(other, chain_name="pay", interrupt_reason="approve", agent_path="ops/eu/5")
         filters = {"chain_name": "pay", "reason": "approve", "agent_path_prefix": "ops/eu"}
-        with watching(target, **filters) as stream, watching(target, reason="review") as by_reason:
+        fast = Duration(seconds=1)  # progress within a second of silence (I6)
+        with (
+            watching(target, progress_interval=fast, **filters) as stream,
+            watching(target, reason="review") as by_reason,
+        ):
             rows, cursor = stream.snapshot()
             assert [r.execution_id for r in rows] == [match]
             assert len(by_reason.snapshot()[0]) == 1
@@ -604,3 +609,42 @@ def test_i5_bad_request_is_invalid_argument(sidecar: Sidecar) -> None:
             error = stream.ending()
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, _describe(error))
         assert field in (error.details() or ""), (field, error.details())
+
+
+def test_i6_a_quiet_stream_sends_progress_at_its_interval(sidecar: Sidecar) -> None:
+    """A live stream with nothing to say still says "nothing, at cursor C" every progress
+    interval it asked for, with the cursor it has read up to, even though it has not moved;
+    an event resets the interval and moves the cursor."""
+    interval = Duration(seconds=1)
+    with (
+        CheckpointdClient(sidecar.target, retry=NO_RETRY) as client,
+        watching(sidecar.target, progress_interval=interval) as stream,
+    ):
+        _, cursor = stream.snapshot()
+        for _ in range(2):
+            started = time.monotonic()
+            message = stream.next(patience=10)
+            assert message.HasField("progress"), message
+            assert message.progress.cursor == cursor
+            # Not before its interval (a bounded wait, not a speed figure).
+            assert time.monotonic() - started >= 0.5
+        execution_id = _record(client)
+        event = stream.events_until(lambda e: e.pending.execution_id == execution_id)[-1]
+        message = stream.next(patience=10)
+        assert message.HasField("progress"), message
+        assert message.progress.cursor == event.cursor
+
+
+BAD_PROGRESS_INTERVALS = [Duration(seconds=-1), Duration(nanos=500_000_000), Duration(nanos=-1)]
+
+
+def test_i6_a_progress_interval_out_of_bounds_is_invalid_argument(sidecar: Sidecar) -> None:
+    """A negative progress interval or one under a second is INVALID_ARGUMENT naming the
+    field; one above the most (300 s) is served as the most, so the stream opens."""
+    for interval in BAD_PROGRESS_INTERVALS:
+        with watching(sidecar.target, progress_interval=interval) as stream:
+            error = stream.ending()
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (interval, _describe(error))
+        assert "progress_interval" in (error.details() or ""), error.details()
+    with watching(sidecar.target, progress_interval=Duration(seconds=86_400)) as stream:
+        stream.snapshot()

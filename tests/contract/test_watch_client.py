@@ -32,6 +32,7 @@ from checkpointd_client import (
 )
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
+from tests.support.watch_blackhole_proxy import WatchBlackholeProxy
 
 from .helpers import interrupted
 
@@ -363,3 +364,75 @@ def test_p4_i5_expired_cursor_leads_to_a_flagged_resnapshot(
             claimed = next_event(watch)
             assert (claimed.type, claimed.pending.execution_id) == ("claimed", "a")
             assert claimed.cursor > resnapshot_cursor
+
+
+#: The progress interval the P6 watches ask for: a silent stream is dead after 3 s.
+PROGRESS = 1.0
+#: Silence (3 intervals), a reconnect's backoff and a busy machine's delays: the bound on
+#: how late an event written after the stream went dark may arrive.
+DARK_BOUND = 3 * PROGRESS + 12.0
+
+
+def test_p6_sync_watch_through_a_black_hole_sees_every_later_event_once(
+    sidecar: SharedSidecar,
+):
+    """A blocking watch whose stream a proxy black-holes (the connection up, no replies)
+    takes the silence for a dead stream and reconnects from its cursor: every event written
+    after the stream went dark arrives once, in order, within a bounded time."""
+    with (
+        WatchBlackholeProxy(sidecar.target) as proxy,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=FAST) as writer,
+        CheckpointdClient(proxy.target, namespace=sidecar.namespace, retry=FAST) as client,
+    ):
+        record(writer, "before")  # a cursor above 0: a reconnect resumes, not re-snapshots
+        with client.watch_interrupts(progress_interval=PROGRESS, timeout=WATCH_TIMEOUT) as watch:
+            assert isinstance(next(watch), SnapshotItem)
+            assert isinstance(next(watch), SnapshotComplete)
+            assert proxy.go_dark() == 1
+            dark_at = time.monotonic()
+            ids = [f"dark-{i}" for i in range(3)]
+            for execution_id in ids:
+                record(writer, execution_id)
+            events = [next_event(watch) for _ in ids]
+            assert time.monotonic() - dark_at < DARK_BOUND
+        assert [(e.type, e.pending.execution_id) for e in events] == [("added", i) for i in ids]
+        assert [e.cursor for e in events] == sorted({e.cursor for e in events})
+        assert proxy.streams_opened == 2  # one reconnect, not a reconnect per progress
+
+
+async def test_p6_async_watch_through_a_black_hole_sees_every_later_event_once(
+    sidecar: SharedSidecar,
+):
+    """The asyncio watch does the same: silence for three progress intervals is a dead
+    stream, and the reconnect from its cursor delivers each later event once, in order."""
+    with WatchBlackholeProxy(sidecar.target) as proxy:
+        async with (
+            AsyncCheckpointdClient(
+                sidecar.target, namespace=sidecar.namespace, retry=FAST
+            ) as writer,
+            AsyncCheckpointdClient(proxy.target, namespace=sidecar.namespace, retry=FAST) as client,
+        ):
+            cp, pending = interrupted("before")  # a cursor above 0: a reconnect resumes
+            await writer.record_interrupt(cp, pending)
+            watch = client.watch_interrupts(progress_interval=PROGRESS, timeout=WATCH_TIMEOUT)
+            async with watch:
+                assert isinstance(await anext(watch), SnapshotItem)
+                assert isinstance(await anext(watch), SnapshotComplete)
+                assert proxy.go_dark() == 1
+                dark_at = time.monotonic()
+                ids = [f"dark-{i}" for i in range(3)]
+                for execution_id in ids:
+                    cp, pending = interrupted(execution_id)
+                    await writer.record_interrupt(cp, pending)
+                events: list[InterruptEvent] = []
+                async for item in watch:
+                    if isinstance(item, InterruptEvent):
+                        events.append(item)
+                        if len(events) == len(ids):
+                            break
+                    else:
+                        assert isinstance(item, WatchProgress), item
+                assert time.monotonic() - dark_at < DARK_BOUND
+        assert [(e.type, e.pending.execution_id) for e in events] == [("added", i) for i in ids]
+        assert [e.cursor for e in events] == sorted({e.cursor for e in events})
+        assert proxy.streams_opened == 2

@@ -26,6 +26,10 @@ const { loadErrorReasons } = require('./reasons');
 const { CheckpointdError, fromServiceError } = require('./status');
 
 const DEFAULT_TARGET = '127.0.0.1:7470';
+/** The progress interval watch() asks for unless told otherwise (the server's default too). */
+const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
+/** watch() takes a stream silent for this many progress intervals for dead (P6). */
+const SILENCE_FACTOR = 3;
 /** The environment variable the token is read from when the `token` option is absent. */
 const TOKEN_ENV_VAR = 'CHECKPOINTD_TOKEN';
 const PROTO_ROOT = path.resolve(__dirname, '..', '..', '..', 'proto');
@@ -66,6 +70,12 @@ function timestampFromDate(date) {
   const ms = date.getTime();
   const seconds = Math.floor(ms / 1000);
   return { seconds: String(seconds), nanos: (ms - seconds * 1000) * 1e6 };
+}
+
+/** A google.protobuf.Duration for a number of milliseconds. */
+function durationFromMs(ms) {
+  const seconds = Math.floor(ms / 1000);
+  return { seconds: String(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) };
 }
 
 /** A Date for a google.protobuf.Timestamp (microseconds and finer are dropped). */
@@ -328,7 +338,7 @@ class CheckpointdClient {
    * and cancel() to end it. Iteration throws a CheckpointdError when the stream ends with an
    * error status and ends quietly after cancel(). It does not reconnect: see watch().
    */
-  watchInterrupts({ afterCursor = '0', chainName, reason, agentPathPrefix } = {}) {
+  watchInterrupts({ afterCursor = '0', chainName, reason, agentPathPrefix, progressIntervalMs = 0 } = {}) {
     const request = {
       namespace: this.namespace,
       after_cursor: String(afterCursor),
@@ -336,6 +346,8 @@ class CheckpointdClient {
       reason,
       agent_path_prefix: agentPathPrefix,
     };
+    // The longest silence before the server sends progress (I6); 0: the server's default.
+    if (progressIntervalMs) request.progress_interval = durationFromMs(progressIntervalMs);
     const call = this.interrupts.WatchInterrupts(request, this.#metadata());
     // Errors reach the iterator; this listener only keeps an un-iterated, cancelled stream
     // from raising an unhandled 'error' event.
@@ -370,20 +382,45 @@ class CheckpointdClient {
    * a status, so nothing is lost or repeated; after OUT_OF_RANGE (CURSOR_EXPIRED) it starts
    * over with a fresh snapshot (yielded again, after a { item: "resync" } marker). Other
    * errors are thrown. Pass `signal` (an AbortSignal) to stop.
+   *
+   * It asks for progress every `progressIntervalMs` (I6, default 10 s, 1 s to 300 s) and takes
+   * a stream that sent nothing for 3 times that for dead (black-holed on its way, although its
+   * connection may still answer pings): it cancels it and reconnects from its cursor (P6).
+   * The time the caller spends on a yielded message does not count as silence.
    */
-  async *watch({ afterCursor = '0', signal, backoffMs = 100, maxBackoffMs = 5_000, ...filters } = {}) {
+  async *watch({
+    afterCursor = '0',
+    signal,
+    backoffMs = 100,
+    maxBackoffMs = 5_000,
+    progressIntervalMs = DEFAULT_PROGRESS_INTERVAL_MS,
+    ...filters
+  } = {}) {
+    if (!(progressIntervalMs >= 1_000 && progressIntervalMs <= 300_000)) {
+      throw new RangeError(`progressIntervalMs must be 1000 to 300000, got ${progressIntervalMs}`);
+    }
+    const silenceMs = SILENCE_FACTOR * progressIntervalMs;
     let cursor = String(afterCursor);
     let backoff = backoffMs;
     while (!signal?.aborted) {
-      const stream = this.watchInterrupts({ ...filters, afterCursor: cursor });
+      const stream = this.watchInterrupts({ ...filters, afterCursor: cursor, progressIntervalMs });
       const onAbort = () => stream.cancel();
       signal?.addEventListener('abort', onAbort);
+      let silence = null;
+      const listen = () => {
+        clearTimeout(silence);
+        // Cancelled, the stream ends quietly and is reconnected below, like one that ended.
+        silence = setTimeout(() => stream.cancel(), silenceMs);
+      };
       try {
+        listen();
         for await (const message of stream) {
+          clearTimeout(silence);
           backoff = backoffMs;
           const item = message[message.item];
           if (message.item !== 'snapshot') cursor = item.cursor;
           yield message;
+          listen();
         }
       } catch (err) {
         if (err.code === grpc.status.OUT_OF_RANGE) {
@@ -393,6 +430,7 @@ class CheckpointdClient {
         }
         if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.RESOURCE_EXHAUSTED) throw err;
       } finally {
+        clearTimeout(silence);
         signal?.removeEventListener('abort', onAbort);
       }
       if (signal?.aborted) return;

@@ -23,10 +23,11 @@ _sym_db = _symbol_database.Default()
 
 
 from checkpointd_client.v1 import checkpoint_pb2 as checkpointd_dot_v1_dot_checkpoint__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&checkpointd/v1/interrupt_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n\x0eInterruptEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12\x30\n\x04type\x18\x02 \x01(\x0e\x32\".checkpointd.v1.InterruptEventType\x12\x31\n\x07pending\x18\x03 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12.\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbf\x01\n\x16WatchInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03\x12\x17\n\nchain_name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"\"\n\x10SnapshotComplete\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\x1f\n\rWatchProgress\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\xfa\x01\n\x17WatchInterruptsResponse\x12\x34\n\x08snapshot\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterruptH\x00\x12=\n\x11snapshot_complete\x18\x02 \x01(\x0b\x32 .checkpointd.v1.SnapshotCompleteH\x00\x12/\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x1e.checkpointd.v1.InterruptEventH\x00\x12\x31\n\x08progress\x18\x04 \x01(\x0b\x32\x1d.checkpointd.v1.WatchProgressH\x00\x42\x06\n\x04item\"\xa2\x01\n\x16RecordInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x04 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\x95\x01\n\x17RecordInterruptResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fpending_created\x18\x03 \x01(\x08\"i\n\x15\x43laimInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63laim_token\x18\x04 \x01(\t\"K\n\x16\x43laimInterruptResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd6\x01\n\x1cListPendingInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"v\n\x1dListPendingInterruptsResponse\x12<\n\x12pending_interrupts\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb1\x01\n\x15SubmitDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x10\n\x08\x61pproved\x18\x04 \x01(\x08\x12\x15\n\rmetadata_json\x18\x05 \x01(\t\x12\x12\n\ndecided_by\x18\x06 \x01(\t\x12\x13\n\x06reason\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\t\n\x07_reason\"K\n\x16SubmitDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\x96\x01\n\x14LeaseDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12\x15\n\rlease_seconds\x18\x06 \x01(\x05\"J\n\x15LeaseDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xbd\x01\n\x13ReportResumeRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12.\n\x07outcome\x18\x06 \x01(\x0e\x32\x1d.checkpointd.v1.ResumeOutcome\x12\r\n\x05\x65rror\x18\x07 \x01(\t\"I\n\x14ReportResumeResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"c\n\x14ListDecisionsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\topen_only\x18\x04 \x01(\x08\"c\n\x15ListDecisionsResponse\x12\x31\n\x07\x64\x65\x63ided\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x8a\x02\n\x12InterruptEventType\x12$\n INTERRUPT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aINTERRUPT_EVENT_TYPE_ADDED\x10\x01\x12 \n\x1cINTERRUPT_EVENT_TYPE_CLAIMED\x10\x02\x12 \n\x1cINTERRUPT_EVENT_TYPE_REMOVED\x10\x03\x12 \n\x1cINTERRUPT_EVENT_TYPE_DECIDED\x10\x04\x12 \n\x1cINTERRUPT_EVENT_TYPE_RESUMED\x10\x05\x12&\n\"INTERRUPT_EVENT_TYPE_RESUME_FAILED\x10\x06*m\n\rResumeOutcome\x12\x1e\n\x1aRESUME_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16RESUME_OUTCOME_RESUMED\x10\x01\x12 \n\x1cRESUME_OUTCOME_RESUME_FAILED\x10\x02\x32\xab\x06\n\x10InterruptService\x12\x62\n\x0fRecordInterrupt\x12&.checkpointd.v1.RecordInterruptRequest\x1a\'.checkpointd.v1.RecordInterruptResponse\x12_\n\x0e\x43laimInterrupt\x12%.checkpointd.v1.ClaimInterruptRequest\x1a&.checkpointd.v1.ClaimInterruptResponse\x12t\n\x15ListPendingInterrupts\x12,.checkpointd.v1.ListPendingInterruptsRequest\x1a-.checkpointd.v1.ListPendingInterruptsResponse\x12\x64\n\x0fWatchInterrupts\x12&.checkpointd.v1.WatchInterruptsRequest\x1a\'.checkpointd.v1.WatchInterruptsResponse0\x01\x12_\n\x0eSubmitDecision\x12%.checkpointd.v1.SubmitDecisionRequest\x1a&.checkpointd.v1.SubmitDecisionResponse\x12\\\n\rLeaseDecision\x12$.checkpointd.v1.LeaseDecisionRequest\x1a%.checkpointd.v1.LeaseDecisionResponse\x12Y\n\x0cReportResume\x12#.checkpointd.v1.ReportResumeRequest\x1a$.checkpointd.v1.ReportResumeResponse\x12\\\n\rListDecisions\x12$.checkpointd.v1.ListDecisionsRequest\x1a%.checkpointd.v1.ListDecisionsResponseB\x8c\x01\n\x18io.github.checkpointd.v1B\x15InterruptServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&checkpointd/v1/interrupt_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n\x0eInterruptEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12\x30\n\x04type\x18\x02 \x01(\x0e\x32\".checkpointd.v1.InterruptEventType\x12\x31\n\x07pending\x18\x03 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12.\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xf5\x01\n\x16WatchInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03\x12\x17\n\nchain_name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x34\n\x11progress_interval\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationB\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"\"\n\x10SnapshotComplete\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\x1f\n\rWatchProgress\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\xfa\x01\n\x17WatchInterruptsResponse\x12\x34\n\x08snapshot\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterruptH\x00\x12=\n\x11snapshot_complete\x18\x02 \x01(\x0b\x32 .checkpointd.v1.SnapshotCompleteH\x00\x12/\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x1e.checkpointd.v1.InterruptEventH\x00\x12\x31\n\x08progress\x18\x04 \x01(\x0b\x32\x1d.checkpointd.v1.WatchProgressH\x00\x42\x06\n\x04item\"\xa2\x01\n\x16RecordInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x04 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\x95\x01\n\x17RecordInterruptResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fpending_created\x18\x03 \x01(\x08\"i\n\x15\x43laimInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63laim_token\x18\x04 \x01(\t\"K\n\x16\x43laimInterruptResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd6\x01\n\x1cListPendingInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"v\n\x1dListPendingInterruptsResponse\x12<\n\x12pending_interrupts\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xb1\x01\n\x15SubmitDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x10\n\x08\x61pproved\x18\x04 \x01(\x08\x12\x15\n\rmetadata_json\x18\x05 \x01(\t\x12\x12\n\ndecided_by\x18\x06 \x01(\t\x12\x13\n\x06reason\x18\x07 \x01(\tH\x00\x88\x01\x01\x42\t\n\x07_reason\"K\n\x16SubmitDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\x96\x01\n\x14LeaseDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12\x15\n\rlease_seconds\x18\x06 \x01(\x05\"J\n\x15LeaseDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xbd\x01\n\x13ReportResumeRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12.\n\x07outcome\x18\x06 \x01(\x0e\x32\x1d.checkpointd.v1.ResumeOutcome\x12\r\n\x05\x65rror\x18\x07 \x01(\t\"I\n\x14ReportResumeResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"c\n\x14ListDecisionsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\topen_only\x18\x04 \x01(\x08\"c\n\x15ListDecisionsResponse\x12\x31\n\x07\x64\x65\x63ided\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x8a\x02\n\x12InterruptEventType\x12$\n INTERRUPT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aINTERRUPT_EVENT_TYPE_ADDED\x10\x01\x12 \n\x1cINTERRUPT_EVENT_TYPE_CLAIMED\x10\x02\x12 \n\x1cINTERRUPT_EVENT_TYPE_REMOVED\x10\x03\x12 \n\x1cINTERRUPT_EVENT_TYPE_DECIDED\x10\x04\x12 \n\x1cINTERRUPT_EVENT_TYPE_RESUMED\x10\x05\x12&\n\"INTERRUPT_EVENT_TYPE_RESUME_FAILED\x10\x06*m\n\rResumeOutcome\x12\x1e\n\x1aRESUME_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16RESUME_OUTCOME_RESUMED\x10\x01\x12 \n\x1cRESUME_OUTCOME_RESUME_FAILED\x10\x02\x32\xab\x06\n\x10InterruptService\x12\x62\n\x0fRecordInterrupt\x12&.checkpointd.v1.RecordInterruptRequest\x1a\'.checkpointd.v1.RecordInterruptResponse\x12_\n\x0e\x43laimInterrupt\x12%.checkpointd.v1.ClaimInterruptRequest\x1a&.checkpointd.v1.ClaimInterruptResponse\x12t\n\x15ListPendingInterrupts\x12,.checkpointd.v1.ListPendingInterruptsRequest\x1a-.checkpointd.v1.ListPendingInterruptsResponse\x12\x64\n\x0fWatchInterrupts\x12&.checkpointd.v1.WatchInterruptsRequest\x1a\'.checkpointd.v1.WatchInterruptsResponse0\x01\x12_\n\x0eSubmitDecision\x12%.checkpointd.v1.SubmitDecisionRequest\x1a&.checkpointd.v1.SubmitDecisionResponse\x12\\\n\rLeaseDecision\x12$.checkpointd.v1.LeaseDecisionRequest\x1a%.checkpointd.v1.LeaseDecisionResponse\x12Y\n\x0cReportResume\x12#.checkpointd.v1.ReportResumeRequest\x1a$.checkpointd.v1.ReportResumeResponse\x12\\\n\rListDecisions\x12$.checkpointd.v1.ListDecisionsRequest\x1a%.checkpointd.v1.ListDecisionsResponseB\x8c\x01\n\x18io.github.checkpointd.v1B\x15InterruptServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,48 +35,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'checkpointd.v1.interrupt_se
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\030io.github.checkpointd.v1B\025InterruptServiceProtoP\001ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\252\002\016Checkpointd.V1'
-  _globals['_INTERRUPTEVENTTYPE']._serialized_start=2618
-  _globals['_INTERRUPTEVENTTYPE']._serialized_end=2884
-  _globals['_RESUMEOUTCOME']._serialized_start=2886
-  _globals['_RESUMEOUTCOME']._serialized_end=2995
-  _globals['_INTERRUPTEVENT']._serialized_start=125
-  _globals['_INTERRUPTEVENT']._serialized_end=306
-  _globals['_WATCHINTERRUPTSREQUEST']._serialized_start=309
-  _globals['_WATCHINTERRUPTSREQUEST']._serialized_end=500
-  _globals['_SNAPSHOTCOMPLETE']._serialized_start=502
-  _globals['_SNAPSHOTCOMPLETE']._serialized_end=536
-  _globals['_WATCHPROGRESS']._serialized_start=538
-  _globals['_WATCHPROGRESS']._serialized_end=569
-  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_start=572
-  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_end=822
-  _globals['_RECORDINTERRUPTREQUEST']._serialized_start=825
-  _globals['_RECORDINTERRUPTREQUEST']._serialized_end=987
-  _globals['_RECORDINTERRUPTRESPONSE']._serialized_start=990
-  _globals['_RECORDINTERRUPTRESPONSE']._serialized_end=1139
-  _globals['_CLAIMINTERRUPTREQUEST']._serialized_start=1141
-  _globals['_CLAIMINTERRUPTREQUEST']._serialized_end=1246
-  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_start=1248
-  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_end=1323
-  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_start=1326
-  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_end=1540
-  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_start=1542
-  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_end=1660
-  _globals['_SUBMITDECISIONREQUEST']._serialized_start=1663
-  _globals['_SUBMITDECISIONREQUEST']._serialized_end=1840
-  _globals['_SUBMITDECISIONRESPONSE']._serialized_start=1842
-  _globals['_SUBMITDECISIONRESPONSE']._serialized_end=1917
-  _globals['_LEASEDECISIONREQUEST']._serialized_start=1920
-  _globals['_LEASEDECISIONREQUEST']._serialized_end=2070
-  _globals['_LEASEDECISIONRESPONSE']._serialized_start=2072
-  _globals['_LEASEDECISIONRESPONSE']._serialized_end=2146
-  _globals['_REPORTRESUMEREQUEST']._serialized_start=2149
-  _globals['_REPORTRESUMEREQUEST']._serialized_end=2338
-  _globals['_REPORTRESUMERESPONSE']._serialized_start=2340
-  _globals['_REPORTRESUMERESPONSE']._serialized_end=2413
-  _globals['_LISTDECISIONSREQUEST']._serialized_start=2415
-  _globals['_LISTDECISIONSREQUEST']._serialized_end=2514
-  _globals['_LISTDECISIONSRESPONSE']._serialized_start=2516
-  _globals['_LISTDECISIONSRESPONSE']._serialized_end=2615
-  _globals['_INTERRUPTSERVICE']._serialized_start=2998
-  _globals['_INTERRUPTSERVICE']._serialized_end=3809
+  _globals['_INTERRUPTEVENTTYPE']._serialized_start=2704
+  _globals['_INTERRUPTEVENTTYPE']._serialized_end=2970
+  _globals['_RESUMEOUTCOME']._serialized_start=2972
+  _globals['_RESUMEOUTCOME']._serialized_end=3081
+  _globals['_INTERRUPTEVENT']._serialized_start=157
+  _globals['_INTERRUPTEVENT']._serialized_end=338
+  _globals['_WATCHINTERRUPTSREQUEST']._serialized_start=341
+  _globals['_WATCHINTERRUPTSREQUEST']._serialized_end=586
+  _globals['_SNAPSHOTCOMPLETE']._serialized_start=588
+  _globals['_SNAPSHOTCOMPLETE']._serialized_end=622
+  _globals['_WATCHPROGRESS']._serialized_start=624
+  _globals['_WATCHPROGRESS']._serialized_end=655
+  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_start=658
+  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_end=908
+  _globals['_RECORDINTERRUPTREQUEST']._serialized_start=911
+  _globals['_RECORDINTERRUPTREQUEST']._serialized_end=1073
+  _globals['_RECORDINTERRUPTRESPONSE']._serialized_start=1076
+  _globals['_RECORDINTERRUPTRESPONSE']._serialized_end=1225
+  _globals['_CLAIMINTERRUPTREQUEST']._serialized_start=1227
+  _globals['_CLAIMINTERRUPTREQUEST']._serialized_end=1332
+  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_start=1334
+  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_end=1409
+  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_start=1412
+  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_end=1626
+  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_start=1628
+  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_end=1746
+  _globals['_SUBMITDECISIONREQUEST']._serialized_start=1749
+  _globals['_SUBMITDECISIONREQUEST']._serialized_end=1926
+  _globals['_SUBMITDECISIONRESPONSE']._serialized_start=1928
+  _globals['_SUBMITDECISIONRESPONSE']._serialized_end=2003
+  _globals['_LEASEDECISIONREQUEST']._serialized_start=2006
+  _globals['_LEASEDECISIONREQUEST']._serialized_end=2156
+  _globals['_LEASEDECISIONRESPONSE']._serialized_start=2158
+  _globals['_LEASEDECISIONRESPONSE']._serialized_end=2232
+  _globals['_REPORTRESUMEREQUEST']._serialized_start=2235
+  _globals['_REPORTRESUMEREQUEST']._serialized_end=2424
+  _globals['_REPORTRESUMERESPONSE']._serialized_start=2426
+  _globals['_REPORTRESUMERESPONSE']._serialized_end=2499
+  _globals['_LISTDECISIONSREQUEST']._serialized_start=2501
+  _globals['_LISTDECISIONSREQUEST']._serialized_end=2600
+  _globals['_LISTDECISIONSRESPONSE']._serialized_start=2602
+  _globals['_LISTDECISIONSRESPONSE']._serialized_end=2701
+  _globals['_INTERRUPTSERVICE']._serialized_start=3084
+  _globals['_INTERRUPTSERVICE']._serialized_end=3895
 # @@protoc_insertion_point(module_scope)

@@ -6,6 +6,7 @@ isort:skip_file
 from checkpointd_client.v1 import checkpoint_pb2 as _checkpoint_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -142,6 +143,7 @@ class WatchInterruptsRequest(_message.Message):
     CHAIN_NAME_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     AGENT_PATH_PREFIX_FIELD_NUMBER: _builtins.int
+    PROGRESS_INTERVAL_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to watch; empty means "default"."""
     after_cursor: _builtins.int
@@ -154,6 +156,14 @@ class WatchInterruptsRequest(_message.Message):
     """Only interrupts with exactly this reason, when set."""
     agent_path_prefix: _builtins.str
     """Only interrupts whose agent_path starts with this prefix, when set."""
+    @_builtins.property
+    def progress_interval(self) -> _duration_pb2.Duration:
+        """The longest the stream may stay silent after its snapshot before the server sends a
+        `progress` message (contract I6): 1 s to 300 s (a longer one is served as 300 s); unset
+        or 0 means the server's --watch-progress-interval (10 s by default). Shorter than 1 s,
+        negative or fractional below a millisecond is INVALID_ARGUMENT.
+        """
+
     def __init__(
         self,
         *,
@@ -162,10 +172,11 @@ class WatchInterruptsRequest(_message.Message):
         chain_name: _builtins.str | None = ...,
         reason: _builtins.str | None = ...,
         agent_path_prefix: _builtins.str | None = ...,
+        progress_interval: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "reason", b"reason"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "progress_interval", b"progress_interval", "reason", b"reason"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "after_cursor", b"after_cursor", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "namespace", b"namespace", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "after_cursor", b"after_cursor", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "namespace", b"namespace", "progress_interval", b"progress_interval", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__agent_path_prefix: _TypeAlias = _typing.Literal["agent_path_prefix"]  # noqa: Y015
     _WhichOneofArgType__agent_path_prefix: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix"]  # noqa: Y015
@@ -206,7 +217,9 @@ Global___SnapshotComplete: _TypeAlias = SnapshotComplete  # noqa: Y015
 
 @_typing.final
 class WatchProgress(_message.Message):
-    """WatchProgress tells a watcher how far the server has read while no event matched."""
+    """WatchProgress tells a watcher how far the server has read: sent whenever the stream's
+    progress interval passes without a message, whether or not the cursor moved (contract I6).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -250,7 +263,9 @@ class WatchInterruptsResponse(_message.Message):
 
     @_builtins.property
     def progress(self) -> Global___WatchProgress:
-        """The server has read up to a cursor without a matching event."""
+        """The stream is alive and the server has read up to a cursor (no event matched since the
+        last message).
+        """
 
     def __init__(
         self,

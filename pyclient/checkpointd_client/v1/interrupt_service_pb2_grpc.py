@@ -132,8 +132,9 @@ class InterruptServiceServicer:
         """Streams the pending interrupts of a namespace and every change to them.
 
         Every change to a pending interrupt (added by RecordInterrupt, claimed by ClaimInterrupt,
-        removed by DeleteExecution) is written to an outbox in the same transaction as the
-        change and numbered by a cursor that is monotonic per store. The stream is:
+        removed by DeleteExecution, decided by SubmitDecision, resumed or resume_failed by
+        ReportResume) is written to an outbox in the same transaction as the change and numbered
+        by a cursor that is monotonic per store. The stream is:
 
         1. With after_cursor 0: first the current pending set matching the filters, one
         `snapshot` message per row, newest first (in ListPendingInterrupts order); then one
@@ -151,19 +152,38 @@ class InterruptServiceServicer:
         that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
         lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
 
-        Events that do not match the filters are skipped; the server sends a `progress` message
-        with the cursor it has read up to at least every few seconds while nothing matches, so a
-        filtered watcher can reconnect from a recent cursor. Events from every server process
-        that shares the store reach every watcher.
+        Events that do not match the filters are skipped. Events from every server process that
+        shares the store reach every watcher.
+
+        Progress (contract I6). After the snapshot (or from the start, with after_cursor), the
+        stream is never silent for longer than its progress interval N: the request's
+        progress_interval, or the server's --watch-progress-interval (10 s by default) when it
+        is 0. Whenever N passes without a message, the server sends a `progress` message with the
+        cursor it has read up to (every event up to it has been considered for this stream), even
+        when that cursor has not moved. A client may resume from a progress cursor as from an
+        event's. A client that has heard nothing for a few times N (3 N is what the project's
+        clients wait) should cancel the stream and reconnect from its last cursor: the stream, or
+        a proxy on its way, has gone dark, although keepalive pings on the connection may still
+        be answered. A client that does not know `progress` can ignore it.
 
         The stream ends with a status, never silently:
         * OUT_OF_RANGE (reason CURSOR_EXPIRED): after_cursor is older than the event retention
         (--event-retention, default 7 days). Reconnect without after_cursor to re-snapshot.
         * RESOURCE_EXHAUSTED (reason WATCHER_TOO_SLOW): the watcher fell more than the server's
         buffer behind (--watch-buffer events). Reconnect with the last cursor; nothing is lost.
+        * RESOURCE_EXHAUSTED (reason TOO_MANY_WATCH_STREAMS, metadata "limit" and "scope"): the
+        server (--max-watch-streams) or this connection (--max-watch-streams-per-peer) has as
+        many open streams as it allows; sent before any message. Retry later with backoff.
+        * UNAVAILABLE (reason WATCH_EXPIRED, metadata "max_lifetime_s"): the stream reached
+        --watch-max-lifetime (1 hour by default). Reconnect with the last cursor.
         * UNAVAILABLE (reason SHUTTING_DOWN or STORE_UNAVAILABLE): the server is stopping or lost
         its store. Reconnect with the last cursor, to this server or another.
-        * INVALID_ARGUMENT: a bad namespace, filter or cursor.
+        * UNAVAILABLE without a reason: the connection closed. The server closes each connection
+        at most --watch-max-lifetime after it opened (a GOAWAY first, so new calls go to a new
+        connection) and cancels whatever is still on it 2 s later: that is how a stream stuck
+        on a client that stopped reading ends (contract B2). Reconnect with the last cursor.
+        * INVALID_ARGUMENT: a bad namespace, filter, cursor or progress_interval.
+        * PERMISSION_DENIED or UNAUTHENTICATED: the token may not read this namespace.
 
         Keepalive. A stream can stay silent for hours, so pings are what notice a dead peer.
         The server pings every connection each 60 s and closes one that does not answer within

@@ -429,7 +429,8 @@ class Console:
         if hub is None:
             raise StoreUnavailable("this server does not serve watches")
         peer = f"console:{request.remote or ''}"
-        watch = hub.watch(namespace, after, _EVERYTHING, peer=peer)
+        # An HTTP write can be cancelled cleanly: a failure ends a blocked one at once.
+        watch = hub.watch(namespace, after, _EVERYTHING, peer=peer, interrupt_writes=True)
         response: web.StreamResponse | None = None
         task = asyncio.current_task()
         assert task is not None

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
+# What grpc.aio raises from a write the transport refused: the call is gone.
+from grpc._cython.cygrpc import ExecuteBatchError  # type: ignore[import-not-found]
+
 from checkpointd import validation as v
+from checkpointd.config import (
+    WATCH_PROGRESS_INTERVAL_MAX_SECONDS,
+    WATCH_PROGRESS_INTERVAL_MIN_SECONDS,
+)
 from checkpointd.convert import (
     checkpoint_from_proto,
     checkpoint_to_proto,
@@ -70,6 +79,25 @@ def _event_to_proto(event: InterruptEventRecord) -> svc.WatchInterruptsResponse:
     )
 
 
+def _progress_interval(request: svc.WatchInterruptsRequest) -> float | None:
+    """The stream's progress interval in seconds (I6): None for the server's, capped at the
+    most; shorter than the least or negative is refused."""
+    if not request.HasField("progress_interval"):
+        return None
+    interval = request.progress_interval
+    if interval.seconds < 0 or interval.nanos < 0:
+        raise InvalidField("progress_interval", "must not be negative")
+    seconds = interval.seconds + interval.nanos / 1e9
+    if seconds == 0:
+        return None
+    if seconds < WATCH_PROGRESS_INTERVAL_MIN_SECONDS:
+        raise InvalidField(
+            "progress_interval",
+            f"must be at least {WATCH_PROGRESS_INTERVAL_MIN_SECONDS:g} s (or 0 for the server's)",
+        )
+    return min(seconds, WATCH_PROGRESS_INTERVAL_MAX_SECONDS)
+
+
 def _watch_response(item: WatchItem) -> svc.WatchInterruptsResponse:
     if isinstance(item, EventItem):
         # Built once per event, whatever the number of streams it goes to.
@@ -84,6 +112,19 @@ def _watch_response(item: WatchItem) -> svc.WatchInterruptsResponse:
         )
     assert isinstance(item, Progress)
     return svc.WatchInterruptsResponse(progress=svc.WatchProgress(cursor=item.cursor))
+
+
+async def _send(
+    context: grpc.aio.ServicerContext[svc.WatchInterruptsRequest, svc.WatchInterruptsResponse],
+    message: svc.WatchInterruptsResponse,
+) -> None:
+    """Write one message; a call that has ended (cancelled by its client, or its connection
+    closed) raises :class:`asyncio.CancelledError`, as nothing more, not even a status, can be
+    sent on it."""
+    try:
+        await context.write(message)
+    except ExecuteBatchError:
+        raise asyncio.CancelledError() from None
 
 
 class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
@@ -199,15 +240,20 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             if request.after_cursor < 0:
                 raise InvalidField("after_cursor", "must not be negative")
             filters = _pending_filter(request)
+            progress_interval = _progress_interval(request)
             if hub is None:
                 await context.abort(
                     grpc.StatusCode.UNIMPLEMENTED, "this server does not serve watches"
                 )
             async with hub.watch(
-                namespace, request.after_cursor, filters, peer=context.peer()
+                namespace,
+                request.after_cursor,
+                filters,
+                peer=context.peer(),
+                progress_interval=progress_interval,
             ) as watch:
                 async for item in watch:
-                    await watch.guard(context.write(_watch_response(item)))
+                    await watch.guard(_send(context, _watch_response(item)))
         except grpc.aio.AbortError:
             raise
         except Exception as exc:
