@@ -147,6 +147,7 @@ def test_protoc_gen_go_generates_without_import_mappings(tmp_path):
         "checkpoint.pb.go",
         "checkpoint_service.pb.go",
         "error_reason.pb.go",
+        "graph_service.pb.go",
         "idempotency_service.pb.go",
         "interrupt_service.pb.go",
         "replication_service.pb.go",
