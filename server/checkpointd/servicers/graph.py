@@ -42,41 +42,23 @@ _STRATEGIES: Final = {
 
 
 # --- proto -> domain ---------------------------------------------------------------------
+# Field names are literals at each check, so tests/unit/test_invalid_field_values.py reads
+# them all (docs/protocol.md lists them).
 
 
-def _typed(field: str, value: svc.TypedValue) -> TypedValue:
-    if not value.type:
-        raise InvalidField(f"{field}.type", "is required")
+def _typed(value: svc.TypedValue, *, field: str) -> TypedValue:
+    """A typed value; an unset one has no type and is refused as such."""
     return TypedValue(v.identifier(f"{field}.type", value.type, TYPE_MAX), value.data)
 
 
-def _metadata(field: str, raw: str) -> tuple[str, str]:
-    """The metadata JSON object to store, and its ``run_id`` when that is a string."""
-    text = v.json_object(field, raw)
-    # Postgres's jsonb holds no NUL character (LangGraph strips them from metadata too).
-    if "\\u0000" in text:
-        raise InvalidField(field, "must not contain the NUL character (\\u0000)")
-    run_id = json.loads(text).get("run_id")
-    return text, run_id if isinstance(run_id, str) else ""
-
-
-def _filter(field: str, raw: str) -> str:
-    if not raw:
-        return ""
-    text = v.json_object(field, raw)
-    return "" if text == "{}" else text
-
-
-def _ids(field: str, values: Sequence[str], max_len: int) -> list[str]:
-    if len(values) > MAX_IDS:
-        raise InvalidField(field, f"must name at most {MAX_IDS} ids (got {len(values)})")
-    return [v.identifier(field, value, max_len) for value in values]
-
-
 def _checkpoint(message: svc.GraphCheckpoint) -> GraphCheckpoint:
-    metadata_json, run_id = _metadata("checkpoint.metadata_json", message.metadata_json)
-    if not message.HasField("checkpoint"):
-        raise InvalidField("checkpoint.checkpoint", "is required")
+    metadata_json = v.json_object("checkpoint.metadata_json", message.metadata_json)
+    # Postgres's jsonb holds no NUL character (LangGraph strips them from metadata too).
+    if "\\u0000" in metadata_json:
+        raise InvalidField(
+            "checkpoint.metadata_json", "must not contain the NUL character (\\u0000)"
+        )
+    run_id = json.loads(metadata_json).get("run_id")
     versions = {
         v.text("checkpoint.channel_versions", channel, NAME_MAX): v.identifier(
             "checkpoint.channel_versions", version, NAME_MAX
@@ -92,21 +74,47 @@ def _checkpoint(message: svc.GraphCheckpoint) -> GraphCheckpoint:
         parent_checkpoint_id=v.optional_identifier(
             "checkpoint.parent_checkpoint_id", message.parent_checkpoint_id, v.CHECKPOINT_ID_MAX
         ),
-        body=_typed("checkpoint.checkpoint", message.checkpoint),
+        body=_typed(message.checkpoint, field="checkpoint.checkpoint"),
         metadata_json=metadata_json,
         channel_versions=versions,
-        run_id=run_id,
+        run_id=run_id if isinstance(run_id, str) else "",
     )
 
 
-def _channel_value(field: str, message: svc.GraphChannelValue) -> ChannelValue:
-    if not message.HasField("value"):
-        raise InvalidField(f"{field}.value", "is required")
-    return ChannelValue(
-        channel=v.identifier(f"{field}.channel", message.channel, NAME_MAX),
-        version=v.identifier(f"{field}.version", message.version, NAME_MAX),
-        value=_typed(f"{field}.value", message.value),
-    )
+def _new_values(
+    checkpoint: GraphCheckpoint, messages: Sequence[svc.GraphChannelValue]
+) -> list[ChannelValue]:
+    values = []
+    for message in messages:
+        channel = v.identifier("new_values.channel", message.channel, NAME_MAX)
+        version = v.identifier("new_values.version", message.version, NAME_MAX)
+        if checkpoint.channel_versions.get(channel) != version:
+            raise InvalidField(
+                "new_values.version",
+                "must be the version the checkpoint's channel_versions names for the channel",
+                got=version,
+            )
+        values.append(
+            ChannelValue(channel, version, _typed(message.value, field="new_values.value"))
+        )
+    return values
+
+
+def _writes(request: svc.PutGraphWritesRequest) -> list[GraphWrite]:
+    task_id = v.identifier("task_id", request.task_id, NAME_MAX)
+    task_path = v.text("task_path", request.task_path, NAME_MAX)
+    writes = []
+    seen: set[int] = set()
+    for write in request.writes:
+        if write.idx in seen:
+            raise InvalidField(
+                "writes.idx", "must be unique within the request", got=str(write.idx)
+            )
+        seen.add(write.idx)
+        channel = v.identifier("writes.channel", write.channel, NAME_MAX)
+        value = _typed(write.value, field="writes.value")
+        writes.append(GraphWrite(task_id, task_path, write.idx, channel, value))
+    return writes
 
 
 # --- domain -> proto ---------------------------------------------------------------------
@@ -147,6 +155,12 @@ def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
     )
 
 
+def _filter(raw: str) -> str:
+    """The metadata filter to apply; empty (or ``{}``) filters nothing."""
+    text = v.json_object("metadata_filter_json", raw)
+    return "" if text == "{}" else text
+
+
 class GraphServicer(svc_grpc.GraphServiceServicer):
     """Serves checkpointd.v1.GraphService over a GraphStore."""
 
@@ -166,17 +180,7 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         if not request.HasField("checkpoint"):
             raise InvalidField("checkpoint", "is required")
         checkpoint = _checkpoint(request.checkpoint)
-        values = [
-            _channel_value(f"new_values[{i}]", value) for i, value in enumerate(request.new_values)
-        ]
-        for value in values:
-            if checkpoint.channel_versions.get(value.channel) != value.version:
-                raise InvalidField(
-                    "new_values",
-                    "must hold only channels at the version the checkpoint's channel_versions "
-                    "names",
-                    got=value.channel,
-                )
+        values = _new_values(checkpoint, request.new_values)
         await shielded(
             self._graph.put_checkpoint(
                 namespace, request_id, checkpoint, values, self._deps.clock()
@@ -194,25 +198,7 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
         checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
-        task_id = v.identifier("task_id", request.task_id, NAME_MAX)
-        task_path = v.text("task_path", request.task_path, NAME_MAX)
-        writes = []
-        seen: set[int] = set()
-        for i, write in enumerate(request.writes):
-            if write.idx in seen:
-                raise InvalidField(f"writes[{i}].idx", "must be unique within the request")
-            seen.add(write.idx)
-            if not write.HasField("value"):
-                raise InvalidField(f"writes[{i}].value", "is required")
-            writes.append(
-                GraphWrite(
-                    task_id=task_id,
-                    task_path=task_path,
-                    idx=write.idx,
-                    channel=v.identifier(f"writes[{i}].channel", write.channel, NAME_MAX),
-                    value=_typed(f"writes[{i}].value", write.value),
-                )
-            )
+        writes = _writes(request)
         await shielded(
             self._graph.put_writes(
                 namespace,
@@ -264,7 +250,7 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             checkpoint_id=v.optional_identifier(
                 "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
             ),
-            metadata_filter_json=_filter("metadata_filter_json", request.metadata_filter_json),
+            metadata_filter_json=_filter(request.metadata_filter_json),
             before_checkpoint_id=v.optional_identifier(
                 "before_checkpoint_id", request.before_checkpoint_id, v.CHECKPOINT_ID_MAX
             ),
@@ -319,7 +305,9 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
     ) -> svc.DeleteGraphRunsResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
-        run_ids = _ids("run_ids", request.run_ids, NAME_MAX)
+        if len(request.run_ids) > MAX_IDS:
+            raise InvalidField("run_ids", f"must name at most {MAX_IDS} runs")
+        run_ids = [v.identifier("run_ids", run_id, NAME_MAX) for run_id in request.run_ids]
         deleted = await shielded(
             self._graph.delete_runs(namespace, request_id, run_ids, self._deps.clock())
         )
@@ -350,7 +338,11 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
     ) -> svc.PruneGraphThreadsResponse:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
-        thread_ids = _ids("thread_ids", request.thread_ids, THREAD_ID_MAX)
+        if len(request.thread_ids) > MAX_IDS:
+            raise InvalidField("thread_ids", f"must name at most {MAX_IDS} threads")
+        thread_ids = [
+            v.identifier("thread_ids", thread_id, THREAD_ID_MAX) for thread_id in request.thread_ids
+        ]
         strategy = _STRATEGIES.get(request.strategy)
         if strategy is None:
             raise InvalidField(
