@@ -77,7 +77,8 @@ class Graph:
                 thread_id=thread, checkpoint_ns=ns, checkpoint_id=checkpoint_id
             ),
         )
-        return response.checkpoint_tuple
+        found: g.GraphCheckpointTuple = response.checkpoint_tuple
+        return found
 
     def ids(self, **fields: Any) -> list[str]:
         """Every listed checkpoint id, page after page (page_size in ``fields``)."""
