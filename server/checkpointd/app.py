@@ -422,6 +422,7 @@ async def serve(settings: Settings) -> None:
                 request_retention=retention,
                 event_retention=timedelta(seconds=settings.event_retention_seconds),
                 batch_size=settings.prune_batch_size,
+                graph=graph_store,
             )
         )
         watch_hub.start()
