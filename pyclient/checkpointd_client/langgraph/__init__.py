@@ -218,7 +218,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         request = _shape.prune_request(self._namespace, thread_ids, strategy)
         self._call("PruneGraphThreads", request)
 
-    def get_next_version(self, current: str | None, channel: None) -> str:
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
         """The next channel version: an increasing counter with a random tail."""
         return _shape.next_version(current)
 
@@ -424,6 +424,6 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._sync().prune(thread_ids, strategy=strategy)
 
-    def get_next_version(self, current: str | None, channel: None) -> str:
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
         """The next channel version: an increasing counter with a random tail."""
         return _shape.next_version(current)
