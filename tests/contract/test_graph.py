@@ -234,11 +234,23 @@ def test_g5_delete_copy_and_prune_whole_threads(graph: Graph) -> None:
     assert graph.ids(thread_id="dst") == ["c3", "c2"]
     assert values_of(graph.get("dst")) == {"a": '"2"'}
     assert graph.get("dst").checkpoint.parent_checkpoint_id == ""
+    graph.put("delta", "c1", {}, metadata={"counters_since_delta_snapshot": {"a": 1}})
+    graph.put("delta", "c2", {})
+    kept = graph(
+        "PruneGraphThreads",
+        g.PruneGraphThreadsRequest(
+            thread_ids=["delta"], strategy=g.GRAPH_PRUNE_STRATEGY_KEEP_LATEST
+        ),
+    )
+    assert kept.checkpoints_deleted == 0
+    assert graph.ids(thread_id="delta") == ["c2", "c1"]
     gone = graph(
         "PruneGraphThreads",
-        g.PruneGraphThreadsRequest(thread_ids=["dst"], strategy=g.GRAPH_PRUNE_STRATEGY_DELETE),
+        g.PruneGraphThreadsRequest(
+            thread_ids=["dst", "delta"], strategy=g.GRAPH_PRUNE_STRATEGY_DELETE
+        ),
     )
-    assert gone.checkpoints_deleted == 2
+    assert gone.checkpoints_deleted == 4
     assert graph.ids() == []
 
 

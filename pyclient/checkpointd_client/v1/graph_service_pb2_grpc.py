@@ -195,8 +195,11 @@ class GraphServiceServicer:
         """Prunes the checkpoints of the given threads, in one transaction.
 
         GRAPH_PRUNE_STRATEGY_KEEP_LATEST keeps the newest checkpoint of each checkpoint_ns of
-        each thread, with its channel values and pending writes, and deletes the rest;
-        GRAPH_PRUNE_STRATEGY_DELETE deletes the threads.
+        each thread, with its channel values and pending writes, and deletes the rest, except
+        that it leaves whole a thread whose graph uses a LangGraph DeltaChannel (a checkpoint's
+        metadata has "counters_since_delta_snapshot" or "delta_writes_versioned"), whose
+        channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
+        deletes the threads.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

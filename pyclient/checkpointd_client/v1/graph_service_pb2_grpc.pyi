@@ -102,8 +102,11 @@ class GraphServiceStub:
     """Prunes the checkpoints of the given threads, in one transaction.
 
     GRAPH_PRUNE_STRATEGY_KEEP_LATEST keeps the newest checkpoint of each checkpoint_ns of
-    each thread, with its channel values and pending writes, and deletes the rest;
-    GRAPH_PRUNE_STRATEGY_DELETE deletes the threads.
+    each thread, with its channel values and pending writes, and deletes the rest, except
+    that it leaves whole a thread whose graph uses a LangGraph DeltaChannel (a checkpoint's
+    metadata has "counters_since_delta_snapshot" or "delta_writes_versioned"), whose
+    channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
+    deletes the threads.
     """
 
 @_typing.type_check_only
@@ -180,8 +183,11 @@ class GraphServiceAsyncStub(GraphServiceStub):
     """Prunes the checkpoints of the given threads, in one transaction.
 
     GRAPH_PRUNE_STRATEGY_KEEP_LATEST keeps the newest checkpoint of each checkpoint_ns of
-    each thread, with its channel values and pending writes, and deletes the rest;
-    GRAPH_PRUNE_STRATEGY_DELETE deletes the threads.
+    each thread, with its channel values and pending writes, and deletes the rest, except
+    that it leaves whole a thread whose graph uses a LangGraph DeltaChannel (a checkpoint's
+    metadata has "counters_since_delta_snapshot" or "delta_writes_versioned"), whose
+    channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
+    deletes the threads.
     """
 
 class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -303,8 +309,11 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         """Prunes the checkpoints of the given threads, in one transaction.
 
         GRAPH_PRUNE_STRATEGY_KEEP_LATEST keeps the newest checkpoint of each checkpoint_ns of
-        each thread, with its channel values and pending writes, and deletes the rest;
-        GRAPH_PRUNE_STRATEGY_DELETE deletes the threads.
+        each thread, with its channel values and pending writes, and deletes the rest, except
+        that it leaves whole a thread whose graph uses a LangGraph DeltaChannel (a checkpoint's
+        metadata has "counters_since_delta_snapshot" or "delta_writes_versioned"), whose
+        channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
+        deletes the threads.
         """
 
 def add_GraphServiceServicer_to_server(servicer: GraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -202,7 +202,11 @@ class GraphStore(Protocol):
         strategy: PruneStrategy,
         now: datetime,
     ) -> int:
-        """Prune the threads in one transaction; return the checkpoints deleted."""
+        """Prune the threads in one transaction; return the checkpoints deleted.
+
+        ``KEEP_LATEST`` leaves whole a thread whose graph uses a DeltaChannel (a checkpoint's
+        metadata has ``counters_since_delta_snapshot`` or ``delta_writes_versioned``): its
+        channels are rebuilt from the writes of older checkpoints."""
         ...
 
     async def purge_requests(self, applied_before: datetime) -> int:

@@ -292,6 +292,8 @@ class PostgresGraphStore:
                 return await self._delete_threads(conn, namespace, thread_ids)
             deleted = 0
             for thread_id in dict.fromkeys(thread_ids):
+                if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):
+                    continue  # its channels need the older checkpoints' writes
                 for head in await conn.fetch(sql.heads, namespace, thread_id):
                     key = (namespace, thread_id, head["checkpoint_ns"])
                     await conn.execute(sql.prune_older_writes, *key, head["newest"])

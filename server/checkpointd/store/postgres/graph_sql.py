@@ -108,6 +108,13 @@ class GraphSql:
                 WHERE p.namespace = c.namespace AND p.thread_id = c.thread_id
                   AND p.checkpoint_ns = c.checkpoint_ns
                   AND p.checkpoint_id = c.parent_checkpoint_id)"""
+        # A thread whose graph uses a DeltaChannel (LangGraph leaves these metadata keys):
+        # keep_latest leaves it whole, its channels being rebuilt from older writes.
+        self.uses_delta_channel = f"""
+            SELECT EXISTS (SELECT 1 FROM {s}.graph_checkpoints
+            WHERE namespace = $1 AND thread_id = $2 AND (
+                metadata ? 'counters_since_delta_snapshot'
+                OR metadata ? 'delta_writes_versioned'))"""
         self.heads = f"""
             SELECT checkpoint_ns, max(checkpoint_id) AS newest FROM {s}.graph_checkpoints
             WHERE namespace = $1 AND thread_id = $2 GROUP BY checkpoint_ns"""

@@ -352,6 +352,8 @@ class SQLiteGraphStore:
                 return await self._delete_threads(conn, namespace, thread_ids)
             deleted = 0
             for thread_id in dict.fromkeys(thread_ids):
+                if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):
+                    continue  # its channels need the older checkpoints' writes
                 heads = await _fetch(conn, gsql.NAMESPACES_OF_THREAD, (namespace, thread_id))
                 for checkpoint_ns, newest in heads:
                     key = (namespace, thread_id, checkpoint_ns)

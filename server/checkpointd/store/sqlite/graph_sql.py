@@ -111,6 +111,16 @@ WHERE {_KEY} AND parent_checkpoint_id <> '' AND NOT EXISTS (
       AND p.checkpoint_id = graph_checkpoints.parent_checkpoint_id)
 """
 
+# A thread whose graph uses a DeltaChannel: LangGraph leaves these metadata keys on its
+# checkpoints. keep_latest leaves such a thread whole: its channels are rebuilt from the
+# writes of older checkpoints (langgraph-checkpoint-postgres refuses to prune them).
+USES_DELTA_CHANNEL: Final = f"""
+SELECT 1 FROM graph_checkpoints WHERE {_THREAD} AND (
+    json_type(metadata_json, '$.counters_since_delta_snapshot') IS NOT NULL
+    OR json_type(metadata_json, '$.delta_writes_versioned') IS NOT NULL)
+LIMIT 1
+"""
+
 NAMESPACES_OF_THREAD: Final = (
     f"SELECT checkpoint_ns, max(checkpoint_id) FROM graph_checkpoints WHERE {_THREAD} "
     "GROUP BY checkpoint_ns"
