@@ -7,7 +7,14 @@ from datetime import timedelta
 
 from checkpointd.app import build_graph_store
 from checkpointd.metrics_graph import timed_graph_store
-from checkpointd.store.graph import GraphCheckpoint, GraphStore, TypedValue
+from checkpointd.store.graph import (
+    ChannelValue,
+    GraphCheckpoint,
+    GraphListQuery,
+    GraphPosition,
+    GraphStore,
+    TypedValue,
+)
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.protocols import signature_mismatches
@@ -58,3 +65,28 @@ async def test_both_graph_wings_satisfy_the_protocol_and_are_timed_by_one_wrappe
     timed = timed_graph_store(graph, histogram)  # type: ignore[arg-type]
     assert await timed.get_tuple(NS, "t", "", "") is None
     assert histogram.observed == [("graph_get_tuple", "ok")]
+
+
+async def test_b1_a_graph_page_stops_at_its_byte_budget_and_the_next_goes_on(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """A listing completes rows only while the page is within ``max_bytes`` (at least one),
+    says more are left, and the next page starts where it stopped."""
+    graph = build_graph_store(store)
+    for i in range(5):
+        checkpoint = GraphCheckpoint(
+            "t", "", f"c{i}", "", TypedValue("json", b"{}"), "{}", {"big": str(i)}
+        )
+        value = ChannelValue("big", str(i), TypedValue("bytes", bytes(1000)))
+        await graph.put_checkpoint(NS, "", checkpoint, [value], T0)
+    query = GraphListQuery("t", None, "", "", "")
+    first = await graph.list_tuples(NS, query, after=None, limit=100, max_bytes=2500)
+    assert [t.checkpoint.checkpoint_id for t in first.tuples] == ["c4", "c3", "c2"]
+    assert first.more
+    last = first.tuples[-1].checkpoint
+    position = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
+    rest = await graph.list_tuples(NS, query, after=position, limit=100, max_bytes=2500)
+    assert [t.checkpoint.checkpoint_id for t in rest.tuples] == ["c1", "c0"]
+    assert not rest.more
+    one = await graph.list_tuples(NS, query, after=None, limit=100, max_bytes=1)
+    assert len(one.tuples) == 1

@@ -266,9 +266,14 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             query.before_checkpoint_id,
         )
         after = decode_position(request.page_token, scope)
-        found = await shielded(self._graph.list_tuples(namespace, query, after=after, limit=limit))
-        response = svc.ListGraphCheckpointsResponse()
         budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
+        # The store completes only the rows that fit the reply (B1); the reply is measured
+        # again as it is built, the encoding being a little larger than the stored bytes.
+        page = await shielded(
+            self._graph.list_tuples(namespace, query, after=after, limit=limit, max_bytes=budget)
+        )
+        found = page.tuples
+        response = svc.ListGraphCheckpointsResponse()
         for row in found:
             message = _tuple_out(row)
             budget -= message.ByteSize() + 8  # field tag and length prefix
@@ -276,7 +281,7 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
                 break  # the page is full by size; the next one starts at this row
             response.checkpoint_tuples.append(message)
         if response.checkpoint_tuples and (
-            len(found) == limit or len(response.checkpoint_tuples) < len(found)
+            page.more or len(response.checkpoint_tuples) < len(found)
         ):
             last = response.checkpoint_tuples[-1].checkpoint
             position = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)

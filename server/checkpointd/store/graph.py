@@ -33,12 +33,14 @@ __all__ = [
     "ChannelValue",
     "GraphCheckpoint",
     "GraphListQuery",
+    "GraphPage",
     "GraphPosition",
     "GraphStore",
     "GraphTuple",
     "GraphWrite",
     "PruneStrategy",
     "TypedValue",
+    "tuple_size",
 ]
 
 
@@ -94,6 +96,24 @@ class GraphTuple:
     checkpoint: GraphCheckpoint
     channel_values: tuple[ChannelValue, ...]
     pending_writes: tuple[GraphWrite, ...]
+
+
+def tuple_size(found: GraphTuple) -> int:
+    """The bytes a tuple holds in its values, body and metadata (what a page budget counts)."""
+    return (
+        len(found.checkpoint.body.data)
+        + len(found.checkpoint.metadata_json)
+        + sum(len(v.value.data) for v in found.channel_values)
+        + sum(len(w.value.data) for w in found.pending_writes)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPage:
+    """A page of a listing, and whether rows were left for the next one."""
+
+    tuples: list[GraphTuple]
+    more: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +189,17 @@ class GraphStore(Protocol):
         ...
 
     async def list_tuples(
-        self, namespace: str, query: GraphListQuery, *, after: GraphPosition | None, limit: int
-    ) -> list[GraphTuple]:
-        """Up to ``limit`` matching tuples after ``after``, newest first."""
+        self,
+        namespace: str,
+        query: GraphListQuery,
+        *,
+        after: GraphPosition | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> GraphPage:
+        """Up to ``limit`` matching tuples after ``after``, newest first; the page stops once
+        its tuples hold more than ``max_bytes`` (always at least one), so a page of large
+        checkpoints never loads much more than one reply's worth (B1)."""
         ...
 
     async def delete_thread(

@@ -22,16 +22,21 @@ from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
+    GraphPage,
     GraphPosition,
     GraphTuple,
     GraphWrite,
     PruneStrategy,
     TypedValue,
+    tuple_size,
 )
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_sql import GraphSql
 
 __all__ = ["PostgresGraphStore"]
+
+#: Rows per statement of a listing: a page reads at most this many rows past its budget.
+_LIST_CHUNK = 16
 
 
 def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
@@ -188,9 +193,38 @@ class PostgresGraphStore:
         return None if row is None else _tuple_from_row(row)
 
     async def list_tuples(
-        self, namespace: str, query: GraphListQuery, *, after: GraphPosition | None, limit: int
-    ) -> list[GraphTuple]:
-        """Up to ``limit`` matching tuples after ``after``, newest first, in one statement."""
+        self,
+        namespace: str,
+        query: GraphListQuery,
+        *,
+        after: GraphPosition | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> GraphPage:
+        """Up to ``limit`` matching tuples after ``after``, newest first, read in statements
+        of a few rows each (values and writes included) while the page is within
+        ``max_bytes``."""
+        found: list[GraphTuple] = []
+        size = 0
+        async with self._access.connection() as conn:
+            while len(found) < limit:
+                chunk = min(_LIST_CHUNK, limit - len(found))
+                statement, params = self._list_statement(namespace, query, after, chunk)
+                rows = await conn.fetch(statement, *params)
+                for row in rows:
+                    if max_bytes is not None and found and size > max_bytes:
+                        return GraphPage(found, more=True)  # the rest of the chunk waits
+                    found.append(_tuple_from_row(row))
+                    size += tuple_size(found[-1])
+                if len(rows) < chunk:
+                    return GraphPage(found, more=False)
+                last = found[-1].checkpoint
+                after = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
+        return GraphPage(found, more=True)
+
+    def _list_statement(
+        self, namespace: str, query: GraphListQuery, after: GraphPosition | None, limit: int
+    ) -> tuple[str, list[Any]]:
         sql = [self._sql.list_head]
         params: list[Any] = [namespace]
 
@@ -213,9 +247,7 @@ class PostgresGraphStore:
             placeholders = ", ".join(param(value) for value in position)
             sql.append(f"(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < ({placeholders})")
         statement = " AND ".join(sql) + self._sql.list_order + f" LIMIT {param(limit)}"
-        async with self._access.connection() as conn:
-            rows = await conn.fetch(statement, *params)
-        return [_tuple_from_row(row) for row in rows]
+        return statement, params
 
     # --- whole-thread operations -------------------------------------------------------
 

@@ -23,11 +23,13 @@ from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
+    GraphPage,
     GraphPosition,
     GraphTuple,
     GraphWrite,
     PruneStrategy,
     TypedValue,
+    tuple_size,
 )
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
@@ -240,9 +242,16 @@ class SQLiteGraphStore:
             return await self._complete(namespace, _checkpoint_from_row(found[0]))
 
     async def list_tuples(
-        self, namespace: str, query: GraphListQuery, *, after: GraphPosition | None, limit: int
-    ) -> list[GraphTuple]:
-        """Up to ``limit`` matching tuples after ``after``, newest first."""
+        self,
+        namespace: str,
+        query: GraphListQuery,
+        *,
+        after: GraphPosition | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> GraphPage:
+        """Up to ``limit`` matching tuples after ``after``, newest first, each completed
+        (values, writes) only while the page is within ``max_bytes``."""
         sql = [gsql.LIST_HEAD]
         params: list[Any] = [namespace]
         if query.thread_id:
@@ -265,9 +274,16 @@ class SQLiteGraphStore:
             params.extend((after.checkpoint_id, after.thread_id, after.checkpoint_ns))
         statement = " AND ".join(sql) + gsql.LIST_ORDER
         params.append(limit)
+        found: list[GraphTuple] = []
+        size = 0
         async with self._access.call():
             rows = await _fetch(self._access.reader(), statement, params)
-            return [await self._complete(namespace, _checkpoint_from_row(r)) for r in rows]
+            for row in rows:
+                if max_bytes is not None and found and size > max_bytes:
+                    return GraphPage(found, more=True)
+                found.append(await self._complete(namespace, _checkpoint_from_row(row)))
+                size += tuple_size(found[-1])
+        return GraphPage(found, more=len(rows) == limit)
 
     # --- whole-thread operations -------------------------------------------------------
 
