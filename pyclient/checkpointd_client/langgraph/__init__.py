@@ -30,6 +30,7 @@ langgraph-checkpoint is imported with this module; install it with the ``langgra
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -261,6 +262,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         # The blocking methods' saver, opened on first use.
         self._settings = settings
         self._blocking: CheckpointdSaver | None = None
+        self._blocking_lock = threading.Lock()
 
     @property
     def namespace(self) -> str:
@@ -268,12 +270,13 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         return self._namespace
 
     def _sync(self) -> CheckpointdSaver:
-        if self._blocking is None:
-            options = self._settings.options
-            self._blocking = CheckpointdSaver(
-                self._settings.target, namespace=self._namespace, serde=self.serde, **options
-            )
-        return self._blocking
+        with self._blocking_lock:  # one blocking saver, whichever thread calls first
+            if self._blocking is None:
+                options = self._settings.options
+                self._blocking = CheckpointdSaver(
+                    self._settings.target, namespace=self._namespace, serde=self.serde, **options
+                )
+            return self._blocking
 
     async def aclose(self) -> None:
         """Close the channels."""

@@ -112,9 +112,7 @@ class SQLiteGraphStore:
             return await self._once(conn, namespace, request_id, kind, now, lambda: apply(conn))
 
         async with self._access.call():
-            outcome = await self._access.group(write)
-        if isinstance(outcome, BaseException):
-            raise outcome
+            await self._access.group(write)  # raises the write's own error
 
     # --- puts --------------------------------------------------------------------------
 
