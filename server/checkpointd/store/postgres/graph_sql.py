@@ -17,14 +17,18 @@ CHECKPOINT_COLUMNS: Final = (
     "c.run_id"
 )
 # A checkpoint row with the values of exactly the versions it names (one primary-key lookup
-# each) and its pending writes: one statement, one round trip.
+# each: LATERAL ... LIMIT 1 keeps the planner from hashing the thread's every value) and its pending
+# writes: one statement, one round trip.
 TUPLE_COLUMNS: Final = f"""{CHECKPOINT_COLUMNS},
-    ARRAY(SELECT ROW(b.channel, b.version, b.value_type, b.value_data)
+    ARRAY(SELECT ROW(v.key, v.value, b.value_type, b.value_data)
           FROM jsonb_each_text(c.channel_versions) AS v
-          JOIN {{s}}.graph_blobs AS b
-            ON b.namespace = c.namespace AND b.thread_id = c.thread_id
-           AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key AND b.version = v.value
-          ORDER BY b.channel) AS blobs,
+          CROSS JOIN LATERAL (
+            SELECT value_type, value_data FROM {{s}}.graph_blobs AS b
+            WHERE b.namespace = c.namespace AND b.thread_id = c.thread_id
+              AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key
+              AND b.version = v.value
+            LIMIT 1) AS b
+          ORDER BY v.key) AS blobs,
     ARRAY(SELECT ROW(w.task_id, w.task_path, w.idx, w.channel, w.value_type, w.value_data)
           FROM {{s}}.graph_writes AS w
           WHERE w.namespace = c.namespace AND w.thread_id = c.thread_id
