@@ -1,10 +1,12 @@
-"""G1 on Postgres: a get reads only its checkpoint's rows. The graph wing's reads plan as
-index scans on a store of long threads, so their cost does not grow with a thread's history
-(the plans of SQLite's statements are fixed by the same primary keys)."""
+"""G1: a get reads only its checkpoint's rows. The graph wing's reads plan as index lookups
+on a store of long threads, on Postgres and SQLite, so their cost does not grow with a
+thread's history."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -13,8 +15,9 @@ from checkpointd.store.graph import GraphListQuery
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.postgres.graph import PostgresGraphStore
 from checkpointd.store.postgres.graph_sql import GraphSql
-
-pytestmark = pytest.mark.postgres
+from checkpointd.store.schema import load_migrations
+from checkpointd.store.sqlite import graph_sql as gsql
+from checkpointd.store.sqlite.sql import split_statements
 
 TABLES = ("graph_checkpoints", "graph_blobs", "graph_writes")
 
@@ -29,6 +32,7 @@ async def store(pg_dsn: str, pg_schema: str) -> AsyncIterator[PostgresStore]:
         await s.close()
 
 
+@pytest.mark.postgres
 async def test_g1_graph_reads_use_indexes_whatever_the_history(
     store: PostgresStore, pg_dsn: str
 ) -> None:
@@ -82,3 +86,33 @@ async def test_g1_graph_reads_use_indexes_whatever_the_history(
             assert any("checkpoint_id = c.checkpoint_id" in line for line in conditions), plan
     finally:
         await raw.close()
+
+
+def test_g1_sqlite_graph_reads_look_up_only_their_checkpoint_rows(tmp_path: Path) -> None:
+    """On SQLite too: the checkpoint, each value by (channel, version) and the writes are
+    primary-key searches; the thread's other values are never scanned."""
+    conn = sqlite3.connect(tmp_path / "plans.db")
+    try:
+        for migration in load_migrations("sqlite"):
+            for statement in split_statements(migration.sql):
+                conn.execute(statement)
+        conn.executemany(
+            "INSERT INTO graph_blobs VALUES ('ns', ?, '', 'a', ?, 'json', x'31')",
+            [(f"t{i % 50}", str(i)) for i in range(5000)],
+        )
+        conn.execute("ANALYZE")
+        cases = [
+            ("blobs", gsql.BLOBS_OF, ('{"a": "7"}', "ns", "t7", "")),
+            ("latest", gsql.GET_LATEST, ("ns", "t7", "")),
+            ("get", gsql.GET_CHECKPOINT, ("ns", "t7", "", "c7")),
+            ("writes", gsql.WRITES_OF, ("ns", "t7", "", "c7")),
+        ]
+        for name, query, args in cases:
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + query, args)]
+            searches = [step for step in plan if step.startswith("SEARCH")]
+            assert searches, f"{name}: {plan}"
+            assert not [s for s in plan if s.startswith("SCAN graph_")], f"{name}: {plan}"
+            if name == "blobs":
+                assert "channel=? AND version=?" in searches[0], plan
+    finally:
+        conn.close()

@@ -55,13 +55,14 @@ GET_LATEST: Final = (
     "ORDER BY checkpoint_id DESC LIMIT 1"
 )
 
-# The values of exactly the versions a checkpoint names: one primary-key lookup each.
+# The values of exactly the versions a checkpoint names: one primary-key lookup each
+# (CROSS JOIN keeps the versions outside, so the thread's other values are never read).
 BLOBS_OF: Final = """
 SELECT b.channel, b.version, b.value_type, b.value_data
 FROM json_each(?) AS v
-JOIN graph_blobs AS b
-  ON b.namespace = ? AND b.thread_id = ? AND b.checkpoint_ns = ?
- AND b.channel = v.key AND b.version = v.value
+CROSS JOIN graph_blobs AS b
+WHERE b.namespace = ? AND b.thread_id = ? AND b.checkpoint_ns = ?
+  AND b.channel = v.key AND b.version = v.value
 ORDER BY b.channel
 """
 WRITES_OF: Final = f"""
