@@ -281,6 +281,17 @@ def test_g7_bad_input_is_invalid_argument_and_writes_nothing(graph: Graph) -> No
         with pytest.raises(grpc.RpcError) as refused:
             send(namespaced)
         codes.add(refused.value.code())
+    # JSON that Postgres's jsonb cannot hold is refused on every backend, never INTERNAL.
+    unstorable = [
+        g.PutGraphCheckpointRequest(checkpoint=graph_checkpoint(metadata_json='{"a": "\\ud800"}')),
+        g.ListGraphCheckpointsRequest(metadata_filter_json='{"a": "\\u0000"}'),
+        g.ListGraphCheckpointsRequest(metadata_filter_json='{"a": ["\\udfff"]}'),
+    ]
+    for request in unstorable:
+        method = type(request).__name__.removesuffix("Request")
+        with pytest.raises(grpc.RpcError) as refused:
+            graph(method, request)
+        codes.add(refused.value.code())
     assert codes == {grpc.StatusCode.INVALID_ARGUMENT}
     assert graph.ids() == []
     assert graph.ids(thread_id="t") == []

@@ -51,14 +51,24 @@ def _typed(value: svc.TypedValue, *, field: str) -> TypedValue:
     return TypedValue(v.identifier(f"{field}.type", value.type, TYPE_MAX), value.data)
 
 
+def _storable(text: str, *, field: str) -> dict[str, object]:
+    """The JSON object ``text`` holds, refused when Postgres's jsonb could not store it: a NUL
+    character (LangGraph strips them from metadata too) or an unpaired surrogate."""
+    if "\\u0000" in text:
+        raise InvalidField(field, "must not contain the NUL character (\\u0000)")
+    parsed: dict[str, object] = json.loads(text)
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidField(
+            field, "must not contain unpaired surrogates (\\ud800-\\udfff)"
+        ) from None
+    return parsed
+
+
 def _checkpoint(message: svc.GraphCheckpoint) -> GraphCheckpoint:
     metadata_json = v.json_object("checkpoint.metadata_json", message.metadata_json)
-    # Postgres's jsonb holds no NUL character (LangGraph strips them from metadata too).
-    if "\\u0000" in metadata_json:
-        raise InvalidField(
-            "checkpoint.metadata_json", "must not contain the NUL character (\\u0000)"
-        )
-    run_id = json.loads(metadata_json).get("run_id")
+    run_id = _storable(metadata_json, field="checkpoint.metadata_json").get("run_id")
     versions = {
         v.text("checkpoint.channel_versions", channel, NAME_MAX): v.identifier(
             "checkpoint.channel_versions", version, NAME_MAX
@@ -158,6 +168,7 @@ def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
 def _filter(raw: str) -> str:
     """The metadata filter to apply; empty (or ``{}``) filters nothing."""
     text = v.json_object("metadata_filter_json", raw)
+    _storable(text, field="metadata_filter_json")
     return "" if text == "{}" else text
 
 
