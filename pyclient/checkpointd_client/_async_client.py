@@ -42,6 +42,7 @@ from checkpointd_client.models import (
 )
 from checkpointd_client.v1 import (
     checkpoint_service_pb2_grpc,
+    graph_service_pb2_grpc,
     idempotency_service_pb2_grpc,
     interrupt_service_pb2_grpc,
     replication_service_pb2_grpc,
@@ -58,12 +59,13 @@ _Response = TypeVar("_Response")
 
 @dataclass(frozen=True, slots=True)
 class _AsyncStubs:
-    """The four service stubs of one channel."""
+    """The service stubs of one channel."""
 
     checkpoints: checkpoint_service_pb2_grpc.CheckpointServiceAsyncStub
     interrupts: interrupt_service_pb2_grpc.InterruptServiceAsyncStub
     idempotency: idempotency_service_pb2_grpc.IdempotencyServiceAsyncStub
     replication: replication_service_pb2_grpc.ReplicationServiceAsyncStub
+    graph: graph_service_pb2_grpc.GraphServiceAsyncStub
 
     @classmethod
     def open(cls, channel: aio.Channel) -> _AsyncStubs:
@@ -72,6 +74,7 @@ class _AsyncStubs:
             interrupt_service_pb2_grpc.InterruptServiceStub(channel),
             idempotency_service_pb2_grpc.IdempotencyServiceStub(channel),
             replication_service_pb2_grpc.ReplicationServiceStub(channel),
+            graph_service_pb2_grpc.GraphServiceStub(channel),
         )
 
 
@@ -694,3 +697,21 @@ class AsyncCheckpointdClient:
             self._replication.QuarantineCheckpoints, request, timeout, metadata
         )
         return list(response.settled_checkpoint_ids)
+
+    # --- graphs ------------------------------------------------------------------------
+
+    async def call_graph(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Any:
+        """Send one GraphService request (``method`` names the RPC, ``request`` is its
+        request message) with this client's deadline, retries and error mapping, and return
+        the response message. The LangGraph savers (:mod:`checkpointd_client.langgraph`)
+        speak through it; every mutating request carries a request id, so a retry is safe.
+        """
+        rpc = getattr(self._connect().graph, method)
+        return await self._invoke(rpc, request, timeout, metadata)

@@ -34,6 +34,7 @@ from checkpointd_client.models import (
 )
 from checkpointd_client.v1 import (
     checkpoint_service_pb2_grpc,
+    graph_service_pb2_grpc,
     idempotency_service_pb2_grpc,
     interrupt_service_pb2_grpc,
     replication_service_pb2_grpc,
@@ -50,12 +51,13 @@ _Response = TypeVar("_Response")
 
 @dataclass(frozen=True, slots=True)
 class _Stubs:
-    """The four service stubs of one channel."""
+    """The service stubs of one channel."""
 
     checkpoints: checkpoint_service_pb2_grpc.CheckpointServiceStub
     interrupts: interrupt_service_pb2_grpc.InterruptServiceStub
     idempotency: idempotency_service_pb2_grpc.IdempotencyServiceStub
     replication: replication_service_pb2_grpc.ReplicationServiceStub
+    graph: graph_service_pb2_grpc.GraphServiceStub
 
     @classmethod
     def open(cls, channel: grpc.Channel) -> _Stubs:
@@ -64,6 +66,7 @@ class _Stubs:
             interrupt_service_pb2_grpc.InterruptServiceStub(channel),
             idempotency_service_pb2_grpc.IdempotencyServiceStub(channel),
             replication_service_pb2_grpc.ReplicationServiceStub(channel),
+            graph_service_pb2_grpc.GraphServiceStub(channel),
         )
 
 
@@ -669,3 +672,21 @@ class CheckpointdClient:
         request = self._core.quarantine_checkpoints(reasons)
         response = self._invoke(self._replication.QuarantineCheckpoints, request, timeout, metadata)
         return list(response.settled_checkpoint_ids)
+
+    # --- graphs ------------------------------------------------------------------------
+
+    def call_graph(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> Any:
+        """Send one GraphService request (``method`` names the RPC, ``request`` is its
+        request message) with this client's deadline, retries and error mapping, and return
+        the response message. The LangGraph savers (:mod:`checkpointd_client.langgraph`)
+        speak through it; every mutating request carries a request id, so a retry is safe.
+        """
+        rpc = getattr(self._connect().graph, method)
+        return self._invoke(rpc, request, timeout, metadata)

@@ -34,12 +34,14 @@ from checkpointd.health import HEALTH_SERVICE, HealthService
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
 from checkpointd.logging_setup import event
 from checkpointd.metrics import Metrics, MetricsServer
+from checkpointd.metrics_graph import timed_graph_store
 from checkpointd.metrics_store import InstrumentedStore
 from checkpointd.readiness import StoreMonitor, StoreNeverCameUp, cancel_and_wait
 from checkpointd.retention import retention_jobs
 from checkpointd.security import ExposureError, TlsError, TlsFiles, check_exposure
 from checkpointd.servicers import (
     CheckpointServicer,
+    GraphServicer,
     IdempotencyServicer,
     InterruptServicer,
     ReplicationServicer,
@@ -47,10 +49,13 @@ from checkpointd.servicers import (
     WriteServicer,
 )
 from checkpointd.store.base import Store
+from checkpointd.store.graph import GraphStore
 from checkpointd.watch import WatchHub, connection_age_options
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     checkpoint_service_pb2_grpc,
+    graph_service_pb2,
+    graph_service_pb2_grpc,
     idempotency_service_pb2,
     idempotency_service_pb2_grpc,
     interrupt_service_pb2,
@@ -64,7 +69,14 @@ from checkpointd_client.v1 import (
 if TYPE_CHECKING:
     from checkpointd.console import Console
 
-__all__ = ["KEEPALIVE_OPTIONS", "SERVICE_NAMES", "StartupError", "build_store", "serve"]
+__all__ = [
+    "KEEPALIVE_OPTIONS",
+    "SERVICE_NAMES",
+    "StartupError",
+    "build_graph_store",
+    "build_store",
+    "serve",
+]
 
 log = logging.getLogger("checkpointd")
 
@@ -81,6 +93,7 @@ SERVICE_NAMES: tuple[str, ...] = tuple(
         idempotency_service_pb2,
         replication_service_pb2,
         write_service_pb2,
+        graph_service_pb2,
     )
     for service in module.DESCRIPTOR.services_by_name.values()
 )
@@ -133,6 +146,24 @@ def build_store(settings: Settings) -> Store:
     )
 
 
+def build_graph_store(store: Store) -> GraphStore:
+    """The graph wing of ``store``'s backend, on that store's connections (asyncpg is
+    imported only for a Postgres store)."""
+    from checkpointd.store.postgres.access import PostgresAccess
+    from checkpointd.store.sqlite.access import SQLiteAccess
+
+    access = getattr(store, "graph_access", lambda: None)()
+    if isinstance(access, PostgresAccess):
+        from checkpointd.store.postgres.graph import PostgresGraphStore
+
+        return PostgresGraphStore(access)
+    if isinstance(access, SQLiteAccess):
+        from checkpointd.store.sqlite.graph import SQLiteGraphStore
+
+        return SQLiteGraphStore(access)
+    raise TypeError(f"no graph wing for {type(store).__name__}")
+
+
 def _build_server(
     settings: Settings,
     deps: ServiceDeps,
@@ -178,6 +209,10 @@ def _build_server(
     replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
         ReplicationServicer(deps), registrar
     )
+    if deps.graph_store is not None:
+        graph_service_pb2_grpc.add_GraphServiceServicer_to_server(
+            GraphServicer(deps, deps.graph_store), registrar
+        )
     health_pb2_grpc.add_HealthServicer_to_server(health, registrar)
     # What reflection.enable_server_reflection does for a grpc.aio server, on the registrar.
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
@@ -350,11 +385,13 @@ async def serve(settings: Settings) -> None:
     except (TlsError, ExposureError) as exc:
         raise StartupError(str(exc)) from None
     store = build_store(settings)
+    graph_store = build_graph_store(store)
     description = redact_dsn(settings.store)
     metrics = Metrics() if settings.metrics_listen else None
     if metrics is not None:
         # Every holder of the store (servicers, watch hub, health pings, scrapes) is timed.
         store = InstrumentedStore(store, metrics.store_seconds)
+        graph_store = timed_graph_store(graph_store, metrics.store_seconds)
     retention = timedelta(seconds=settings.request_retention_seconds)
     watch_hub = WatchHub(
         store,
@@ -371,6 +408,7 @@ async def serve(settings: Settings) -> None:
         request_retention=retention,
         prune_batch_size=settings.prune_batch_size,
         watch_hub=watch_hub,
+        graph_store=graph_store,
     )
     background: list[asyncio.Task[object]] = []
     bound: list[str] = []
@@ -388,6 +426,7 @@ async def serve(settings: Settings) -> None:
                 request_retention=retention,
                 event_retention=timedelta(seconds=settings.event_retention_seconds),
                 batch_size=settings.prune_batch_size,
+                graph=graph_store,
             )
         )
         watch_hub.start()

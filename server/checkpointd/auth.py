@@ -104,6 +104,7 @@ _CHECKPOINTS = "/checkpointd.v1.CheckpointService/"
 _INTERRUPTS = "/checkpointd.v1.InterruptService/"
 _IDEMPOTENCY = "/checkpointd.v1.IdempotencyService/"
 _REPLICATION = "/checkpointd.v1.ReplicationService/"
+_GRAPH = "/checkpointd.v1.GraphService/"
 
 #: The one table: every checkpointd RPC, read or write. A method missing here is refused to
 #: every token (a test checks that the table names every method of the services).
@@ -130,6 +131,14 @@ RPC_ACCESS: dict[str, Access] = {
     _REPLICATION + "ListUnsyncedCheckpoints": Access.READ,
     _REPLICATION + "MarkCheckpointsSynced": Access.WRITE,
     _REPLICATION + "QuarantineCheckpoints": Access.WRITE,
+    _GRAPH + "PutGraphCheckpoint": Access.WRITE,
+    _GRAPH + "PutGraphWrites": Access.WRITE,
+    _GRAPH + "GetGraphCheckpoint": Access.READ,
+    _GRAPH + "ListGraphCheckpoints": Access.READ,
+    _GRAPH + "DeleteGraphThread": Access.WRITE,
+    _GRAPH + "DeleteGraphRuns": Access.WRITE,
+    _GRAPH + "CopyGraphThread": Access.WRITE,
+    _GRAPH + "PruneGraphThreads": Access.WRITE,
 }
 
 

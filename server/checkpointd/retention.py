@@ -1,9 +1,10 @@
 """The periodic jobs that forget what is past its retention.
 
-:func:`retention_jobs` starts both once the store is open: the request-id purge (claim tokens
-and remembered request ids past ``--request-retention``) and the event purge (interrupt
-events past ``--event-retention``). Each runs a few times per retention period, at most every
-10 minutes and at least a second apart; a store error skips one round with a warning.
+:func:`retention_jobs` starts them once the store is open: the request-id purges (claim
+tokens and remembered request ids, the graph wing's too, past ``--request-retention``) and
+the event purge (interrupt events past ``--event-retention``). Each runs a few times per
+retention period, at most every 10 minutes and at least a second apart; a store error skips
+one round with a warning.
 """
 
 from __future__ import annotations
@@ -14,8 +15,14 @@ from datetime import timedelta
 
 from checkpointd.servicers.common import utc_now
 from checkpointd.store.base import Store, StoreError
+from checkpointd.store.graph import GraphStore
 
-__all__ = ["purge_events_forever", "purge_request_ids_forever", "retention_jobs"]
+__all__ = [
+    "purge_events_forever",
+    "purge_graph_request_ids_forever",
+    "purge_request_ids_forever",
+    "retention_jobs",
+]
 
 log = logging.getLogger("checkpointd")
 
@@ -43,6 +50,19 @@ async def purge_request_ids_forever(store: Store, retention: timedelta) -> None:
             log.warning("request id purge skipped: %s", exc)
 
 
+async def purge_graph_request_ids_forever(graph: GraphStore, retention: timedelta) -> None:
+    """Forget the graph wing's request ids (G6) past the request-id retention."""
+    interval = _interval(retention)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            forgotten = await graph.purge_requests(utc_now() - retention)
+            if forgotten:
+                log.info("purged %d expired graph request ids", forgotten)
+        except StoreError as exc:
+            log.warning("graph request id purge skipped: %s", exc)
+
+
 async def purge_events_forever(store: Store, retention: timedelta, batch_size: int) -> None:
     """Drop interrupt events past their retention time, ``batch_size`` rows per transaction."""
     interval = _interval(retention)
@@ -62,9 +82,13 @@ def retention_jobs(
     request_retention: timedelta,
     event_retention: timedelta,
     batch_size: int,
+    graph: GraphStore | None = None,
 ) -> list[asyncio.Task[None]]:
     """Start every retention job; the caller cancels the tasks at shutdown."""
-    return [
+    jobs = [
         asyncio.create_task(purge_request_ids_forever(store, request_retention)),
         asyncio.create_task(purge_events_forever(store, event_retention, batch_size)),
     ]
+    if graph is not None:
+        jobs.append(asyncio.create_task(purge_graph_request_ids_forever(graph, request_retention)))
+    return jobs

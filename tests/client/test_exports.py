@@ -95,20 +95,25 @@ def test_models_are_frozen_keyword_only_and_slotted() -> None:
 
 
 def test_distribution_depends_only_on_grpcio_and_protobuf() -> None:
-    """The client's runtime dependencies are grpcio and protobuf; fastaiagent is an extra."""
+    """The client's runtime dependencies are grpcio and protobuf; fastaiagent and
+    langgraph-checkpoint are extras."""
     project = tomllib.loads((ROOT / "pyclient" / "pyproject.toml").read_text())["project"]
     names = sorted(
         d.split(">")[0].split("=")[0].split("<")[0].strip() for d in project["dependencies"]
     )
     assert names == ["grpcio", "protobuf"]
-    assert list(project["optional-dependencies"]) == ["fastaiagent"]
+    assert project["optional-dependencies"] == {
+        "fastaiagent": ["fastaiagent>=1.94.0"],
+        "langgraph": ["langgraph-checkpoint>=4.3,<5"],
+    }
 
 
 def test_importing_the_client_pulls_in_neither_fastaiagent_nor_googleapis() -> None:
-    """Only the adapter module imports fastaiagent; nothing imports google.rpc."""
+    """Only the adapter modules import fastaiagent and LangGraph; nothing imports
+    google.rpc."""
     script = (
         "import sys, checkpointd_client, checkpointd_client.client, checkpointd_client.errors\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'fastaiagent'"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('fastaiagent', 'langgraph')"
         " or m.startswith('google.rpc'))\n"
         "assert not bad, bad\n"
     )

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import asyncpg
 import pytest
 
+from checkpointd.store.schema import load_migrations
 from checkpointd_client import CheckpointdClient
 from tests.contract.conftest import NO_RETRY
 from tests.contract.test_watch import _outbox, _record, _seen, watching
@@ -102,7 +103,8 @@ def test_m1_replicas_starting_together_through_the_pooler_migrate_once(
         )
         assert versions
         assert all(row[1] == 1 for row in versions)
-        assert sorted(row[0] for row in versions) == list(range(1, len(versions) + 1))
+        packaged = [m.version for m in load_migrations("postgres")]  # numbers may have gaps
+        assert sorted(row[0] for row in versions) == packaged
         with CheckpointdClient(servers[0].target, retry=NO_RETRY) as first:
             _record(first, "shared-run")
         with CheckpointdClient(servers[3].target, retry=NO_RETRY) as last:

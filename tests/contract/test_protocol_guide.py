@@ -22,6 +22,7 @@ from grpc_status import rpc_status
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import checkpoint_service_pb2 as csvc
 from checkpointd_client.v1 import checkpoint_service_pb2_grpc as csvc_grpc
+from checkpointd_client.v1 import graph_service_pb2_grpc as gsvc_grpc
 from checkpointd_client.v1 import idempotency_service_pb2 as isvc
 from checkpointd_client.v1 import idempotency_service_pb2_grpc as isvc_grpc
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
@@ -30,6 +31,7 @@ from checkpointd_client.v1 import replication_service_pb2 as rsvc
 from checkpointd_client.v1 import replication_service_pb2_grpc as rsvc_grpc
 from checkpointd_client.v1 import write_service_pb2 as wsvc
 from checkpointd_client.v1 import write_service_pb2_grpc as wsvc_grpc
+from tests.contract.graph_breakers import GRAPH_BREAKERS
 from tests.support.sidecar import Sidecar
 from tests.unit.test_invalid_field_values import documented_fields
 
@@ -39,7 +41,7 @@ PATIENCE = 30.0
 
 
 class Stubs:
-    """The four services on one channel."""
+    """The services on one channel."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         self.checkpoints = csvc_grpc.CheckpointServiceStub(channel)
@@ -47,6 +49,7 @@ class Stubs:
         self.idempotency = isvc_grpc.IdempotencyServiceStub(channel)
         self.replication = rsvc_grpc.ReplicationServiceStub(channel)
         self.write = wsvc_grpc.WriteServiceStub(channel)
+        self.graph = gsvc_grpc.GraphServiceStub(channel)
 
 
 @pytest.fixture
@@ -263,6 +266,7 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "pending.context_json": _record(context_json=NOT_AN_OBJECT[5]),
     "pending.agent_path": _record(agent_path="p" * 1025),
     "pending.created_at": _record(created_at=_timestamp(nanos=-1)),
+    **GRAPH_BREAKERS,
 }
 OBJECT_FIELDS = {
     "checkpoint.state_snapshot_json",

@@ -24,6 +24,7 @@ from checkpointd_client import TlsConfig
 from checkpointd_client.credentials import auth_metadata, resolve_tls
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
+    graph_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
@@ -52,7 +53,7 @@ def _entry(**fields: object) -> dict[str, object]:
 
 
 def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
-    """The access table names every method of the four services, no other, and each request
+    """The access table names every method of the five services, no other, and each request
     carries the namespace the interceptor checks."""
     methods: dict[str, object] = {}
     for module in (
@@ -60,6 +61,7 @@ def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
         interrupt_service_pb2,
         idempotency_service_pb2,
         replication_service_pb2,
+        graph_service_pb2,
     ):
         for service in module.DESCRIPTOR.services_by_name.values():
             for method in service.methods:
@@ -78,6 +80,8 @@ def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
         "ListDecisions",
         "GetIdempotencyResult",
         "ListUnsyncedCheckpoints",
+        "GetGraphCheckpoint",
+        "ListGraphCheckpoints",
     }
 
 

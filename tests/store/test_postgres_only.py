@@ -95,6 +95,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (5, "replication_outbox"),
             (6, "decisions"),
             (7, "request_fingerprints"),
+            (8, "graph"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
@@ -102,6 +103,10 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
         assert [r["tablename"] for r in tables] == [
             "applied_requests",
             "checkpoints",
+            "graph_blobs",
+            "graph_checkpoints",
+            "graph_requests",
+            "graph_writes",
             "idempotency_results",
             "interrupt_claims",
             "interrupt_decisions",

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from checkpointd.store.base import Store
 
 if TYPE_CHECKING:
+    from checkpointd.store.graph import GraphStore
     from checkpointd.watch import WatchHub
 
 __all__ = ["ServiceDeps", "shielded", "utc_now"]
@@ -37,6 +38,8 @@ class ServiceDeps:
     clock: Callable[[], datetime] = field(default=utc_now)
     watch_hub: WatchHub | None = None
     """The fan-out of interrupt events to WatchInterrupts streams (I5); None serves none."""
+    graph_store: GraphStore | None = None
+    """The graph wing's store (GraphService); None serves no GraphService."""
 
 
 async def shielded(call: Awaitable[T]) -> T:

@@ -98,6 +98,7 @@ from checkpointd.store.columns import (
 )
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres import errors
+from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.dsn import describe_target, has_application_name
 from checkpointd.store.postgres.notifier import Listener, PgEventNotifier, PollingNotifier
 from checkpointd.store.postgres.sql import Sql, lock_key, notify_channel, quoted_schema
@@ -911,6 +912,10 @@ class PostgresStore:
                 self._sql.get_idempotent, namespace, execution_id, key
             )
         return value
+
+    def graph_access(self) -> PostgresAccess:
+        """The pool and schema the graph wing shares with this store."""
+        return PostgresAccess(self._connection, self._quoted_schema)
 
     # --- helpers -------------------------------------------------------------------------
 

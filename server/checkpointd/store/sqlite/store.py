@@ -89,6 +89,7 @@ from checkpointd.store.filters import conditions
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.sqlite import errors, sql
+from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.notifier import SQLiteEventNotifier
 
 __all__ = ["SQLiteStore"]
@@ -322,6 +323,10 @@ class SQLiteStore:
             except BaseException:
                 await conn.rollback()
                 raise
+
+    def graph_access(self) -> SQLiteAccess:
+        """The transactions and connections the graph wing shares with this store."""
+        return SQLiteAccess(self._call, self._write, self._read_conn, self._group.submit)
 
     # --- plumbing ------------------------------------------------------------------------
 

@@ -1,0 +1,432 @@
+"""LangGraph checkpoint savers backed by checkpointd's GraphService.
+
+::
+
+    from checkpointd_client.langgraph import CheckpointdSaver
+
+    with CheckpointdSaver("unix:///run/checkpointd.sock") as saver:
+        saver.setup()
+        graph = builder.compile(checkpointer=saver)
+
+:class:`CheckpointdSaver` blocks (as ``PostgresSaver``); :class:`AsyncCheckpointdSaver` is
+for asyncio (as ``AsyncPostgresSaver``). Both implement the whole ``BaseCheckpointSaver``
+surface of ``langgraph-checkpoint`` 4.3: get_tuple, list (with or without a thread, a
+metadata ``filter``, ``before``, ``limit``), put, put_writes (with ``task_path``),
+delete_thread, delete_for_runs, copy_thread, prune and get_next_version. The asyncio saver
+also answers the blocking methods (through a blocking client of its own, from any thread);
+the blocking saver's ``a*`` methods are the base class's (not implemented), as
+``PostgresSaver``'s.
+
+Each call is one GraphService RPC with the client's deadline and its UNAVAILABLE retries;
+every mutation carries a fresh request id, so a retry never applies twice. The server keeps
+the tables (checkpoints, channel values by version, pending writes) and runs filters,
+deletes, copies and prunes itself, each in one transaction. ``setup()`` checks that the
+server serves GraphService; the server migrates its own schema, so it is safe to call every
+time.
+
+langgraph-checkpoint is imported with this module; install it with the ``langgraph`` extra
+(``pip install 'checkpointd-client[langgraph]'``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from checkpointd_client._async_client import AsyncCheckpointdClient
+from checkpointd_client._base import Metadata
+from checkpointd_client._sync_client import CheckpointdClient
+from checkpointd_client.config import RetryPolicy
+from checkpointd_client.credentials import TlsConfig
+from checkpointd_client.langgraph import _shape
+
+__all__ = ["AsyncCheckpointdSaver", "CheckpointdSaver"]
+
+#: The thread a setup() probe reads (it never exists: ids a graph uses are not empty-ish).
+_PROBE_THREAD = "__checkpointd_setup__"
+
+
+class _Settings:
+    """How to reach the server: the clients' own arguments, kept to open a client later."""
+
+    def __init__(self, target: str | None, namespace: str, **options: Any) -> None:
+        self.target = target
+        self.namespace = namespace
+        self.options = options
+
+    def blocking(self) -> CheckpointdClient:
+        return CheckpointdClient(
+            self.target, namespace=self.namespace, write_stream=False, **self.options
+        )
+
+    def asyncio(self) -> AsyncCheckpointdClient:
+        return AsyncCheckpointdClient(
+            self.target, namespace=self.namespace, write_stream=False, **self.options
+        )
+
+
+class CheckpointdSaver(BaseCheckpointSaver[str]):
+    """A blocking LangGraph checkpoint saver on checkpointd (the shape of ``PostgresSaver``).
+
+    ``target`` (default ``$CHECKPOINTD_TARGET``), ``namespace``, ``timeout``, ``retry``,
+    ``metadata``, ``channel_options``, ``token`` (default ``$CHECKPOINTD_TOKEN``) and
+    ``tls`` are those of :class:`~checkpointd_client.CheckpointdClient`. ``serde`` is
+    LangGraph's serializer (its default when None). Thread-safe; use it as a context manager
+    or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        namespace: str = "default",
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        metadata: Metadata = (),
+        channel_options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: TlsConfig | bool | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._settings = _Settings(
+            target,
+            namespace,
+            timeout=timeout,
+            retry=retry,
+            metadata=metadata,
+            channel_options=channel_options,
+            token=token,
+            tls=tls,
+        )
+        self._client = self._settings.blocking()
+        self._namespace = self._client.namespace
+
+    @property
+    def namespace(self) -> str:
+        """The namespace every checkpoint is stored in."""
+        return self._namespace
+
+    def close(self) -> None:
+        """Close the channel."""
+        self._client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _call(self, method: str, request: Any) -> Any:
+        return self._client.call_graph(method, request)
+
+    def setup(self) -> None:
+        """Check that the server serves GraphService (its schema migrates itself)."""
+        config: RunnableConfig = {"configurable": {"thread_id": _PROBE_THREAD}}
+        self._call("GetGraphCheckpoint", _shape.get_request(self._namespace, config))
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` (the thread's newest without a checkpoint_id), with
+        its channel values and pending writes: one call."""
+        response = self._call("GetGraphCheckpoint", _shape.get_request(self._namespace, config))
+        if not response.HasField("checkpoint_tuple"):
+            return None
+        return _shape.to_tuple(self.serde, response.checkpoint_tuple)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first, filtered by the server, read a page at a time."""
+        request = _shape.list_request(self._namespace, config, filter, before)
+        returned = 0
+        while limit is None or returned < limit:
+            request.page_size = _shape.page_size(limit, returned)
+            response = self._call("ListGraphCheckpoints", request)
+            for found in _shape.tuples(self.serde, response.checkpoint_tuples):
+                yield found
+                returned += 1
+                if limit is not None and returned >= limit:
+                    return
+            if not response.next_page_token:
+                return
+            request.page_token = response.next_page_token
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the values of the channels in ``new_versions``."""
+        request, next_config = _shape.put_request(
+            self.serde, self._namespace, config, checkpoint, metadata, new_versions
+        )
+        self._call("PutGraphCheckpoint", request)
+        return next_config
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes against the checkpoint of ``config``."""
+        request = _shape.put_writes_request(
+            self.serde, self._namespace, config, writes, task_id, task_path
+        )
+        self._call("PutGraphWrites", request)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, channel values and writes."""
+        self._call("DeleteGraphThread", _shape.delete_thread_request(self._namespace, thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata run_id is one of these."""
+        self._call("DeleteGraphRuns", _shape.delete_runs_request(self._namespace, run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's checkpoints, channel values and writes to another thread id."""
+        request = _shape.copy_thread_request(self._namespace, source_thread_id, target_thread_id)
+        self._call("CopyGraphThread", request)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep the newest checkpoint of each checkpoint_ns (``"keep_latest"``), or delete
+        the threads (``"delete"``)."""
+        request = _shape.prune_request(self._namespace, thread_ids, strategy)
+        self._call("PruneGraphThreads", request)
+
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
+        """The next channel version: an increasing counter with a random tail."""
+        return _shape.next_version(current)
+
+
+class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
+    """An asyncio LangGraph checkpoint saver on checkpointd (the shape of
+    ``AsyncPostgresSaver``), with the arguments of :class:`CheckpointdSaver`.
+
+    Its channel opens in the event loop of its first call; use it from that loop. The
+    blocking methods work too, from any thread, on a blocking client opened on first use.
+    Use it as an async context manager or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        namespace: str = "default",
+        timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        metadata: Metadata = (),
+        channel_options: Sequence[tuple[str, Any]] = (),
+        token: str | None = None,
+        tls: TlsConfig | bool | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        settings = _Settings(
+            target,
+            namespace,
+            timeout=timeout,
+            retry=retry,
+            metadata=metadata,
+            channel_options=channel_options,
+            token=token,
+            tls=tls,
+        )
+        self._client = settings.asyncio()
+        self._namespace = self._client.namespace
+        # The blocking methods' saver, opened on first use.
+        self._settings = settings
+        self._blocking: CheckpointdSaver | None = None
+        self._blocking_lock = threading.Lock()
+
+    @property
+    def namespace(self) -> str:
+        """The namespace every checkpoint is stored in."""
+        return self._namespace
+
+    def _sync(self) -> CheckpointdSaver:
+        with self._blocking_lock:  # one blocking saver, whichever thread calls first
+            if self._blocking is None:
+                options = self._settings.options
+                self._blocking = CheckpointdSaver(
+                    self._settings.target, namespace=self._namespace, serde=self.serde, **options
+                )
+            return self._blocking
+
+    async def aclose(self) -> None:
+        """Close the channels."""
+        await self._client.aclose()
+        if self._blocking is not None:
+            self._blocking.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _call(self, method: str, request: Any) -> Any:
+        return await self._client.call_graph(method, request)
+
+    async def setup(self) -> None:
+        """Check that the server serves GraphService (its schema migrates itself)."""
+        config: RunnableConfig = {"configurable": {"thread_id": _PROBE_THREAD}}
+        await self._call("GetGraphCheckpoint", _shape.get_request(self._namespace, config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` (the thread's newest without a checkpoint_id), with
+        its channel values and pending writes: one call."""
+        request = _shape.get_request(self._namespace, config)
+        response = await self._call("GetGraphCheckpoint", request)
+        if not response.HasField("checkpoint_tuple"):
+            return None
+        return _shape.to_tuple(self.serde, response.checkpoint_tuple)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints newest first, filtered by the server, read a page at a time."""
+        request = _shape.list_request(self._namespace, config, filter, before)
+        returned = 0
+        while limit is None or returned < limit:
+            request.page_size = _shape.page_size(limit, returned)
+            response = await self._call("ListGraphCheckpoints", request)
+            for found in _shape.tuples(self.serde, response.checkpoint_tuples):
+                yield found
+                returned += 1
+                if limit is not None and returned >= limit:
+                    return
+            if not response.next_page_token:
+                return
+            request.page_token = response.next_page_token
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the values of the channels in ``new_versions``."""
+        request, next_config = _shape.put_request(
+            self.serde, self._namespace, config, checkpoint, metadata, new_versions
+        )
+        await self._call("PutGraphCheckpoint", request)
+        return next_config
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes against the checkpoint of ``config``."""
+        request = _shape.put_writes_request(
+            self.serde, self._namespace, config, writes, task_id, task_path
+        )
+        await self._call("PutGraphWrites", request)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, channel values and writes."""
+        request = _shape.delete_thread_request(self._namespace, thread_id)
+        await self._call("DeleteGraphThread", request)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata run_id is one of these."""
+        await self._call("DeleteGraphRuns", _shape.delete_runs_request(self._namespace, run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's checkpoints, channel values and writes to another thread id."""
+        request = _shape.copy_thread_request(self._namespace, source_thread_id, target_thread_id)
+        await self._call("CopyGraphThread", request)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep the newest checkpoint of each checkpoint_ns (``"keep_latest"``), or delete
+        the threads (``"delete"``)."""
+        request = _shape.prune_request(self._namespace, thread_ids, strategy)
+        await self._call("PruneGraphThreads", request)
+
+    # The blocking surface, for code that calls it outside the event loop.
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._sync().get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self._sync().list(config, filter=filter, before=before, limit=limit)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._sync().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._sync().put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync().delete_thread(thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._sync().delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._sync().copy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._sync().prune(thread_ids, strategy=strategy)
+
+    def get_next_version(self, current: str | int | float | None, channel: None) -> str:
+        """The next channel version: an increasing counter with a random tail."""
+        return _shape.next_version(current)

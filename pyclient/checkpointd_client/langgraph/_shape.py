@@ -1,0 +1,273 @@
+"""The row shaping both LangGraph savers share: LangGraph's arguments to GraphService
+requests, and its responses back to ``CheckpointTuple`` (as ``langgraph-checkpoint-postgres``
+keeps its SQL text and row shaping in ``base.py`` for its sync and async savers).
+
+Values go as the serializer's ``dumps_typed`` type tag and bytes, never re-encoded. The
+checkpoint body (the checkpoint without its channel values) goes as JSON when it is plain
+JSON, so savers in other languages can read it, and through the serializer otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from checkpointd_client._base import new_id
+from checkpointd_client.v1 import graph_service_pb2 as pb
+
+__all__: list[str] = []
+
+#: The type of a channel named in new_versions that has no value (as the Postgres saver's).
+EMPTY: Final = "empty"
+#: The largest page the server returns.
+MAX_PAGE: Final = 1000
+PRUNE_STRATEGIES: Final = {
+    "keep_latest": pb.GRAPH_PRUNE_STRATEGY_KEEP_LATEST,
+    "delete": pb.GRAPH_PRUNE_STRATEGY_DELETE,
+}
+
+
+def next_version(current: str | int | float | None) -> str:
+    """A channel version after ``current``: an increasing counter and a random tail, as
+    ``langgraph-checkpoint-postgres`` writes them (they sort as text)."""
+    if current is None:
+        number = 0
+    elif isinstance(current, (int, float)):
+        number = int(current)
+    else:
+        number = int(current.split(".")[0])
+    return f"{number + 1:032}.{random.random():016}"
+
+
+def _typed(serde: SerializerProtocol, value: Any) -> pb.TypedValue:
+    kind, data = serde.dumps_typed(value)
+    return pb.TypedValue(type=kind, data=data)
+
+
+def _body(serde: SerializerProtocol, body: dict[str, Any]) -> pb.TypedValue:
+    try:
+        text = json.dumps(body, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return _typed(serde, body)
+    if json.loads(text) != body:  # a tuple, a non-string key: JSON would change it
+        return _typed(serde, body)
+    return pb.TypedValue(type="json", data=text.encode())
+
+
+def put_request(
+    serde: SerializerProtocol,
+    namespace: str,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> tuple[pb.PutGraphCheckpointRequest, RunnableConfig]:
+    """The PutGraphCheckpoint request of ``aput``/``put``, and the config it returns."""
+    configurable = config["configurable"]
+    thread_id = str(configurable["thread_id"])
+    checkpoint_ns = str(configurable.get("checkpoint_ns", ""))
+    body: dict[str, Any] = dict(checkpoint)
+    values: dict[str, Any] = body.pop("channel_values", None) or {}
+    versions = {
+        channel: str(version) for channel, version in checkpoint["channel_versions"].items()
+    }
+    new_values = []
+    for channel, version in new_versions.items():
+        if versions.get(channel) != str(version):
+            continue  # the checkpoint does not read this version: nothing would find it
+        value = (
+            _typed(serde, values[channel])
+            if channel in values
+            else pb.TypedValue(type=EMPTY, data=b"")
+        )
+        new_values.append(pb.GraphChannelValue(channel=channel, version=str(version), value=value))
+    request = pb.PutGraphCheckpointRequest(
+        namespace=namespace,
+        request_id=new_id(),
+        checkpoint=pb.GraphCheckpoint(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint["id"],
+            parent_checkpoint_id=configurable.get("checkpoint_id") or "",
+            checkpoint=_body(serde, body),
+            metadata_json=json.dumps(get_serializable_checkpoint_metadata(config, metadata)),
+            channel_versions=versions,
+        ),
+        new_values=new_values,
+    )
+    next_config: RunnableConfig = {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "checkpoint_id": checkpoint["id"],
+        }
+    }
+    return request, next_config
+
+
+def put_writes_request(
+    serde: SerializerProtocol,
+    namespace: str,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> pb.PutGraphWritesRequest:
+    """The PutGraphWrites request of ``aput_writes``/``put_writes``: special channels take
+    their negative index (``WRITES_IDX_MAP``), the others their position."""
+    configurable = config["configurable"]
+    return pb.PutGraphWritesRequest(
+        namespace=namespace,
+        request_id=new_id(),
+        thread_id=str(configurable["thread_id"]),
+        checkpoint_ns=str(configurable.get("checkpoint_ns", "")),
+        checkpoint_id=str(configurable["checkpoint_id"]),
+        task_id=task_id,
+        task_path=task_path,
+        writes=[
+            pb.GraphWrite(
+                idx=WRITES_IDX_MAP.get(channel, idx),
+                channel=channel,
+                value=_typed(serde, value),
+            )
+            for idx, (channel, value) in enumerate(writes)
+        ],
+    )
+
+
+def get_request(namespace: str, config: RunnableConfig) -> pb.GetGraphCheckpointRequest:
+    """The GetGraphCheckpoint request of ``aget_tuple``/``get_tuple``."""
+    configurable = config["configurable"]
+    return pb.GetGraphCheckpointRequest(
+        namespace=namespace,
+        thread_id=str(configurable["thread_id"]),
+        checkpoint_ns=str(configurable.get("checkpoint_ns", "")),
+        checkpoint_id=get_checkpoint_id(config) or "",
+    )
+
+
+def list_request(
+    namespace: str,
+    config: RunnableConfig | None,
+    filter: dict[str, Any] | None,
+    before: RunnableConfig | None,
+) -> pb.ListGraphCheckpointsRequest:
+    """The first ListGraphCheckpoints request of ``alist``/``list`` (the saver pages on)."""
+    request = pb.ListGraphCheckpointsRequest(namespace=namespace)
+    if config is not None:
+        configurable = config["configurable"]
+        if configurable.get("thread_id"):
+            request.thread_id = str(configurable["thread_id"])
+        if configurable.get("checkpoint_ns") is not None:
+            request.checkpoint_ns = str(configurable["checkpoint_ns"])
+        request.checkpoint_id = get_checkpoint_id(config) or ""
+    if filter:
+        request.metadata_filter_json = json.dumps(filter)
+    if before is not None:
+        request.before_checkpoint_id = get_checkpoint_id(before) or ""
+    return request
+
+
+def page_size(limit: int | None, returned: int) -> int:
+    """The page to ask for: what the limit still allows, at most a full page."""
+    return MAX_PAGE if limit is None else max(1, min(MAX_PAGE, limit - returned))
+
+
+def tuples(
+    serde: SerializerProtocol, messages: Sequence[pb.GraphCheckpointTuple]
+) -> Iterator[CheckpointTuple]:
+    """The CheckpointTuples of a response's messages."""
+    for message in messages:
+        yield to_tuple(serde, message)
+
+
+def to_tuple(serde: SerializerProtocol, message: pb.GraphCheckpointTuple) -> CheckpointTuple:
+    """A response's checkpoint tuple as LangGraph's ``CheckpointTuple``."""
+    cp = message.checkpoint
+    checkpoint: Checkpoint = serde.loads_typed((cp.checkpoint.type, cp.checkpoint.data))
+    checkpoint["channel_values"] = {
+        value.channel: serde.loads_typed((value.value.type, value.value.data))
+        for value in message.channel_values
+        if value.value.type != EMPTY
+    }
+    writes = sorted(
+        message.pending_writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx)
+    )
+    parent: RunnableConfig | None = (
+        {
+            "configurable": {
+                "thread_id": cp.thread_id,
+                "checkpoint_ns": cp.checkpoint_ns,
+                "checkpoint_id": cp.parent_checkpoint_id,
+            }
+        }
+        if cp.parent_checkpoint_id
+        else None
+    )
+    return CheckpointTuple(
+        config={
+            "configurable": {
+                "thread_id": cp.thread_id,
+                "checkpoint_ns": cp.checkpoint_ns,
+                "checkpoint_id": cp.checkpoint_id,
+            }
+        },
+        checkpoint=checkpoint,
+        metadata=json.loads(cp.metadata_json),
+        parent_config=parent,
+        pending_writes=[
+            (w.task_id, w.channel, serde.loads_typed((w.value.type, w.value.data))) for w in writes
+        ],
+    )
+
+
+def delete_thread_request(namespace: str, thread_id: str) -> pb.DeleteGraphThreadRequest:
+    return pb.DeleteGraphThreadRequest(
+        namespace=namespace, request_id=new_id(), thread_id=str(thread_id)
+    )
+
+
+def delete_runs_request(namespace: str, run_ids: Sequence[str]) -> pb.DeleteGraphRunsRequest:
+    return pb.DeleteGraphRunsRequest(
+        namespace=namespace, request_id=new_id(), run_ids=[str(r) for r in run_ids]
+    )
+
+
+def copy_thread_request(namespace: str, source: str, target: str) -> pb.CopyGraphThreadRequest:
+    return pb.CopyGraphThreadRequest(
+        namespace=namespace,
+        request_id=new_id(),
+        source_thread_id=str(source),
+        target_thread_id=str(target),
+    )
+
+
+def prune_request(
+    namespace: str, thread_ids: Sequence[str], strategy: str
+) -> pb.PruneGraphThreadsRequest:
+    """The PruneGraphThreads request; an unknown strategy is a ValueError before sending."""
+    if strategy not in PRUNE_STRATEGIES:
+        raise ValueError(
+            f"strategy must be one of {', '.join(sorted(PRUNE_STRATEGIES))}, got {strategy!r}"
+        )
+    return pb.PruneGraphThreadsRequest(
+        namespace=namespace,
+        request_id=new_id(),
+        thread_ids=[str(t) for t in thread_ids],
+        strategy=PRUNE_STRATEGIES[strategy],
+    )

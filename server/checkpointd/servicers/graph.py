@@ -1,0 +1,371 @@
+"""GraphService: graph checkpoints (LangGraph's saver surface), proto in, graph store out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Final
+
+import grpc
+
+from checkpointd import validation as v
+from checkpointd.errors import InvalidField
+from checkpointd.graph_paging import decode_position, encode_position
+from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.store.graph import (
+    ChannelValue,
+    GraphCheckpoint,
+    GraphListQuery,
+    GraphPosition,
+    GraphStore,
+    GraphTuple,
+    GraphWrite,
+    PruneStrategy,
+    TypedValue,
+)
+from checkpointd_client.v1 import graph_service_pb2 as svc
+from checkpointd_client.v1 import graph_service_pb2_grpc as svc_grpc
+
+__all__ = ["GraphServicer"]
+
+THREAD_ID_MAX: Final = v.EXECUTION_ID_MAX
+CHECKPOINT_NS_MAX: Final = 1024
+NAME_MAX: Final = 1024
+TYPE_MAX: Final = 64
+#: The most run ids or thread ids one call names.
+MAX_IDS: Final = 1000
+
+_STRATEGIES: Final = {
+    svc.GRAPH_PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy.KEEP_LATEST,
+    svc.GRAPH_PRUNE_STRATEGY_DELETE: PruneStrategy.DELETE,
+}
+
+
+# --- proto -> domain ---------------------------------------------------------------------
+# Field names are literals at each check, so tests/unit/test_invalid_field_values.py reads
+# them all (docs/protocol.md lists them).
+
+
+def _typed(value: svc.TypedValue, *, field: str) -> TypedValue:
+    """A typed value; an unset one has no type and is refused as such."""
+    return TypedValue(v.identifier(f"{field}.type", value.type, TYPE_MAX), value.data)
+
+
+def _storable(text: str, *, field: str) -> dict[str, object]:
+    """The JSON object ``text`` holds, refused when Postgres's jsonb could not store it: a NUL
+    character (LangGraph strips them from metadata too) or an unpaired surrogate."""
+    if "\\u0000" in text:
+        raise InvalidField(field, "must not contain the NUL character (\\u0000)")
+    parsed: dict[str, object] = json.loads(text)
+    try:
+        json.dumps(parsed, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise InvalidField(
+            field, "must not contain unpaired surrogates (\\ud800-\\udfff)"
+        ) from None
+    return parsed
+
+
+def _checkpoint(message: svc.GraphCheckpoint) -> GraphCheckpoint:
+    metadata_json = v.json_object("checkpoint.metadata_json", message.metadata_json)
+    run_id = _storable(metadata_json, field="checkpoint.metadata_json").get("run_id")
+    versions = {
+        v.text("checkpoint.channel_versions", channel, NAME_MAX): v.identifier(
+            "checkpoint.channel_versions", version, NAME_MAX
+        )
+        for channel, version in message.channel_versions.items()
+    }
+    return GraphCheckpoint(
+        thread_id=v.identifier("checkpoint.thread_id", message.thread_id, THREAD_ID_MAX),
+        checkpoint_ns=v.text("checkpoint.checkpoint_ns", message.checkpoint_ns, CHECKPOINT_NS_MAX),
+        checkpoint_id=v.identifier(
+            "checkpoint.checkpoint_id", message.checkpoint_id, v.CHECKPOINT_ID_MAX
+        ),
+        parent_checkpoint_id=v.optional_identifier(
+            "checkpoint.parent_checkpoint_id", message.parent_checkpoint_id, v.CHECKPOINT_ID_MAX
+        ),
+        body=_typed(message.checkpoint, field="checkpoint.checkpoint"),
+        metadata_json=metadata_json,
+        channel_versions=versions,
+        run_id=run_id if isinstance(run_id, str) else "",
+    )
+
+
+def _new_values(
+    checkpoint: GraphCheckpoint, messages: Sequence[svc.GraphChannelValue]
+) -> list[ChannelValue]:
+    values = []
+    for message in messages:
+        channel = v.identifier("new_values.channel", message.channel, NAME_MAX)
+        version = v.identifier("new_values.version", message.version, NAME_MAX)
+        if checkpoint.channel_versions.get(channel) != version:
+            raise InvalidField(
+                "new_values.version",
+                "must be the version the checkpoint's channel_versions names for the channel",
+                got=version,
+            )
+        values.append(
+            ChannelValue(channel, version, _typed(message.value, field="new_values.value"))
+        )
+    return values
+
+
+def _writes(request: svc.PutGraphWritesRequest) -> list[GraphWrite]:
+    task_id = v.identifier("task_id", request.task_id, NAME_MAX)
+    task_path = v.text("task_path", request.task_path, NAME_MAX)
+    writes = []
+    seen: set[int] = set()
+    for write in request.writes:
+        if write.idx in seen:
+            raise InvalidField(
+                "writes.idx", "must be unique within the request", got=str(write.idx)
+            )
+        seen.add(write.idx)
+        channel = v.identifier("writes.channel", write.channel, NAME_MAX)
+        value = _typed(write.value, field="writes.value")
+        writes.append(GraphWrite(task_id, task_path, write.idx, channel, value))
+    return writes
+
+
+# --- domain -> proto ---------------------------------------------------------------------
+
+
+def _typed_out(value: TypedValue) -> svc.TypedValue:
+    return svc.TypedValue(type=value.type, data=value.data)
+
+
+def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
+    cp = found.checkpoint
+    return svc.GraphCheckpointTuple(
+        checkpoint=svc.GraphCheckpoint(
+            thread_id=cp.thread_id,
+            checkpoint_ns=cp.checkpoint_ns,
+            checkpoint_id=cp.checkpoint_id,
+            parent_checkpoint_id=cp.parent_checkpoint_id,
+            checkpoint=_typed_out(cp.body),
+            metadata_json=cp.metadata_json,
+            channel_versions=cp.channel_versions,
+        ),
+        channel_values=[
+            svc.GraphChannelValue(
+                channel=value.channel, version=value.version, value=_typed_out(value.value)
+            )
+            for value in found.channel_values
+        ],
+        pending_writes=[
+            svc.GraphWrite(
+                task_id=w.task_id,
+                task_path=w.task_path,
+                idx=w.idx,
+                channel=w.channel,
+                value=_typed_out(w.value),
+            )
+            for w in found.pending_writes
+        ],
+    )
+
+
+def _filter(raw: str) -> str:
+    """The metadata filter to apply; empty (or ``{}``) filters nothing."""
+    text = v.json_object("metadata_filter_json", raw)
+    _storable(text, field="metadata_filter_json")
+    return "" if text == "{}" else text
+
+
+class GraphServicer(svc_grpc.GraphServiceServicer):
+    """Serves checkpointd.v1.GraphService over a GraphStore."""
+
+    def __init__(self, deps: ServiceDeps, graph: GraphStore) -> None:
+        self._deps = deps
+        self._graph = graph
+
+    async def PutGraphCheckpoint(
+        self,
+        request: svc.PutGraphCheckpointRequest,
+        context: grpc.aio.ServicerContext[
+            svc.PutGraphCheckpointRequest, svc.PutGraphCheckpointResponse
+        ],
+    ) -> svc.PutGraphCheckpointResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        if not request.HasField("checkpoint"):
+            raise InvalidField("checkpoint", "is required")
+        checkpoint = _checkpoint(request.checkpoint)
+        values = _new_values(checkpoint, request.new_values)
+        await shielded(
+            self._graph.put_checkpoint(
+                namespace, request_id, checkpoint, values, self._deps.clock()
+            )
+        )
+        return svc.PutGraphCheckpointResponse()
+
+    async def PutGraphWrites(
+        self,
+        request: svc.PutGraphWritesRequest,
+        context: grpc.aio.ServicerContext[svc.PutGraphWritesRequest, svc.PutGraphWritesResponse],
+    ) -> svc.PutGraphWritesResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
+        checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
+        checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        writes = _writes(request)
+        await shielded(
+            self._graph.put_writes(
+                namespace,
+                request_id,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                writes,
+                self._deps.clock(),
+            )
+        )
+        return svc.PutGraphWritesResponse()
+
+    async def GetGraphCheckpoint(
+        self,
+        request: svc.GetGraphCheckpointRequest,
+        context: grpc.aio.ServicerContext[
+            svc.GetGraphCheckpointRequest, svc.GetGraphCheckpointResponse
+        ],
+    ) -> svc.GetGraphCheckpointResponse:
+        namespace = v.namespace(request.namespace)
+        thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
+        checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
+        checkpoint_id = v.optional_identifier(
+            "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
+        )
+        found = await shielded(
+            self._graph.get_tuple(namespace, thread_id, checkpoint_ns, checkpoint_id)
+        )
+        if found is None:
+            return svc.GetGraphCheckpointResponse()
+        return svc.GetGraphCheckpointResponse(checkpoint_tuple=_tuple_out(found))
+
+    async def ListGraphCheckpoints(
+        self,
+        request: svc.ListGraphCheckpointsRequest,
+        context: grpc.aio.ServicerContext[
+            svc.ListGraphCheckpointsRequest, svc.ListGraphCheckpointsResponse
+        ],
+    ) -> svc.ListGraphCheckpointsResponse:
+        namespace = v.namespace(request.namespace)
+        query = GraphListQuery(
+            thread_id=v.optional_identifier("thread_id", request.thread_id, THREAD_ID_MAX),
+            checkpoint_ns=(
+                v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
+                if request.HasField("checkpoint_ns")
+                else None
+            ),
+            checkpoint_id=v.optional_identifier(
+                "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
+            ),
+            metadata_filter_json=_filter(request.metadata_filter_json),
+            before_checkpoint_id=v.optional_identifier(
+                "before_checkpoint_id", request.before_checkpoint_id, v.CHECKPOINT_ID_MAX
+            ),
+        )
+        limit = v.page_size("page_size", request.page_size)
+        scope = (
+            "graph",
+            namespace,
+            query.thread_id,
+            query.checkpoint_ns,
+            query.checkpoint_id,
+            query.metadata_filter_json,
+            query.before_checkpoint_id,
+        )
+        after = decode_position(request.page_token, scope)
+        budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
+        # The store completes only the rows that fit the reply (B1); the reply is measured
+        # again as it is built, the encoding being a little larger than the stored bytes.
+        page = await shielded(
+            self._graph.list_tuples(namespace, query, after=after, limit=limit, max_bytes=budget)
+        )
+        found = page.tuples
+        response = svc.ListGraphCheckpointsResponse()
+        for row in found:
+            message = _tuple_out(row)
+            budget -= message.ByteSize() + 8  # field tag and length prefix
+            if budget < 0 and response.checkpoint_tuples:
+                break  # the page is full by size; the next one starts at this row
+            response.checkpoint_tuples.append(message)
+        if response.checkpoint_tuples and (
+            page.more or len(response.checkpoint_tuples) < len(found)
+        ):
+            last = response.checkpoint_tuples[-1].checkpoint
+            position = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
+            response.next_page_token = encode_position(position, scope)
+        return response
+
+    async def DeleteGraphThread(
+        self,
+        request: svc.DeleteGraphThreadRequest,
+        context: grpc.aio.ServicerContext[
+            svc.DeleteGraphThreadRequest, svc.DeleteGraphThreadResponse
+        ],
+    ) -> svc.DeleteGraphThreadResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
+        deleted = await shielded(
+            self._graph.delete_thread(namespace, request_id, thread_id, self._deps.clock())
+        )
+        return svc.DeleteGraphThreadResponse(checkpoints_deleted=deleted)
+
+    async def DeleteGraphRuns(
+        self,
+        request: svc.DeleteGraphRunsRequest,
+        context: grpc.aio.ServicerContext[svc.DeleteGraphRunsRequest, svc.DeleteGraphRunsResponse],
+    ) -> svc.DeleteGraphRunsResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        if len(request.run_ids) > MAX_IDS:
+            raise InvalidField("run_ids", f"must name at most {MAX_IDS} runs")
+        run_ids = [v.identifier("run_ids", run_id, NAME_MAX) for run_id in request.run_ids]
+        deleted = await shielded(
+            self._graph.delete_runs(namespace, request_id, run_ids, self._deps.clock())
+        )
+        return svc.DeleteGraphRunsResponse(checkpoints_deleted=deleted)
+
+    async def CopyGraphThread(
+        self,
+        request: svc.CopyGraphThreadRequest,
+        context: grpc.aio.ServicerContext[svc.CopyGraphThreadRequest, svc.CopyGraphThreadResponse],
+    ) -> svc.CopyGraphThreadResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        source = v.identifier("source_thread_id", request.source_thread_id, THREAD_ID_MAX)
+        target = v.identifier("target_thread_id", request.target_thread_id, THREAD_ID_MAX)
+        if source == target:
+            raise InvalidField("target_thread_id", "must differ from source_thread_id")
+        copied = await shielded(
+            self._graph.copy_thread(namespace, request_id, source, target, self._deps.clock())
+        )
+        return svc.CopyGraphThreadResponse(checkpoints_copied=copied)
+
+    async def PruneGraphThreads(
+        self,
+        request: svc.PruneGraphThreadsRequest,
+        context: grpc.aio.ServicerContext[
+            svc.PruneGraphThreadsRequest, svc.PruneGraphThreadsResponse
+        ],
+    ) -> svc.PruneGraphThreadsResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        if len(request.thread_ids) > MAX_IDS:
+            raise InvalidField("thread_ids", f"must name at most {MAX_IDS} threads")
+        thread_ids = [
+            v.identifier("thread_ids", thread_id, THREAD_ID_MAX) for thread_id in request.thread_ids
+        ]
+        strategy = _STRATEGIES.get(request.strategy)
+        if strategy is None:
+            raise InvalidField(
+                "strategy",
+                "must be GRAPH_PRUNE_STRATEGY_KEEP_LATEST or GRAPH_PRUNE_STRATEGY_DELETE",
+            )
+        deleted = await shielded(
+            self._graph.prune(namespace, request_id, thread_ids, strategy, self._deps.clock())
+        )
+        return svc.PruneGraphThreadsResponse(checkpoints_deleted=deleted)

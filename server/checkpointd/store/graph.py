@@ -1,0 +1,242 @@
+"""The graph wing's store: the ``GraphStore`` protocol and its domain types.
+
+The wing holds the checkpoints of graph runtimes such as LangGraph, beside (not inside) the
+fastaiagent rows. Three tables per backend, all keyed by namespace first:
+
+* ``graph_checkpoints``: primary key ``(namespace, thread_id, checkpoint_ns,
+  checkpoint_id)``; the serialized body (type and bytes, never decoded here), the metadata
+  as JSON (what lists filter on), the channel versions as a JSON object of strings (what
+  joins the values without decoding the body), the parent id, and the metadata's
+  ``run_id`` in a column of its own (what DeleteGraphRuns finds rows by).
+* ``graph_blobs``: primary key ``(namespace, thread_id, checkpoint_ns, channel, version)``;
+  each value stored once, so a put writes only the channels whose version changed.
+* ``graph_writes``: primary key ``(namespace, thread_id, checkpoint_ns, checkpoint_id,
+  task_id, idx)``: pending writes, with ``task_path``.
+* ``graph_requests``: primary key ``(namespace, request_id)``: the request ids of applied
+  mutations with their replies (JSON), so a retry is answered like the first call and
+  writes nothing, whatever happened since (C9's rule). The purge forgets them after the
+  request-id retention.
+
+A backend reuses its store's connections and transactions (``SQLiteStore.graph_access``,
+``PostgresStore.graph_access``) and never opens its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Protocol
+
+__all__ = [
+    "ChannelValue",
+    "GraphCheckpoint",
+    "GraphListQuery",
+    "GraphPage",
+    "GraphPosition",
+    "GraphStore",
+    "GraphTuple",
+    "GraphWrite",
+    "PruneStrategy",
+    "TypedValue",
+    "tuple_size",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TypedValue:
+    """A serialized value: the serializer's type tag and its bytes."""
+
+    type: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelValue:
+    """The value of one channel at one version."""
+
+    channel: str
+    version: str
+    value: TypedValue
+
+
+@dataclass(frozen=True, slots=True)
+class GraphWrite:
+    """One pending write of a task."""
+
+    task_id: str
+    task_path: str
+    idx: int
+    channel: str
+    value: TypedValue
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCheckpoint:
+    """One checkpoint of a thread, without its channel values."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    """Empty for the first checkpoint of a thread."""
+    body: TypedValue
+    metadata_json: str
+    """A JSON object."""
+    channel_versions: dict[str, str]
+    run_id: str = ""
+    """The metadata's ``run_id`` when it is a string, else empty (filled by the servicer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GraphTuple:
+    """A checkpoint with the values of the versions it names and its pending writes."""
+
+    checkpoint: GraphCheckpoint
+    channel_values: tuple[ChannelValue, ...]
+    pending_writes: tuple[GraphWrite, ...]
+
+
+def tuple_size(found: GraphTuple) -> int:
+    """The bytes a tuple holds in its values, body and metadata (what a page budget counts)."""
+    return (
+        len(found.checkpoint.body.data)
+        + len(found.checkpoint.metadata_json)
+        + sum(len(v.value.data) for v in found.channel_values)
+        + sum(len(w.value.data) for w in found.pending_writes)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPage:
+    """A page of a listing, and whether rows were left for the next one."""
+
+    tuples: list[GraphTuple]
+    more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GraphPosition:
+    """Where a listing stands: the last row returned, in listing order."""
+
+    checkpoint_id: str
+    thread_id: str
+    checkpoint_ns: str
+
+
+@dataclass(frozen=True, slots=True)
+class GraphListQuery:
+    """What ListGraphCheckpoints asks for (validated)."""
+
+    thread_id: str
+    """Empty: every thread."""
+    checkpoint_ns: str | None
+    """None: every checkpoint_ns."""
+    checkpoint_id: str
+    """Empty: every checkpoint."""
+    metadata_filter_json: str
+    """A JSON object, or empty for none."""
+    before_checkpoint_id: str
+    """Empty: no bound."""
+
+
+class PruneStrategy(Enum):
+    """What a prune keeps."""
+
+    KEEP_LATEST = "keep_latest"
+    DELETE = "delete"
+
+
+class GraphStore(Protocol):
+    """Persistence of graph checkpoints, channel values and pending writes.
+
+    Every mutating method takes a ``request_id``: when it is not empty and was recorded by an
+    earlier call of the same namespace, nothing is written and that call's reply is
+    returned; otherwise the call applies and records it (with ``now``) in its transaction.
+    """
+
+    async def put_checkpoint(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: GraphCheckpoint,
+        new_values: Sequence[ChannelValue],
+        now: datetime,
+    ) -> None:
+        """Upsert the checkpoint and insert the values not stored yet, in one transaction."""
+        ...
+
+    async def put_writes(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[GraphWrite],
+        now: datetime,
+    ) -> None:
+        """Store pending writes: all upserted when every idx is negative, else each inserted
+        unless its key is stored."""
+        ...
+
+    async def get_tuple(
+        self, namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> GraphTuple | None:
+        """The checkpoint (the newest of the thread's checkpoint_ns when ``checkpoint_id`` is
+        empty) with its values and writes; None when there is none."""
+        ...
+
+    async def list_tuples(
+        self,
+        namespace: str,
+        query: GraphListQuery,
+        *,
+        after: GraphPosition | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> GraphPage:
+        """Up to ``limit`` matching tuples after ``after``, newest first; the page stops once
+        its tuples hold more than ``max_bytes`` (always at least one), so a page of large
+        checkpoints never loads much more than one reply's worth (B1)."""
+        ...
+
+    async def delete_thread(
+        self, namespace: str, request_id: str, thread_id: str, now: datetime
+    ) -> int:
+        """Delete the thread's rows in one transaction; return the checkpoints deleted."""
+        ...
+
+    async def delete_runs(
+        self, namespace: str, request_id: str, run_ids: Sequence[str], now: datetime
+    ) -> int:
+        """Delete the checkpoints of these runs with their writes and the values no
+        remaining checkpoint names, in one transaction; return the checkpoints deleted."""
+        ...
+
+    async def copy_thread(
+        self, namespace: str, request_id: str, source: str, target: str, now: datetime
+    ) -> int:
+        """Copy the source thread's rows to the target, keeping the target's rows with the
+        same keys, in one transaction; return the checkpoints copied."""
+        ...
+
+    async def prune(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_ids: Sequence[str],
+        strategy: PruneStrategy,
+        now: datetime,
+    ) -> int:
+        """Prune the threads in one transaction; return the checkpoints deleted.
+
+        ``KEEP_LATEST`` leaves whole a thread whose graph uses a DeltaChannel (a checkpoint's
+        metadata has ``counters_since_delta_snapshot`` or ``delta_writes_versioned``): its
+        channels are rebuilt from the writes of older checkpoints."""
+        ...
+
+    async def purge_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids recorded before ``applied_before``; return how many."""
+        ...

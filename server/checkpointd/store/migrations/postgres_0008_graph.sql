@@ -1,0 +1,63 @@
+-- checkpointd Postgres schema, version 8: the graph wing (LangGraph checkpoints).
+
+-- One row per checkpoint of a thread. The body is the serializer's type and bytes, never
+-- decoded by the server; channel_versions (a JSON object of strings) says which stored
+-- values the checkpoint reads; run_id is the metadata's, for DeleteGraphRuns.
+CREATE TABLE {schema}.graph_checkpoints (
+    namespace            TEXT  NOT NULL,
+    thread_id            TEXT  NOT NULL,
+    checkpoint_ns        TEXT  NOT NULL,
+    checkpoint_id        TEXT  NOT NULL,
+    parent_checkpoint_id TEXT  NOT NULL,
+    body_type            TEXT  NOT NULL,
+    body_data            BYTEA NOT NULL,
+    metadata             JSONB NOT NULL,
+    channel_versions     JSONB NOT NULL,
+    run_id               TEXT  NOT NULL DEFAULT '',
+    PRIMARY KEY (namespace, thread_id, checkpoint_ns, checkpoint_id)
+);
+
+-- A cross-thread listing reads newest first by checkpoint id.
+CREATE INDEX graph_checkpoints_by_id ON {schema}.graph_checkpoints (namespace, checkpoint_id);
+-- DeleteGraphRuns finds a run's checkpoints without a scan.
+CREATE INDEX graph_checkpoints_by_run ON {schema}.graph_checkpoints (namespace, run_id)
+    WHERE run_id <> '';
+
+-- Channel values, stored once per version: a put writes only the channels that changed.
+CREATE TABLE {schema}.graph_blobs (
+    namespace     TEXT  NOT NULL,
+    thread_id     TEXT  NOT NULL,
+    checkpoint_ns TEXT  NOT NULL,
+    channel       TEXT  NOT NULL,
+    version       TEXT  NOT NULL,
+    value_type    TEXT  NOT NULL,
+    value_data    BYTEA NOT NULL,
+    PRIMARY KEY (namespace, thread_id, checkpoint_ns, channel, version)
+);
+
+-- Pending writes of the tasks of a checkpoint.
+CREATE TABLE {schema}.graph_writes (
+    namespace     TEXT    NOT NULL,
+    thread_id     TEXT    NOT NULL,
+    checkpoint_ns TEXT    NOT NULL,
+    checkpoint_id TEXT    NOT NULL,
+    task_id       TEXT    NOT NULL,
+    idx           INTEGER NOT NULL,
+    task_path     TEXT    NOT NULL,
+    channel       TEXT    NOT NULL,
+    value_type    TEXT    NOT NULL,
+    value_data    BYTEA   NOT NULL,
+    PRIMARY KEY (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+
+-- Request ids of applied graph mutations and their replies (JSON): a retry is answered
+-- like the first call and writes nothing, whatever happened since.
+CREATE TABLE {schema}.graph_requests (
+    namespace  TEXT        NOT NULL,
+    request_id TEXT        NOT NULL,
+    kind       TEXT        NOT NULL,
+    reply_json TEXT        NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (namespace, request_id)
+);
+CREATE INDEX graph_requests_by_applied_at ON {schema}.graph_requests (applied_at);

@@ -1,0 +1,25 @@
+"""What another wing of the Postgres store borrows from it: its pool and its schema.
+
+The graph wing lends connections from the store's pool (the same error translation, the same
+PgBouncer rules: unprepared statements when pooled, no session state) and writes in the
+store's schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PostgresAccess"]
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresAccess:
+    """The Postgres store's machinery, lent to a wing that shares its database."""
+
+    connection: Callable[[], AbstractAsyncContextManager[Any]]
+    """Lends a pooled connection; driver failures become store errors."""
+    quoted_schema: str
+    """The schema of the store's tables, quoted."""

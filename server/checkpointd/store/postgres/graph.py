@@ -1,0 +1,346 @@
+"""The Postgres graph wing: the :class:`~checkpointd.store.graph.GraphStore` on the Postgres
+store's pool and schema.
+
+Each mutation is one transaction on a pooled connection; nothing outlives it (no session
+state, no named statements unless the store's pool caches them), so it holds through
+PgBouncer's transaction pooling. A get or a list is one statement: each row carries the
+values of the versions it names and its pending writes as arrays, so a get touches only the
+checkpoint's own rows, whatever the thread's history. Metadata filters are ``@>`` on JSONB.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from checkpointd.store import graph_requests, times
+from checkpointd.store.graph import (
+    ChannelValue,
+    GraphCheckpoint,
+    GraphListQuery,
+    GraphPage,
+    GraphPosition,
+    GraphTuple,
+    GraphWrite,
+    PruneStrategy,
+    TypedValue,
+    tuple_size,
+)
+from checkpointd.store.postgres.access import PostgresAccess
+from checkpointd.store.postgres.graph_sql import GraphSql
+
+__all__ = ["PostgresGraphStore"]
+
+#: Rows per statement of a listing: a page reads at most this many rows past its budget.
+_LIST_CHUNK = 16
+
+
+def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
+    checkpoint = GraphCheckpoint(
+        thread_id=row["thread_id"],
+        checkpoint_ns=row["checkpoint_ns"],
+        checkpoint_id=row["checkpoint_id"],
+        parent_checkpoint_id=row["parent_checkpoint_id"],
+        body=TypedValue(row["body_type"], bytes(row["body_data"])),
+        metadata_json=row["metadata_json"],
+        channel_versions=json.loads(row["versions"]),
+        run_id=row["run_id"],
+    )
+    values = tuple(
+        ChannelValue(channel, version, TypedValue(kind, bytes(data)))
+        for channel, version, kind, data in row["blobs"]
+    )
+    writes = tuple(
+        GraphWrite(task_id, task_path, int(idx), channel, TypedValue(kind, bytes(data)))
+        for task_id, task_path, idx, channel, kind, data in row["writes"]
+    )
+    return GraphTuple(checkpoint, values, writes)
+
+
+class PostgresGraphStore:
+    """A :class:`~checkpointd.store.graph.GraphStore` sharing a Postgres store's pool."""
+
+    def __init__(self, access: PostgresAccess) -> None:
+        self._access = access
+        self._sql = GraphSql(access.quoted_schema)
+
+    async def _transaction(
+        self,
+        namespace: str,
+        request_id: str,
+        kind: str,
+        now: datetime,
+        apply: Callable[[Any], Awaitable[int]],
+    ) -> int:
+        """One transaction, applied at most once per request id."""
+        sql = self._sql
+        async with self._access.connection() as conn, conn.transaction():
+
+            async def lookup() -> tuple[str, str] | None:
+                # Concurrent calls with one id queue here, so the second sees the first.
+                await conn.execute(sql.lock_request, namespace, request_id)
+                row = await conn.fetchrow(sql.request_reply, namespace, request_id)
+                return None if row is None else (row["kind"], row["reply_json"])
+
+            async def record(kind: str, reply_json: str) -> None:
+                await conn.execute(
+                    sql.record_request, namespace, request_id, kind, reply_json, times.utc_in(now)
+                )
+
+            return await graph_requests.once(
+                request_id, kind, lambda: apply(conn), lookup=lookup, record=record
+            )
+
+    # --- puts --------------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: GraphCheckpoint,
+        new_values: Sequence[ChannelValue],
+        now: datetime,
+    ) -> None:
+        """Upsert the checkpoint and insert its new values, in one transaction."""
+        cp = checkpoint
+        blobs = [
+            (
+                namespace,
+                cp.thread_id,
+                cp.checkpoint_ns,
+                v.channel,
+                v.version,
+                v.value.type,
+                v.value.data,
+            )
+            for v in new_values
+        ]
+
+        async def apply(conn: Any) -> int:
+            if blobs:
+                await conn.executemany(self._sql.insert_blob, blobs)
+            await conn.execute(
+                self._sql.upsert_checkpoint,
+                namespace,
+                cp.thread_id,
+                cp.checkpoint_ns,
+                cp.checkpoint_id,
+                cp.parent_checkpoint_id,
+                cp.body.type,
+                cp.body.data,
+                cp.metadata_json,
+                json.dumps(cp.channel_versions, sort_keys=True),
+                cp.run_id,
+            )
+            return 0
+
+        await self._transaction(namespace, request_id, graph_requests.PUT_CHECKPOINT, now, apply)
+
+    async def put_writes(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[GraphWrite],
+        now: datetime,
+    ) -> None:
+        """Store pending writes: special ones (all idx negative) replace, others keep the
+        first."""
+        sql = self._sql
+        statement = sql.upsert_write if all(w.idx < 0 for w in writes) else sql.insert_write
+        rows = [
+            (
+                namespace,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                w.task_id,
+                w.idx,
+                w.task_path,
+                w.channel,
+                w.value.type,
+                w.value.data,
+            )
+            for w in writes
+        ]
+
+        async def apply(conn: Any) -> int:
+            if rows:
+                await conn.executemany(statement, rows)
+            return 0
+
+        await self._transaction(namespace, request_id, graph_requests.PUT_WRITES, now, apply)
+
+    # --- reads -------------------------------------------------------------------------
+
+    async def get_tuple(
+        self, namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> GraphTuple | None:
+        """The checkpoint (or the newest) with its values and writes, in one statement."""
+        async with self._access.connection() as conn:
+            if checkpoint_id:
+                row = await conn.fetchrow(
+                    self._sql.get_checkpoint, namespace, thread_id, checkpoint_ns, checkpoint_id
+                )
+            else:
+                row = await conn.fetchrow(self._sql.get_latest, namespace, thread_id, checkpoint_ns)
+        return None if row is None else _tuple_from_row(row)
+
+    async def list_tuples(
+        self,
+        namespace: str,
+        query: GraphListQuery,
+        *,
+        after: GraphPosition | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> GraphPage:
+        """Up to ``limit`` matching tuples after ``after``, newest first, read in statements
+        of a few rows each (values and writes included) while the page is within
+        ``max_bytes``."""
+        found: list[GraphTuple] = []
+        size = 0
+        async with self._access.connection() as conn:
+            while len(found) < limit:
+                chunk = min(_LIST_CHUNK, limit - len(found))
+                statement, params = self._list_statement(namespace, query, after, chunk)
+                rows = await conn.fetch(statement, *params)
+                for row in rows:
+                    if max_bytes is not None and found and size > max_bytes:
+                        return GraphPage(found, more=True)  # the rest of the chunk waits
+                    found.append(_tuple_from_row(row))
+                    size += tuple_size(found[-1])
+                if len(rows) < chunk:
+                    return GraphPage(found, more=False)
+                last = found[-1].checkpoint
+                after = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
+        return GraphPage(found, more=True)
+
+    def _list_statement(
+        self, namespace: str, query: GraphListQuery, after: GraphPosition | None, limit: int
+    ) -> tuple[str, list[Any]]:
+        sql = [self._sql.list_head]
+        params: list[Any] = [namespace]
+
+        def param(value: object, cast: str = "") -> str:
+            params.append(value)
+            return f"${len(params)}{cast}"
+
+        if query.thread_id:
+            sql.append(f"c.thread_id = {param(query.thread_id)}")
+        if query.checkpoint_ns is not None:
+            sql.append(f"c.checkpoint_ns = {param(query.checkpoint_ns)}")
+        if query.checkpoint_id:
+            sql.append(f"c.checkpoint_id = {param(query.checkpoint_id)}")
+        if query.before_checkpoint_id:
+            sql.append(f"c.checkpoint_id < {param(query.before_checkpoint_id)}")
+        if query.metadata_filter_json:
+            sql.append(f"c.metadata @> {param(query.metadata_filter_json, '::jsonb')}")
+        if after is not None:
+            position = (after.checkpoint_id, after.thread_id, after.checkpoint_ns)
+            placeholders = ", ".join(param(value) for value in position)
+            sql.append(f"(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < ({placeholders})")
+        statement = " AND ".join(sql) + self._sql.list_order + f" LIMIT {param(limit)}"
+        return statement, params
+
+    # --- whole-thread operations -------------------------------------------------------
+
+    async def _delete_threads(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
+        ids = list(dict.fromkeys(thread_ids))
+        for statement in self._sql.delete_threads:
+            await conn.execute(statement, namespace, ids)
+        status: str = await conn.execute(self._sql.delete_thread_checkpoints, namespace, ids)
+        return int(status.rsplit(" ", 1)[-1])
+
+    async def delete_thread(
+        self, namespace: str, request_id: str, thread_id: str, now: datetime
+    ) -> int:
+        """Delete the thread's checkpoints, values and writes in one transaction."""
+
+        async def apply(conn: Any) -> int:
+            return await self._delete_threads(conn, namespace, [thread_id])
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.DELETE_THREAD, now, apply
+        )
+
+    async def delete_runs(
+        self, namespace: str, request_id: str, run_ids: Sequence[str], now: datetime
+    ) -> int:
+        """Delete the runs' checkpoints, their writes and the values left unnamed."""
+        sql = self._sql
+
+        async def apply(conn: Any) -> int:
+            if not run_ids:
+                return 0
+            gone = await conn.fetch(sql.delete_runs, namespace, list(run_ids))
+            if gone:
+                columns = list(zip(*((r[0], r[1], r[2]) for r in gone), strict=True))
+                await conn.execute(sql.delete_writes_of, namespace, *map(list, columns))
+            for thread_id, checkpoint_ns in sorted({(r[0], r[1]) for r in gone}):
+                await conn.execute(sql.delete_unnamed_blobs, namespace, thread_id, checkpoint_ns)
+            return len(gone)
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.DELETE_RUNS, now, apply
+        )
+
+    async def copy_thread(
+        self, namespace: str, request_id: str, source: str, target: str, now: datetime
+    ) -> int:
+        """Copy the source thread's rows to the target in one transaction."""
+        sql = self._sql
+
+        async def apply(conn: Any) -> int:
+            status: str = await conn.execute(sql.copy_checkpoints, namespace, source, target)
+            await conn.execute(sql.copy_blobs, namespace, source, target)
+            await conn.execute(sql.copy_writes, namespace, source, target)
+            return int(status.rsplit(" ", 1)[-1])
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.COPY_THREAD, now, apply
+        )
+
+    async def prune(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_ids: Sequence[str],
+        strategy: PruneStrategy,
+        now: datetime,
+    ) -> int:
+        """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
+        threads, in one transaction."""
+        sql = self._sql
+
+        async def apply(conn: Any) -> int:
+            if strategy is PruneStrategy.DELETE:
+                return await self._delete_threads(conn, namespace, thread_ids)
+            deleted = 0
+            for thread_id in dict.fromkeys(thread_ids):
+                if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):
+                    continue  # its channels need the older checkpoints' writes
+                for head in await conn.fetch(sql.heads, namespace, thread_id):
+                    key = (namespace, thread_id, head["checkpoint_ns"])
+                    await conn.execute(sql.prune_older_writes, *key, head["newest"])
+                    status: str = await conn.execute(
+                        sql.prune_older_checkpoints, *key, head["newest"]
+                    )
+                    deleted += int(status.rsplit(" ", 1)[-1])
+                    await conn.execute(sql.clear_lost_parents, *key)
+                    await conn.execute(sql.delete_unnamed_blobs, *key)
+            return deleted
+
+        return await self._transaction(namespace, request_id, graph_requests.PRUNE, now, apply)
+
+    async def purge_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids recorded before ``applied_before``."""
+        async with self._access.connection() as conn:
+            status: str = await conn.execute(self._sql.purge_requests, times.utc_in(applied_before))
+        return int(status.rsplit(" ", 1)[-1])

@@ -1,0 +1,163 @@
+"""The statements of the Postgres graph wing (:mod:`checkpointd.store.postgres.graph`), with
+the quoted schema filled in once.
+
+Placeholders are ``$n``; lists (run ids, thread ids) travel as one ``text[]`` parameter, so
+a statement's text never depends on a list's length.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["GraphSql"]
+
+CHECKPOINT_COLUMNS: Final = (
+    "c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.body_type, "
+    "c.body_data, c.metadata::text AS metadata_json, c.channel_versions::text AS versions, "
+    "c.run_id"
+)
+# A checkpoint row with the values of exactly the versions it names (one primary-key lookup
+# each: LATERAL ... LIMIT 1 keeps the planner from hashing the thread's every value) and its pending
+# writes: one statement, one round trip.
+TUPLE_COLUMNS: Final = f"""{CHECKPOINT_COLUMNS},
+    ARRAY(SELECT ROW(v.key, v.value, b.value_type, b.value_data)
+          FROM jsonb_each_text(c.channel_versions) AS v
+          CROSS JOIN LATERAL (
+            SELECT value_type, value_data FROM {{s}}.graph_blobs AS b
+            WHERE b.namespace = c.namespace AND b.thread_id = c.thread_id
+              AND b.checkpoint_ns = c.checkpoint_ns AND b.channel = v.key
+              AND b.version = v.value
+            LIMIT 1) AS b
+          ORDER BY v.key) AS blobs,
+    ARRAY(SELECT ROW(w.task_id, w.task_path, w.idx, w.channel, w.value_type, w.value_data)
+          FROM {{s}}.graph_writes AS w
+          WHERE w.namespace = c.namespace AND w.thread_id = c.thread_id
+            AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id
+          ORDER BY w.task_path, w.task_id, w.idx) AS writes"""
+
+
+class GraphSql:
+    """The graph wing's SQL text for one schema."""
+
+    def __init__(self, quoted_schema: str) -> None:
+        s = quoted_schema
+        key = "namespace = $1 AND thread_id = $2 AND checkpoint_ns = $3"
+        tuple_columns = TUPLE_COLUMNS.replace("{s}", s)
+        self.upsert_checkpoint = f"""
+            INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
+                checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
+                channel_versions, run_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10)
+            ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+                body_type = EXCLUDED.body_type, body_data = EXCLUDED.body_data,
+                metadata = EXCLUDED.metadata, channel_versions = EXCLUDED.channel_versions,
+                run_id = EXCLUDED.run_id"""
+        self.insert_blob = f"""
+            INSERT INTO {s}.graph_blobs (namespace, thread_id, checkpoint_ns, channel, version,
+                value_type, value_data)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            ON CONFLICT DO NOTHING"""
+        write_insert = f"""
+            INSERT INTO {s}.graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id,
+                task_id, idx, task_path, channel, value_type, value_data)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+            ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) """
+        # langgraph-checkpoint-postgres' rule: special writes replace, others keep the first.
+        self.upsert_write = write_insert + (
+            "DO UPDATE SET channel = EXCLUDED.channel, value_type = EXCLUDED.value_type, "
+            "value_data = EXCLUDED.value_data"
+        )
+        self.insert_write = write_insert + "DO NOTHING"
+        self.get_checkpoint = (
+            f"SELECT {tuple_columns} FROM {s}.graph_checkpoints AS c "
+            f"WHERE c.{key.replace(' AND ', ' AND c.')} AND c.checkpoint_id = $4"
+        )
+        self.get_latest = (
+            f"SELECT {tuple_columns} FROM {s}.graph_checkpoints AS c "
+            f"WHERE c.{key.replace(' AND ', ' AND c.')} ORDER BY c.checkpoint_id DESC LIMIT 1"
+        )
+        self.list_head = (
+            f"SELECT {tuple_columns} FROM {s}.graph_checkpoints AS c WHERE c.namespace = $1"
+        )
+        self.list_order = " ORDER BY c.checkpoint_id DESC, c.thread_id DESC, c.checkpoint_ns DESC"
+        thread = "namespace = $1 AND thread_id = ANY($2::text[])"
+        self.delete_threads = tuple(
+            f"DELETE FROM {s}.{table} WHERE {thread}" for table in ("graph_blobs", "graph_writes")
+        )
+        self.delete_thread_checkpoints = f"DELETE FROM {s}.graph_checkpoints WHERE {thread}"
+        self.delete_runs = f"""
+            DELETE FROM {s}.graph_checkpoints
+            WHERE namespace = $1 AND run_id <> '' AND run_id = ANY($2::text[])
+            RETURNING thread_id, checkpoint_ns, checkpoint_id"""
+        self.delete_writes_of = f"""
+            DELETE FROM {s}.graph_writes AS w
+            USING unnest($2::text[], $3::text[], $4::text[]) AS d(thread_id, checkpoint_ns,
+                checkpoint_id)
+            WHERE w.namespace = $1 AND w.thread_id = d.thread_id
+              AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id"""
+        # Values that no checkpoint of their thread and checkpoint_ns names any more.
+        self.delete_unnamed_blobs = f"""
+            DELETE FROM {s}.graph_blobs AS b
+            WHERE b.namespace = $1 AND b.thread_id = $2 AND b.checkpoint_ns = $3
+              AND NOT EXISTS (
+                SELECT 1 FROM {s}.graph_checkpoints AS c
+                WHERE c.namespace = b.namespace AND c.thread_id = b.thread_id
+                  AND c.checkpoint_ns = b.checkpoint_ns
+                  AND c.channel_versions ->> b.channel = b.version)"""
+        self.clear_lost_parents = f"""
+            UPDATE {s}.graph_checkpoints AS c SET parent_checkpoint_id = ''
+            WHERE c.namespace = $1 AND c.thread_id = $2 AND c.checkpoint_ns = $3
+              AND c.parent_checkpoint_id <> '' AND NOT EXISTS (
+                SELECT 1 FROM {s}.graph_checkpoints AS p
+                WHERE p.namespace = c.namespace AND p.thread_id = c.thread_id
+                  AND p.checkpoint_ns = c.checkpoint_ns
+                  AND p.checkpoint_id = c.parent_checkpoint_id)"""
+        # A thread whose graph uses a DeltaChannel (LangGraph leaves these metadata keys):
+        # keep_latest leaves it whole, its channels being rebuilt from older writes.
+        self.uses_delta_channel = f"""
+            SELECT EXISTS (SELECT 1 FROM {s}.graph_checkpoints
+            WHERE namespace = $1 AND thread_id = $2 AND (
+                metadata ? 'counters_since_delta_snapshot'
+                OR metadata ? 'delta_writes_versioned'))"""
+        self.heads = f"""
+            SELECT checkpoint_ns, max(checkpoint_id) AS newest FROM {s}.graph_checkpoints
+            WHERE namespace = $1 AND thread_id = $2 GROUP BY checkpoint_ns"""
+        # keep_latest: what is older than the newest checkpoint of its checkpoint_ns goes.
+        # Writes go by checkpoint id, so writes saved ahead of a newer checkpoint stay.
+        self.prune_older_writes = f"DELETE FROM {s}.graph_writes WHERE {key} AND checkpoint_id < $4"
+        self.prune_older_checkpoints = (
+            f"DELETE FROM {s}.graph_checkpoints WHERE {key} AND checkpoint_id < $4"
+        )
+        self.copy_checkpoints = f"""
+            INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
+                checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
+                channel_versions, run_id)
+            SELECT namespace, $3, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+                body_type, body_data, metadata, channel_versions, run_id
+            FROM {s}.graph_checkpoints WHERE namespace = $1 AND thread_id = $2
+            ON CONFLICT DO NOTHING"""
+        self.copy_blobs = f"""
+            INSERT INTO {s}.graph_blobs (namespace, thread_id, checkpoint_ns, channel, version,
+                value_type, value_data)
+            SELECT namespace, $3, checkpoint_ns, channel, version, value_type, value_data
+            FROM {s}.graph_blobs WHERE namespace = $1 AND thread_id = $2
+            ON CONFLICT DO NOTHING"""
+        self.copy_writes = f"""
+            INSERT INTO {s}.graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id,
+                task_id, idx, task_path, channel, value_type, value_data)
+            SELECT namespace, $3, checkpoint_ns, checkpoint_id, task_id, idx, task_path,
+                channel, value_type, value_data
+            FROM {s}.graph_writes WHERE namespace = $1 AND thread_id = $2
+            ON CONFLICT DO NOTHING"""
+        # A retry racing its first call waits here for it (the key's row lock), then finds
+        # its reply.
+        self.lock_request = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
+        self.request_reply = (
+            f"SELECT kind, reply_json FROM {s}.graph_requests "
+            "WHERE namespace = $1 AND request_id = $2"
+        )
+        self.record_request = (
+            f"INSERT INTO {s}.graph_requests (namespace, request_id, kind, reply_json, "
+            "applied_at) VALUES ($1, $2, $3, $4, $5)"
+        )
+        self.purge_requests = f"DELETE FROM {s}.graph_requests WHERE applied_at < $1"

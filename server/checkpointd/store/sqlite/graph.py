@@ -1,0 +1,385 @@
+"""The SQLite graph wing: the :class:`~checkpointd.store.graph.GraphStore` on the SQLite
+store's file, writer and reader.
+
+Puts of checkpoints and writes join the store's group commit (many concurrent puts, one
+fsync); deletes, copies and prunes are one ``BEGIN IMMEDIATE`` transaction each. Reads use
+the query-only reader: a get is one indexed read of the checkpoint, one primary-key lookup
+per channel version it names and one range read of its writes, whatever the thread's
+history.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import aiosqlite
+
+from checkpointd.store import graph_requests, times
+from checkpointd.store.graph import (
+    ChannelValue,
+    GraphCheckpoint,
+    GraphListQuery,
+    GraphPage,
+    GraphPosition,
+    GraphTuple,
+    GraphWrite,
+    PruneStrategy,
+    TypedValue,
+    tuple_size,
+)
+from checkpointd.store.sqlite import graph_sql as gsql
+from checkpointd.store.sqlite.access import SQLiteAccess
+
+__all__ = ["SQLiteGraphStore"]
+
+
+async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    return list(await conn.execute_fetchall(sql, params))
+
+
+async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+    async with conn.execute(sql, params) as cursor:
+        return cursor.rowcount
+
+
+def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
+    return GraphCheckpoint(
+        thread_id=row["thread_id"],
+        checkpoint_ns=row["checkpoint_ns"],
+        checkpoint_id=row["checkpoint_id"],
+        parent_checkpoint_id=row["parent_checkpoint_id"],
+        body=TypedValue(row["body_type"], bytes(row["body_data"])),
+        metadata_json=row["metadata_json"],
+        channel_versions=json.loads(row["channel_versions"]),
+        run_id=row["run_id"],
+    )
+
+
+class SQLiteGraphStore:
+    """A :class:`~checkpointd.store.graph.GraphStore` sharing a SQLite store's connections."""
+
+    def __init__(self, access: SQLiteAccess) -> None:
+        self._access = access
+
+    # --- request ids -------------------------------------------------------------------
+
+    @staticmethod
+    async def _once(
+        conn: aiosqlite.Connection,
+        namespace: str,
+        request_id: str,
+        kind: str,
+        now: datetime,
+        apply: Callable[[], Awaitable[int]],
+    ) -> int:
+        async def lookup() -> tuple[str, str] | None:
+            found = await _fetch(conn, gsql.REQUEST_REPLY, (namespace, request_id))
+            return (found[0]["kind"], found[0]["reply_json"]) if found else None
+
+        async def record(kind: str, reply_json: str) -> None:
+            params = (namespace, request_id, kind, reply_json, times.to_us(now))
+            await _run(conn, gsql.RECORD_REQUEST, params)
+
+        return await graph_requests.once(request_id, kind, apply, lookup=lookup, record=record)
+
+    async def _transaction(
+        self,
+        namespace: str,
+        request_id: str,
+        kind: str,
+        now: datetime,
+        apply: Callable[[aiosqlite.Connection], Awaitable[int]],
+    ) -> int:
+        """One write transaction of its own, applied at most once per request id."""
+        async with self._access.call(), self._access.write() as conn:
+            return await self._once(conn, namespace, request_id, kind, now, lambda: apply(conn))
+
+    async def _grouped(
+        self,
+        namespace: str,
+        request_id: str,
+        kind: str,
+        now: datetime,
+        apply: Callable[[aiosqlite.Connection], Awaitable[int]],
+    ) -> None:
+        """One write in the next group-commit transaction, applied at most once."""
+
+        async def write(conn: aiosqlite.Connection) -> int:
+            return await self._once(conn, namespace, request_id, kind, now, lambda: apply(conn))
+
+        async with self._access.call():
+            await self._access.group(write)  # raises the write's own error
+
+    # --- puts --------------------------------------------------------------------------
+
+    async def put_checkpoint(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: GraphCheckpoint,
+        new_values: Sequence[ChannelValue],
+        now: datetime,
+    ) -> None:
+        """Upsert the checkpoint and insert its new values (group commit)."""
+        cp = checkpoint
+        row = (
+            namespace,
+            cp.thread_id,
+            cp.checkpoint_ns,
+            cp.checkpoint_id,
+            cp.parent_checkpoint_id,
+            cp.body.type,
+            cp.body.data,
+            cp.metadata_json,
+            json.dumps(cp.channel_versions, sort_keys=True),
+            cp.run_id,
+        )
+        blobs = [
+            (
+                namespace,
+                cp.thread_id,
+                cp.checkpoint_ns,
+                v.channel,
+                v.version,
+                v.value.type,
+                v.value.data,
+            )
+            for v in new_values
+        ]
+
+        async def apply(conn: aiosqlite.Connection) -> int:
+            if blobs:
+                await conn.executemany(gsql.INSERT_BLOB, blobs)
+            await _run(conn, gsql.UPSERT_CHECKPOINT, row)
+            return 0
+
+        await self._grouped(namespace, request_id, graph_requests.PUT_CHECKPOINT, now, apply)
+
+    async def put_writes(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        writes: Sequence[GraphWrite],
+        now: datetime,
+    ) -> None:
+        """Store pending writes: special ones (all idx negative) replace, others keep the
+        first (group commit)."""
+        statement = gsql.UPSERT_WRITE if all(w.idx < 0 for w in writes) else gsql.INSERT_WRITE
+        rows = [
+            (
+                namespace,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                w.task_id,
+                w.idx,
+                w.task_path,
+                w.channel,
+                w.value.type,
+                w.value.data,
+            )
+            for w in writes
+        ]
+
+        async def apply(conn: aiosqlite.Connection) -> int:
+            if rows:
+                await conn.executemany(statement, rows)
+            return 0
+
+        await self._grouped(namespace, request_id, graph_requests.PUT_WRITES, now, apply)
+
+    # --- reads -------------------------------------------------------------------------
+
+    async def _complete(self, namespace: str, checkpoint: GraphCheckpoint) -> GraphTuple:
+        """The checkpoint with the values of its versions and its writes."""
+        conn = self._access.reader()
+        key = (namespace, checkpoint.thread_id, checkpoint.checkpoint_ns)
+        versions = json.dumps(checkpoint.channel_versions)
+        blobs = await _fetch(conn, gsql.BLOBS_OF, (versions, *key))
+        writes = await _fetch(conn, gsql.WRITES_OF, (*key, checkpoint.checkpoint_id))
+        return GraphTuple(
+            checkpoint,
+            tuple(
+                ChannelValue(
+                    r["channel"], r["version"], TypedValue(r["value_type"], bytes(r["value_data"]))
+                )
+                for r in blobs
+            ),
+            tuple(
+                GraphWrite(
+                    r["task_id"],
+                    r["task_path"],
+                    int(r["idx"]),
+                    r["channel"],
+                    TypedValue(r["value_type"], bytes(r["value_data"])),
+                )
+                for r in writes
+            ),
+        )
+
+    async def get_tuple(
+        self, namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> GraphTuple | None:
+        """The checkpoint (or the newest) with its values and writes."""
+        key = (namespace, thread_id, checkpoint_ns)
+        async with self._access.call():
+            conn = self._access.reader()
+            if checkpoint_id:
+                found = await _fetch(conn, gsql.GET_CHECKPOINT, (*key, checkpoint_id))
+            else:
+                found = await _fetch(conn, gsql.GET_LATEST, key)
+            if not found:
+                return None
+            return await self._complete(namespace, _checkpoint_from_row(found[0]))
+
+    async def list_tuples(
+        self,
+        namespace: str,
+        query: GraphListQuery,
+        *,
+        after: GraphPosition | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> GraphPage:
+        """Up to ``limit`` matching tuples after ``after``, newest first, each completed
+        (values, writes) only while the page is within ``max_bytes``."""
+        sql = [gsql.LIST_HEAD]
+        params: list[Any] = [namespace]
+        if query.thread_id:
+            sql.append("thread_id = ?")
+            params.append(query.thread_id)
+        if query.checkpoint_ns is not None:
+            sql.append("checkpoint_ns = ?")
+            params.append(query.checkpoint_ns)
+        if query.checkpoint_id:
+            sql.append("checkpoint_id = ?")
+            params.append(query.checkpoint_id)
+        if query.before_checkpoint_id:
+            sql.append("checkpoint_id < ?")
+            params.append(query.before_checkpoint_id)
+        if query.metadata_filter_json:
+            sql.append(gsql.METADATA_CONTAINS)
+            params.append(query.metadata_filter_json)
+        if after is not None:
+            sql.append(gsql.AFTER_POSITION)
+            params.extend((after.checkpoint_id, after.thread_id, after.checkpoint_ns))
+        statement = " AND ".join(sql) + gsql.LIST_ORDER
+        params.append(limit)
+        found: list[GraphTuple] = []
+        size = 0
+        async with self._access.call():
+            rows = await _fetch(self._access.reader(), statement, params)
+            for row in rows:
+                if max_bytes is not None and found and size > max_bytes:
+                    return GraphPage(found, more=True)
+                found.append(await self._complete(namespace, _checkpoint_from_row(row)))
+                size += tuple_size(found[-1])
+        return GraphPage(found, more=len(rows) == limit)
+
+    # --- whole-thread operations -------------------------------------------------------
+
+    async def delete_thread(
+        self, namespace: str, request_id: str, thread_id: str, now: datetime
+    ) -> int:
+        """Delete the thread's checkpoints, values and writes in one transaction."""
+
+        async def apply(conn: aiosqlite.Connection) -> int:
+            return await self._delete_threads(conn, namespace, [thread_id])
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.DELETE_THREAD, now, apply
+        )
+
+    @staticmethod
+    async def _delete_threads(
+        conn: aiosqlite.Connection, namespace: str, thread_ids: Sequence[str]
+    ) -> int:
+        deleted = 0
+        for thread_id in dict.fromkeys(thread_ids):
+            found = await _fetch(conn, gsql.COUNT_THREAD, (namespace, thread_id))
+            deleted += int(found[0][0])
+            for statement in gsql.DELETE_THREAD:
+                await _run(conn, statement, (namespace, thread_id))
+        return deleted
+
+    async def delete_runs(
+        self, namespace: str, request_id: str, run_ids: Sequence[str], now: datetime
+    ) -> int:
+        """Delete the runs' checkpoints, their writes and the values left unnamed."""
+
+        async def apply(conn: aiosqlite.Connection) -> int:
+            if not run_ids:
+                return 0
+            found = await _fetch(
+                conn, gsql.CHECKPOINTS_OF_RUNS, (namespace, json.dumps(list(run_ids)))
+            )
+            touched: set[tuple[str, str]] = set()
+            for row in found:
+                key = (namespace, row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+                await _run(conn, gsql.DELETE_WRITES_OF, key)
+                await _run(conn, gsql.DELETE_CHECKPOINT, key)
+                touched.add((row["thread_id"], row["checkpoint_ns"]))
+            for thread_id, checkpoint_ns in sorted(touched):
+                await _run(conn, gsql.DELETE_UNNAMED_BLOBS, (namespace, thread_id, checkpoint_ns))
+            return len(found)
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.DELETE_RUNS, now, apply
+        )
+
+    async def copy_thread(
+        self, namespace: str, request_id: str, source: str, target: str, now: datetime
+    ) -> int:
+        """Copy the source thread's rows to the target in one transaction."""
+
+        async def apply(conn: aiosqlite.Connection) -> int:
+            params = (target, namespace, source)
+            copied = await _run(conn, gsql.COPY_CHECKPOINTS, params)
+            await _run(conn, gsql.COPY_BLOBS, params)
+            await _run(conn, gsql.COPY_WRITES, params)
+            return copied
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.COPY_THREAD, now, apply
+        )
+
+    async def prune(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_ids: Sequence[str],
+        strategy: PruneStrategy,
+        now: datetime,
+    ) -> int:
+        """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
+        threads, in one transaction."""
+
+        async def apply(conn: aiosqlite.Connection) -> int:
+            if strategy is PruneStrategy.DELETE:
+                return await self._delete_threads(conn, namespace, thread_ids)
+            deleted = 0
+            for thread_id in dict.fromkeys(thread_ids):
+                if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):
+                    continue  # its channels need the older checkpoints' writes
+                heads = await _fetch(conn, gsql.NAMESPACES_OF_THREAD, (namespace, thread_id))
+                for checkpoint_ns, newest in heads:
+                    key = (namespace, thread_id, checkpoint_ns)
+                    await _run(conn, gsql.PRUNE_OLDER_WRITES, (*key, newest))
+                    deleted += await _run(conn, gsql.PRUNE_OLDER_CHECKPOINTS, (*key, newest))
+                    await _run(conn, gsql.CLEAR_LOST_PARENTS, key)
+                    await _run(conn, gsql.DELETE_UNNAMED_BLOBS, key)
+            return deleted
+
+        return await self._transaction(namespace, request_id, graph_requests.PRUNE, now, apply)
+
+    async def purge_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids recorded before ``applied_before``."""
+        async with self._access.call(), self._access.write() as conn:
+            return await _run(conn, gsql.PURGE_REQUESTS, (times.to_us(applied_before),))

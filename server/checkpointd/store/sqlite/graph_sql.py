@@ -1,0 +1,165 @@
+"""The statements of the SQLite graph wing (:mod:`checkpointd.store.sqlite.graph`).
+
+Placeholders are ``?``; lists (run ids, thread ids) travel as one JSON array read with
+``json_each``, so a statement's text never depends on a list's length.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__: list[str] = []
+
+CHECKPOINT_COLUMNS: Final = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, body_type, body_data, "
+    "metadata_json, channel_versions, run_id"
+)
+_KEY: Final = "namespace = ? AND thread_id = ? AND checkpoint_ns = ?"
+
+UPSERT_CHECKPOINT: Final = f"""
+INSERT INTO graph_checkpoints (namespace, {CHECKPOINT_COLUMNS})
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+    body_type = excluded.body_type,
+    body_data = excluded.body_data,
+    metadata_json = excluded.metadata_json,
+    channel_versions = excluded.channel_versions,
+    run_id = excluded.run_id
+"""
+
+INSERT_BLOB: Final = """
+INSERT INTO graph_blobs
+    (namespace, thread_id, checkpoint_ns, channel, version, value_type, value_data)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
+"""
+
+_WRITE_INSERT: Final = """
+INSERT INTO graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+                          task_path, channel, value_type, value_data)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+"""
+# langgraph-checkpoint-postgres' rule: special writes replace, others keep the first.
+UPSERT_WRITE: Final = (
+    _WRITE_INSERT + "DO UPDATE SET channel = excluded.channel, value_type = excluded.value_type, "
+    "value_data = excluded.value_data"
+)
+INSERT_WRITE: Final = _WRITE_INSERT + "DO NOTHING"
+
+GET_CHECKPOINT: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM graph_checkpoints WHERE {_KEY} AND checkpoint_id = ?"
+)
+GET_LATEST: Final = (
+    f"SELECT {CHECKPOINT_COLUMNS} FROM graph_checkpoints WHERE {_KEY} "
+    "ORDER BY checkpoint_id DESC LIMIT 1"
+)
+
+# The values of exactly the versions a checkpoint names: one primary-key lookup each
+# (CROSS JOIN keeps the versions outside, so the thread's other values are never read).
+BLOBS_OF: Final = """
+SELECT b.channel, b.version, b.value_type, b.value_data
+FROM json_each(?) AS v
+CROSS JOIN graph_blobs AS b
+WHERE b.namespace = ? AND b.thread_id = ? AND b.checkpoint_ns = ?
+  AND b.channel = v.key AND b.version = v.value
+ORDER BY b.channel
+"""
+WRITES_OF: Final = f"""
+SELECT task_id, task_path, idx, channel, value_type, value_data
+FROM graph_writes WHERE {_KEY} AND checkpoint_id = ?
+ORDER BY task_path, task_id, idx
+"""
+
+LIST_HEAD: Final = f"SELECT {CHECKPOINT_COLUMNS} FROM graph_checkpoints AS c WHERE namespace = ?"
+# Every top-level entry of the filter is in the metadata with the same JSON type and value.
+METADATA_CONTAINS: Final = """NOT EXISTS (
+    SELECT 1 FROM json_each(?) AS f
+    WHERE NOT EXISTS (
+        SELECT 1 FROM json_each(c.metadata_json) AS m
+        WHERE m.key = f.key AND m.type = f.type AND m.value IS f.value))"""
+AFTER_POSITION: Final = "(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)"
+LIST_ORDER: Final = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC LIMIT ?"
+
+_THREAD: Final = "namespace = ? AND thread_id = ?"
+COUNT_THREAD: Final = f"SELECT count(*) FROM graph_checkpoints WHERE {_THREAD}"
+DELETE_THREAD: Final = tuple(
+    f"DELETE FROM {table} WHERE {_THREAD}"
+    for table in ("graph_checkpoints", "graph_blobs", "graph_writes")
+)
+
+CHECKPOINTS_OF_RUNS: Final = """
+SELECT thread_id, checkpoint_ns, checkpoint_id FROM graph_checkpoints
+WHERE namespace = ? AND run_id <> '' AND run_id IN (SELECT value FROM json_each(?))
+"""
+DELETE_CHECKPOINT: Final = f"DELETE FROM graph_checkpoints WHERE {_KEY} AND checkpoint_id = ?"
+DELETE_WRITES_OF: Final = f"DELETE FROM graph_writes WHERE {_KEY} AND checkpoint_id = ?"
+# Values that no checkpoint of their thread and checkpoint_ns names any more.
+DELETE_UNNAMED_BLOBS: Final = f"""
+DELETE FROM graph_blobs WHERE {_KEY} AND NOT EXISTS (
+    SELECT 1 FROM graph_checkpoints AS c, json_each(c.channel_versions) AS v
+    WHERE c.namespace = graph_blobs.namespace AND c.thread_id = graph_blobs.thread_id
+      AND c.checkpoint_ns = graph_blobs.checkpoint_ns
+      AND v.key = graph_blobs.channel AND v.value = graph_blobs.version)
+"""
+# A kept checkpoint whose parent went no longer names it (langgraph-checkpoint-postgres').
+CLEAR_LOST_PARENTS: Final = f"""
+UPDATE graph_checkpoints SET parent_checkpoint_id = ''
+WHERE {_KEY} AND parent_checkpoint_id <> '' AND NOT EXISTS (
+    SELECT 1 FROM graph_checkpoints AS p
+    WHERE p.namespace = graph_checkpoints.namespace AND p.thread_id = graph_checkpoints.thread_id
+      AND p.checkpoint_ns = graph_checkpoints.checkpoint_ns
+      AND p.checkpoint_id = graph_checkpoints.parent_checkpoint_id)
+"""
+
+# A thread whose graph uses a DeltaChannel: LangGraph leaves these metadata keys on its
+# checkpoints. keep_latest leaves such a thread whole: its channels are rebuilt from the
+# writes of older checkpoints (langgraph-checkpoint-postgres refuses to prune them).
+USES_DELTA_CHANNEL: Final = f"""
+SELECT 1 FROM graph_checkpoints WHERE {_THREAD} AND (
+    json_type(metadata_json, '$.counters_since_delta_snapshot') IS NOT NULL
+    OR json_type(metadata_json, '$.delta_writes_versioned') IS NOT NULL)
+LIMIT 1
+"""
+
+NAMESPACES_OF_THREAD: Final = (
+    f"SELECT checkpoint_ns, max(checkpoint_id) FROM graph_checkpoints WHERE {_THREAD} "
+    "GROUP BY checkpoint_ns"
+)
+# keep_latest: what is older than the newest checkpoint of its checkpoint_ns goes. Writes go
+# by checkpoint id, so writes saved ahead of a newer checkpoint stay.
+PRUNE_OLDER_WRITES: Final = f"DELETE FROM graph_writes WHERE {_KEY} AND checkpoint_id < ?"
+PRUNE_OLDER_CHECKPOINTS: Final = f"DELETE FROM graph_checkpoints WHERE {_KEY} AND checkpoint_id < ?"
+
+COPY_CHECKPOINTS: Final = """
+INSERT INTO graph_checkpoints (namespace, thread_id, checkpoint_ns, checkpoint_id,
+    parent_checkpoint_id, body_type, body_data, metadata_json, channel_versions, run_id)
+SELECT namespace, ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, body_type, body_data,
+       metadata_json, channel_versions, run_id
+FROM graph_checkpoints WHERE namespace = ? AND thread_id = ?
+ON CONFLICT DO NOTHING
+"""
+COPY_BLOBS: Final = """
+INSERT INTO graph_blobs (namespace, thread_id, checkpoint_ns, channel, version, value_type,
+    value_data)
+SELECT namespace, ?, checkpoint_ns, channel, version, value_type, value_data
+FROM graph_blobs WHERE namespace = ? AND thread_id = ?
+ON CONFLICT DO NOTHING
+"""
+COPY_WRITES: Final = """
+INSERT INTO graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+    task_path, channel, value_type, value_data)
+SELECT namespace, ?, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel,
+       value_type, value_data
+FROM graph_writes WHERE namespace = ? AND thread_id = ?
+ON CONFLICT DO NOTHING
+"""
+
+REQUEST_REPLY: Final = (
+    "SELECT kind, reply_json FROM graph_requests WHERE namespace = ? AND request_id = ?"
+)
+RECORD_REQUEST: Final = (
+    "INSERT INTO graph_requests (namespace, request_id, kind, reply_json, applied_at) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+PURGE_REQUESTS: Final = "DELETE FROM graph_requests WHERE applied_at < ?"

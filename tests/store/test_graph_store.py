@@ -1,0 +1,92 @@
+"""The graph wing at the store level, on both backends: it shares the store's connections,
+satisfies the GraphStore protocol, and forgets request ids past the retention (G6)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from checkpointd.app import build_graph_store
+from checkpointd.metrics_graph import timed_graph_store
+from checkpointd.store.graph import (
+    ChannelValue,
+    GraphCheckpoint,
+    GraphListQuery,
+    GraphPosition,
+    GraphStore,
+    TypedValue,
+)
+from checkpointd.store.postgres import PostgresStore
+from checkpointd.store.sqlite import SQLiteStore
+from tests.support.protocols import signature_mismatches
+from tests.support.records import NS, T0
+
+
+def _checkpoint(checkpoint_id: str) -> GraphCheckpoint:
+    return GraphCheckpoint("t", "", checkpoint_id, "", TypedValue("json", b"{}"), "{}", {})
+
+
+async def test_g6_request_ids_are_forgotten_after_the_retention(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """A retry within the retention writes nothing; once purged, the same id is a new call."""
+    graph = build_graph_store(store)
+    await graph.put_checkpoint(NS, "r1", _checkpoint("c1"), [], T0)
+    assert await graph.delete_thread(NS, "d1", "t", T0) == 1
+    await graph.put_checkpoint(NS, "r1", _checkpoint("c1"), [], T0)  # a retry: nothing
+    assert await graph.get_tuple(NS, "t", "", "") is None
+    assert await graph.purge_requests(T0) == 0  # nothing recorded before T0
+    assert await graph.purge_requests(T0 + timedelta(seconds=1)) == 2
+    await graph.put_checkpoint(NS, "r1", _checkpoint("c1"), [], T0)  # a new call now
+    found = await graph.get_tuple(NS, "t", "", "")
+    assert found is not None
+    assert found.checkpoint.checkpoint_id == "c1"
+
+
+async def test_both_graph_wings_satisfy_the_protocol_and_are_timed_by_one_wrapper(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """Each backend's wing has the protocol's methods with its signatures; the timing
+    wrapper passes every call through."""
+    graph = build_graph_store(store)
+    assert signature_mismatches(type(graph), GraphStore) == []
+
+    class Histogram:
+        def __init__(self) -> None:
+            self.observed: list[tuple[str, str]] = []
+
+        def labels(self, operation: str, outcome: str) -> Histogram:
+            self.observed.append((operation, outcome))
+            return self
+
+        def observe(self, seconds: float) -> None:
+            pass
+
+    histogram = Histogram()
+    timed = timed_graph_store(graph, histogram)  # type: ignore[arg-type]
+    assert await timed.get_tuple(NS, "t", "", "") is None
+    assert histogram.observed == [("graph_get_tuple", "ok")]
+
+
+async def test_b1_a_graph_page_stops_at_its_byte_budget_and_the_next_goes_on(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """A listing completes rows only while the page is within ``max_bytes`` (at least one),
+    says more are left, and the next page starts where it stopped."""
+    graph = build_graph_store(store)
+    for i in range(5):
+        checkpoint = GraphCheckpoint(
+            "t", "", f"c{i}", "", TypedValue("json", b"{}"), "{}", {"big": str(i)}
+        )
+        value = ChannelValue("big", str(i), TypedValue("bytes", bytes(1000)))
+        await graph.put_checkpoint(NS, "", checkpoint, [value], T0)
+    query = GraphListQuery("t", None, "", "", "")
+    first = await graph.list_tuples(NS, query, after=None, limit=100, max_bytes=2500)
+    assert [t.checkpoint.checkpoint_id for t in first.tuples] == ["c4", "c3", "c2"]
+    assert first.more
+    last = first.tuples[-1].checkpoint
+    position = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
+    rest = await graph.list_tuples(NS, query, after=position, limit=100, max_bytes=2500)
+    assert [t.checkpoint.checkpoint_id for t in rest.tuples] == ["c1", "c0"]
+    assert not rest.more
+    one = await graph.list_tuples(NS, query, after=None, limit=100, max_bytes=1)
+    assert len(one.tuples) == 1
