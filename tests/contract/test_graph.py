@@ -1,4 +1,4 @@
-"""G1-G7: the graph wing (GraphService) through a real server on every backend, over the raw
+"""G1-G7 and C10: the graph wing (GraphService) through a real server on every backend, over the raw
 generated stubs, as a saver in any language would call it."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from checkpointd_client.v1 import graph_service_pb2 as g
 from checkpointd_client.v1 import graph_service_pb2_grpc as g_grpc
@@ -271,6 +273,129 @@ def test_g6_a_retry_with_the_same_request_id_is_answered_like_the_first_and_writ
     assert (first.checkpoints_deleted, again.checkpoints_deleted) == (1, 1)
     graph.put("t", "c1", {}, request_id="put-2")
     assert graph.ids(thread_id="t") == ["c1"]
+
+
+def stored(graph: Graph) -> list[tuple[Any, ...]]:
+    """Every checkpoint of the namespace with its values and writes, read back."""
+    request = g.ListGraphCheckpointsRequest()
+    found: list[tuple[Any, ...]] = []
+    while True:
+        response = graph("ListGraphCheckpoints", request)
+        for t in response.checkpoint_tuples:
+            cp = t.checkpoint
+            full = graph.get(cp.thread_id, cp.checkpoint_id, cp.checkpoint_ns)
+            found.append(
+                (
+                    cp.thread_id,
+                    cp.checkpoint_ns,
+                    cp.checkpoint_id,
+                    cp.parent_checkpoint_id,
+                    cp.metadata_json,
+                    sorted(values_of(full).items()),
+                    sorted(
+                        (w.task_id, w.idx, w.channel, w.value.data) for w in full.pending_writes
+                    ),
+                )
+            )
+        if not response.next_page_token:
+            return found
+        request.page_token = response.next_page_token
+
+
+def refusal_of(graph: Graph, method: str, request: Any) -> tuple[Any, str, dict[str, str]]:
+    """The status code, reason and metadata a call is refused with."""
+    with pytest.raises(grpc.RpcError) as raised:
+        graph(method, request)
+    status = rpc_status.from_call(raised.value)
+    assert status is not None, raised.value
+    info = error_details_pb2.ErrorInfo()
+    assert status.details, status
+    assert status.details[0].Unpack(info), status
+    return raised.value.code(), info.reason, dict(info.metadata)
+
+
+def _put(request_id: str, checkpoint_id: str) -> g.PutGraphCheckpointRequest:
+    return g.PutGraphCheckpointRequest(
+        request_id=request_id,
+        checkpoint=graph_checkpoint(
+            thread_id="t", checkpoint_id=checkpoint_id, parent_checkpoint_id="c2"
+        ),
+    )
+
+
+def _writes(request_id: str, text: str) -> g.PutGraphWritesRequest:
+    return g.PutGraphWritesRequest(
+        request_id=request_id,
+        thread_id="t",
+        checkpoint_id="c2",
+        task_id="task",
+        task_path="path",
+        writes=[
+            g.GraphWrite(idx=0, channel="a", value=g.TypedValue(type="json", data=text.encode()))
+        ],
+    )
+
+
+KEEP_LATEST = g.GRAPH_PRUNE_STRATEGY_KEEP_LATEST
+#: Each mutating graph RPC: a first request, and another one of the same RPC that would
+#: change the store if it were applied.
+C10_CALLS: list[tuple[str, Any, Any]] = [
+    ("PutGraphCheckpoint", _put("c10-put", "c3"), _put("c10-put", "c4")),
+    ("PutGraphWrites", _writes("c10-writes", '"w1"'), _writes("c10-writes", '"w2"')),
+    (
+        "CopyGraphThread",
+        g.CopyGraphThreadRequest(request_id="c10-copy", source_thread_id="t", target_thread_id="u"),
+        g.CopyGraphThreadRequest(request_id="c10-copy", source_thread_id="t", target_thread_id="v"),
+    ),
+    (
+        "DeleteGraphRuns",
+        g.DeleteGraphRunsRequest(request_id="c10-runs", run_ids=["r-none"]),
+        g.DeleteGraphRunsRequest(request_id="c10-runs", run_ids=["r1"]),
+    ),
+    (
+        "PruneGraphThreads",
+        g.PruneGraphThreadsRequest(
+            request_id="c10-prune", thread_ids=["none"], strategy=KEEP_LATEST
+        ),
+        g.PruneGraphThreadsRequest(request_id="c10-prune", thread_ids=["t"], strategy=KEEP_LATEST),
+    ),
+    (
+        "DeleteGraphThread",
+        g.DeleteGraphThreadRequest(request_id="c10-thread", thread_id="none"),
+        g.DeleteGraphThreadRequest(request_id="c10-thread", thread_id="t"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("method", "first", "other"), C10_CALLS, ids=[c[0] for c in C10_CALLS])
+def test_c10_graph_a_request_id_reused_on_another_request_is_refused_and_writes_nothing(
+    graph: Graph, method: str, first: Any, other: Any
+) -> None:
+    """Each mutating graph RPC: the identical retry is answered like the first call; the id
+    on another request of the same RPC, or of another RPC, is FAILED_PRECONDITION
+    REQUEST_ID_REUSED naming the id and the first RPC, and the store is unchanged."""
+    graph.put("t", "c1", {"a": '"1"'}, metadata={"run_id": "r1"})
+    graph.put("t", "c2", {"a": '"2"'}, versions={"a": "2"}, parent="c1", metadata={"run_id": "r2"})
+    answer = graph(method, first)
+    after_first = stored(graph)
+    assert graph(method, first) == answer  # the retry
+    assert stored(graph) == after_first
+    expected = (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "REQUEST_ID_REUSED",
+        {"request_id": first.request_id, "method": method},
+    )
+    assert refusal_of(graph, method, other) == expected
+    assert stored(graph) == after_first
+    elsewhere: tuple[str, Any]
+    if method == "DeleteGraphThread":  # the id on another RPC
+        elsewhere = ("DeleteGraphRuns", g.DeleteGraphRunsRequest(run_ids=["r1"]))
+    else:
+        elsewhere = ("DeleteGraphThread", g.DeleteGraphThreadRequest(thread_id="t"))
+    elsewhere[1].request_id = first.request_id
+    assert refusal_of(graph, *elsewhere) == expected
+    assert stored(graph) == after_first
+    assert graph(method, first) == answer  # still answered as the first call
 
 
 def test_g7_bad_input_is_invalid_argument_and_writes_nothing(graph: Graph) -> None:

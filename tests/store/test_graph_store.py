@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from checkpointd.app import build_graph_store
 from checkpointd.metrics_graph import timed_graph_store
+from checkpointd.store.base import RequestIdReused
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -40,6 +43,29 @@ async def test_g6_request_ids_are_forgotten_after_the_retention(
     found = await graph.get_tuple(NS, "t", "", "")
     assert found is not None
     assert found.checkpoint.checkpoint_id == "c1"
+
+
+async def test_c10_a_graph_request_id_with_another_fingerprint_is_refused_and_writes_nothing(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """The same fingerprint is a retry; another one (another method or other content) is
+    RequestIdReused naming the first method, raised before anything is written."""
+    graph = build_graph_store(store)
+    first = "PutGraphCheckpoint:aa"
+    await graph.put_checkpoint(NS, "r1", _checkpoint("c1"), [], T0, fingerprint=first)
+    await graph.put_checkpoint(NS, "r1", _checkpoint("c1"), [], T0, fingerprint=first)
+    with pytest.raises(RequestIdReused) as reused:
+        await graph.put_checkpoint(
+            NS, "r1", _checkpoint("c2"), [], T0, fingerprint="PutGraphCheckpoint:bb"
+        )
+    assert (reused.value.request_id, reused.value.method) == ("r1", "PutGraphCheckpoint")
+    with pytest.raises(RequestIdReused):
+        await graph.delete_thread(NS, "r1", "t", T0, fingerprint="DeleteGraphThread:cc")
+    found = await graph.get_tuple(NS, "t", "", "")
+    assert found is not None
+    assert found.checkpoint.checkpoint_id == "c1"
+    assert await graph.delete_thread(NS, "d1", "t", T0, fingerprint="DeleteGraphThread:dd") == 1
+    assert await graph.delete_thread(NS, "d1", "t", T0, fingerprint="DeleteGraphThread:dd") == 1
 
 
 async def test_both_graph_wings_satisfy_the_protocol_and_are_timed_by_one_wrapper(

@@ -10,6 +10,7 @@ import grpc
 
 from checkpointd import validation as v
 from checkpointd.errors import InvalidField
+from checkpointd.fingerprint import fingerprint
 from checkpointd.graph_paging import decode_position, encode_position
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd.store.graph import (
@@ -194,7 +195,12 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         values = _new_values(checkpoint, request.new_values)
         await shielded(
             self._graph.put_checkpoint(
-                namespace, request_id, checkpoint, values, self._deps.clock()
+                namespace,
+                request_id,
+                checkpoint,
+                values,
+                self._deps.clock(),
+                fingerprint=fingerprint("PutGraphCheckpoint", request),
             )
         )
         return svc.PutGraphCheckpointResponse()
@@ -219,6 +225,7 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
                 checkpoint_id,
                 writes,
                 self._deps.clock(),
+                fingerprint=fingerprint("PutGraphWrites", request),
             )
         )
         return svc.PutGraphWritesResponse()
@@ -310,7 +317,13 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
         deleted = await shielded(
-            self._graph.delete_thread(namespace, request_id, thread_id, self._deps.clock())
+            self._graph.delete_thread(
+                namespace,
+                request_id,
+                thread_id,
+                self._deps.clock(),
+                fingerprint=fingerprint("DeleteGraphThread", request),
+            )
         )
         return svc.DeleteGraphThreadResponse(checkpoints_deleted=deleted)
 
@@ -325,7 +338,13 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             raise InvalidField("run_ids", f"must name at most {MAX_IDS} runs")
         run_ids = [v.identifier("run_ids", run_id, NAME_MAX) for run_id in request.run_ids]
         deleted = await shielded(
-            self._graph.delete_runs(namespace, request_id, run_ids, self._deps.clock())
+            self._graph.delete_runs(
+                namespace,
+                request_id,
+                run_ids,
+                self._deps.clock(),
+                fingerprint=fingerprint("DeleteGraphRuns", request),
+            )
         )
         return svc.DeleteGraphRunsResponse(checkpoints_deleted=deleted)
 
@@ -341,7 +360,14 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         if source == target:
             raise InvalidField("target_thread_id", "must differ from source_thread_id")
         copied = await shielded(
-            self._graph.copy_thread(namespace, request_id, source, target, self._deps.clock())
+            self._graph.copy_thread(
+                namespace,
+                request_id,
+                source,
+                target,
+                self._deps.clock(),
+                fingerprint=fingerprint("CopyGraphThread", request),
+            )
         )
         return svc.CopyGraphThreadResponse(checkpoints_copied=copied)
 
@@ -366,6 +392,13 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
                 "must be GRAPH_PRUNE_STRATEGY_KEEP_LATEST or GRAPH_PRUNE_STRATEGY_DELETE",
             )
         deleted = await shielded(
-            self._graph.prune(namespace, request_id, thread_ids, strategy, self._deps.clock())
+            self._graph.prune(
+                namespace,
+                request_id,
+                thread_ids,
+                strategy,
+                self._deps.clock(),
+                fingerprint=fingerprint("PruneGraphThreads", request),
+            )
         )
         return svc.PruneGraphThreadsResponse(checkpoints_deleted=deleted)

@@ -154,6 +154,9 @@ class GraphStore(Protocol):
     Every mutating method takes a ``request_id``: when it is not empty and was recorded by an
     earlier call of the same namespace, nothing is written and that call's reply is
     returned; otherwise the call applies and records it (with ``now``) in its transaction.
+    It also takes the request's ``fingerprint`` (:mod:`checkpointd.fingerprint`; empty: none)
+    and records it beside the id: an id recorded with another fingerprint raises
+    :class:`~checkpointd.store.base.RequestIdReused` and writes nothing (C10).
     """
 
     async def put_checkpoint(
@@ -163,6 +166,8 @@ class GraphStore(Protocol):
         checkpoint: GraphCheckpoint,
         new_values: Sequence[ChannelValue],
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Upsert the checkpoint and insert the values not stored yet, in one transaction."""
         ...
@@ -176,6 +181,8 @@ class GraphStore(Protocol):
         checkpoint_id: str,
         writes: Sequence[GraphWrite],
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Store pending writes: all upserted when every idx is negative, else each inserted
         unless its key is stored."""
@@ -203,20 +210,39 @@ class GraphStore(Protocol):
         ...
 
     async def delete_thread(
-        self, namespace: str, request_id: str, thread_id: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Delete the thread's rows in one transaction; return the checkpoints deleted."""
         ...
 
     async def delete_runs(
-        self, namespace: str, request_id: str, run_ids: Sequence[str], now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        run_ids: Sequence[str],
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Delete the checkpoints of these runs with their writes and the values no
         remaining checkpoint names, in one transaction; return the checkpoints deleted."""
         ...
 
     async def copy_thread(
-        self, namespace: str, request_id: str, source: str, target: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        source: str,
+        target: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Copy the source thread's rows to the target, keeping the target's rows with the
         same keys, in one transaction; return the checkpoints copied."""
@@ -229,6 +255,8 @@ class GraphStore(Protocol):
         thread_ids: Sequence[str],
         strategy: PruneStrategy,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Prune the threads in one transaction; return the checkpoints deleted.
 

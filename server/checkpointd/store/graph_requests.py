@@ -1,11 +1,15 @@
-"""The request ids of the graph wing (C9's rule), the same in both backends: the kinds of
-call, and their replies as JSON text.
+"""The request ids of the graph wing (C9's and C10's rules), the same in both backends: the
+kinds of call, the requests' fingerprints (:mod:`checkpointd.fingerprint`) and their replies
+as JSON text.
 
-Every graph mutation runs :func:`once` inside its transaction: a request id this namespace
-already recorded for the same kind of call is a retry, answered with the recorded reply and
-applying nothing; otherwise the call applies and its reply is recorded with it. An id that
-another kind of call recorded stays with that call (this one applies and records nothing).
-This is the one place that decides it, so request fingerprints can be adopted here alone.
+Every graph mutation runs :func:`once` inside its transaction, before it writes anything: a
+request id this namespace already recorded with the same fingerprint is a retry, answered
+with the recorded reply and applying nothing; with another fingerprint (another method, or
+other content) it is :class:`~checkpointd.store.base.RequestIdReused`, raised before the
+call applies, so its transaction writes nothing (C10); an unrecorded id applies and records
+the call's reply with it. When either fingerprint is empty (a store caller that gives none)
+the kinds decide as before C10: the same kind is a retry, another kind applies and records
+nothing. This is the one place that decides it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from typing import Final
+
+from checkpointd.fingerprint import method_of
+from checkpointd.store.base import RequestIdReused
 
 __all__ = [
     "COPY_THREAD",
@@ -31,29 +38,35 @@ DELETE_RUNS: Final = "graph_delete_runs"
 COPY_THREAD: Final = "graph_copy_thread"
 PRUNE: Final = "graph_prune"
 
-#: Looks up a recorded request: its (kind, reply_json), or None.
-Lookup = Callable[[], Awaitable[tuple[str, str] | None]]
-#: Records the request with its kind and reply_json.
-Record = Callable[[str, str], Awaitable[None]]
+#: Looks up a recorded request: its (kind, fingerprint, reply_json), or None.
+Lookup = Callable[[], Awaitable[tuple[str, str, str] | None]]
+#: Records the request with its kind, fingerprint and reply_json.
+Record = Callable[[str, str, str], Awaitable[None]]
 
 
 async def once(
     request_id: str,
     kind: str,
+    fingerprint: str,
     apply: Callable[[], Awaitable[int]],
     *,
     lookup: Lookup,
     record: Record,
 ) -> int:
-    """Apply a mutation whose reply is a count, at most once per request id (see above)."""
+    """Apply a mutation whose reply is a count, at most once per request id (see above);
+    raise :class:`RequestIdReused` for an id recorded with another fingerprint."""
     if request_id:
         earlier = await lookup()
         if earlier is not None:
-            earlier_kind, reply_json = earlier
+            earlier_kind, earlier_fingerprint, reply_json = earlier
+            if fingerprint and earlier_fingerprint:
+                if earlier_fingerprint != fingerprint:
+                    raise RequestIdReused(request_id, method_of(earlier_fingerprint))
+                return int(json.loads(reply_json)["count"])
             if earlier_kind == kind:
                 return int(json.loads(reply_json)["count"])
             return await apply()
     count = await apply()
     if request_id:
-        await record(kind, json.dumps({"count": count}))
+        await record(kind, fingerprint, json.dumps({"count": count}))
     return count

@@ -50,14 +50,16 @@ CREATE TABLE graph_writes (
     PRIMARY KEY (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
 ) WITHOUT ROWID;
 
--- Request ids of applied graph mutations and their replies (JSON): a retry is answered
--- like the first call and writes nothing, whatever happened since.
+-- Request ids of applied graph mutations with the requests' fingerprints ('': none given)
+-- and their replies (JSON): a retry is answered like the first call and writes nothing,
+-- whatever happened since; the id on another request is refused (C10).
 CREATE TABLE graph_requests (
-    namespace  TEXT    NOT NULL,
-    request_id TEXT    NOT NULL,
-    kind       TEXT    NOT NULL,
-    reply_json TEXT    NOT NULL,
-    applied_at INTEGER NOT NULL,
+    namespace   TEXT    NOT NULL,
+    request_id  TEXT    NOT NULL,
+    kind        TEXT    NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    reply_json  TEXT    NOT NULL,
+    applied_at  INTEGER NOT NULL,
     PRIMARY KEY (namespace, request_id)
 ) WITHOUT ROWID;
 CREATE INDEX graph_requests_by_applied_at ON graph_requests (applied_at);

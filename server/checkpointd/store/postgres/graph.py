@@ -73,6 +73,7 @@ class PostgresGraphStore:
         namespace: str,
         request_id: str,
         kind: str,
+        fingerprint: str,
         now: datetime,
         apply: Callable[[Any], Awaitable[int]],
     ) -> int:
@@ -80,19 +81,27 @@ class PostgresGraphStore:
         sql = self._sql
         async with self._access.connection() as conn, conn.transaction():
 
-            async def lookup() -> tuple[str, str] | None:
+            async def lookup() -> tuple[str, str, str] | None:
                 # Concurrent calls with one id queue here, so the second sees the first.
                 await conn.execute(sql.lock_request, namespace, request_id)
                 row = await conn.fetchrow(sql.request_reply, namespace, request_id)
-                return None if row is None else (row["kind"], row["reply_json"])
+                if row is None:
+                    return None
+                return (row["kind"], row["fingerprint"], row["reply_json"])
 
-            async def record(kind: str, reply_json: str) -> None:
+            async def record(kind: str, fingerprint: str, reply_json: str) -> None:
                 await conn.execute(
-                    sql.record_request, namespace, request_id, kind, reply_json, times.utc_in(now)
+                    sql.record_request,
+                    namespace,
+                    request_id,
+                    kind,
+                    fingerprint,
+                    reply_json,
+                    times.utc_in(now),
                 )
 
             return await graph_requests.once(
-                request_id, kind, lambda: apply(conn), lookup=lookup, record=record
+                request_id, kind, fingerprint, lambda: apply(conn), lookup=lookup, record=record
             )
 
     # --- puts --------------------------------------------------------------------------
@@ -104,6 +113,8 @@ class PostgresGraphStore:
         checkpoint: GraphCheckpoint,
         new_values: Sequence[ChannelValue],
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Upsert the checkpoint and insert its new values, in one transaction."""
         cp = checkpoint
@@ -138,7 +149,9 @@ class PostgresGraphStore:
             )
             return 0
 
-        await self._transaction(namespace, request_id, graph_requests.PUT_CHECKPOINT, now, apply)
+        await self._transaction(
+            namespace, request_id, graph_requests.PUT_CHECKPOINT, fingerprint, now, apply
+        )
 
     async def put_writes(
         self,
@@ -149,6 +162,8 @@ class PostgresGraphStore:
         checkpoint_id: str,
         writes: Sequence[GraphWrite],
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first."""
@@ -175,7 +190,9 @@ class PostgresGraphStore:
                 await conn.executemany(statement, rows)
             return 0
 
-        await self._transaction(namespace, request_id, graph_requests.PUT_WRITES, now, apply)
+        await self._transaction(
+            namespace, request_id, graph_requests.PUT_WRITES, fingerprint, now, apply
+        )
 
     # --- reads -------------------------------------------------------------------------
 
@@ -259,7 +276,13 @@ class PostgresGraphStore:
         return int(status.rsplit(" ", 1)[-1])
 
     async def delete_thread(
-        self, namespace: str, request_id: str, thread_id: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
@@ -267,11 +290,17 @@ class PostgresGraphStore:
             return await self._delete_threads(conn, namespace, [thread_id])
 
         return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_THREAD, now, apply
+            namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
         )
 
     async def delete_runs(
-        self, namespace: str, request_id: str, run_ids: Sequence[str], now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        run_ids: Sequence[str],
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Delete the runs' checkpoints, their writes and the values left unnamed."""
         sql = self._sql
@@ -288,11 +317,18 @@ class PostgresGraphStore:
             return len(gone)
 
         return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_RUNS, now, apply
+            namespace, request_id, graph_requests.DELETE_RUNS, fingerprint, now, apply
         )
 
     async def copy_thread(
-        self, namespace: str, request_id: str, source: str, target: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        source: str,
+        target: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Copy the source thread's rows to the target in one transaction."""
         sql = self._sql
@@ -304,7 +340,7 @@ class PostgresGraphStore:
             return int(status.rsplit(" ", 1)[-1])
 
         return await self._transaction(
-            namespace, request_id, graph_requests.COPY_THREAD, now, apply
+            namespace, request_id, graph_requests.COPY_THREAD, fingerprint, now, apply
         )
 
     async def prune(
@@ -314,6 +350,8 @@ class PostgresGraphStore:
         thread_ids: Sequence[str],
         strategy: PruneStrategy,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
         threads, in one transaction."""
@@ -337,7 +375,9 @@ class PostgresGraphStore:
                     await conn.execute(sql.delete_unnamed_blobs, *key)
             return deleted
 
-        return await self._transaction(namespace, request_id, graph_requests.PRUNE, now, apply)
+        return await self._transaction(
+            namespace, request_id, graph_requests.PRUNE, fingerprint, now, apply
+        )
 
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``."""

@@ -153,11 +153,11 @@ class GraphSql:
         # its reply.
         self.lock_request = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
         self.request_reply = (
-            f"SELECT kind, reply_json FROM {s}.graph_requests "
+            f"SELECT kind, fingerprint, reply_json FROM {s}.graph_requests "
             "WHERE namespace = $1 AND request_id = $2"
         )
         self.record_request = (
-            f"INSERT INTO {s}.graph_requests (namespace, request_id, kind, reply_json, "
-            "applied_at) VALUES ($1, $2, $3, $4, $5)"
+            f"INSERT INTO {s}.graph_requests (namespace, request_id, kind, fingerprint, "
+            "reply_json, applied_at) VALUES ($1, $2, $3, $4, $5, $6)"
         )
         self.purge_requests = f"DELETE FROM {s}.graph_requests WHERE applied_at < $1"

@@ -73,43 +73,54 @@ class SQLiteGraphStore:
         namespace: str,
         request_id: str,
         kind: str,
+        fingerprint: str,
         now: datetime,
         apply: Callable[[], Awaitable[int]],
     ) -> int:
-        async def lookup() -> tuple[str, str] | None:
+        async def lookup() -> tuple[str, str, str] | None:
             found = await _fetch(conn, gsql.REQUEST_REPLY, (namespace, request_id))
-            return (found[0]["kind"], found[0]["reply_json"]) if found else None
+            if not found:
+                return None
+            return (found[0]["kind"], found[0]["fingerprint"], found[0]["reply_json"])
 
-        async def record(kind: str, reply_json: str) -> None:
-            params = (namespace, request_id, kind, reply_json, times.to_us(now))
+        async def record(kind: str, fingerprint: str, reply_json: str) -> None:
+            params = (namespace, request_id, kind, fingerprint, reply_json, times.to_us(now))
             await _run(conn, gsql.RECORD_REQUEST, params)
 
-        return await graph_requests.once(request_id, kind, apply, lookup=lookup, record=record)
+        return await graph_requests.once(
+            request_id, kind, fingerprint, apply, lookup=lookup, record=record
+        )
 
     async def _transaction(
         self,
         namespace: str,
         request_id: str,
         kind: str,
+        fingerprint: str,
         now: datetime,
         apply: Callable[[aiosqlite.Connection], Awaitable[int]],
     ) -> int:
         """One write transaction of its own, applied at most once per request id."""
         async with self._access.call(), self._access.write() as conn:
-            return await self._once(conn, namespace, request_id, kind, now, lambda: apply(conn))
+            return await self._once(
+                conn, namespace, request_id, kind, fingerprint, now, lambda: apply(conn)
+            )
 
     async def _grouped(
         self,
         namespace: str,
         request_id: str,
         kind: str,
+        fingerprint: str,
         now: datetime,
         apply: Callable[[aiosqlite.Connection], Awaitable[int]],
     ) -> None:
         """One write in the next group-commit transaction, applied at most once."""
 
         async def write(conn: aiosqlite.Connection) -> int:
-            return await self._once(conn, namespace, request_id, kind, now, lambda: apply(conn))
+            return await self._once(
+                conn, namespace, request_id, kind, fingerprint, now, lambda: apply(conn)
+            )
 
         async with self._access.call():
             await self._access.group(write)  # raises the write's own error
@@ -123,6 +134,8 @@ class SQLiteGraphStore:
         checkpoint: GraphCheckpoint,
         new_values: Sequence[ChannelValue],
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Upsert the checkpoint and insert its new values (group commit)."""
         cp = checkpoint
@@ -157,7 +170,9 @@ class SQLiteGraphStore:
             await _run(conn, gsql.UPSERT_CHECKPOINT, row)
             return 0
 
-        await self._grouped(namespace, request_id, graph_requests.PUT_CHECKPOINT, now, apply)
+        await self._grouped(
+            namespace, request_id, graph_requests.PUT_CHECKPOINT, fingerprint, now, apply
+        )
 
     async def put_writes(
         self,
@@ -168,6 +183,8 @@ class SQLiteGraphStore:
         checkpoint_id: str,
         writes: Sequence[GraphWrite],
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first (group commit)."""
@@ -193,7 +210,9 @@ class SQLiteGraphStore:
                 await conn.executemany(statement, rows)
             return 0
 
-        await self._grouped(namespace, request_id, graph_requests.PUT_WRITES, now, apply)
+        await self._grouped(
+            namespace, request_id, graph_requests.PUT_WRITES, fingerprint, now, apply
+        )
 
     # --- reads -------------------------------------------------------------------------
 
@@ -286,7 +305,13 @@ class SQLiteGraphStore:
     # --- whole-thread operations -------------------------------------------------------
 
     async def delete_thread(
-        self, namespace: str, request_id: str, thread_id: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
@@ -294,7 +319,7 @@ class SQLiteGraphStore:
             return await self._delete_threads(conn, namespace, [thread_id])
 
         return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_THREAD, now, apply
+            namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
         )
 
     @staticmethod
@@ -310,7 +335,13 @@ class SQLiteGraphStore:
         return deleted
 
     async def delete_runs(
-        self, namespace: str, request_id: str, run_ids: Sequence[str], now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        run_ids: Sequence[str],
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Delete the runs' checkpoints, their writes and the values left unnamed."""
 
@@ -331,11 +362,18 @@ class SQLiteGraphStore:
             return len(found)
 
         return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_RUNS, now, apply
+            namespace, request_id, graph_requests.DELETE_RUNS, fingerprint, now, apply
         )
 
     async def copy_thread(
-        self, namespace: str, request_id: str, source: str, target: str, now: datetime
+        self,
+        namespace: str,
+        request_id: str,
+        source: str,
+        target: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Copy the source thread's rows to the target in one transaction."""
 
@@ -347,7 +385,7 @@ class SQLiteGraphStore:
             return copied
 
         return await self._transaction(
-            namespace, request_id, graph_requests.COPY_THREAD, now, apply
+            namespace, request_id, graph_requests.COPY_THREAD, fingerprint, now, apply
         )
 
     async def prune(
@@ -357,6 +395,8 @@ class SQLiteGraphStore:
         thread_ids: Sequence[str],
         strategy: PruneStrategy,
         now: datetime,
+        *,
+        fingerprint: str = "",
     ) -> int:
         """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
         threads, in one transaction."""
@@ -377,7 +417,9 @@ class SQLiteGraphStore:
                     await _run(conn, gsql.DELETE_UNNAMED_BLOBS, key)
             return deleted
 
-        return await self._transaction(namespace, request_id, graph_requests.PRUNE, now, apply)
+        return await self._transaction(
+            namespace, request_id, graph_requests.PRUNE, fingerprint, now, apply
+        )
 
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``."""

@@ -156,10 +156,11 @@ ON CONFLICT DO NOTHING
 """
 
 REQUEST_REPLY: Final = (
-    "SELECT kind, reply_json FROM graph_requests WHERE namespace = ? AND request_id = ?"
+    "SELECT kind, fingerprint, reply_json FROM graph_requests "
+    "WHERE namespace = ? AND request_id = ?"
 )
 RECORD_REQUEST: Final = (
-    "INSERT INTO graph_requests (namespace, request_id, kind, reply_json, applied_at) "
-    "VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO graph_requests (namespace, request_id, kind, fingerprint, reply_json, "
+    "applied_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
 PURGE_REQUESTS: Final = "DELETE FROM graph_requests WHERE applied_at < ?"
