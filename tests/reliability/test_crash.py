@@ -22,6 +22,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+import pytest
+
 from checkpointd_client import (
     Checkpoint,
     CheckpointdClient,
@@ -256,6 +258,8 @@ def _verify_checkpoints(
     return lost
 
 
+# Each cycle kills and restarts the server (2-3 s): the full-size run's 100 cycles take minutes.
+@pytest.mark.timeout(size(120, 900))
 def test_e1_i3_i5_s1_s2_kill_9_under_load_loses_nothing_on_either_write_path(
     sidecar: Sidecar, store_spec
 ) -> None:
