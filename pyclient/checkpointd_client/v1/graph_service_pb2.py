@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"checkpointd/v1/graph_service.proto\x12\x0e\x63heckpointd.v1\"(\n\nTypedValue\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"`\n\x11GraphChannelValue\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12)\n\x05value\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.TypedValue\"y\n\nGraphWrite\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x11\n\ttask_path\x18\x02 \x01(\t\x12\x0b\n\x03idx\x18\x03 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\x12)\n\x05value\x18\x05 \x01(\x0b\x32\x1a.checkpointd.v1.TypedValue\"\xbf\x02\n\x0fGraphCheckpoint\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x1c\n\x14parent_checkpoint_id\x18\x04 \x01(\t\x12.\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x1a.checkpointd.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12N\n\x10\x63hannel_versions\x18\x07 \x03(\x0b\x32\x34.checkpointd.v1.GraphCheckpoint.ChannelVersionsEntry\x1a\x36\n\x14\x43hannelVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xba\x01\n\x14GraphCheckpointTuple\x12\x33\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1f.checkpointd.v1.GraphCheckpoint\x12\x39\n\x0e\x63hannel_values\x18\x02 \x03(\x0b\x32!.checkpointd.v1.GraphChannelValue\x12\x32\n\x0epending_writes\x18\x03 \x03(\x0b\x32\x1a.checkpointd.v1.GraphWrite\"\xae\x01\n\x19PutGraphCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x33\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1f.checkpointd.v1.GraphCheckpoint\x12\x35\n\nnew_values\x18\x04 \x03(\x0b\x32!.checkpointd.v1.GraphChannelValue\"\x1c\n\x1aPutGraphCheckpointResponse\"\xcf\x01\n\x15PutGraphWritesRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tthread_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x04 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x05 \x01(\t\x12\x0f\n\x07task_id\x18\x06 \x01(\t\x12\x11\n\ttask_path\x18\x07 \x01(\t\x12*\n\x06writes\x18\x08 \x03(\x0b\x32\x1a.checkpointd.v1.GraphWrite\"\x18\n\x16PutGraphWritesResponse\"o\n\x19GetGraphCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\"\\\n\x1aGetGraphCheckpointResponse\x12>\n\x10\x63heckpoint_tuple\x18\x01 \x01(\x0b\x32$.checkpointd.v1.GraphCheckpointTuple\"\xeb\x01\n\x1bListGraphCheckpointsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x1a\n\rcheckpoint_ns\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x1c\n\x14metadata_filter_json\x18\x05 \x01(\t\x12\x1c\n\x14\x62\x65\x66ore_checkpoint_id\x18\x06 \x01(\t\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\tB\x10\n\x0e_checkpoint_ns\"x\n\x1cListGraphCheckpointsResponse\x12?\n\x11\x63heckpoint_tuples\x18\x01 \x03(\x0b\x32$.checkpointd.v1.GraphCheckpointTuple\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"T\n\x18\x44\x65leteGraphThreadRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tthread_id\x18\x03 \x01(\t\"8\n\x19\x44\x65leteGraphThreadResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\"P\n\x16\x44\x65leteGraphRunsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x0f\n\x07run_ids\x18\x03 \x03(\t\"6\n\x17\x44\x65leteGraphRunsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\"s\n\x16\x43opyGraphThreadRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x18\n\x10source_thread_id\x18\x03 \x01(\t\x12\x18\n\x10target_thread_id\x18\x04 \x01(\t\"5\n\x17\x43opyGraphThreadResponse\x12\x1a\n\x12\x63heckpoints_copied\x18\x01 \x01(\x03\"\x8b\x01\n\x18PruneGraphThreadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x12\n\nthread_ids\x18\x03 \x03(\t\x12\x34\n\x08strategy\x18\x04 \x01(\x0e\x32\".checkpointd.v1.GraphPruneStrategy\"8\n\x19PruneGraphThreadsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03*\x81\x01\n\x12GraphPruneStrategy\x12$\n GRAPH_PRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12$\n GRAPH_PRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x1f\n\x1bGRAPH_PRUNE_STRATEGY_DELETE\x10\x02\x32\xd8\x06\n\x0cGraphService\x12k\n\x12PutGraphCheckpoint\x12).checkpointd.v1.PutGraphCheckpointRequest\x1a*.checkpointd.v1.PutGraphCheckpointResponse\x12_\n\x0ePutGraphWrites\x12%.checkpointd.v1.PutGraphWritesRequest\x1a&.checkpointd.v1.PutGraphWritesResponse\x12k\n\x12GetGraphCheckpoint\x12).checkpointd.v1.GetGraphCheckpointRequest\x1a*.checkpointd.v1.GetGraphCheckpointResponse\x12q\n\x14ListGraphCheckpoints\x12+.checkpointd.v1.ListGraphCheckpointsRequest\x1a,.checkpointd.v1.ListGraphCheckpointsResponse\x12h\n\x11\x44\x65leteGraphThread\x12(.checkpointd.v1.DeleteGraphThreadRequest\x1a).checkpointd.v1.DeleteGraphThreadResponse\x12\x62\n\x0f\x44\x65leteGraphRuns\x12&.checkpointd.v1.DeleteGraphRunsRequest\x1a\'.checkpointd.v1.DeleteGraphRunsResponse\x12\x62\n\x0f\x43opyGraphThread\x12&.checkpointd.v1.CopyGraphThreadRequest\x1a\'.checkpointd.v1.CopyGraphThreadResponse\x12h\n\x11PruneGraphThreads\x12(.checkpointd.v1.PruneGraphThreadsRequest\x1a).checkpointd.v1.PruneGraphThreadsResponseB\x88\x01\n\x18io.github.checkpointd.v1B\x11GraphServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"checkpointd/v1/graph_service.proto\x12\x0e\x63heckpointd.v1\"(\n\nTypedValue\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"`\n\x11GraphChannelValue\x12\x0f\n\x07\x63hannel\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12)\n\x05value\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.TypedValue\"y\n\nGraphWrite\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x11\n\ttask_path\x18\x02 \x01(\t\x12\x0b\n\x03idx\x18\x03 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x04 \x01(\t\x12)\n\x05value\x18\x05 \x01(\x0b\x32\x1a.checkpointd.v1.TypedValue\"\xbf\x02\n\x0fGraphCheckpoint\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x1c\n\x14parent_checkpoint_id\x18\x04 \x01(\t\x12.\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x1a.checkpointd.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12N\n\x10\x63hannel_versions\x18\x07 \x03(\x0b\x32\x34.checkpointd.v1.GraphCheckpoint.ChannelVersionsEntry\x1a\x36\n\x14\x43hannelVersionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xba\x01\n\x14GraphCheckpointTuple\x12\x33\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1f.checkpointd.v1.GraphCheckpoint\x12\x39\n\x0e\x63hannel_values\x18\x02 \x03(\x0b\x32!.checkpointd.v1.GraphChannelValue\x12\x32\n\x0epending_writes\x18\x03 \x03(\x0b\x32\x1a.checkpointd.v1.GraphWrite\"\xae\x01\n\x19PutGraphCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x33\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1f.checkpointd.v1.GraphCheckpoint\x12\x35\n\nnew_values\x18\x04 \x03(\x0b\x32!.checkpointd.v1.GraphChannelValue\"\x1c\n\x1aPutGraphCheckpointResponse\"\x83\x02\n\x15PutGraphWritesRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tthread_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x04 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x05 \x01(\t\x12\x0f\n\x07task_id\x18\x06 \x01(\t\x12\x11\n\ttask_path\x18\x07 \x01(\t\x12*\n\x06writes\x18\x08 \x03(\x0b\x32\x1a.checkpointd.v1.GraphWrite\x12\x32\n\ninterrupts\x18\t \x03(\x0b\x32\x1e.checkpointd.v1.GraphInterrupt\"n\n\x0eGraphInterrupt\x12\x14\n\x0cinterrupt_id\x18\x01 \x01(\t\x12\x12\n\ngraph_name\x18\x02 \x01(\t\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x14\n\x0c\x63ontext_json\x18\x05 \x01(\t\"\x18\n\x16PutGraphWritesResponse\"o\n\x19GetGraphCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\"\\\n\x1aGetGraphCheckpointResponse\x12>\n\x10\x63heckpoint_tuple\x18\x01 \x01(\x0b\x32$.checkpointd.v1.GraphCheckpointTuple\"\xeb\x01\n\x1bListGraphCheckpointsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tthread_id\x18\x02 \x01(\t\x12\x1a\n\rcheckpoint_ns\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x1c\n\x14metadata_filter_json\x18\x05 \x01(\t\x12\x1c\n\x14\x62\x65\x66ore_checkpoint_id\x18\x06 \x01(\t\x12\x11\n\tpage_size\x18\x07 \x01(\x05\x12\x12\n\npage_token\x18\x08 \x01(\tB\x10\n\x0e_checkpoint_ns\"x\n\x1cListGraphCheckpointsResponse\x12?\n\x11\x63heckpoint_tuples\x18\x01 \x03(\x0b\x32$.checkpointd.v1.GraphCheckpointTuple\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"T\n\x18\x44\x65leteGraphThreadRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tthread_id\x18\x03 \x01(\t\"8\n\x19\x44\x65leteGraphThreadResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\"P\n\x16\x44\x65leteGraphRunsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x0f\n\x07run_ids\x18\x03 \x03(\t\"6\n\x17\x44\x65leteGraphRunsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\"s\n\x16\x43opyGraphThreadRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x18\n\x10source_thread_id\x18\x03 \x01(\t\x12\x18\n\x10target_thread_id\x18\x04 \x01(\t\"5\n\x17\x43opyGraphThreadResponse\x12\x1a\n\x12\x63heckpoints_copied\x18\x01 \x01(\x03\"\x8b\x01\n\x18PruneGraphThreadsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x12\n\nthread_ids\x18\x03 \x03(\t\x12\x34\n\x08strategy\x18\x04 \x01(\x0e\x32\".checkpointd.v1.GraphPruneStrategy\"8\n\x19PruneGraphThreadsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03*\x81\x01\n\x12GraphPruneStrategy\x12$\n GRAPH_PRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12$\n GRAPH_PRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x1f\n\x1bGRAPH_PRUNE_STRATEGY_DELETE\x10\x02\x32\xd8\x06\n\x0cGraphService\x12k\n\x12PutGraphCheckpoint\x12).checkpointd.v1.PutGraphCheckpointRequest\x1a*.checkpointd.v1.PutGraphCheckpointResponse\x12_\n\x0ePutGraphWrites\x12%.checkpointd.v1.PutGraphWritesRequest\x1a&.checkpointd.v1.PutGraphWritesResponse\x12k\n\x12GetGraphCheckpoint\x12).checkpointd.v1.GetGraphCheckpointRequest\x1a*.checkpointd.v1.GetGraphCheckpointResponse\x12q\n\x14ListGraphCheckpoints\x12+.checkpointd.v1.ListGraphCheckpointsRequest\x1a,.checkpointd.v1.ListGraphCheckpointsResponse\x12h\n\x11\x44\x65leteGraphThread\x12(.checkpointd.v1.DeleteGraphThreadRequest\x1a).checkpointd.v1.DeleteGraphThreadResponse\x12\x62\n\x0f\x44\x65leteGraphRuns\x12&.checkpointd.v1.DeleteGraphRunsRequest\x1a\'.checkpointd.v1.DeleteGraphRunsResponse\x12\x62\n\x0f\x43opyGraphThread\x12&.checkpointd.v1.CopyGraphThreadRequest\x1a\'.checkpointd.v1.CopyGraphThreadResponse\x12h\n\x11PruneGraphThreads\x12(.checkpointd.v1.PruneGraphThreadsRequest\x1a).checkpointd.v1.PruneGraphThreadsResponseB\x88\x01\n\x18io.github.checkpointd.v1B\x11GraphServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\030io.github.checkpointd.v1B\021GraphServiceProtoP\001ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\252\002\016Checkpointd.V1'
   _globals['_GRAPHCHECKPOINT_CHANNELVERSIONSENTRY']._loaded_options = None
   _globals['_GRAPHCHECKPOINT_CHANNELVERSIONSENTRY']._serialized_options = b'8\001'
-  _globals['_GRAPHPRUNESTRATEGY']._serialized_start=2493
-  _globals['_GRAPHPRUNESTRATEGY']._serialized_end=2622
+  _globals['_GRAPHPRUNESTRATEGY']._serialized_start=2657
+  _globals['_GRAPHPRUNESTRATEGY']._serialized_end=2786
   _globals['_TYPEDVALUE']._serialized_start=54
   _globals['_TYPEDVALUE']._serialized_end=94
   _globals['_GRAPHCHANNELVALUE']._serialized_start=96
@@ -53,33 +53,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTGRAPHCHECKPOINTRESPONSE']._serialized_start=1005
   _globals['_PUTGRAPHCHECKPOINTRESPONSE']._serialized_end=1033
   _globals['_PUTGRAPHWRITESREQUEST']._serialized_start=1036
-  _globals['_PUTGRAPHWRITESREQUEST']._serialized_end=1243
-  _globals['_PUTGRAPHWRITESRESPONSE']._serialized_start=1245
-  _globals['_PUTGRAPHWRITESRESPONSE']._serialized_end=1269
-  _globals['_GETGRAPHCHECKPOINTREQUEST']._serialized_start=1271
-  _globals['_GETGRAPHCHECKPOINTREQUEST']._serialized_end=1382
-  _globals['_GETGRAPHCHECKPOINTRESPONSE']._serialized_start=1384
-  _globals['_GETGRAPHCHECKPOINTRESPONSE']._serialized_end=1476
-  _globals['_LISTGRAPHCHECKPOINTSREQUEST']._serialized_start=1479
-  _globals['_LISTGRAPHCHECKPOINTSREQUEST']._serialized_end=1714
-  _globals['_LISTGRAPHCHECKPOINTSRESPONSE']._serialized_start=1716
-  _globals['_LISTGRAPHCHECKPOINTSRESPONSE']._serialized_end=1836
-  _globals['_DELETEGRAPHTHREADREQUEST']._serialized_start=1838
-  _globals['_DELETEGRAPHTHREADREQUEST']._serialized_end=1922
-  _globals['_DELETEGRAPHTHREADRESPONSE']._serialized_start=1924
-  _globals['_DELETEGRAPHTHREADRESPONSE']._serialized_end=1980
-  _globals['_DELETEGRAPHRUNSREQUEST']._serialized_start=1982
-  _globals['_DELETEGRAPHRUNSREQUEST']._serialized_end=2062
-  _globals['_DELETEGRAPHRUNSRESPONSE']._serialized_start=2064
-  _globals['_DELETEGRAPHRUNSRESPONSE']._serialized_end=2118
-  _globals['_COPYGRAPHTHREADREQUEST']._serialized_start=2120
-  _globals['_COPYGRAPHTHREADREQUEST']._serialized_end=2235
-  _globals['_COPYGRAPHTHREADRESPONSE']._serialized_start=2237
-  _globals['_COPYGRAPHTHREADRESPONSE']._serialized_end=2290
-  _globals['_PRUNEGRAPHTHREADSREQUEST']._serialized_start=2293
-  _globals['_PRUNEGRAPHTHREADSREQUEST']._serialized_end=2432
-  _globals['_PRUNEGRAPHTHREADSRESPONSE']._serialized_start=2434
-  _globals['_PRUNEGRAPHTHREADSRESPONSE']._serialized_end=2490
-  _globals['_GRAPHSERVICE']._serialized_start=2625
-  _globals['_GRAPHSERVICE']._serialized_end=3481
+  _globals['_PUTGRAPHWRITESREQUEST']._serialized_end=1295
+  _globals['_GRAPHINTERRUPT']._serialized_start=1297
+  _globals['_GRAPHINTERRUPT']._serialized_end=1407
+  _globals['_PUTGRAPHWRITESRESPONSE']._serialized_start=1409
+  _globals['_PUTGRAPHWRITESRESPONSE']._serialized_end=1433
+  _globals['_GETGRAPHCHECKPOINTREQUEST']._serialized_start=1435
+  _globals['_GETGRAPHCHECKPOINTREQUEST']._serialized_end=1546
+  _globals['_GETGRAPHCHECKPOINTRESPONSE']._serialized_start=1548
+  _globals['_GETGRAPHCHECKPOINTRESPONSE']._serialized_end=1640
+  _globals['_LISTGRAPHCHECKPOINTSREQUEST']._serialized_start=1643
+  _globals['_LISTGRAPHCHECKPOINTSREQUEST']._serialized_end=1878
+  _globals['_LISTGRAPHCHECKPOINTSRESPONSE']._serialized_start=1880
+  _globals['_LISTGRAPHCHECKPOINTSRESPONSE']._serialized_end=2000
+  _globals['_DELETEGRAPHTHREADREQUEST']._serialized_start=2002
+  _globals['_DELETEGRAPHTHREADREQUEST']._serialized_end=2086
+  _globals['_DELETEGRAPHTHREADRESPONSE']._serialized_start=2088
+  _globals['_DELETEGRAPHTHREADRESPONSE']._serialized_end=2144
+  _globals['_DELETEGRAPHRUNSREQUEST']._serialized_start=2146
+  _globals['_DELETEGRAPHRUNSREQUEST']._serialized_end=2226
+  _globals['_DELETEGRAPHRUNSRESPONSE']._serialized_start=2228
+  _globals['_DELETEGRAPHRUNSRESPONSE']._serialized_end=2282
+  _globals['_COPYGRAPHTHREADREQUEST']._serialized_start=2284
+  _globals['_COPYGRAPHTHREADREQUEST']._serialized_end=2399
+  _globals['_COPYGRAPHTHREADRESPONSE']._serialized_start=2401
+  _globals['_COPYGRAPHTHREADRESPONSE']._serialized_end=2454
+  _globals['_PRUNEGRAPHTHREADSREQUEST']._serialized_start=2457
+  _globals['_PRUNEGRAPHTHREADSREQUEST']._serialized_end=2596
+  _globals['_PRUNEGRAPHTHREADSRESPONSE']._serialized_start=2598
+  _globals['_PRUNEGRAPHTHREADSRESPONSE']._serialized_end=2654
+  _globals['_GRAPHSERVICE']._serialized_start=2789
+  _globals['_GRAPHSERVICE']._serialized_end=3645
 # @@protoc_insertion_point(module_scope)

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from checkpointd.store import graph_requests, times
+from checkpointd.store import graph_interrupts
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -30,7 +31,9 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
+from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
 from checkpointd.store.postgres.access import PostgresAccess
+from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
 from checkpointd.store.postgres.graph_sql import GraphSql
 
 __all__ = ["PostgresGraphStore"]
@@ -67,6 +70,11 @@ class PostgresGraphStore:
     def __init__(self, access: PostgresAccess) -> None:
         self._access = access
         self._sql = GraphSql(access.quoted_schema)
+        self._pending_sql = PendingSql(access.quoted_schema)
+
+    def _pending(self, conn: Any, namespace: str) -> PostgresPendingOps:
+        """The graph interrupts' statements on this transaction (G8-G10)."""
+        return PostgresPendingOps(conn, self._pending_sql, namespace, self._access.append_event)
 
     async def _transaction(
         self,
@@ -147,6 +155,12 @@ class PostgresGraphStore:
                 json.dumps(cp.channel_versions, sort_keys=True),
                 cp.run_id,
             )
+            await graph_interrupts.end_checkpoint(
+                self._pending(conn, namespace),
+                cp.thread_id,
+                cp.checkpoint_ns,
+                cp.parent_checkpoint_id,
+            )
             return 0
 
         await self._transaction(
@@ -164,6 +178,8 @@ class PostgresGraphStore:
         now: datetime,
         *,
         fingerprint: str = "",
+        task_id: str = "",
+        interrupts: Sequence[GraphInterrupt] = (),
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first."""
@@ -188,6 +204,8 @@ class PostgresGraphStore:
         async def apply(conn: Any) -> int:
             if rows:
                 await conn.executemany(statement, rows)
+            place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+            await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
             return 0
 
         await self._transaction(
@@ -287,7 +305,10 @@ class PostgresGraphStore:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
         async def apply(conn: Any) -> int:
-            return await self._delete_threads(conn, namespace, [thread_id])
+            deleted = await self._delete_threads(conn, namespace, [thread_id])
+            # The pauses' events last: the Postgres outbox wants them at the end.
+            await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
+            return deleted
 
         return await self._transaction(
             namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
@@ -359,7 +380,9 @@ class PostgresGraphStore:
 
         async def apply(conn: Any) -> int:
             if strategy is PruneStrategy.DELETE:
-                return await self._delete_threads(conn, namespace, thread_ids)
+                deleted = await self._delete_threads(conn, namespace, thread_ids)
+                await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
+                return deleted
             deleted = 0
             for thread_id in dict.fromkeys(thread_ids):
                 if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):

@@ -917,7 +917,7 @@ class PostgresStore:
 
     def graph_access(self) -> PostgresAccess:
         """The pool and schema the graph wing shares with this store."""
-        return PostgresAccess(self._connection, self._quoted_schema)
+        return PostgresAccess(self._connection, self._quoted_schema, self._append_event)
 
     # --- helpers -------------------------------------------------------------------------
 

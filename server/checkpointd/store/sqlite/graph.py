@@ -19,6 +19,7 @@ from typing import Any
 import aiosqlite
 
 from checkpointd.store import graph_requests, times
+from checkpointd.store import graph_interrupts
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -31,8 +32,10 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
+from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
+from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
 
 __all__ = ["SQLiteGraphStore"]
 
@@ -64,6 +67,10 @@ class SQLiteGraphStore:
 
     def __init__(self, access: SQLiteAccess) -> None:
         self._access = access
+
+    def _pending(self, conn: aiosqlite.Connection, namespace: str) -> SQLitePendingOps:
+        """The graph interrupts' statements on this transaction (G8-G10)."""
+        return SQLitePendingOps(conn, namespace, self._access.append_event)
 
     # --- request ids -------------------------------------------------------------------
 
@@ -168,6 +175,12 @@ class SQLiteGraphStore:
             if blobs:
                 await conn.executemany(gsql.INSERT_BLOB, blobs)
             await _run(conn, gsql.UPSERT_CHECKPOINT, row)
+            await graph_interrupts.end_checkpoint(
+                self._pending(conn, namespace),
+                cp.thread_id,
+                cp.checkpoint_ns,
+                cp.parent_checkpoint_id,
+            )
             return 0
 
         await self._grouped(
@@ -185,6 +198,8 @@ class SQLiteGraphStore:
         now: datetime,
         *,
         fingerprint: str = "",
+        task_id: str = "",
+        interrupts: Sequence[GraphInterrupt] = (),
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first (group commit)."""
@@ -208,6 +223,8 @@ class SQLiteGraphStore:
         async def apply(conn: aiosqlite.Connection) -> int:
             if rows:
                 await conn.executemany(statement, rows)
+            place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+            await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
             return 0
 
         await self._grouped(
@@ -316,7 +333,10 @@ class SQLiteGraphStore:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
         async def apply(conn: aiosqlite.Connection) -> int:
-            return await self._delete_threads(conn, namespace, [thread_id])
+            deleted = await self._delete_threads(conn, namespace, [thread_id])
+            # The pauses' events last: the Postgres outbox wants them at the end.
+            await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
+            return deleted
 
         return await self._transaction(
             namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
@@ -403,7 +423,9 @@ class SQLiteGraphStore:
 
         async def apply(conn: aiosqlite.Connection) -> int:
             if strategy is PruneStrategy.DELETE:
-                return await self._delete_threads(conn, namespace, thread_ids)
+                deleted = await self._delete_threads(conn, namespace, thread_ids)
+                await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
+                return deleted
             deleted = 0
             for thread_id in dict.fromkeys(thread_ids):
                 if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):

@@ -326,7 +326,9 @@ class SQLiteStore:
 
     def graph_access(self) -> SQLiteAccess:
         """The transactions and connections the graph wing shares with this store."""
-        return SQLiteAccess(self._call, self._write, self._read_conn, self._group.submit)
+        return SQLiteAccess(
+            self._call, self._write, self._read_conn, self._group.submit, self._append_event
+        )
 
     # --- plumbing ------------------------------------------------------------------------
 
