@@ -30,6 +30,11 @@ running the graph again, so a thread is resumed once per decision.
 A graph compiled with the blocking :class:`~checkpointd_client.langgraph.CheckpointdSaver`
 runs in a thread of its own (``graph.invoke``); one compiled with the asyncio saver runs in
 the worker's loop (``graph.ainvoke``), and is cancelled when the lease is lost.
+
+LangGraph runs of one thread must not overlap: a worker resumes a thread's pauses one after
+another, but two workers may each take one pause of the same thread at the same time. Run
+one worker per namespace, or decide a thread's parallel pauses one at a time, when that
+matters.
 """
 
 from __future__ import annotations
@@ -99,6 +104,9 @@ class GraphResumeWorker(ResumeWorker):
             token=token,
             tls=tls,
         )
+        # LangGraph runs of one thread must not overlap: this worker resumes a thread's
+        # pauses one after another.
+        self._threads: dict[str, asyncio.Lock] = {}
 
     def _accepts(self, pending: PendingInterrupt) -> bool:
         return bool(pending.interrupt_id)
@@ -111,6 +119,13 @@ class GraphResumeWorker(ResumeWorker):
         decision: Decision,
     ) -> str | None:
         thread_id, _, interrupt_id = key
+        lock = self._threads.setdefault(thread_id, asyncio.Lock())
+        async with lock:
+            return await self._resume_thread(runner, thread_id, interrupt_id, decision)
+
+    async def _resume_thread(
+        self, runner: Any, thread_id: str, interrupt_id: str, decision: Decision
+    ) -> str | None:
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
         command = Command(resume={interrupt_id: resume_value(decision)})
         if _is_blocking(runner):
