@@ -6,6 +6,8 @@ separate pauses, each decided and resumed by its id; what resumes a pause ends i
 from __future__ import annotations
 
 import operator
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
@@ -248,3 +250,32 @@ def test_g10_the_resume_ends_the_pause_and_a_delete_removes_it(client, saver, th
                     break
         assert rows_of(client, f"{thread_id}-2") == []
     assert [r.interrupt_id for r in rows_of(client, thread_id)] == [""]
+
+
+def test_g8_the_cli_lists_and_decides_a_graph_pause(client, saver, thread, sidecar):
+    """`checkpointd interrupts list` shows a graph pause's interrupt id; `decide
+    --interrupt-id` decides that pause."""
+    result = one_pause(saver).invoke({"log": []}, thread)
+    [raised] = result["__interrupt__"]
+    thread_id = thread["configurable"]["thread_id"]
+    where = ["--target", sidecar.target, "--namespace", sidecar.namespace]
+    listed = subprocess.run(
+        [sys.executable, "-m", "checkpointd", "interrupts", "list", *where],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert listed[0].split()[:2] == ["EXECUTION_ID", "INTERRUPT_ID"]
+    assert any(line.split()[:2] == [thread_id, raised.id] for line in listed[1:])
+    decided = subprocess.run(
+        [sys.executable, "-m", "checkpointd", "interrupts", "decide", thread_id, "--approve"]
+        + ["--interrupt-id", raised.id, "--decided-by", "cli", *where],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"interrupt={raised.id}" in decided
+    [row] = rows_of(client, thread_id)
+    assert row.decision is not None and row.decision.decided_by == "cli"

@@ -20,6 +20,9 @@ import pytest
 from checkpointd_client import CheckpointdClient, PendingInterrupt
 from tests.conftest import BACKENDS
 from tests.support.shared_server import SharedSidecar
+from tests.support.sidecar import Sidecar
+
+Server = Sidecar | SharedSidecar
 
 pytestmark = pytest.mark.shared_server
 
@@ -33,7 +36,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def _args(sidecar: SharedSidecar, phase: str, directory: Path, *extra: str) -> list[str]:
+def _args(sidecar: Server, phase: str, directory: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         str(SCRIPT),
@@ -48,7 +51,7 @@ def _args(sidecar: SharedSidecar, phase: str, directory: Path, *extra: str) -> l
     ]
 
 
-def pause(sidecar: SharedSidecar, directory: Path, thread: str) -> dict[str, str]:
+def pause(sidecar: Server, directory: Path, thread: str) -> dict[str, str]:
     """Run the thread up to its two interrupts in a process of its own; their ids by node."""
     done = subprocess.run(
         _args(sidecar, "pause", directory, "--thread", thread),
@@ -63,7 +66,7 @@ def pause(sidecar: SharedSidecar, directory: Path, thread: str) -> dict[str, str
 
 
 @pytest.fixture
-def workers(sidecar: SharedSidecar, tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
+def workers(sidecar: Server, tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
     for process in started:
@@ -75,7 +78,7 @@ def workers(sidecar: SharedSidecar, tmp_path: Path) -> Iterator[list[subprocess.
 
 
 def start(
-    workers: list[subprocess.Popen[str]], sidecar: SharedSidecar, directory: Path, *extra: str
+    workers: list[subprocess.Popen[str]], sidecar: Server, directory: Path, *extra: str
 ) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         _args(sidecar, "work", directory, *extra),
