@@ -205,7 +205,8 @@ class ResumeWorker:
 
     def _accepts(self, pending: PendingInterrupt) -> bool:
         """Whether this worker carries out decisions on this kind of pause: fastaiagent's
-        (no interrupt id); a graph's are :class:`~checkpointd_client.langgraph.GraphResumeWorker`'s."""
+        (no interrupt id). A graph's are for
+        :class:`~checkpointd_client.langgraph.GraphResumeWorker`."""
         return not pending.interrupt_id
 
     def _offer(self, pending: PendingInterrupt) -> None:

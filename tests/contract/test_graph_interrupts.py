@@ -108,7 +108,11 @@ def test_g8_a_graph_pause_is_listed_watched_and_decided(client, saver, thread):
     assert row.context == {"reason": "refund", "amount": 42}
     assert row.checkpoint_id == graph.get_state(thread).config["configurable"]["checkpoint_id"]
     assert row.decision is None
-    assert [p.interrupt_id for p in client.list_pending_interrupts(chain_name="support").pending_interrupts if p.execution_id == thread_id] == [raised.id]
+    assert [
+        p.interrupt_id
+        for p in client.list_pending_interrupts(chain_name="support").pending_interrupts
+        if p.execution_id == thread_id
+    ] == [raised.id]
 
     with client.watch_interrupts(timeout=60) as watch:
         snapshot = []
@@ -122,14 +126,16 @@ def test_g8_a_graph_pause_is_listed_watched_and_decided(client, saver, thread):
             thread_id, interrupt_id=raised.id, approved=True, decided_by="ana"
         )
         assert decided.interrupt_id == raised.id
-        assert decided.decision is not None and decided.decision.decided_by == "ana"
+        assert decided.decision is not None
+        assert decided.decision.decided_by == "ana"
         for item in watch:
             if isinstance(item, InterruptEvent) and item.pending.execution_id == thread_id:
                 assert item.type == "decided"
                 assert item.pending.interrupt_id == raised.id
                 break
     [row] = rows_of(client, thread_id)
-    assert row.decision is not None and row.decision.approved
+    assert row.decision is not None
+    assert row.decision.approved
 
 
 def test_g8_bad_input_is_refused_and_changes_nothing(client, saver, thread, sidecar):
@@ -152,7 +158,8 @@ def test_g8_bad_input_is_refused_and_changes_nothing(client, saver, thread, side
         client.submit_decision(execution_id, interrupt_id="abc", approved=True, decided_by="x")
     assert on_fastaiagent.value.reason == "NO_PENDING_INTERRUPT"
     [fastaiagent_row] = rows_of(client, execution_id)
-    assert fastaiagent_row.decision is None and fastaiagent_row.interrupt_id == ""
+    assert fastaiagent_row.decision is None
+    assert fastaiagent_row.interrupt_id == ""
 
     checkpoint_id = row.checkpoint_id
     with grpc.insecure_channel(sidecar.target) as channel:
@@ -198,7 +205,8 @@ def test_g9_parallel_interrupts_are_separate_pauses(client, saver, thread):
     graph = two_pauses(saver)
     result = graph.invoke({"log": []}, thread)
     raised = {i.value["reason"]: i.id for i in result["__interrupt__"]}
-    assert set(raised) == {"ask-a", "ask-b"} and len(set(raised.values())) == 2
+    assert set(raised) == {"ask-a", "ask-b"}
+    assert len(set(raised.values())) == 2
     thread_id = thread["configurable"]["thread_id"]
     rows = {r.reason: r for r in rows_of(client, thread_id)}
     assert {reason: r.interrupt_id for reason, r in rows.items()} == raised
@@ -206,11 +214,13 @@ def test_g9_parallel_interrupts_are_separate_pauses(client, saver, thread):
 
     client.submit_decision(thread_id, interrupt_id=raised["ask-a"], approved=True, decided_by="x")
     rows = {r.reason: r for r in rows_of(client, thread_id)}
-    assert rows["ask-a"].decision is not None and rows["ask-b"].decision is None
+    assert rows["ask-a"].decision is not None
+    assert rows["ask-b"].decision is None
 
     graph.invoke(Command(resume={raised["ask-a"]: "yes"}), thread)
     [left] = rows_of(client, thread_id)
-    assert left.interrupt_id == raised["ask-b"] and left.decision is None
+    assert left.interrupt_id == raised["ask-b"]
+    assert left.decision is None
 
     client.submit_decision(thread_id, interrupt_id=raised["ask-b"], approved=False, decided_by="y")
     final = graph.invoke(Command(resume={raised["ask-b"]: "no"}), thread)
@@ -245,9 +255,12 @@ def test_g10_the_resume_ends_the_pause_and_a_delete_removes_it(client, saver, th
         assert len(rows_of(client, f"{thread_id}-2")) == 1
         saver.delete_thread(f"{thread_id}-2")
         for item in watch:
-            if isinstance(item, InterruptEvent) and item.pending.execution_id == f"{thread_id}-2":
-                if item.type == "removed":
-                    break
+            if (
+                isinstance(item, InterruptEvent)
+                and item.pending.execution_id == f"{thread_id}-2"
+                and item.type == "removed"
+            ):
+                break
         assert rows_of(client, f"{thread_id}-2") == []
     assert [r.interrupt_id for r in rows_of(client, thread_id)] == [""]
 
@@ -269,8 +282,20 @@ def test_g8_the_cli_lists_and_decides_a_graph_pause(client, saver, thread, sidec
     assert listed[0].split()[:2] == ["EXECUTION_ID", "INTERRUPT_ID"]
     assert any(line.split()[:2] == [thread_id, raised.id] for line in listed[1:])
     decided = subprocess.run(
-        [sys.executable, "-m", "checkpointd", "interrupts", "decide", thread_id, "--approve"]
-        + ["--interrupt-id", raised.id, "--decided-by", "cli", *where],
+        [
+            sys.executable,
+            "-m",
+            "checkpointd",
+            "interrupts",
+            "decide",
+            thread_id,
+            "--approve",
+            "--interrupt-id",
+            raised.id,
+            "--decided-by",
+            "cli",
+            *where,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -278,4 +303,5 @@ def test_g8_the_cli_lists_and_decides_a_graph_pause(client, saver, thread, sidec
     ).stdout
     assert f"interrupt={raised.id}" in decided
     [row] = rows_of(client, thread_id)
-    assert row.decision is not None and row.decision.decided_by == "cli"
+    assert row.decision is not None
+    assert row.decision.decided_by == "cli"

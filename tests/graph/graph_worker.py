@@ -39,8 +39,7 @@ def build(saver: AsyncCheckpointdSaver, directory: Path, block: bool) -> Any:
             thread = config["configurable"]["thread_id"]
             if block:
                 (directory / f"{thread}.entered").write_text(str(os.getpid()))
-                while True:
-                    await asyncio.sleep(0.05)
+                await asyncio.Event().wait()  # hangs until the test kills the process
             with (directory / f"{thread}.log").open("a") as log:
                 log.write(f"{name}:{answer['approved']}:{answer['decided_by']}\n")
             return {"log": [f"{name}:{answer['approved']}"]}

@@ -168,7 +168,9 @@ def test_g11_a_worker_killed_mid_resume_is_taken_over(
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait(TIMEOUT_S)
         held = decision_of(client, thread, ids["a"]).decision
-        assert held is not None and held.status == "resuming" and held.attempts == 1
+        assert held is not None
+        assert held.status == "resuming"
+        assert held.attempts == 1
         [still] = [p for p in client.iter_pending_interrupts() if p.interrupt_id == ids["a"]]
         assert still.decision is not None
 

@@ -26,11 +26,15 @@ const client = new CheckpointdClient({ namespace });
 (async () => {
   const listed = await client.listPendingInterrupts();
   const mine = listed.pending_interrupts.filter((p) => p.execution_id === thread);
-  const a = await client.submitDecision(thread, { approved: true, decidedBy: 'node-bot', interruptId: approveId });
-  const b = await client.submitDecision(thread, { approved: false, decidedBy: 'node-bot', interruptId: rejectId, reason: 'too big' });
+  const by = 'node-bot';
+  const a = await client.submitDecision(
+    thread, { approved: true, decidedBy: by, interruptId: approveId });
+  const b = await client.submitDecision(
+    thread, { approved: false, decidedBy: by, interruptId: rejectId, reason: 'too big' });
   let missing = 'none';
   try {
-    await client.submitDecision(thread, { approved: true, decidedBy: 'node-bot', interruptId: 'f'.repeat(32) });
+    const unknown = 'f'.repeat(32);
+    await client.submitDecision(thread, { approved: true, decidedBy: by, interruptId: unknown });
   } catch (error) {
     missing = error.reason;
   }
@@ -45,7 +49,10 @@ const client = new CheckpointdClient({ namespace });
 
 
 def test_g8_g11_a_node_bot_decides_graph_pauses_by_id_and_a_python_worker_resumes_them(
-    node: str, sidecar: Sidecar, tmp_path: Path, workers: list[subprocess.Popen[str]]  # noqa: F811
+    node: str,
+    sidecar: Sidecar,
+    tmp_path: Path,
+    workers: list[subprocess.Popen[str]],  # noqa: F811
 ) -> None:
     """The Node client lists both pauses with their ids, decides each by ``interruptId``
     (an unknown id is NO_PENDING_INTERRUPT); the worker resumes the thread with each verdict,
@@ -76,4 +83,8 @@ def test_g8_g11_a_node_bot_decides_graph_pauses_by_id_and_a_python_worker_resume
     while "ship" not in lines(tmp_path / f"{thread}.log"):
         assert time.monotonic() < deadline, "the thread never finished"
         time.sleep(0.05)
-    assert sorted(lines(tmp_path / f"{thread}.log")) == ["a:True:node-bot", "b:False:node-bot", "ship"]
+    assert sorted(lines(tmp_path / f"{thread}.log")) == [
+        "a:True:node-bot",
+        "b:False:node-bot",
+        "ship",
+    ]

@@ -127,7 +127,7 @@ class GraphResumeWorker(ResumeWorker):
         self, runner: Any, thread_id: str, interrupt_id: str, decision: Decision
     ) -> str | None:
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
-        command = Command(resume={interrupt_id: resume_value(decision)})
+        command: Command[Any] = Command(resume={interrupt_id: resume_value(decision)})
         if _is_blocking(runner):
             state = await asyncio.to_thread(runner.get_state, config)
             if not _waits_on(state, interrupt_id):

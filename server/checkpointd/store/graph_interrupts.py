@@ -112,7 +112,9 @@ async def sync_task(
         return  # the common case: ordinary writes of a task that never paused here
     named = {d.interrupt_id for d in described}
     ended = [row for row in current if row.interrupt_id not in named]
-    present = {row.interrupt_id for row in await ops.of_thread(place.thread_id)} if described else set()
+    present = (
+        {row.interrupt_id for row in await ops.of_thread(place.thread_id)} if described else set()
+    )
     added: list[PendingRecord] = []
     for interrupt in described:
         if interrupt.interrupt_id in present:

@@ -17,8 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from checkpointd.store import graph_requests, times
-from checkpointd.store import graph_interrupts
+from checkpointd.store import graph_interrupts, graph_requests, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,

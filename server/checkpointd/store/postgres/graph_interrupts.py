@@ -38,7 +38,9 @@ class PendingSql:
         )
         # A graph pause takes its place in the listing order from the checkpoints' identity
         # sequence, so no checkpoint or pause shares a sequence with another.
-        self.next_sequence = f"SELECT nextval(pg_get_serial_sequence('{s}.checkpoints', 'sequence'))"
+        self.next_sequence = (
+            f"SELECT nextval(pg_get_serial_sequence('{s}.checkpoints', 'sequence'))"
+        )
         # A concurrent writer of the same interrupt id inserted first: its row stands (I2).
         self.insert = (
             f"INSERT INTO {pending} (namespace, {PENDING_COLUMNS}, task_id) "

@@ -342,8 +342,7 @@ class Sql:
             "AND decision_status IN ('decided', 'resuming') ORDER BY sequence LIMIT $3"
         )
         self.delete_decisions = (
-            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2 "
-            f"AND {fastaiagent}"
+            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2 AND {fastaiagent}"
         )
         purged = f"{s}.interrupt_events_purged"
         #: The outbox (I5) and the snapshot of a watch.

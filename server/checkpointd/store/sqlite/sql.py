@@ -213,8 +213,7 @@ LIST_OPEN_DECISIONS: Final = (
     "ORDER BY sequence LIMIT ?"
 )
 DELETE_DECISIONS_OF_EXECUTION: Final = (
-    "DELETE FROM interrupt_decisions "
-    "WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"
+    "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"
 )
 
 CLAIM_BY_TOKEN: Final = (
