@@ -158,6 +158,9 @@ def put_writes_request(
             for channel, value in writes
             if channel == INTERRUPT
             for interrupt in (value if isinstance(value, (list, tuple)) else (value,))
+            # Only LangGraph's Interrupt objects are pauses: another value written to the
+            # channel (a saver test's) has no id to resume it by.
+            if getattr(interrupt, "id", None)
         ],
     )
 

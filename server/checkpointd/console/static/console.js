@@ -265,6 +265,7 @@ function buildRow(row) {
   const p = row.pending;
   const article = el("article", "interrupt");
   article.dataset.executionId = p.execution_id;
+  if (p.interrupt_id) article.dataset.interruptId = p.interrupt_id;
   const title = el("div", "title");
   title.append(el("span", "chain", p.chain_name), el("span", "reason", p.reason));
   const ageNode = el("span", "age", age(p.created_at));
