@@ -86,19 +86,22 @@ def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
     first = row(browser, "run-1")
     first.find_element(By.CSS_SELECTOR, "input.note").send_keys("checked the invoice")
     first.find_element(By.CSS_SELECTOR, "button.approve").click()
+    confirm = row(browser, "run-1").find_element(By.CSS_SELECTOR, ".confirm-panel")
+    assert "with the note “checked the invoice”" in confirm.text
+    confirm.find_element(By.CSS_SELECTOR, "button.confirm").click()
     wait(browser).until(
         lambda b: (
             "approved by approver" in row(b, "run-1").find_element(By.CSS_SELECTOR, ".status").text
         )
     )
-    assert not row(browser, "run-1").find_elements(By.CSS_SELECTOR, "button")
+    assert not row(browser, "run-1").find_elements(By.CSS_SELECTOR, "button.decide")
     browser.save_screenshot(str(tmp_path / "approvals-decided.png"))
 
     # Someone else's decision, made elsewhere, shows up live, and the buttons go.
     other = decide(auth_console.url, "team-a", "run-2", approved=False, token=tokens.approver)
     assert other.status == 200, other.body
     wait(browser).until(lambda b: "rejected by approver" in status_of(row(b, "run-2")))
-    assert not row(browser, "run-2").find_elements(By.CSS_SELECTOR, "button")
+    assert not row(browser, "run-2").find_elements(By.CSS_SELECTOR, "button.decide")
 
     worker = ResumeWorker(
         {"orders": chain}, target=auth_console.target, namespace="team-a", token=tokens.approver
@@ -135,7 +138,7 @@ def test_w1_page_read_only_token_sees_no_buttons_and_a_script_context_stays_text
     shown = row(browser, "run-x")
     namespaces = browser.find_elements(By.CSS_SELECTOR, "#namespace-select option")
     assert [option.text for option in namespaces] == ["team-a"]
-    assert not shown.find_elements(By.CSS_SELECTOR, "button")
+    assert not shown.find_elements(By.CSS_SELECTOR, "button.decide, input.note")
     shown.find_element(By.CSS_SELECTOR, "details.context summary").click()
     assert markup.replace('"', '\\"') in shown.find_element(By.CSS_SELECTOR, "pre").text
     assert not shown.find_elements(By.CSS_SELECTOR, "script, img")
