@@ -9,50 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from tests.console.conftest import Console, Tokens, approval_chain, pause
 from tests.console.http import decide
-
-WAIT_S = 30
-
-
-def wait(browser: Any) -> WebDriverWait[Any]:
-    """A wait that looks again when the page replaced a row it was reading (live updates
-    rebuild rows)."""
-    return WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
-
-
-def sign_in(browser: Any, url: str, token: str) -> None:
-    browser.get(url)
-    field = wait(browser).until(lambda b: b.find_element(By.ID, "token"))
-    wait(browser).until(lambda b: field.is_displayed())
-    field.send_keys(token)
-    browser.find_element(By.ID, "login-button").click()
-    wait(browser).until(lambda b: b.find_element(By.ID, "connection").text == "live")
-
-
-def row(browser: Any, execution_id: str) -> WebElement:
-    """The row of ``execution_id``, once the page shows it."""
-    selector = f'article.interrupt[data-execution-id="{execution_id}"]'
-    found: WebElement = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, selector))
-    return found
-
-
-def status_of(element: WebElement) -> str:
-    return str(element.find_element(By.CSS_SELECTOR, ".status").text)
-
-
-def shown_ids(browser: Any) -> list[str]:
-    return [
-        element.get_attribute("data-execution-id") or ""
-        for element in browser.find_elements(By.CSS_SELECTOR, "article.interrupt")
-    ]
+from tests.console.page import WAIT_S, row, shown_ids, sign_in, status_of, wait
 
 
 def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(

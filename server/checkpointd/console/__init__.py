@@ -317,7 +317,11 @@ class Console:
             described = {"token_name": None, "role": Role.READ_WRITE.value, "namespaces": None}
         else:
             namespaces = None if grant.namespaces is None else sorted(grant.namespaces)
-            described = {"token_name": grant.name, "role": grant.role.value, "namespaces": namespaces}
+            described = {
+                "token_name": grant.name,
+                "role": grant.role.value,
+                "namespaces": namespaces,
+            }
         return {**described, "watch_progress_interval_s": interval}
 
     # --- session -----------------------------------------------------------------------

@@ -25,6 +25,7 @@ const state = {
   // A decided pause no worker has taken after this many seconds says which worker it needs.
   workerHintAfterS: 30,
   signedInOnce: false,
+  replaceRows: false, // the next snapshot replaces the rows shown
 };
 
 function $(id) {
@@ -228,6 +229,8 @@ function closeStream() {
 function switchNamespace(namespace) {
   if (!namespace) return;
   state.namespace = namespace;
+  state.rows.clear();
+  render();
   state.decided.clear();
   connect();
   loadDecided();
@@ -251,8 +254,8 @@ async function loadDecided() {
 // the last event id it saw (Last-Event-ID), so nothing is missed or shown twice.
 function connect() {
   closeStream();
-  state.rows.clear();
-  render();
+  // What is shown stays (marked out of date by the banner) until the new snapshot replaces it.
+  state.replaceRows = true;
   const url = `/api/events?namespace=${encodeURIComponent(state.namespace)}`;
   const source = new EventSource(url);
   state.source = source;
@@ -260,6 +263,11 @@ function connect() {
   const mine = (handler) => (e) => {
     if (state.source !== source) return;
     contact();
+    if (state.replaceRows && (e.type === "snapshot" || e.type === "ready")) {
+      state.replaceRows = false;
+      state.rows.clear();
+      render();
+    }
     handler(e);
   };
   source.addEventListener("open", mine(() => {}));
@@ -556,6 +564,11 @@ function buildRow(row, previous) {
   setStatus(status, row);
   article.append(status);
   if (canDecide() && !p.decision) article.append(buildActions(row, rowKey, previous));
+  // A refused decision says so even once the row shows someone else's decision.
+  const message = el("p", "error message", row.ui.message);
+  message.setAttribute("role", "alert");
+  message.hidden = !row.ui.message;
+  article.append(message);
   return article;
 }
 
@@ -578,8 +591,6 @@ function buildActions(row, rowKey, previous) {
   note.disabled = row.ui.inFlight || row.ui.confirm !== null;
   const approve = decideButton("approve", "Approve…", rowKey);
   const reject = decideButton("reject", "Reject…", rowKey);
-  const message = el("span", "error message", row.ui.message);
-  message.setAttribute("role", "alert");
   const ask = (approved) => {
     row.ui.confirm = approved;
     row.ui.note = note.value.trim();
@@ -597,7 +608,6 @@ function buildActions(row, rowKey, previous) {
     approve.disabled = reject.disabled = true;
     holder.append(buildConfirm(row, rowKey));
   }
-  holder.append(message);
   return holder;
 }
 
