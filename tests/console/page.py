@@ -3,6 +3,8 @@ update replaced what they were reading, and the rows as the page shows them."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from selenium.common.exceptions import StaleElementReferenceException
@@ -11,6 +13,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 WAIT_S = 30
+#: Where the screenshots of the page's states go (the README shows them).
+SCREENSHOTS_ENV = "CHECKPOINTD_SCREENSHOTS"
 
 
 def wait(browser: Any) -> WebDriverWait[Any]:
@@ -44,3 +48,9 @@ def shown_ids(browser: Any) -> list[str]:
         element.get_attribute("data-execution-id") or ""
         for element in browser.find_elements(By.CSS_SELECTOR, "article.interrupt")
     ]
+
+
+def screenshot(browser: Any, tmp_path: Path, name: str) -> None:
+    directory = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path)
+    directory.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(directory / f"approvals-{name}.png"))

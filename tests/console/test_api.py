@@ -291,6 +291,16 @@ def test_w1_console_reads_recent_decisions_and_a_runs_checkpoints_with_the_grpc_
     assert [c["checkpoint_id"] for c in steps.body["checkpoints"]] == expected
     assert steps.body["checkpoints"][-1]["status"] == "CHECKPOINT_STATUS_INTERRUPTED"
 
+    # The namespaces listed are those with pauses that the token may read.
+    team_b = checkpointer_for(target, "team-b", token=tokens.other)
+    pause(approval_chain("orders", team_b, []), "run-b")
+    assert call("GET", url + "api/namespaces", token=tokens.viewer).body == {
+        "namespaces": [{"name": "team-a", "pending": 3}]
+    }
+    assert call("GET", url + "api/namespaces", token=tokens.other).body == {
+        "namespaces": [{"name": "team-b", "pending": 1}]
+    }
+
     refusals = [
         ("api/decisions?namespace=team-a", tokens.other, 403, "NAMESPACE_NOT_ALLOWED"),
         ("api/decisions?namespace=team-a&limit=0", tokens.viewer, 400, "INVALID_FIELD"),

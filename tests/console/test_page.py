@@ -16,7 +16,7 @@ from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from tests.console.conftest import Console, Tokens, approval_chain, pause
 from tests.console.http import decide
-from tests.console.page import WAIT_S, row, shown_ids, sign_in, status_of, wait
+from tests.console.page import WAIT_S, row, screenshot, shown_ids, sign_in, status_of, wait
 
 
 def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
@@ -45,7 +45,7 @@ def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
     pause(chain, "run-2", note="live")  # after the page opened: it arrives by the stream
     row(browser, "run-2")
     assert shown_ids(browser) == ["run-2", "run-1"]
-    browser.save_screenshot(str(tmp_path / "approvals-pending.png"))
+    screenshot(browser, tmp_path, "pending")
 
     first = row(browser, "run-1")
     first.find_element(By.CSS_SELECTOR, "input.note").send_keys("checked the invoice")
@@ -59,7 +59,7 @@ def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
         )
     )
     assert not row(browser, "run-1").find_elements(By.CSS_SELECTOR, "button.decide")
-    browser.save_screenshot(str(tmp_path / "approvals-decided.png"))
+    screenshot(browser, tmp_path, "approved")
 
     # Someone else's decision, made elsewhere, shows up live, and the buttons go.
     other = decide(auth_console.url, "team-a", "run-2", approved=False, token=tokens.approver)

@@ -6,7 +6,6 @@ sent; recent decisions and the run behind a pause are one click away."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import threading
@@ -23,11 +22,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from tests.console.conftest import Console, approval_chain, console_url, pause
 from tests.console.http import decide
-from tests.console.page import WAIT_S, row, shown_ids, status_of, wait
+from tests.console.page import WAIT_S, row, screenshot, shown_ids, status_of, wait
 from tests.support.sidecar import Sidecar
-
-#: Where the screenshots of the page's states go (the README shows them).
-SCREENSHOTS_ENV = "CHECKPOINTD_SCREENSHOTS"
 
 # Records every text the watched node shows, in order (null while it is absent), so a test
 # reads the whole history of a state rather than racing to see a short-lived one.
@@ -65,12 +61,6 @@ def record(browser: Any, name: str, selector: str) -> None:
 def seen(browser: Any, name: str) -> list[str | None]:
     texts: list[str | None] = browser.execute_script("return window.__seen[arguments[0]]", name)
     return texts
-
-
-def screenshot(browser: Any, tmp_path: Path, name: str) -> None:
-    directory = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path)
-    directory.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(directory / f"approvals-{name}.png"))
 
 
 def open_page(browser: Any, url: str) -> None:
@@ -374,3 +364,25 @@ def test_w2_page_confirms_a_decision_and_opens_the_run(
     assert "approved by console" in dialog.find_element(By.ID, "run-summary").text
     screenshot(browser, tmp_path, "run")
     dialog.find_element(By.ID, "run-close").click()
+
+    # Namespaces are offered, not only typed: a typo says where the pauses are.
+    other = checkpointer_for(console.target, "team-x")
+    pause(approval_chain("orders", other, []), "run-x")
+    box = browser.find_element(By.ID, "namespace-input")
+    box.clear()
+    box.send_keys("typo", Keys.ENTER)
+    box.send_keys(Keys.TAB)  # "change" fires as the box loses focus
+    hint = browser.find_element(By.ID, "namespace-hint")
+    wait(browser).until(lambda b: hint.is_displayed())
+    assert hint.text == (
+        "Nothing is pending in “typo”. Namespaces with pending pauses: default, team-x."
+    )
+    options = browser.find_elements(By.CSS_SELECTOR, "#namespace-options option")
+    assert [(o.get_attribute("value"), o.get_attribute("label")) for o in options] == [
+        ("default", "1 pending"),
+        ("team-x", "1 pending"),
+    ]
+    box.clear()
+    box.send_keys("team-x", Keys.TAB)
+    row(browser, "run-x")
+    assert not hint.is_displayed()

@@ -20,6 +20,8 @@ gRPC status name and an HTTP status that matches it):
   most 200), newest first, each with its resume state (ListDecisions, read to its end).
 - ``GET /api/checkpoints?namespace=&execution_id=&page_token=``: a run's checkpoints, oldest
   first (ListCheckpoints).
+- ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
+  with its count, so a person picks one rather than typing it.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
   snapshot first, then every event; each message after the snapshot carries its cursor as the
   event id, so a reconnecting EventSource resumes from ``Last-Event-ID``.
@@ -201,6 +203,7 @@ class Console:
         app.router.add_delete("/api/session", self._delete_session)
         app.router.add_get("/api/pending", self._pending)
         app.router.add_post("/api/decisions", self._decide)
+        app.router.add_get("/api/namespaces", self._namespaces)
         app.router.add_get("/api/decisions", self._decisions)
         app.router.add_get("/api/checkpoints", self._checkpoints)
         app.router.add_get("/api/events", self._events)
@@ -420,6 +423,17 @@ class Console:
         if not low <= value <= high:
             raise InvalidField(name, f"must be {low} to {high}")
         return value
+
+    async def _namespaces(self, request: web.Request) -> web.StreamResponse:
+        grant = self._grant(request)
+        self._gate()
+        counts = await self.deps.store.count_pending_by_namespace()
+        listed = [
+            {"name": name, "pending": count}
+            for name, count in sorted(counts.items())
+            if grant is None or grant.allows_namespace(name)
+        ]
+        return web.json_response({"namespaces": listed})
 
     async def _decisions(self, request: web.Request) -> web.StreamResponse:
         """The newest decisions: ListDecisions lists oldest first, so its pages are read to

@@ -25,6 +25,7 @@ const state = {
   // A decided pause no worker has taken after this many seconds says which worker it needs.
   workerHintAfterS: 30,
   signedInOnce: false,
+  namespaces: [], // [{name, pending}] from /api/namespaces
   replaceRows: false, // the next snapshot replaces the rows shown
 };
 
@@ -229,11 +230,44 @@ function closeStream() {
 function switchNamespace(namespace) {
   if (!namespace) return;
   state.namespace = namespace;
+  loadNamespaces();
   state.rows.clear();
   render();
   state.decided.clear();
   connect();
   loadDecided();
+}
+
+// The namespaces with pauses, offered for the free-text box: a typo should not look like an
+// empty queue.
+async function loadNamespaces() {
+  let listed;
+  try {
+    listed = (await api("GET", "/api/namespaces")).namespaces;
+  } catch (error) {
+    return; // the box still takes any name
+  }
+  state.namespaces = listed;
+  $("namespace-options").replaceChildren(
+    ...listed.map((n) => {
+      const option = el("option", "", `${n.pending} pending`);
+      option.value = n.name;
+      option.label = `${n.pending} pending`;
+      return option;
+    }),
+  );
+  namespaceHint();
+}
+
+function namespaceHint() {
+  const hint = $("namespace-hint");
+  const listed = state.namespaces || [];
+  const known = listed.some((n) => n.name === state.namespace);
+  const others = listed.map((n) => n.name).filter((name) => name !== state.namespace);
+  hint.hidden = known || state.rows.size > 0 || others.length === 0 || $("namespace-input").hidden;
+  hint.textContent =
+    `Nothing is pending in “${state.namespace}”. Namespaces with pending pauses: ` +
+    `${others.join(", ")}.`;
 }
 
 async function loadDecided() {
@@ -446,7 +480,7 @@ function contextFields(text) {
   const list = el("dl", "fields");
   for (const [name, field] of entries.slice(0, MAX_FIELDS)) {
     const full = typeof field === "string" ? field : JSON.stringify(field);
-    const dd = el("dd", "", truncate(full, MAX_FIELD_CHARS));
+    const dd = el("dd", "", full === "" ? "—" : truncate(full, MAX_FIELD_CHARS));
     if (full.length > MAX_FIELD_CHARS) dd.title = full;
     const item = el("div", "field");
     item.dataset.field = name;
@@ -699,6 +733,7 @@ function render() {
   // Only what waits for a person counts as waiting.
   const waiting = shown.filter((r) => !r.pending.decision).length;
   const resuming = shown.length - waiting;
+  namespaceHint();
   $("count").textContent = `${waiting} waiting` + (resuming ? ` · ${resuming} decided, not yet resumed` : "");
 }
 
@@ -750,6 +785,7 @@ function renderDecided() {
   const kept = entries.slice(0, MAX_DECIDED);
   $("decided-rows").replaceChildren(...kept.map((e) => e.element));
   $("decided-empty").hidden = kept.length > 0;
+  $("decided-table").hidden = kept.length === 0;
 }
 
 // --- the run behind a pause ---------------------------------------------------------------
