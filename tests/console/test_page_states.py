@@ -326,8 +326,10 @@ def test_w2_page_confirms_a_decision_and_opens_the_run(
     assert not any(b.is_enabled() for b in buttons)
     assert decide(console.url, "default", "run-1", approved=True).status == 200
     browser.execute_script("window.__release()")
-    refused = wait(browser).until(
-        lambda b: row(b, "run-1").find_element(By.CSS_SELECTOR, ".message").text or None
+    refused = str(
+        wait(browser).until(
+            lambda b: row(b, "run-1").find_element(By.CSS_SELECTOR, ".message").text or None
+        )
     )
     assert refused.startswith("Could not reject: ")
     assert refused.endswith("(ALREADY_DECIDED).")
@@ -373,10 +375,9 @@ def test_w2_page_confirms_a_decision_and_opens_the_run(
     box.send_keys("typo", Keys.ENTER)
     box.send_keys(Keys.TAB)  # "change" fires as the box loses focus
     hint = browser.find_element(By.ID, "namespace-hint")
-    wait(browser).until(lambda b: hint.is_displayed())
-    assert hint.text == (
-        "Nothing is pending in “typo”. Namespaces with pending pauses: default, team-x."
-    )
+    expected = "Nothing is pending in “typo”. Namespaces with pending pauses: default, team-x."
+    # (The list is read again on each switch; the hint follows it.)
+    wait(browser).until(lambda b: hint.is_displayed() and hint.text == expected)
     options = browser.find_elements(By.CSS_SELECTOR, "#namespace-options option")
     assert [(o.get_attribute("value"), o.get_attribute("label")) for o in options] == [
         ("default", "1 pending"),

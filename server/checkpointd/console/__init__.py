@@ -317,7 +317,11 @@ class Console:
         hub = self.deps.watch_hub
         interval = None if hub is None else hub.progress_interval
         if grant is None:
-            described = {"token_name": None, "role": Role.READ_WRITE.value, "namespaces": None}
+            described: dict[str, Any] = {
+                "token_name": None,
+                "role": Role.READ_WRITE.value,
+                "namespaces": None,
+            }
         else:
             namespaces = None if grant.namespaces is None else sorted(grant.namespaces)
             described = {
