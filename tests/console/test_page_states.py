@@ -1,8 +1,9 @@
 """The approvals page tells each state truly (contract W2), in a real headless Chromium on
 each backend: a decided row shows resuming, then resumed, and leaves only after; a failed
 resume stays with its error; the connection reads "live" only while the stream answers (after
-a watch expiry, a restart, a SIGKILL, a frozen server); a decision is confirmed before it is
-sent; recent decisions and the run behind a pause are one click away."""
+a watch expiry, a restart, a SIGKILL, a frozen server); a restart that ends the session says
+so; a decision is confirmed before it is sent; recent decisions, the run behind a pause and
+the namespaces with pauses are one click away."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
-from tests.console.conftest import Console, approval_chain, console_url, pause
+from tests.console.conftest import Console, Tokens, approval_chain, console_url, pause
 from tests.console.http import decide
-from tests.console.page import WAIT_S, row, screenshot, shown_ids, status_of, wait
+from tests.console.page import WAIT_S, row, screenshot, shown_ids, sign_in, status_of, wait
 from tests.support.sidecar import Sidecar
 
 # Records every text the watched node shows, in order (null while it is absent), so a test
@@ -179,6 +181,24 @@ def test_w2_page_decided_row_shows_resuming_then_resumed_and_leaves_only_after(
     assert None not in texts[texts.index(history[0]) : texts.index(history[-1])]
     wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, decided_ok).text == "resumed")
 
+    # The run behind the resumed pause: every step in order, the pause, then the rest.
+    browser.find_element(
+        By.CSS_SELECTOR, 'tr.decision[data-execution-id="run-ok"] button.open-run'
+    ).click()
+    wait(browser).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr")) >= 2)
+    steps = [
+        (
+            r.find_element(By.CSS_SELECTOR, ".node").text,
+            r.find_element(By.CSS_SELECTOR, ".cp-status").text,
+        )
+        for r in browser.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr")
+    ]
+    assert steps[0] == ("ask", "interrupted (approval)")
+    assert ("ship", "completed") in steps[1:]
+    assert steps[-1][1] == "completed"
+    assert browser.find_element(By.ID, "run-summary").text.endswith("· resumed")
+    browser.find_element(By.ID, "run-close").click()
+
     bad = wait(browser).until(
         lambda b: "resume failed" in status_of(row(b, "run-bad")) and row(b, "run-bad")
     )
@@ -187,6 +207,24 @@ def test_w2_page_decided_row_shows_resuming_then_resumed_and_leaves_only_after(
     failed = browser.find_element(By.CSS_SELECTOR, 'tr.decision[data-execution-id="run-bad"]')
     assert "resume failed: RuntimeError: the ledger is offline" in failed.text
     screenshot(browser, tmp_path, "decided")
+
+
+def test_w2_page_says_why_it_asks_for_the_token_again_after_a_restart(
+    sidecar_factory: Callable[..., Sidecar], tokens_file: Path, tokens: Tokens, browser: Any
+) -> None:
+    """Sessions live in the server's memory: after a restart the page asks for the token
+    again and says why, rather than showing an empty queue."""
+    server = sidecar_factory(
+        "--console-listen", f"127.0.0.1:{free_port()}", "--auth-tokens-file", str(tokens_file)
+    )
+    sign_in(browser, console_url(server), tokens.approver)
+    server.stop()
+    server.start()
+    why = browser.find_element(By.ID, "login-why")
+    wait(browser).until(lambda b: why.is_displayed())
+    assert "Your session has ended" in why.text
+    assert "restart of the server" in why.text
+    assert browser.find_element(By.ID, "token").is_displayed()
 
 
 def free_port() -> int:
@@ -212,10 +250,17 @@ def test_w2_page_is_live_only_while_the_stream_answers(
         "--watch-max-lifetime",
         "3",
         "--watch-progress-interval",
-        "1",
+        "2",  # the page counts (2 x 2 + 3) s of silence as a lost stream
     )
     url = console_url(server)
+    # A store that has had events, none pending now: a reconnect resumes at a cursor (a
+    # cursor of 0 would take a fresh snapshot, whose "ready" hid the stale indicator).
+    store = checkpointer_for(server.target, "default")
+    pause(approval_chain("orders", store, []), "run-0")
+    with CheckpointdClient(server.target) as client:
+        client.delete_execution("run-0")
     open_page(browser, url)
+    assert shown_ids(browser) == []
     record(browser, "connection", "#connection")
 
     # The watch expires every 3 s: the idle page reconnects and reads "live" again.
@@ -227,16 +272,18 @@ def test_w2_page_is_live_only_while_the_stream_answers(
     # A restart (SIGTERM): back to live with no rows, and a new pause shows.
     server.stop()
     wait(browser).until(lambda b: connection(b) != "live")
+    # From here on streams do not expire, so nothing but the checked event ends them.
+    server.extra_args[server.extra_args.index("--watch-max-lifetime") + 1] = "0"
     server.start()
     wait(browser).until(lambda b: connection(b) == "live")
-    store = checkpointer_for(server.target, "default")
     pause(approval_chain("orders", store, []), "run-1")
     row(browser, "run-1")
 
     # SIGKILL: not live within a few seconds; the buttons say why they are disabled.
     server.kill()
-    # The point of the check: a few seconds, not the minute a browser may take to give up.
-    WebDriverWait(browser, 5).until(lambda b: connection(b) != "live")
+    # The point of the check: at once (the dropped connection), well before the silence of
+    # 7 s would tell, and not the minute a browser may take to give up.
+    WebDriverWait(browser, 3).until(lambda b: connection(b) != "live")
     banner = browser.find_element(By.ID, "banner")
     assert banner.is_displayed()
     assert "Not connected to the server" in banner.text
