@@ -357,6 +357,7 @@ def test_w2_page_confirms_a_decision_and_opens_the_run(
     assert (
         browser.switch_to.active_element.get_attribute("class") == "decide confirm reject-confirm"
     )
+    screenshot(browser, tmp_path, "confirm")
     browser.switch_to.active_element.send_keys(Keys.ESCAPE)
     wait(browser).until(lambda b: not b.find_elements(By.CSS_SELECTOR, ".confirm-panel"))
     assert browser.switch_to.active_element.get_attribute("class") == "decide reject"
