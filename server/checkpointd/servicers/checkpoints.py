@@ -97,7 +97,8 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
     async def ListCheckpoints(
         self,
         request: svc.ListCheckpointsRequest,
-        context: grpc.aio.ServicerContext[svc.ListCheckpointsRequest, svc.ListCheckpointsResponse],
+        context: grpc.aio.ServicerContext[svc.ListCheckpointsRequest, svc.ListCheckpointsResponse]
+        | None,
     ) -> svc.ListCheckpointsResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
