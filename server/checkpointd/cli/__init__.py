@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from checkpointd import __version__
-from checkpointd.cli import import_cmd, interrupts, runs, serve
+from checkpointd.cli import import_cmd, interrupts, runs, serve, store_cmd
 
 __all__ = ["main"]
 
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.register(commands)
     interrupts.register(commands)
     runs.register(commands)
+    store_cmd.register(commands)
     import_cmd.register(commands)
     return parser
 
