@@ -1,4 +1,5 @@
-"""``checkpointd store backup|check``: copy a live SQLite store, and check a store.
+"""``checkpointd store backup|check|copy``: copy a live SQLite store, check a store, and
+move a store's namespaces between SQLite and Postgres.
 
 ``backup`` takes a consistent copy of an SQLite store while servers keep writing to it
 (:mod:`checkpointd.store.sqlite.backup`); a Postgres store is backed up with ``pg_dump -n
@@ -80,6 +81,43 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.set_defaults(handler=run_check)
+
+    copy = actions.add_parser(
+        "copy",
+        help="copy namespaces from one store to another (SQLite <-> Postgres)",
+        description="Copy every row of the namespaces (all by default) from one store to "
+        "another, SQLite or Postgres either way: checkpoints with their sequences and "
+        "created_at, pending interrupts, claims, decisions and leases, idempotency results, "
+        "request ids and tombstones, the watch events with their cursors, the replication "
+        "state, the graph wing's tables. Stop the servers on the source first. The "
+        "destination is migrated to this version's schema and written in one transaction: a "
+        "copy that fails or is killed leaves it as it was. A destination that already holds "
+        "rows of the namespaces is refused unless --merge. The rows of every table are "
+        "counted on both sides before the commit.",
+    )
+    copy.add_argument("--from", dest="source", required=True, help="the source store URL")
+    copy.add_argument("--to", dest="destination", required=True, help="the destination URL")
+    copy.add_argument(
+        "--from-pg-schema", default=DEFAULT_PG_SCHEMA, help="the source's Postgres schema"
+    )
+    copy.add_argument(
+        "--to-pg-schema", default=DEFAULT_PG_SCHEMA, help="the destination's Postgres schema"
+    )
+    copy.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        metavar="NAMESPACE",
+        help="copy this namespace (repeat for more) [default: every one with rows]",
+    )
+    copy.add_argument(
+        "--merge",
+        action="store_true",
+        help="copy into a destination that already holds rows of these namespaces (a row "
+        "whose key is already there fails the copy, which then writes nothing)",
+    )
+    copy.add_argument("--quiet", "-q", action="store_true", help="no progress, only the summary")
+    copy.set_defaults(handler=run_copy)
 
 
 def _error(message: str) -> int:
@@ -180,3 +218,100 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             f"{checked}, {len(tables)} tables, {sum(tables.values())} rows: {state}"
         )
     return 1 if problems else 0
+
+
+async def _migrated(url: str, schema: str) -> None:
+    """Create or migrate the destination as a server would on start."""
+    if _is_postgres(url):
+        from checkpointd.store.postgres import PostgresStore
+
+        store: Any = PostgresStore(url, schema=schema, min_pool_size=1, max_pool_size=1)
+    else:
+        from checkpointd.store.sqlite import SQLiteStore
+
+        path = _sqlite_path(url)
+        if not path.parent.is_dir():
+            raise ValueError(f"{path.parent} is not a directory")
+        store = SQLiteStore(path)
+    await store.open()
+    await store.close()
+
+
+async def _side(url: str, schema: str) -> Any:
+    if _is_postgres(url):
+        from checkpointd.store.postgres.tables import PostgresTables
+
+        return await PostgresTables.connect(url, schema)
+    from checkpointd.store.sqlite.tables import SQLiteTables
+
+    return SQLiteTables(_sqlite_path(url))
+
+
+async def _close(side: Any) -> None:
+    result = side.close()
+    if asyncio.iscoroutine(result):
+        await result
+
+
+async def _copy(args: argparse.Namespace, line: ProgressLine) -> Any:
+    from checkpointd.store.copying import CopyError, copy_store
+
+    same_sqlite = not _is_postgres(args.source) and not _is_postgres(args.destination)
+    if (
+        same_sqlite
+        and _sqlite_path(args.source).resolve() == _sqlite_path(args.destination).resolve()
+    ):
+        raise CopyError("the source and the destination are the same store")
+    if args.source == args.destination and args.from_pg_schema == args.to_pg_schema:
+        raise CopyError("the source and the destination are the same store")
+    source = await _side(args.source, args.from_pg_schema)
+    try:
+        if await source.schema_version() == 0:
+            raise CopyError("the source is no checkpointd store (no schema_migrations)")
+        await _migrated(args.destination, args.to_pg_schema)
+        destination = await _side(args.destination, args.to_pg_schema)
+        try:
+            return await copy_store(
+                source,
+                destination,
+                namespaces=args.namespaces,
+                merge=args.merge,
+                progress=lambda table, done, total: line.update(table, done, total),
+            )
+        finally:
+            await _close(destination)
+    finally:
+        await _close(source)
+
+
+def run_copy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Copy namespaces between stores; 1 when refused or failed (nothing written)."""
+    import time
+
+    from checkpointd.store.base import StoreError
+    from checkpointd.store.copying import CopyError
+
+    line = ProgressLine("rows", quiet=args.quiet)
+    started = time.monotonic()
+    try:
+        result = asyncio.run(_copy(args, line))
+    except (CopyError, StoreError, ValueError, argparse.ArgumentTypeError) as exc:
+        line.close()
+        return _error(f"{exc}; the destination is unchanged")
+    line.close()
+    width = max(len(name) for name in result.rows)
+    if not args.quiet:
+        print(f"{'TABLE'.ljust(width)}  ROWS")
+        for name, rows in result.rows.items():
+            print(f"{name.ljust(width)}  {rows}")
+    shifted = (
+        f"; sequences shifted by {result.sequence_shift}, cursors by {result.cursor_shift}"
+        if result.sequence_shift or result.cursor_shift
+        else "; sequences and cursors kept"
+    )
+    print(
+        f"copied {sum(result.rows.values())} rows of {len(result.namespaces)} namespaces "
+        f"({', '.join(result.namespaces)}) in {len(result.rows)} tables, verified, in "
+        f"{format_duration(time.monotonic() - started)}{shifted}"
+    )
+    return 0
