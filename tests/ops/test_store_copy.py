@@ -6,6 +6,7 @@ a destination holding the namespaces is refused."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import sqlite3
@@ -249,3 +250,88 @@ def _inserting(dsn: str, schema: str) -> bool:
             await conn.close()
 
     return asyncio.run(run())
+
+
+def test_copy_into_a_store_with_other_namespaces_shifts_numbers_and_keeps_order(tmp_path: Path):
+    """Into a store that already serves another namespace, the copied rows take numbers above
+    the destination's, one shift for every column that holds a sequence, so each run keeps
+    its order and its pause points at its checkpoint; --merge copies into a namespace that
+    already has rows, and a row already there fails the copy, which writes nothing."""
+    source_path, dest_path = tmp_path / "a.db", tmp_path / "b.db"
+    for path, namespace in ((source_path, "team-a"), (dest_path, "team-z")):
+        server = Sidecar(StoreSpec("sqlite", f"sqlite://{path}")).start()
+        try:
+            with CheckpointdClient(server.target, namespace=namespace) as client:
+                for i in range(5):
+                    client.put_checkpoint(checkpoint("run", node_id=f"step-{i}"))
+                client.record_interrupt(*interrupted("paused"))
+        finally:
+            server.close()
+    copied = cli(
+        "store", "copy", "--from", f"sqlite://{source_path}", "--to", f"sqlite://{dest_path}"
+    )
+    assert copied.returncode == 0, copied.stderr
+    assert "sequences shifted by 6, cursors by 1" in copied.stdout
+
+    server = Sidecar(StoreSpec("sqlite", f"sqlite://{dest_path}")).start()
+    try:
+        with CheckpointdClient(server.target, namespace="team-a") as client:
+            history = client.list_checkpoints("run").checkpoints
+            assert [c.node_id for c in history] == [f"step-{i}" for i in range(5)]
+            assert [c.sequence for c in history] == list(range(7, 12))
+            detail = client.get_execution("paused")
+            assert detail.execution.status == "paused"
+            assert detail.pending is not None
+            assert detail.pending.checkpoint_id == detail.execution.last_checkpoint_id
+            assert client.put_checkpoint(checkpoint("new")).sequence == 13
+        with CheckpointdClient(server.target, namespace="team-z") as client:
+            assert len(client.list_checkpoints("run").checkpoints) == 5
+    finally:
+        server.close()
+
+    twice = cli(
+        "store", "copy", "--from", f"sqlite://{source_path}", "--to", f"sqlite://{dest_path}",
+        "--merge",
+    )  # fmt: skip
+    assert twice.returncode == 1
+    assert "the destination is unchanged" in twice.stderr
+    with sqlite3.connect(dest_path) as conn:
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone() == (6 + 6 + 1,)
+
+
+def test_a_fastaiagent_chain_paused_before_the_copy_resumes_on_the_destination(
+    tmp_path: Path, pg_dsn: str, pg_schema: str
+):
+    """A real fastaiagent chain pauses on the SQLite sidecar after its @idempotent charge;
+    the store is copied to Postgres; a new process resumes it through a sidecar on Postgres,
+    and the charge is not made again."""
+    from tests.e2e.test_fastaiagent_e2e import CheckpointerSpec, ScenarioRun, events_named
+
+    source_path = tmp_path / "source.db"
+    source = Sidecar(StoreSpec("sqlite", f"sqlite://{source_path}")).start()
+    try:
+        run = ScenarioRun.create(
+            CheckpointerSpec("sidecar-sqlite", source.target, "shop"), "approval_chain", tmp_path
+        )
+        first = run.phase("start")
+        assert first["result"]["status"] == "paused"
+        assert len(events_named(first, "charge_card")) == 1
+    finally:
+        source.close()
+
+    copied = cli(
+        "store", "copy", "--from", f"sqlite://{source_path}",
+        "--to", pg_dsn, "--to-pg-schema", pg_schema,
+    )  # fmt: skip
+    assert copied.returncode == 0, copied.stderr
+
+    moved = Sidecar(StoreSpec("postgres", pg_dsn, pg_schema=pg_schema)).start()
+    try:
+        resumed = dataclasses.replace(
+            run, spec=CheckpointerSpec("sidecar-postgres", moved.target, "shop")
+        ).phase("resume")
+    finally:
+        moved.close()
+    assert resumed["result"]["status"] == "completed"
+    assert resumed["result"]["output"] == {"output": "shipped ch-acct-42-500", "error": None}
+    assert len(events_named(resumed, "charge_card")) == 1

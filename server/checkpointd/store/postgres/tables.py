@@ -79,11 +79,14 @@ class _Writer:
         override = (
             " OVERRIDING SYSTEM VALUE" if self._identity.get(table, set()) & set(columns) else ""
         )
-        await self._conn.executemany(
-            f"INSERT INTO {self._schema}.{_quoted(table)} "
-            f"({', '.join(map(_quoted, columns))}){override} VALUES ({marks})",
-            rows,
-        )
+        try:
+            await self._conn.executemany(
+                f"INSERT INTO {self._schema}.{_quoted(table)} "
+                f"({', '.join(map(_quoted, columns))}){override} VALUES ({marks})",
+                rows,
+            )
+        except asyncpg.IntegrityConstraintViolationError as exc:
+            raise CopyError(f"{table}: a row is already in the destination ({exc})") from None
 
     async def raise_counter(self, table: str, column: str, at_least: int) -> None:
         sequence = await _sequence_of(self._conn, self._schema, table, column)

@@ -57,10 +57,14 @@ class _Writer:
         self, table: str, columns: Sequence[str], rows: Sequence[tuple[Any, ...]]
     ) -> None:
         marks = ", ".join("?" * len(columns))
-        self._conn.executemany(
-            f"INSERT INTO {_quoted(table)} ({', '.join(map(_quoted, columns))}) VALUES ({marks})",
-            rows,
-        )
+        try:
+            self._conn.executemany(
+                f"INSERT INTO {_quoted(table)} ({', '.join(map(_quoted, columns))}) "
+                f"VALUES ({marks})",
+                rows,
+            )
+        except sqlite3.IntegrityError as exc:
+            raise CopyError(f"{table}: a row is already in the destination ({exc})") from None
 
     async def raise_counter(self, table: str, column: str, at_least: int) -> None:
         # AUTOINCREMENT keeps its high-water mark in sqlite_sequence; an explicit insert
