@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import grpc
 import pytest
 
 from checkpointd_client import (
@@ -27,6 +29,8 @@ from checkpointd_client import (
     SnapshotComplete,
     WatchProgress,
 )
+from checkpointd_client.v1 import graph_service_pb2 as gsvc
+from checkpointd_client.v1 import graph_service_pb2_grpc
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar, StoreSpec
 
@@ -335,3 +339,95 @@ def test_a_fastaiagent_chain_paused_before_the_copy_resumes_on_the_destination(
     assert resumed["result"]["status"] == "completed"
     assert resumed["result"]["output"] == {"output": "shipped ch-acct-42-500", "error": None}
     assert len(events_named(resumed, "charge_card")) == 1
+
+
+def _graph_put(target: str) -> None:
+    """One graph checkpoint with a binary body, a channel value and a pending write."""
+    with grpc.insecure_channel(target) as channel:
+        stub = graph_service_pb2_grpc.GraphServiceStub(channel)
+        stub.PutGraphCheckpoint(
+            gsvc.PutGraphCheckpointRequest(
+                namespace="graphs",
+                request_id="g-put-1",
+                checkpoint=gsvc.GraphCheckpoint(
+                    thread_id="t1",
+                    checkpoint_id="c1",
+                    checkpoint=gsvc.TypedValue(type="msgpack", data=b"\x00\xffbody"),
+                    metadata_json='{"run_id": "r1", "step": 1}',
+                    channel_versions={"messages": "1"},
+                ),
+                new_values=[
+                    gsvc.GraphChannelValue(
+                        channel="messages",
+                        version="1",
+                        value=gsvc.TypedValue(type="bytes", data=b"\x01\x02"),
+                    )
+                ],
+            ),
+            timeout=10,
+        )
+        stub.PutGraphWrites(
+            gsvc.PutGraphWritesRequest(
+                namespace="graphs",
+                request_id="g-writes-1",
+                thread_id="t1",
+                checkpoint_id="c1",
+                task_id="task",
+                writes=[
+                    gsvc.GraphWrite(
+                        idx=0, channel="out", value=gsvc.TypedValue(type="json", data=b"{}")
+                    )
+                ],
+            ),
+            timeout=10,
+        )
+
+
+def _graph_get(target: str) -> gsvc.GraphCheckpointTuple:
+    with grpc.insecure_channel(target) as channel:
+        stub = graph_service_pb2_grpc.GraphServiceStub(channel)
+        found = stub.GetGraphCheckpoint(
+            gsvc.GetGraphCheckpointRequest(namespace="graphs", thread_id="t1", checkpoint_id="c1"),
+            timeout=10,
+        )
+        return found.checkpoint_tuple
+
+
+def test_copy_carries_the_graph_wing_both_ways(tmp_path: Path, pg_dsn: str, pg_schema: str):
+    """A LangGraph checkpoint (binary body, JSON metadata, channel versions), its channel
+    value and its pending write read back the same after SQLite -> Postgres -> SQLite."""
+    first = tmp_path / "first.db"
+    server = Sidecar(StoreSpec("sqlite", f"sqlite://{first}")).start()
+    try:
+        _graph_put(server.target)
+        original = _graph_get(server.target)
+    finally:
+        server.close()
+    assert original.checkpoint.checkpoint.data == b"\x00\xffbody"
+    to_pg = cli(
+        "store", "copy", "--from", f"sqlite://{first}", "--to", pg_dsn, "--to-pg-schema", pg_schema
+    )  # fmt: skip
+    assert to_pg.returncode == 0, to_pg.stderr
+    server = Sidecar(StoreSpec("postgres", pg_dsn, pg_schema=pg_schema)).start()
+    try:
+        on_pg = _graph_get(server.target)
+    finally:
+        server.close()
+    last = tmp_path / "last.db"
+    to_sqlite = cli(
+        "store", "copy", "--from", pg_dsn, "--from-pg-schema", pg_schema, "--to", f"sqlite://{last}"
+    )  # fmt: skip
+    assert to_sqlite.returncode == 0, to_sqlite.stderr
+    server = Sidecar(StoreSpec("sqlite", f"sqlite://{last}")).start()
+    try:
+        back = _graph_get(server.target)
+    finally:
+        server.close()
+    for copy in (on_pg, back):
+        assert copy.checkpoint.checkpoint == original.checkpoint.checkpoint
+        assert json.loads(copy.checkpoint.metadata_json) == json.loads(
+            original.checkpoint.metadata_json
+        )
+        assert dict(copy.checkpoint.channel_versions) == {"messages": "1"}
+        assert list(copy.channel_values) == list(original.channel_values)
+        assert list(copy.pending_writes) == list(original.pending_writes)
