@@ -388,9 +388,7 @@ def measure_floors(
         run_threads(lambda w, i: unary(), 1, min(ops, 20))  # warm-up, not recorded
         run_threads(lambda w, i: health(), 1, min(ops, 20))
         for level in levels:
-            results[(FLOOR_UNARY, level)] = run_threads(
-                lambda w, i: unary(), level, ops, echo_pid
-            )
+            results[(FLOOR_UNARY, level)] = run_threads(lambda w, i: unary(), level, ops, echo_pid)
             streams = [floors.StreamRoundTrip(echo) for _ in range(level)]
             try:
                 for stream in streams:
@@ -401,9 +399,7 @@ def measure_floors(
             finally:
                 for stream in streams:
                     stream.close()
-            results[(FLOOR_HEALTH, level)] = run_threads(
-                lambda w, i: health(), level, ops, cpd_pid
-            )
+            results[(FLOOR_HEALTH, level)] = run_threads(lambda w, i: health(), level, ops, cpd_pid)
     return results
 
 
@@ -889,7 +885,13 @@ def targets(
     for g in graph:
         first, last = f"1-{g['window']}", f"{g['turns'] - g['window'] + 1}-{g['turns']}"
         add(f"graph turns {last} p50 / in-process", g["backend"], g["ratio_last"], 1.5, False)
-        add(f"graph turns {last} / turns {first} (flat)", g["backend"], g["sidecar_flat"], 1.2, False)
+        add(
+            f"graph turns {last} / turns {first} (flat)",
+            g["backend"],
+            g["sidecar_flat"],
+            1.2,
+            False,
+        )
         add("graph get_state p50 ms", g["backend"], g["sidecar_get_state_ms"], 2.0, False)
     return out
 
@@ -942,9 +944,10 @@ def print_multi(r: dict[str, Any]) -> None:
         f"  {r['case']} {r['backend']}: sidecar {r['sidecar_ops_s']:.0f} ops/s, "
         f"p50 {r['sidecar_p50_us']:.0f} us, errors {r['sidecar_errors'] or 'none'}; "
         f"in-process {r['baseline_ops_s']:.0f} ops/s, p50 {r['baseline_p50_us']:.0f} us, "
-        f"errors {r['baseline_errors'] or 'none'}; CPU per put {_num(r['sidecar_cpu_us'], 0, 0)} us "
-        f"(client {_num(r['sidecar_client_cpu_us'], 0, 0)}, server "
-        f"{_num(r['sidecar_server_cpu_us'], 0, 0)}), in-process {_num(r['baseline_cpu_us'], 0, 0)} us",
+        f"errors {r['baseline_errors'] or 'none'}; CPU per put "
+        f"{_num(r['sidecar_cpu_us'], 0, 0)} us (client {_num(r['sidecar_client_cpu_us'], 0, 0)}, "
+        f"server {_num(r['sidecar_server_cpu_us'], 0, 0)}), "
+        f"in-process {_num(r['baseline_cpu_us'], 0, 0)} us",
         flush=True,
     )
 
@@ -1014,9 +1017,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.backend_list = [b for b in args.backends.split(",") if b]
     unknown = set(args.backend_list) - set(BACKENDS)
     if unknown or args.iterations < 1 or min(args.levels) < 1 or args.graph_turns < 2:
-        parser.error(
-            f"bad --backends/--iterations/--concurrency/--graph-turns ({sorted(unknown)})"
-        )
+        parser.error(f"bad --backends/--iterations/--concurrency/--graph-turns ({sorted(unknown)})")
     return args
 
 
@@ -1040,9 +1041,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for backend in args.backend_list:
                 print(f"{backend} ...", flush=True)
                 if not args.graph_only:
-                    cases += benchmark_backend(
-                        backend, stores, args.levels, args.iterations, echo
-                    )
+                    cases += benchmark_backend(backend, stores, args.levels, args.iterations, echo)
                 if not args.no_graph:
                     graph.append(graph_row(backend, stores, args.graph_turns, args.graph_reads))
                 if not args.no_multi_process:

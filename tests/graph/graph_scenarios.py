@@ -204,8 +204,7 @@ async def phase(name: str, saver: Any, surface: str, thread: str) -> dict[str, A
             "log": head.values["log"],
             "next": list(head.next),
             "history_logs": [s.values.get("log") for s in history],
-            "newest_first": [_id(s.config) for s in history]
-            == sorted(ids, reverse=True),
+            "newest_first": [_id(s.config) for s in history] == sorted(ids, reverse=True),
             "left_branch_logs": [s.values["log"] for s in left],
         }
     if name == "fanout":

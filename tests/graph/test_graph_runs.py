@@ -163,9 +163,7 @@ def test_g3_a_failed_task_reruns_alone_with_the_others_writes_kept(
     assert resumed["results"] == ["done:a", "done:b", "done:c"]
     assert resumed["log"] == ["plan", "audit", "gather:3"]
     reference_runs = tmp_path / "reference-runs"
-    assert [failed, resumed] == _reference(
-        "fanout", "fanout-resume", runs=reference_runs, fail="b"
-    )
+    assert [failed, resumed] == _reference("fanout", "fanout-resume", runs=reference_runs, fail="b")
     assert Counter(reference_runs.read_text().split()) == first + rerun
     (clean,) = _reference("fanout")  # no failure: the same results in one go
     assert (clean["error"], clean["values"]["results"]) == ("", resumed["results"])

@@ -48,7 +48,8 @@ def test_a_server_process_cpu_is_what_it_spent_itself() -> None:
     with subprocess.Popen(
         [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as child:
-        assert child.stdin is not None and child.stdout is not None
+        assert child.stdin is not None
+        assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
         start = cpu.sample(child.pid)
         child.stdin.write("go\n")
