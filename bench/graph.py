@@ -7,7 +7,8 @@ message and the reply every turn), invoked turn after turn on one thread with th
 (a real ``checkpointd serve`` subprocess, Unix socket) and through ``SqliteSaver`` (a file,
 ``langgraph-checkpoint-sqlite``) or ``PostgresSaver`` (a schema of its own,
 ``langgraph-checkpoint-postgres``) in this process, alternately turn by turn, so both see
-the same machine at the same moment. Then ``graph.get_state`` of the thread, alternately too.
+the same machine at the same moment; several threads (``threads``) take turns the same way,
+so each turn number has several samples. Then ``graph.get_state``, alternately too.
 
 Per saver: the median wall time of the first turns and of the last ones (turns 1-10 and
 191-200 of 200), the last turn alone, the median ``get_state``, and the CPU per turn and per
@@ -86,7 +87,8 @@ class _Side:
 class GraphSeries:
     """One saver's figures: wall time in ms, CPU in microseconds per call."""
 
-    turns_ms: list[float]
+    turns_ms: list[list[float]]
+    """Per thread, the wall time of each turn."""
     get_state_ms: float
     turn_client_cpu_us: float
     get_state_client_cpu_us: float
@@ -94,10 +96,16 @@ class GraphSeries:
     get_state_server_cpu_us: float | None = None
 
     def first_ms(self, window: int) -> float:
-        return statistics.median(self.turns_ms[:window])
+        """The median of the first ``window`` turns of every thread."""
+        return statistics.median(ms for thread in self.turns_ms for ms in thread[:window])
 
     def last_ms(self, window: int) -> float:
-        return statistics.median(self.turns_ms[-window:])
+        """The median of the last ``window`` turns of every thread."""
+        return statistics.median(ms for thread in self.turns_ms for ms in thread[-window:])
+
+    def final_ms(self) -> float:
+        """The median of every thread's last turn."""
+        return statistics.median(thread[-1] for thread in self.turns_ms)
 
 
 def _turn(side: _Side, i: int) -> None:
@@ -138,29 +146,34 @@ def compare(
     server_pid: int,
     turns: int,
     reads: int,
+    threads: int = 1,
 ) -> tuple[GraphSeries, GraphSeries]:
-    """``turns`` turns of one thread on each saver, then ``reads`` get_state calls of it,
-    the two savers alternating call by call; (sidecar, baseline)."""
+    """``turns`` turns of ``threads`` threads on each saver, then ``reads`` get_state calls
+    spread over the threads, the two savers alternating call by call (several threads give
+    each turn number several samples); (sidecar, baseline)."""
     _warm_up(baseline)
     _warm_up(sidecar)
-    ours, theirs = _new_side(sidecar), _new_side(baseline)
+    ours = [_new_side(sidecar) for _ in range(threads)]
+    theirs = [_new_side(baseline) for _ in range(threads)]
     before = cpu.process_cpu_s(server_pid)
     for i in range(turns):
-        _turn(theirs, i)
-        _turn(ours, i)
+        for mine, other in zip(ours, theirs, strict=True):
+            _turn(other, i)
+            _turn(mine, i)
     middle = cpu.process_cpu_s(server_pid)
-    for _ in range(reads):
-        _read(theirs, turns)
-        _read(ours, turns)
+    for k in range(reads):
+        _read(theirs[k % threads], turns)
+        _read(ours[k % threads], turns)
     after = cpu.process_cpu_s(server_pid)
 
-    def series(side: _Side, server: tuple[float, float] | None) -> GraphSeries:
+    def series(sides: list[_Side], server: tuple[float, float] | None) -> GraphSeries:
+        calls = turns * threads
         return GraphSeries(
-            turns_ms=side.turns_ms,
-            get_state_ms=statistics.median(side.reads_ms),
-            turn_client_cpu_us=side.turn_cpu_s / turns * 1e6,
-            get_state_client_cpu_us=side.read_cpu_s / reads * 1e6,
-            turn_server_cpu_us=None if server is None else server[0] / turns * 1e6,
+            turns_ms=[side.turns_ms for side in sides],
+            get_state_ms=statistics.median(ms for side in sides for ms in side.reads_ms),
+            turn_client_cpu_us=sum(side.turn_cpu_s for side in sides) / calls * 1e6,
+            get_state_client_cpu_us=sum(side.read_cpu_s for side in sides) / reads * 1e6,
+            turn_server_cpu_us=None if server is None else server[0] / calls * 1e6,
             get_state_server_cpu_us=None if server is None else server[1] / reads * 1e6,
         )
 
@@ -206,6 +219,7 @@ def benchmark(
     pg_schema: str,
     turns: int,
     reads: int,
+    threads: int = 1,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """The graph row of one backend: a sidecar on ``spec`` against the in-process saver."""
@@ -216,7 +230,7 @@ def benchmark(
             assert server.process is not None
             with CheckpointdSaver(server.target) as saver:
                 saver.setup()
-                ours, theirs = compare(saver, baseline, server.process.pid, turns, reads)
+                ours, theirs = compare(saver, baseline, server.process.pid, turns, reads, threads)
         finally:
             server.close()
     row = {
@@ -225,16 +239,17 @@ def benchmark(
         "saver": SAVER,
         "baseline": BASELINES[backend],
         "turns": turns,
+        "threads": threads,
         "window": window,
         "get_state_calls": reads,
         "sidecar_first_ms": round(ours.first_ms(window), 3),
         "sidecar_last_ms": round(ours.last_ms(window), 3),
-        "sidecar_final_turn_ms": round(ours.turns_ms[-1], 3),
+        "sidecar_final_turn_ms": round(ours.final_ms(), 3),
         "sidecar_flat": round(ours.last_ms(window) / ours.first_ms(window), 3),
         "sidecar_get_state_ms": round(ours.get_state_ms, 3),
         "baseline_first_ms": round(theirs.first_ms(window), 3),
         "baseline_last_ms": round(theirs.last_ms(window), 3),
-        "baseline_final_turn_ms": round(theirs.turns_ms[-1], 3),
+        "baseline_final_turn_ms": round(theirs.final_ms(), 3),
         "baseline_flat": round(theirs.last_ms(window) / theirs.first_ms(window), 3),
         "baseline_get_state_ms": round(theirs.get_state_ms, 3),
         "ratio_last": round(ours.last_ms(window) / theirs.last_ms(window), 3),
@@ -273,7 +288,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
     print("\n" + header)
     print("-" * len(header))
     for r in rows:
-        name = f"chat thread ({r['turns']})"
+        name = f"chat x{r['threads']} ({r['turns']})"
         for who, label in (("sidecar", r["saver"]), ("baseline", r["baseline"])):
             line = (
                 f"{name:<22} {r['backend']:<8} {label:<24} {r[f'{who}_first_ms']:>8.2f} "

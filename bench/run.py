@@ -545,7 +545,7 @@ def _measured(result: multiproc.MultiResult) -> Measurement:
     return _measurement(result.samples_us, result.elapsed_s, used)
 
 
-def graph_row(backend: str, stores: Stores, turns: int, reads: int) -> dict[str, Any]:
+def graph_row(backend: str, stores: Stores, turns: int, reads: int, threads: int) -> dict[str, Any]:
     """The LangGraph chat thread through a fresh sidecar against LangGraph's in-process saver
     of the backend (bench/graph.py); the Postgres one in a schema of its own."""
     schema = f"cpdbench_langgraph_{uuid.uuid4().hex[:8]}"
@@ -559,6 +559,7 @@ def graph_row(backend: str, stores: Stores, turns: int, reads: int) -> dict[str,
         schema,
         turns,
         reads,
+        threads,
         log=lambda line: print(line, flush=True),
     )
 
@@ -992,6 +993,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--graph-reads", type=int, help="get_state calls after the LangGraph chat thread"
     )
+    parser.add_argument(
+        "--graph-threads", type=int, default=3, help="LangGraph chat threads, turn by turn"
+    )
     parser.add_argument("--no-graph", action="store_true", help="skip the LangGraph rows")
     parser.add_argument(
         "--graph-only", action="store_true", help="only the LangGraph rows (no cases, floors, ...)"
@@ -1016,7 +1020,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.scale_points = [int(x) for x in args.scale_rows.split(",")]
     args.backend_list = [b for b in args.backends.split(",") if b]
     unknown = set(args.backend_list) - set(BACKENDS)
-    if unknown or args.iterations < 1 or min(args.levels) < 1 or args.graph_turns < 2:
+    if (
+        unknown
+        or args.iterations < 1
+        or min(args.levels) < 1
+        or args.graph_turns < 2
+        or args.graph_threads < 1
+    ):
         parser.error(f"bad --backends/--iterations/--concurrency/--graph-turns ({sorted(unknown)})")
     return args
 
@@ -1043,7 +1053,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.graph_only:
                     cases += benchmark_backend(backend, stores, args.levels, args.iterations, echo)
                 if not args.no_graph:
-                    graph.append(graph_row(backend, stores, args.graph_turns, args.graph_reads))
+                    graph.append(
+                        graph_row(
+                            backend, stores, args.graph_turns, args.graph_reads, args.graph_threads
+                        )
+                    )
                 if not args.no_multi_process:
                     cases.append(
                         multi_process_row(

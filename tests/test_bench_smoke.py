@@ -82,6 +82,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             "--multi-process=2x2",
             "--graph-turns=12",
             "--graph-reads=3",
+            "--graph-threads=2",
             f"--pg-dsn={pg_dsn}",
             f"--output={output}",
         ],
@@ -129,7 +130,8 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         (graph,) = [r for r in report["graph"] if r["backend"] == backend]
         assert graph["saver"] == "CheckpointdSaver"
         assert graph["baseline"] == GRAPH_BASELINES[backend]
-        assert (graph["turns"], graph["window"], graph["get_state_calls"]) == (12, 6, 3)
+        assert (graph["turns"], graph["threads"], graph["window"]) == (12, 2, 6)
+        assert graph["get_state_calls"] == 3
         for who in ("sidecar", "baseline"):
             for figure in ("first_ms", "last_ms", "final_turn_ms", "flat", "get_state_ms"):
                 assert graph[f"{who}_{figure}"] > 0
