@@ -2,7 +2,7 @@
 
 A chat-like thread: a real ``StateGraph`` whose one node appends an assistant message to a
 ``messages`` channel (``Annotated[list, operator.add]``, so the list grows by the user's
-message and the reply every turn), invoked turn after turn on one thread with the blocking
+message and the reply every turn), invoked turn after turn on a thread with the blocking
 ``graph.invoke``. The same turns go through ``checkpointd_client.langgraph.CheckpointdSaver``
 (a real ``checkpointd serve`` subprocess, Unix socket) and through ``SqliteSaver`` (a file,
 ``langgraph-checkpoint-sqlite``) or ``PostgresSaver`` (a schema of its own,
