@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +58,17 @@ async def _serve(socket_path: str) -> None:
     await server.wait_for_termination()
 
 
+@dataclass(frozen=True)
+class EchoServer:
+    """A running echo server: its gRPC target and its pid (whose CPU the floors read)."""
+
+    target: str
+    pid: int
+
+
 @contextmanager
-def echo_server(workdir: Path) -> Iterator[str]:
-    """A running echo server subprocess; yields its gRPC target."""
+def echo_server(workdir: Path) -> Iterator[EchoServer]:
+    """A running echo server subprocess."""
     socket_path = workdir / "echo.sock"
     process = subprocess.Popen(
         [sys.executable, __file__, str(socket_path)], stdout=subprocess.PIPE, text=True
@@ -68,7 +77,7 @@ def echo_server(workdir: Path) -> Iterator[str]:
         assert process.stdout is not None
         if process.stdout.readline().strip() != "ready":
             raise RuntimeError("the echo server did not start")
-        yield f"unix://{socket_path}"
+        yield EchoServer(f"unix://{socket_path}", process.pid)
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -38,6 +38,10 @@ class MultiResult:
     samples_us: list[float]
     errors: dict[str, int]
     elapsed_s: float
+    client_cpu_s: float
+    """The CPU of every worker over its own window (from the common start to its end)."""
+    server_cpu_s: float | None
+    """The server's CPU from the common start to the last worker's end (None: no server)."""
 
 
 def _checkpointer(kind: str, where: str, schema: str, threads: int) -> Any:
@@ -56,6 +60,8 @@ def _checkpointer(kind: str, where: str, schema: str, threads: int) -> Any:
 
 def _worker(args: argparse.Namespace) -> None:
     from fastaiagent.chain.checkpoint import Checkpoint
+
+    from bench.cpu import self_cpu_s
 
     cp = _checkpointer(args.kind, args.where, args.schema, args.threads)
     samples: list[float] = []
@@ -101,18 +107,31 @@ def _worker(args: argparse.Namespace) -> None:
     print("ready", flush=True)
     start = float(sys.stdin.readline())
     time.sleep(max(0.0, start - time.time()))
+    cpu_start = self_cpu_s()  # every thread of this worker, gRPC's too (bench/cpu.py)
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    cpu_s = self_cpu_s() - cpu_start
     cp.close()
-    print(json.dumps({"samples_us": samples, "errors": dict(errors), "end": max(ends)}))
+    report = {"samples_us": samples, "errors": dict(errors), "end": max(ends), "cpu_s": cpu_s}
+    print(json.dumps(report))
 
 
 def run_multi(
-    kind: str, where: str, *, schema: str = "", processes: int, threads: int, ops: int
+    kind: str,
+    where: str,
+    *,
+    schema: str = "",
+    processes: int,
+    threads: int,
+    ops: int,
+    server_pid: int | None = None,
 ) -> MultiResult:
-    """``processes`` x ``threads`` callers, ``ops`` puts each, through ``kind`` at ``where``."""
+    """``processes`` x ``threads`` callers, ``ops`` puts each, through ``kind`` at ``where``
+    (served by ``server_pid``, if a server)."""
+    from bench import cpu
+
     workers = [
         subprocess.Popen(
             [
@@ -137,6 +156,7 @@ def run_multi(
             worker.wait(timeout=60)
             raise RuntimeError(f"a {kind} worker failed to start (exit {worker.returncode})")
     start = time.time() + START_DELAY_S
+    server_start = cpu.sample(server_pid)  # the server is idle until the start
     for worker in workers:
         assert worker.stdin is not None
         worker.stdin.write(f"{start}\n")
@@ -144,6 +164,7 @@ def run_multi(
     samples: list[float] = []
     errors: Counter[str] = Counter()
     end = start
+    client_cpu_s = 0.0
     for worker in workers:
         out, _ = worker.communicate(timeout=600)  # closes stdin, reads the report
         if worker.returncode != 0:
@@ -152,7 +173,9 @@ def run_multi(
         samples += report["samples_us"]
         errors.update(report["errors"])
         end = max(end, report["end"])
-    return MultiResult(samples, dict(errors), end - start)
+        client_cpu_s += report["cpu_s"]
+    server_cpu_s = cpu.since(server_start, server_pid).server_s
+    return MultiResult(samples, dict(errors), end - start, client_cpu_s, server_cpu_s)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ from fastaiagent.checkpointers import PendingInterrupt as FastPending
 from fastaiagent.checkpointers import SQLiteCheckpointer
 from fastaiagent.checkpointers.postgres import PostgresCheckpointer
 
-from bench import floors, multiproc
+from bench import cpu, floors, multiproc
+from bench import graph as graph_bench
 from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
 from checkpointd_client.fastaiagent import SidecarCheckpointer
 from checkpointd_client.v1 import (
@@ -74,12 +75,21 @@ SEED_RUN_LENGTH = 10
 
 @dataclass(frozen=True)
 class Measurement:
-    """Latencies of one (case, runner, concurrency) and the throughput over its wall time."""
+    """Latencies of one (case, runner, concurrency), the throughput over its wall time, and
+    the CPU the window cost per operation: this process's (the callers) and the server's
+    (None when the operations reach no server)."""
 
     p50_us: float
     p99_us: float
     ops_s: float
     ops: int
+    client_cpu_us: float = 0.0
+    server_cpu_us: float | None = None
+
+    @property
+    def cpu_us(self) -> float:
+        """Client and server CPU microseconds per operation together."""
+        return self.client_cpu_us + (self.server_cpu_us or 0.0)
 
 
 def percentile(samples: Sequence[float], q: float) -> float:
@@ -89,17 +99,25 @@ def percentile(samples: Sequence[float], q: float) -> float:
     return ordered[rank - 1]
 
 
-def _measurement(samples: list[float], elapsed: float) -> Measurement:
+def _measurement(
+    samples: list[float], elapsed: float, used: cpu.CpuUsage | None = None
+) -> Measurement:
+    client_us, server_us = used.per_op_us(len(samples)) if used else (0.0, None)
     return Measurement(
         p50_us=percentile(samples, 50),
         p99_us=percentile(samples, 99),
         ops_s=len(samples) / elapsed,
         ops=len(samples),
+        client_cpu_us=client_us,
+        server_cpu_us=server_us,
     )
 
 
-def run_threads(op: Callable[[int, int], None], concurrency: int, ops: int) -> Measurement:
-    """Run ``op(worker, i)`` for i in range(ops), spread over ``concurrency`` threads."""
+def run_threads(
+    op: Callable[[int, int], None], concurrency: int, ops: int, server_pid: int | None = None
+) -> Measurement:
+    """Run ``op(worker, i)`` for i in range(ops), spread over ``concurrency`` threads; the
+    CPU of this process and of ``server_pid`` is read over the same window as the wall time."""
     ops = max(ops, concurrency)
     samples: list[list[float]] = [[] for _ in range(concurrency)]
     failures: list[BaseException] = []
@@ -118,18 +136,23 @@ def run_threads(op: Callable[[int, int], None], concurrency: int, ops: int) -> M
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(concurrency)]
     for thread in threads:
         thread.start()
+    cpu_start = cpu.sample(server_pid)
     barrier.wait()
     started = time.perf_counter()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
+    used = cpu.since(cpu_start, server_pid)
     if failures:
         raise failures[0]
-    return _measurement([s for worker_samples in samples for s in worker_samples], elapsed)
+    return _measurement([s for worker_samples in samples for s in worker_samples], elapsed, used)
 
 
 async def run_tasks(
-    op: Callable[[int, int], Awaitable[None]], concurrency: int, ops: int
+    op: Callable[[int, int], Awaitable[None]],
+    concurrency: int,
+    ops: int,
+    server_pid: int | None = None,
 ) -> Measurement:
     """Run ``await op(worker, i)`` for i in range(ops), spread over ``concurrency`` tasks."""
     ops = max(ops, concurrency)
@@ -141,9 +164,11 @@ async def run_tasks(
             await op(w, i)
             samples.append((time.perf_counter_ns() - started) / 1000)
 
+    cpu_start = cpu.sample(server_pid)
     started = time.perf_counter()
     await asyncio.gather(*(worker(w) for w in range(concurrency)))
-    return _measurement(samples, time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    return _measurement(samples, elapsed, cpu.since(cpu_start, server_pid))
 
 
 # --- the cases ----------------------------------------------------------------------------
@@ -232,8 +257,11 @@ def async_ops(
 Results = dict[tuple[str, int], Measurement]
 
 
-def measure_sync(cp: Any, levels: Sequence[int], ops: int, label: str) -> Results:
-    """Every case at every concurrency level through one fastaiagent ``Checkpointer``."""
+def measure_sync(
+    cp: Any, levels: Sequence[int], ops: int, label: str, server_pid: int | None = None
+) -> Results:
+    """Every case at every concurrency level through one fastaiagent ``Checkpointer`` (whose
+    server, if it has one, is ``server_pid``)."""
     base = f"{label}-{uuid.uuid4().hex[:8]}"
     setup_reads(cp, base)
     for op in sync_ops(cp, base, f"{base}-warm").values():
@@ -242,11 +270,11 @@ def measure_sync(cp: Any, levels: Sequence[int], ops: int, label: str) -> Result
     for level in levels:
         level_ops = sync_ops(cp, base, f"{base}-c{level}")
         for case in CASES:
-            results[(case, level)] = run_threads(level_ops[case], level, ops)
+            results[(case, level)] = run_threads(level_ops[case], level, ops, server_pid)
     return results
 
 
-def measure_async(target: str, levels: Sequence[int], ops: int) -> Results:
+def measure_async(target: str, levels: Sequence[int], ops: int, server_pid: int) -> Results:
     """Every case at every concurrency level through ``AsyncCheckpointdClient``."""
 
     async def main() -> Results:
@@ -263,7 +291,9 @@ def measure_async(target: str, levels: Sequence[int], ops: int) -> Results:
             for level in levels:
                 level_ops = async_ops(client, base, f"{base}-c{level}")
                 for case in CASES:
-                    results[(case, level)] = await run_tasks(level_ops[case], level, ops)
+                    results[(case, level)] = await run_tasks(
+                        level_ops[case], level, ops, server_pid
+                    )
             return results
 
     return asyncio.run(main())
@@ -329,6 +359,11 @@ def running(spec: StoreSpec, *extra_args: str) -> Iterator[Sidecar]:
         server.close()
 
 
+def _pid(server: Sidecar) -> int:
+    assert server.process is not None
+    return server.process.pid
+
+
 FLOOR_UNARY = "floor: grpc.aio unary echo"
 FLOOR_STREAM = "floor: bidi stream round trip"
 FLOOR_HEALTH = "floor: Health/Check"
@@ -336,30 +371,35 @@ FLOORS = (FLOOR_UNARY, FLOOR_STREAM, FLOOR_HEALTH)
 
 
 def measure_floors(
-    echo_target: str, sidecar_target: str, levels: Sequence[int], ops: int
+    echo_server: floors.EchoServer, sidecar: Sidecar, levels: Sequence[int], ops: int
 ) -> Results:
     """The floors at every level: a bare unary echo and a round trip on an open bidi stream
-    (both on the echo server), and Health/Check on the sidecar; sync grpcio, Unix sockets."""
+    (both on the echo server), and Health/Check on the sidecar; sync grpcio, Unix sockets.
+    The server CPU of each is its own server's."""
     results: Results = {}
-    with grpc.insecure_channel(echo_target) as echo, grpc.insecure_channel(sidecar_target) as cpd:
+    echo_pid, cpd_pid = echo_server.pid, _pid(sidecar)
+    with (
+        grpc.insecure_channel(echo_server.target) as echo,
+        grpc.insecure_channel(sidecar.target) as cpd,
+    ):
         floors.wait_ready(echo)
         floors.wait_ready(cpd)
         unary, health = floors.unary_echo(echo), floors.health_check(cpd)
         run_threads(lambda w, i: unary(), 1, min(ops, 20))  # warm-up, not recorded
         run_threads(lambda w, i: health(), 1, min(ops, 20))
         for level in levels:
-            results[(FLOOR_UNARY, level)] = run_threads(lambda w, i: unary(), level, ops)
+            results[(FLOOR_UNARY, level)] = run_threads(lambda w, i: unary(), level, ops, echo_pid)
             streams = [floors.StreamRoundTrip(echo) for _ in range(level)]
             try:
                 for stream in streams:
                     stream()  # open it: the first message is not measured
                 results[(FLOOR_STREAM, level)] = run_threads(
-                    lambda w, i, s=streams: s[w](), level, ops
+                    lambda w, i, s=streams: s[w](), level, ops, echo_pid
                 )
             finally:
                 for stream in streams:
                     stream.close()
-            results[(FLOOR_HEALTH, level)] = run_threads(lambda w, i: health(), level, ops)
+            results[(FLOOR_HEALTH, level)] = run_threads(lambda w, i: health(), level, ops, cpd_pid)
     return results
 
 
@@ -380,11 +420,18 @@ def _floor_row(backend: str, case: str, level: int, m: Measurement) -> dict[str,
         "baseline_ops_s": None,
         "ratio_p50": None,
         "ratio_ops_s": None,
+        **_cpu_fields(m, None),
     }
 
 
+def _cpu_fields(side: Measurement, base: Measurement | None) -> dict[str, Any]:
+    """The CPU columns of a row (bench/cpu.py): the in-process baseline has no server, so
+    its figure is its client's."""
+    return cpu.row_fields(side.client_cpu_us, side.server_cpu_us, base.cpu_us if base else None)
+
+
 def benchmark_backend(
-    backend: str, stores: Stores, levels: Sequence[int], ops: int, echo_target: str
+    backend: str, stores: Stores, levels: Sequence[int], ops: int, echo: floors.EchoServer
 ) -> list[dict[str, Any]]:
     """The case rows of one backend: the floors, then the sidecar (threads and tasks) against
     in-process; each sidecar row also carries its ratio to the unary echo floor."""
@@ -395,10 +442,10 @@ def benchmark_backend(
     finally:
         baseline_cp.close()
     with running(stores.spec(backend, "cases")) as server:
-        floor = measure_floors(echo_target, server.target, levels, ops)
+        floor = measure_floors(echo, server, levels, ops)
         with SidecarCheckpointer(server.target) as adapter:
-            sidecar = measure_sync(adapter, levels, ops, "sidecar")
-        tasks = measure_async(server.target, levels, ops)
+            sidecar = measure_sync(adapter, levels, ops, "sidecar", _pid(server))
+        tasks = measure_async(server.target, levels, ops, _pid(server))
     rows = [
         _floor_row(backend, case, level, floor[(case, level)])
         for case in FLOORS
@@ -408,7 +455,7 @@ def benchmark_backend(
         for case in CASES:
             for level in levels:
                 side, base = results[(case, level)], baseline[(case, level)]
-                echo = floor[(FLOOR_UNARY, level)]
+                unary = floor[(FLOOR_UNARY, level)]
                 rows.append(
                     {
                         "case": case if client == "sync" else f"{case} [async]",
@@ -425,8 +472,9 @@ def benchmark_backend(
                         "baseline_ops_s": round(base.ops_s, 1),
                         "ratio_p50": round(side.p50_us / base.p50_us, 3),
                         "ratio_ops_s": round(side.ops_s / base.ops_s, 3),
-                        "floor_p50_us": round(echo.p50_us, 1),
-                        "ratio_floor_p50": round(side.p50_us / echo.p50_us, 3),
+                        "floor_p50_us": round(unary.p50_us, 1),
+                        "ratio_floor_p50": round(side.p50_us / unary.p50_us, 3),
+                        **_cpu_fields(side, base),
                     }
                 )
     return rows
@@ -459,7 +507,12 @@ def multi_process_row(
     )
     with running(stores.spec(backend, "multi")) as server:
         side = multiproc.run_multi(
-            "sidecar", server.target, processes=processes, threads=threads, ops=ops
+            "sidecar",
+            server.target,
+            processes=processes,
+            threads=threads,
+            ops=ops,
+            server_pid=_pid(server),
         )
     s, b = _measured(side), _measured(base)
     return {
@@ -480,14 +533,35 @@ def multi_process_row(
         "baseline_errors": base.errors,
         "ratio_p50": round(s.p50_us / b.p50_us, 3) if s.ops and b.ops else None,
         "ratio_ops_s": round(s.ops_s / b.ops_s, 3) if b.ops_s else None,
+        **_cpu_fields(s, b),
     }
 
 
 def _measured(result: multiproc.MultiResult) -> Measurement:
-    """Latency and throughput of the successful calls (zeros when every call failed)."""
+    """Latency, throughput and CPU per successful call (zeros when every call failed)."""
     if not result.samples_us:
         return Measurement(p50_us=0.0, p99_us=0.0, ops_s=0.0, ops=0)
-    return _measurement(result.samples_us, result.elapsed_s)
+    used = cpu.CpuUsage(result.client_cpu_s, result.server_cpu_s)
+    return _measurement(result.samples_us, result.elapsed_s, used)
+
+
+def graph_row(backend: str, stores: Stores, turns: int, reads: int, threads: int) -> dict[str, Any]:
+    """The LangGraph chat thread through a fresh sidecar against LangGraph's in-process saver
+    of the backend (bench/graph.py); the Postgres one in a schema of its own."""
+    schema = f"cpdbench_langgraph_{uuid.uuid4().hex[:8]}"
+    if backend == "postgres":
+        stores.schemas.append(schema)
+    return graph_bench.benchmark(
+        backend,
+        stores.spec(backend, "graph"),
+        stores.workdir,
+        stores.pg_dsn,
+        schema,
+        turns,
+        reads,
+        threads,
+        log=lambda line: print(line, flush=True),
+    )
 
 
 # --- scale series -------------------------------------------------------------------------
@@ -739,7 +813,10 @@ def machine() -> dict[str, Any]:
 
 
 def targets(
-    cases: list[dict[str, Any]], scale: list[dict[str, Any]], rss: list[dict[str, Any]]
+    cases: list[dict[str, Any]],
+    scale: list[dict[str, Any]],
+    rss: list[dict[str, Any]],
+    graph: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The targets of the issue, each PASS or MISS from this run's figures."""
     out: list[dict[str, Any]] = []
@@ -806,15 +883,31 @@ def targets(
     for r in rss:
         name = f"server RSS MB with {r['watch_streams']} watch streams"
         add(name, r["backend"], r["watch_rss_mb"], 100.0, higher=False)
+    for g in graph:
+        first, last = f"1-{g['window']}", f"{g['turns'] - g['window'] + 1}-{g['turns']}"
+        add(f"graph turns {last} p50 / in-process", g["backend"], g["ratio_last"], 1.5, False)
+        add(
+            f"graph turns {last} / turns {first} (flat)",
+            g["backend"],
+            g["sidecar_flat"],
+            1.2,
+            False,
+        )
+        add("graph get_state p50 ms", g["backend"], g["sidecar_get_state_ms"], 2.0, False)
     return out
 
 
 def print_cases(rows: list[dict[str, Any]]) -> None:
     """The case table: the floors, then the sidecar against in-process (ratios sidecar /
-    in-process) and against the unary echo floor of the same level (``/echo``)."""
+    in-process) and against the unary echo floor of the same level (``/echo``), then CPU
+    microseconds per operation: the client's, the server's, both, the in-process
+    checkpointer's and the ratio of the totals."""
+    if not rows:
+        return
     header = (
         f"{'case':<30} {'backend':<8} {'conc':>4} {'p50 us':>8} {'p99 us':>8} {'ops/s':>8} "
-        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7} {'/echo':>6}"
+        f"{'base p50':>9} {'base ops/s':>10} {'p50 x':>6} {'ops/s x':>7} {'/echo':>6} "
+        f"{'cli cpu':>8} {'srv cpu':>8} {'cpu us':>7} {'base cpu':>8} {'cpu x':>6}"
     )
     print(header)
     print("-" * len(header))
@@ -824,17 +917,26 @@ def print_cases(rows: list[dict[str, Any]]) -> None:
             f"{r['sidecar_p50_us']:>8.0f} {r['sidecar_p99_us']:>8.0f} {r['sidecar_ops_s']:>8.0f} "
         )
         if r["baseline"] is None:  # a floor
-            print(line)
-            continue
-        ratios = (
-            f"{_num(r['ratio_p50'], 6)} {_num(r['ratio_ops_s'], 7)} "
-            f"{_num(r.get('ratio_floor_p50'), 6)}"
-        )
-        print(line + f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} {ratios}")
+            line += f"{'':>9} {'':>10} {'':>6} {'':>7} {'':>6} "
+        else:
+            line += (
+                f"{r['baseline_p50_us']:>9.0f} {r['baseline_ops_s']:>10.0f} "
+                f"{_num(r['ratio_p50'], 6)} {_num(r['ratio_ops_s'], 7)} "
+                f"{_num(r.get('ratio_floor_p50'), 6)} "
+            )
+        print(line + _cpu_columns(r))
 
 
-def _num(value: float | None, width: int) -> str:
-    return f"{'-':>{width}}" if value is None else f"{value:>{width}.2f}"
+def _cpu_columns(r: dict[str, Any]) -> str:
+    return (
+        f"{_num(r['sidecar_client_cpu_us'], 8, 0)} {_num(r['sidecar_server_cpu_us'], 8, 0)} "
+        f"{_num(r['sidecar_cpu_us'], 7, 0)} {_num(r['baseline_cpu_us'], 8, 0)} "
+        f"{_num(r['ratio_cpu'], 6)}"
+    )
+
+
+def _num(value: float | None, width: int, places: int = 2) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{places}f}"
 
 
 def print_multi(r: dict[str, Any]) -> None:
@@ -843,7 +945,10 @@ def print_multi(r: dict[str, Any]) -> None:
         f"  {r['case']} {r['backend']}: sidecar {r['sidecar_ops_s']:.0f} ops/s, "
         f"p50 {r['sidecar_p50_us']:.0f} us, errors {r['sidecar_errors'] or 'none'}; "
         f"in-process {r['baseline_ops_s']:.0f} ops/s, p50 {r['baseline_p50_us']:.0f} us, "
-        f"errors {r['baseline_errors'] or 'none'}",
+        f"errors {r['baseline_errors'] or 'none'}; CPU per put "
+        f"{_num(r['sidecar_cpu_us'], 0, 0)} us (client {_num(r['sidecar_client_cpu_us'], 0, 0)}, "
+        f"server {_num(r['sidecar_server_cpu_us'], 0, 0)}), "
+        f"in-process {_num(r['baseline_cpu_us'], 0, 0)} us",
         flush=True,
     )
 
@@ -882,6 +987,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-multi-process", action="store_true", help="skip the multi-process case"
     )
+    parser.add_argument(
+        "--graph-turns", type=int, default=200, help="turns of the LangGraph chat thread"
+    )
+    parser.add_argument(
+        "--graph-reads", type=int, help="get_state calls after the LangGraph chat thread"
+    )
+    parser.add_argument(
+        "--graph-threads", type=int, default=3, help="LangGraph chat threads, turn by turn"
+    )
+    parser.add_argument("--no-graph", action="store_true", help="skip the LangGraph rows")
+    parser.add_argument(
+        "--graph-only", action="store_true", help="only the LangGraph rows (no cases, floors, ...)"
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="the JSON file")
     args = parser.parse_args(argv)
     if args.iterations is None:
@@ -890,6 +1008,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.scale_rows = "1000,10000" if args.quick else "1000,100000,1000000"
     if args.scale_ops is None:
         args.scale_ops = 30 if args.quick else 300
+    if args.graph_reads is None:
+        args.graph_reads = 30 if args.quick else 100
+    if args.graph_only:
+        args.no_scale = args.no_rss = args.no_multi_process = True
     if args.multi_process_ops is None:
         args.multi_process_ops = max(5, args.iterations // 10)
     processes, _, threads = args.multi_process.partition("x")
@@ -898,8 +1020,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.scale_points = [int(x) for x in args.scale_rows.split(",")]
     args.backend_list = [b for b in args.backends.split(",") if b]
     unknown = set(args.backend_list) - set(BACKENDS)
-    if unknown or args.iterations < 1 or min(args.levels) < 1:
-        parser.error(f"bad --backends/--iterations/--concurrency ({sorted(unknown)})")
+    if (
+        unknown
+        or args.iterations < 1
+        or min(args.levels) < 1
+        or args.graph_turns < 2
+        or args.graph_threads < 1
+    ):
+        parser.error(f"bad --backends/--iterations/--concurrency/--graph-turns ({sorted(unknown)})")
     return args
 
 
@@ -917,13 +1045,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases: list[dict[str, Any]] = []
     scale: list[dict[str, Any]] = []
     rss: list[dict[str, Any]] = []
+    graph: list[dict[str, Any]] = []
     try:
-        with floors.echo_server(stores.workdir) as echo_target:
+        with floors.echo_server(stores.workdir) as echo:
             for backend in args.backend_list:
-                print(f"cases on {backend} ...", flush=True)
-                cases += benchmark_backend(
-                    backend, stores, args.levels, args.iterations, echo_target
-                )
+                print(f"{backend} ...", flush=True)
+                if not args.graph_only:
+                    cases += benchmark_backend(backend, stores, args.levels, args.iterations, echo)
+                if not args.no_graph:
+                    graph.append(
+                        graph_row(
+                            backend, stores, args.graph_turns, args.graph_reads, args.graph_threads
+                        )
+                    )
                 if not args.no_multi_process:
                     cases.append(
                         multi_process_row(
@@ -951,7 +1085,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(stores.workdir, ignore_errors=True)
     print()
     print_cases(cases)
-    results = targets(cases, scale, rss)
+    graph_bench.print_rows(graph)
+    results = targets(cases, scale, rss, graph)
     print_targets(results)
     report = {
         "machine": info,
@@ -961,6 +1096,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cases": cases,
         "scale": scale,
         "rss": rss,
+        "graph": graph,
         "targets": results,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,14 @@ CASE_KEYS = {
     "baseline_ops_s",
     "ratio_p50",
     "ratio_ops_s",
+    # CPU per operation (bench/cpu.py).
+    "sidecar_client_cpu_us",
+    "sidecar_server_cpu_us",
+    "sidecar_cpu_us",
+    "baseline_cpu_us",
+    "ratio_cpu",
 }
+GRAPH_BASELINES = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
 CASES = {"put (2 KB state)", "get_last", "list(100)", "record + claim", "put/get idempotent"}
 FLOORS = {"floor: grpc.aio unary echo", "floor: bidi stream round trip", "floor: Health/Check"}
 MULTI = "put multi-process (2x2)"
@@ -57,8 +64,9 @@ HANG_GUARD_S = 540
 @pytest.mark.timeout(HANG_GUARD_S + 60)
 def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> None:
     """A tiny --quick run covers every case, both clients and both backends, seeds the scale
-    series through the store's own tables, measures RSS with open watch streams, and drops
-    every Postgres schema it created."""
+    series through the store's own tables, measures RSS with open watch streams, runs the
+    LangGraph chat thread on both savers with CPU per operation everywhere, and drops every
+    Postgres schema it created."""
     schemas_before = _bench_schemas(pg_dsn)
     output = tmp_path / "latest.json"
     result = subprocess.run(
@@ -72,6 +80,9 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             "--scale-ops=3",
             "--watch-streams=20",
             "--multi-process=2x2",
+            "--graph-turns=12",
+            "--graph-reads=3",
+            "--graph-threads=2",
             f"--pg-dsn={pg_dsn}",
             f"--output={output}",
         ],
@@ -99,6 +110,11 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             (f, c) for f in FLOORS for c in (1, 4)
         }
         assert all(r["sidecar_p50_us"] > 0 and r["baseline"] is None for r in floors)
+        # Every row has its CPU: the client's always spent some; a server's is counted in
+        # whole clock ticks, so a tiny window may show none of it.
+        assert all(r["sidecar_client_cpu_us"] > 0 for r in every)
+        assert all(r["sidecar_server_cpu_us"] >= 0 for r in every)
+        assert all(r["sidecar_cpu_us"] >= r["sidecar_client_cpu_us"] for r in every)
         (multi,) = [r for r in every if r["case"] == MULTI]
         assert multi["concurrency"] == 4
         assert multi["processes"] == 2
@@ -110,6 +126,21 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert all(r["sidecar_p50_us"] > 0 and r["baseline_p50_us"] > 0 for r in rows)
         assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
         assert all(r["ratio_floor_p50"] > 0 for r in rows)
+        assert all(r["baseline_cpu_us"] > 0 and r["ratio_cpu"] > 0 for r in rows)
+        (graph,) = [r for r in report["graph"] if r["backend"] == backend]
+        assert graph["saver"] == "CheckpointdSaver"
+        assert graph["baseline"] == GRAPH_BASELINES[backend]
+        assert (graph["turns"], graph["threads"], graph["window"]) == (12, 2, 6)
+        assert graph["get_state_calls"] == 3
+        for who in ("sidecar", "baseline"):
+            for figure in ("first_ms", "last_ms", "final_turn_ms", "flat", "get_state_ms"):
+                assert graph[f"{who}_{figure}"] > 0
+        assert graph["ratio_last"] > 0
+        assert graph["ratio_get_state"] > 0
+        assert graph["sidecar_client_cpu_us"] > 0
+        assert graph["baseline_cpu_us"] > 0
+        assert graph["sidecar_server_cpu_us"] >= 0
+        assert graph["get_state_sidecar_client_cpu_us"] > 0
         scale = [r for r in report["scale"] if r["backend"] == backend]
         assert [r["rows"] for r in scale] == [100, 200]
         assert all(r["get_last_p50_us"] > 0 and r["claim_p50_us"] > 0 for r in scale)
@@ -119,7 +150,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert rss["watch_rss_mb"] > 0
     assert {t["result"] for t in report["targets"]} <= {"PASS", "MISS"}
     # Per backend: put p50, get_last and Health/Check against the echo, record + claim, the
-    # multi-process ops/s and errors, two scale ratios, RSS (the 32-writer targets need
-    # --concurrency 32).
-    assert len(report["targets"]) == 2 * 9
+    # multi-process ops/s and errors, two scale ratios, RSS, the graph's last turns against
+    # in-process, its flatness and get_state (the 32-writer targets need --concurrency 32).
+    assert len(report["targets"]) == 2 * 12
     assert _bench_schemas(pg_dsn) <= schemas_before

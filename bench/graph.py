@@ -1,0 +1,317 @@
+"""LangGraph through the sidecar against LangGraph's own in-process savers, in the same run.
+
+A chat-like thread: a real ``StateGraph`` whose one node appends an assistant message to a
+``messages`` channel (``Annotated[list, operator.add]``, so the list grows by the user's
+message and the reply every turn), invoked turn after turn on a thread with the blocking
+``graph.invoke``. The same turns go through ``checkpointd_client.langgraph.CheckpointdSaver``
+(a real ``checkpointd serve`` subprocess, Unix socket) and through ``SqliteSaver`` (a file,
+``langgraph-checkpoint-sqlite``) or ``PostgresSaver`` (a schema of its own,
+``langgraph-checkpoint-postgres``) in this process, alternately turn by turn, so both see
+the same machine at the same moment; several threads (``threads``) take turns the same way,
+so each turn number has several samples. Then ``graph.get_state``, alternately too.
+
+Per saver: the median wall time of the first turns and of the last ones (turns 1-10 and
+191-200 of 200), the last turn alone, the median ``get_state``, and the CPU per turn and per
+``get_state`` (bench/cpu.py): this process's, read around each call (the two savers'
+calls alternate), and the server's over the whole series (only the sidecar's calls reach
+it).
+"""
+
+from __future__ import annotations
+
+import operator
+import sqlite3
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from psycopg.rows import dict_row
+
+from bench import cpu
+from checkpointd_client.langgraph import CheckpointdSaver
+from tests.support.sidecar import Sidecar, StoreSpec
+
+__all__ = ["BASELINES", "GraphSeries", "benchmark"]
+
+BASELINES = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
+SAVER = "CheckpointdSaver"
+#: Turns in each of the windows compared (turns 1-10 against the last 10).
+WINDOW = 10
+#: Turns (and get_state calls) on a thread of their own before the measured one.
+WARM_UP = 3
+#: About 100 characters a message, as a short chat turn.
+TEXT = "x" * 90
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[dict[str, str]], operator.add]
+
+
+def reply(state: Chat) -> dict[str, list[dict[str, str]]]:
+    """The one node: the assistant's reply, appended."""
+    return {"messages": [{"role": "assistant", "content": f"{len(state['messages'])} {TEXT}"}]}
+
+
+def build(checkpointer: BaseCheckpointSaver[Any]) -> Any:
+    """START -> reply -> END, checkpointed by ``checkpointer``."""
+    graph = StateGraph(Chat)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    graph.add_edge("reply", END)
+    return graph.compile(checkpointer=checkpointer)
+
+
+@dataclass
+class _Side:
+    """One saver's graph, thread and what was measured of it."""
+
+    graph: Any
+    config: dict[str, Any]
+    turns_ms: list[float]
+    reads_ms: list[float]
+    turn_cpu_s: float = 0.0
+    read_cpu_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class GraphSeries:
+    """One saver's figures: wall time in ms, CPU in microseconds per call."""
+
+    turns_ms: list[list[float]]
+    """Per thread, the wall time of each turn."""
+    get_state_ms: float
+    turn_client_cpu_us: float
+    get_state_client_cpu_us: float
+    turn_server_cpu_us: float | None = None
+    get_state_server_cpu_us: float | None = None
+
+    def first_ms(self, window: int) -> float:
+        """The median of the first ``window`` turns of every thread."""
+        return statistics.median(ms for thread in self.turns_ms for ms in thread[:window])
+
+    def last_ms(self, window: int) -> float:
+        """The median of the last ``window`` turns of every thread."""
+        return statistics.median(ms for thread in self.turns_ms for ms in thread[-window:])
+
+    def final_ms(self) -> float:
+        """The median of every thread's last turn."""
+        return statistics.median(thread[-1] for thread in self.turns_ms)
+
+
+def _turn(side: _Side, i: int) -> None:
+    message = {"role": "user", "content": f"turn {i} {TEXT}"}
+    client = cpu.self_cpu_s()
+    started = time.perf_counter_ns()
+    result = side.graph.invoke({"messages": [message]}, side.config)
+    side.turns_ms.append((time.perf_counter_ns() - started) / 1e6)
+    side.turn_cpu_s += cpu.self_cpu_s() - client
+    assert len(result["messages"]) == 2 * (i + 1), "a turn lost or doubled a message"
+
+
+def _read(side: _Side, turns: int) -> None:
+    client = cpu.self_cpu_s()
+    started = time.perf_counter_ns()
+    state = side.graph.get_state(side.config)
+    side.reads_ms.append((time.perf_counter_ns() - started) / 1e6)
+    side.read_cpu_s += cpu.self_cpu_s() - client
+    assert len(state.values["messages"]) == 2 * turns
+
+
+def _new_side(saver: BaseCheckpointSaver[Any]) -> _Side:
+    thread = {"configurable": {"thread_id": f"chat-{uuid.uuid4().hex[:12]}"}}
+    return _Side(build(saver), thread, [], [])
+
+
+def _warm_up(saver: BaseCheckpointSaver[Any]) -> None:
+    """Connections open, statements prepared, caches filled: not measured."""
+    side = _new_side(saver)
+    for i in range(WARM_UP):
+        _turn(side, i)
+        _read(side, i + 1)
+
+
+def compare(
+    sidecar: BaseCheckpointSaver[Any],
+    baseline: BaseCheckpointSaver[Any],
+    server_pid: int,
+    turns: int,
+    reads: int,
+    threads: int = 1,
+) -> tuple[GraphSeries, GraphSeries]:
+    """``turns`` turns of ``threads`` threads on each saver, then ``reads`` get_state calls
+    spread over the threads, the two savers alternating call by call (several threads give
+    each turn number several samples); (sidecar, baseline)."""
+    _warm_up(baseline)
+    _warm_up(sidecar)
+    ours = [_new_side(sidecar) for _ in range(threads)]
+    theirs = [_new_side(baseline) for _ in range(threads)]
+    before = cpu.process_cpu_s(server_pid)
+    for i in range(turns):
+        for mine, other in zip(ours, theirs, strict=True):
+            _turn(other, i)
+            _turn(mine, i)
+    middle = cpu.process_cpu_s(server_pid)
+    for k in range(reads):
+        _read(theirs[k % threads], turns)
+        _read(ours[k % threads], turns)
+    after = cpu.process_cpu_s(server_pid)
+
+    def series(sides: list[_Side], server: tuple[float, float] | None) -> GraphSeries:
+        calls = turns * threads
+        return GraphSeries(
+            turns_ms=[side.turns_ms for side in sides],
+            get_state_ms=statistics.median(ms for side in sides for ms in side.reads_ms),
+            turn_client_cpu_us=sum(side.turn_cpu_s for side in sides) / calls * 1e6,
+            get_state_client_cpu_us=sum(side.read_cpu_s for side in sides) / reads * 1e6,
+            turn_server_cpu_us=None if server is None else server[0] / calls * 1e6,
+            get_state_server_cpu_us=None if server is None else server[1] / reads * 1e6,
+        )
+
+    return series(ours, (middle - before, after - middle)), series(theirs, None)
+
+
+@contextmanager
+def baseline_saver(
+    backend: str, workdir: Path, pg_dsn: str, pg_schema: str
+) -> Iterator[BaseCheckpointSaver[Any]]:
+    """LangGraph's in-process saver of the backend on a fresh store: ``SqliteSaver`` on a
+    file (WAL, SQLite's default synchronous=FULL), ``PostgresSaver`` on an autocommit
+    connection (as its ``from_conn_string``) whose search_path is ``pg_schema``, created here
+    (the caller drops it)."""
+    if backend == "sqlite":
+        conn = sqlite3.connect(str(workdir / "langgraph-sqlitesaver.db"), check_same_thread=False)
+        try:
+            saver = SqliteSaver(conn)
+            saver.setup()
+            yield saver
+        finally:
+            conn.close()
+        return
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{pg_schema}"')
+    with psycopg.connect(
+        pg_dsn,
+        autocommit=True,
+        prepare_threshold=0,
+        row_factory=dict_row,
+        options=f"-c search_path={pg_schema}",
+    ) as conn:
+        pg_saver = PostgresSaver(conn)
+        pg_saver.setup()
+        yield pg_saver
+
+
+def benchmark(
+    backend: str,
+    spec: StoreSpec,
+    workdir: Path,
+    pg_dsn: str,
+    pg_schema: str,
+    turns: int,
+    reads: int,
+    threads: int = 1,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """The graph row of one backend: a sidecar on ``spec`` against the in-process saver."""
+    window = min(WINDOW, max(1, turns // 2))
+    with baseline_saver(backend, workdir, pg_dsn, pg_schema) as baseline:
+        server = Sidecar(spec).start()
+        try:
+            assert server.process is not None
+            with CheckpointdSaver(server.target) as saver:
+                saver.setup()
+                ours, theirs = compare(saver, baseline, server.process.pid, turns, reads, threads)
+        finally:
+            server.close()
+    row = {
+        "case": f"graph: chat thread, {turns} turns",
+        "backend": backend,
+        "saver": SAVER,
+        "baseline": BASELINES[backend],
+        "turns": turns,
+        "threads": threads,
+        "window": window,
+        "get_state_calls": reads,
+        "sidecar_first_ms": round(ours.first_ms(window), 3),
+        "sidecar_last_ms": round(ours.last_ms(window), 3),
+        "sidecar_final_turn_ms": round(ours.final_ms(), 3),
+        "sidecar_flat": round(ours.last_ms(window) / ours.first_ms(window), 3),
+        "sidecar_get_state_ms": round(ours.get_state_ms, 3),
+        "baseline_first_ms": round(theirs.first_ms(window), 3),
+        "baseline_last_ms": round(theirs.last_ms(window), 3),
+        "baseline_final_turn_ms": round(theirs.final_ms(), 3),
+        "baseline_flat": round(theirs.last_ms(window) / theirs.first_ms(window), 3),
+        "baseline_get_state_ms": round(theirs.get_state_ms, 3),
+        "ratio_last": round(ours.last_ms(window) / theirs.last_ms(window), 3),
+        "ratio_get_state": round(ours.get_state_ms / theirs.get_state_ms, 3),
+        **cpu.row_fields(
+            ours.turn_client_cpu_us, ours.turn_server_cpu_us, theirs.turn_client_cpu_us
+        ),
+        **cpu.row_fields(
+            ours.get_state_client_cpu_us,
+            ours.get_state_server_cpu_us,
+            theirs.get_state_client_cpu_us,
+            prefix="get_state_",
+        ),
+    }
+    log(
+        f"  graph {backend:<8} turns 1-{window} {row['sidecar_first_ms']:.2f} ms, "
+        f"last {window} {row['sidecar_last_ms']:.2f} ms, get_state "
+        f"{row['sidecar_get_state_ms']:.2f} ms; {BASELINES[backend]} "
+        f"{row['baseline_first_ms']:.2f} / {row['baseline_last_ms']:.2f} / "
+        f"{row['baseline_get_state_ms']:.2f} ms"
+    )
+    return row
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """The graph table: sidecar and in-process, ms per turn (first and last window, the final
+    turn), the flatness (last / first), get_state, and CPU microseconds per turn and per
+    get_state (client, server, total; in-process; ratio)."""
+    if not rows:
+        return
+    header = (
+        f"{'graph (turns)':<22} {'backend':<8} {'saver':<24} {'first ms':>8} {'last ms':>8} "
+        f"{'final ms':>8} {'flat':>5} {'get_state':>9} "
+        f"{'cli cpu':>8} {'srv cpu':>8} {'cpu us':>7} {'gs cpu':>7}"
+    )
+    print("\n" + header)
+    print("-" * len(header))
+    for r in rows:
+        name = f"chat x{r['threads']} ({r['turns']})"
+        for who, label in (("sidecar", r["saver"]), ("baseline", r["baseline"])):
+            line = (
+                f"{name:<22} {r['backend']:<8} {label:<24} {r[f'{who}_first_ms']:>8.2f} "
+                f"{r[f'{who}_last_ms']:>8.2f} {r[f'{who}_final_turn_ms']:>8.2f} "
+                f"{r[f'{who}_flat']:>5.2f} {r[f'{who}_get_state_ms']:>9.2f} "
+            )
+            if who == "sidecar":
+                line += (
+                    f"{r['sidecar_client_cpu_us']:>8.0f} {_us(r['sidecar_server_cpu_us'], 8)} "
+                    f"{r['sidecar_cpu_us']:>7.0f} {r['get_state_sidecar_cpu_us']:>7.0f}"
+                )
+            else:
+                line += (
+                    f"{r['baseline_cpu_us']:>8.0f} {'-':>8} {r['baseline_cpu_us']:>7.0f} "
+                    f"{r['get_state_baseline_cpu_us']:>7.0f}"
+                )
+            print(line)
+        print(
+            f"{'':<22} {r['backend']:<8} {'sidecar / in-process':<24} "
+            f"{'':>8} {r['ratio_last']:>8.2f} {'':>8} {'':>5} {r['ratio_get_state']:>9.2f} "
+            f"{'':>8} {'':>8} {_us(r['ratio_cpu'], 7, 2)} {_us(r['get_state_ratio_cpu'], 7, 2)}"
+        )
+
+
+def _us(value: float | None, width: int, places: int = 0) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{places}f}"
