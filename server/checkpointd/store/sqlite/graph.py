@@ -18,7 +18,7 @@ from typing import Any
 
 import aiosqlite
 
-from checkpointd.store import graph_requests, times
+from checkpointd.store import graph_requests, graph_retention, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -31,8 +31,10 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
+from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
+from checkpointd.store.sqlite.graph_retention import SQLiteRetention
 
 __all__ = ["SQLiteGraphStore"]
 
@@ -64,6 +66,7 @@ class SQLiteGraphStore:
 
     def __init__(self, access: SQLiteAccess) -> None:
         self._access = access
+        self._retention = SQLiteRetention(access)
 
     # --- request ids -------------------------------------------------------------------
 
@@ -150,6 +153,7 @@ class SQLiteGraphStore:
             cp.metadata_json,
             json.dumps(cp.channel_versions, sort_keys=True),
             cp.run_id,
+            times.to_us(now),
         )
         blobs = [
             (
@@ -379,7 +383,9 @@ class SQLiteGraphStore:
 
         async def apply(conn: aiosqlite.Connection) -> int:
             params = (target, namespace, source)
-            copied = await _run(conn, gsql.COPY_CHECKPOINTS, params)
+            copied = await _run(
+                conn, gsql.COPY_CHECKPOINTS, (target, times.to_us(now), namespace, source)
+            )
             await _run(conn, gsql.COPY_BLOBS, params)
             await _run(conn, gsql.COPY_WRITES, params)
             return copied
@@ -425,3 +431,32 @@ class SQLiteGraphStore:
         """Forget the request ids recorded before ``applied_before``."""
         async with self._access.call(), self._access.write() as conn:
             return await _run(conn, gsql.PURGE_REQUESTS, (times.to_us(applied_before),))
+
+    # --- retention (checkpointd.store.graph_retention) ----------------------------------
+
+    async def apply_retention(
+        self,
+        namespace: str,
+        request_id: str,
+        rule: RetentionRule,
+        now: datetime,
+        *,
+        batch_size: int,
+        dry_run: bool = False,
+        fingerprint: str = "",
+    ) -> RetentionCounts:
+        """Apply a retention rule to the namespace, in short transactions."""
+        return await graph_retention.apply_retention(
+            self._retention,
+            namespace,
+            request_id,
+            rule,
+            now,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            fingerprint=fingerprint,
+        )
+
+    async def retention_namespaces(self) -> list[str]:
+        """Every namespace that has graph checkpoints."""
+        return await graph_retention.graph_namespaces(self._retention)
