@@ -243,7 +243,12 @@ class _Run:
     ) -> None:
         self._backend = backend
         self._namespace = namespace
-        self._cutoff = None if rule.idle_for is None else now - rule.idle_for
+        self._cutoff: datetime | None = None
+        if rule.idle_for is not None:
+            try:
+                self._cutoff = now - rule.idle_for
+            except OverflowError:  # longer ago than any write
+                self._cutoff = datetime.min.replace(tzinfo=now.tzinfo)
         self._batch = batch_size
         self._dry = dry_run
         self._last_kept = ""
