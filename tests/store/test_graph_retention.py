@@ -5,7 +5,9 @@ deletes and changes nothing; a request id answers a retry from memory."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +193,25 @@ async def test_g12_keep_leaves_a_delta_channel_thread_whole(graph: GraphStore) -
     counts = await graph.apply_retention(NS, "", RetentionRule(keep_newest=1), T0, batch_size=10)
     assert counts == RetentionCounts(delta_threads_kept=1)
     assert await graph.retention_namespaces() == [NS]
+
+
+async def test_g12_sqlite_checkpoints_from_before_the_upgrade_count_as_written_then(
+    tmp_path: Path,
+) -> None:
+    """Schema version 10 adds written_at without rewriting rows (0 for the older ones): such
+    a thread is idle only once the idle time has passed since the upgrade."""
+    store = SQLiteStore(tmp_path / "upgrade.db")
+    await store.open()
+    try:
+        graph = build_graph_store(store)
+        await _thread(graph, "legacy", 2)
+        with sqlite3.connect(tmp_path / "upgrade.db") as raw:
+            raw.execute("UPDATE graph_checkpoints SET written_at = 0")
+        upgraded = datetime.now(tz=UTC)
+        rule = RetentionRule(idle_for=7 * DAY)
+        early = await graph.apply_retention(NS, "", rule, upgraded + 6 * DAY, batch_size=10)
+        assert early == RetentionCounts()
+        late = await graph.apply_retention(NS, "", rule, upgraded + 8 * DAY, batch_size=10)
+        assert late.threads_deleted == 1
+    finally:
+        await store.close()

@@ -2,11 +2,10 @@
 
 -- When the server wrote each graph checkpoint (microseconds since the epoch, its clock): a
 -- thread is idle when its newest one is older than the retention's idle time. Checkpoints
--- stored before this version count as written now, so none of them looks idle before the
--- idle time has passed since the upgrade.
+-- stored before this version have 0, read as the time this version was applied
+-- (schema_migrations), so none of them looks idle before the idle time has passed since the
+-- upgrade; adding the column this way rewrites no row of a large table.
 ALTER TABLE graph_checkpoints ADD COLUMN written_at INTEGER NOT NULL DEFAULT 0;
-UPDATE graph_checkpoints
-SET written_at = CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER);
 
 -- The retention's listings (threads by last write, checkpoint_ns by count) read this index
 -- alone, never the checkpoints' bodies.

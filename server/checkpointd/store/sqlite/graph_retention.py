@@ -44,18 +44,23 @@ PAUSED: Final = f"""EXISTS (
         WHERE h.namespace = :namespace AND h.thread_id = :thread_id AND h.checkpoint_ns = ''))"""
 
 IS_PAUSED: Final = f"SELECT {PAUSED}"
-IS_IDLE: Final = """
+# Checkpoints stored before schema version 10 have written_at 0: they count as written when
+# that version was applied (the migration adds the column without rewriting a row).
+_UPGRADED: Final = "(SELECT applied_at FROM schema_migrations WHERE version = 10)"
+IS_IDLE: Final = f"""
 SELECT EXISTS (
     SELECT 1 FROM graph_checkpoints WHERE namespace = :namespace AND thread_id = :thread_id)
   AND NOT EXISTS (
     SELECT 1 FROM graph_checkpoints
-    WHERE namespace = :namespace AND thread_id = :thread_id AND written_at >= :cutoff)
+    WHERE namespace = :namespace AND thread_id = :thread_id
+      AND (written_at >= :cutoff OR (written_at = 0 AND {_UPGRADED} >= :cutoff)))
 """
-IDLE_THREADS: Final = """
+IDLE_THREADS: Final = f"""
 SELECT thread_id, count(*) FROM graph_checkpoints INDEXED BY graph_checkpoints_by_thread_written
-WHERE namespace = ? AND thread_id > ?
-GROUP BY thread_id HAVING max(written_at) < ?
-ORDER BY thread_id LIMIT ?
+WHERE namespace = :namespace AND thread_id > :after
+GROUP BY thread_id
+HAVING max(written_at) < :cutoff AND (min(written_at) > 0 OR {_UPGRADED} < :cutoff)
+ORDER BY thread_id LIMIT :limit
 """
 CROWDED: Final = """
 SELECT thread_id, checkpoint_ns, count(*)
@@ -168,7 +173,12 @@ class SQLiteRetention:
         self, namespace: str, cutoff: datetime, after: str, limit: int
     ) -> list[tuple[str, int]]:
         async with self._access.call():
-            params = (namespace, after, times.to_us(cutoff), limit)
+            params = {
+                "namespace": namespace,
+                "after": after,
+                "cutoff": times.to_us(cutoff),
+                "limit": limit,
+            }
             rows = await _fetch(self._access.reader(), IDLE_THREADS, params)
         return [(row[0], int(row[1])) for row in rows]
 
