@@ -21,8 +21,9 @@ to a transaction up to ``batch_size`` checkpoints (a larger thread alone), and t
 named going in the transaction of the last cut. Between two transactions what is left is
 readable: a kept checkpoint never lacks a value or a write it had. Each transaction checks
 its threads again (still idle, not paused), so a thread that a run wrote to since it was
-listed is left alone. A dry run makes the same transactions and rolls each back; its counts
-are those of a real run on the store as it is.
+listed is left alone. A dry run makes the same statements and rolls each transaction back
+(a cut larger than a batch is then one transaction, since its steps would see the same rows
+again); its counts are those of a real run on the store as it is.
 
 A request id is checked before the first transaction and its reply recorded after the last
 (:func:`~checkpointd.store.graph_requests.recorded_reply` decides, as for every graph
