@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from checkpointd_client.langgraph import AsyncCheckpointdSaver
 from checkpointd_client.v1 import graph_service_pb2 as g
 from tests.contract.test_graph import Graph, refusal_of, stored
 from tests.graph import graph_phase
+from tests.ops.helpers import sample, scrape
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 
@@ -309,7 +311,9 @@ def test_g12_the_server_applies_graph_retention_by_itself(
     """--graph-retention '*=idle:4s,keep:2;kept=off': within a round or two a thread keeps
     its 2 newest checkpoints; once idle it goes; a paused thread and the namespace whose
     policy is off keep everything."""
-    server = sidecar_factory("--graph-retention", "*=idle:4s,keep:2;kept=off")
+    server = sidecar_factory(
+        "--graph-retention", "*=idle:4s,keep:2;kept=off", "--metrics-listen", "127.0.0.1:0"
+    )
     with grpc.insecure_channel(server.target) as channel:
         graph = Graph(channel, server.namespace)
         elsewhere = Graph(channel, "kept")
@@ -321,3 +325,15 @@ def test_g12_the_server_applies_graph_retention_by_itself(
         _wait_for(lambda: graph.ids(thread_id="t") == [])
         assert len(graph.ids(thread_id="paused")) == 4
         assert len(elsewhere.ids(thread_id="t")) == 5
+    # The metrics count what the job did: 3 checkpoints cut, then the thread's last 2.
+    address = re.search(r"metrics on (http://\S+/metrics)", server.log_path.read_text())
+    assert address is not None
+    metrics = scrape(address.group(1))
+    deleted = "checkpointd_graph_retention_deleted_total"
+    assert sample(metrics, deleted, kind="threads") == 1
+    assert sample(metrics, deleted, kind="checkpoints") == 5
+    assert sample(metrics, deleted, kind="channel_values") == 6
+    paused = sample(metrics, "checkpointd_graph_retention_kept_threads_total", reason="paused")
+    assert paused is not None
+    assert paused >= 1
+    assert "graph retention in default: 1 threads, 2 checkpoints" in server.log_path.read_text()
