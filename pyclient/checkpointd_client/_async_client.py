@@ -440,11 +440,15 @@ class AsyncCheckpointdClient:
         decided_by: str,
         resume_metadata: dict[str, Any] | None = None,
         reason: str | None = None,
+        interrupt_id: str = "",
         request_id: str | None = None,
         timeout: float | None = None,
         metadata: Metadata = (),
     ) -> PendingInterrupt:
         """Decide an execution's pending interrupt: approve or reject it (K1).
+
+        ``interrupt_id`` names one pause of a graph thread (``PendingInterrupt.interrupt_id``,
+        G8); empty decides the one pause of a fastaiagent run.
 
         ``resume_metadata`` reaches the run as fastaiagent's ``Resume.metadata``. A pause
         takes one decision: a later one raises
@@ -454,7 +458,7 @@ class AsyncCheckpointdClient:
         ``decision``.
         """
         request = self._core.submit_decision(
-            execution_id, approved, resume_metadata, decided_by, reason, request_id
+            execution_id, approved, resume_metadata, decided_by, reason, request_id, interrupt_id
         )
         response = await self._invoke(self._interrupts.SubmitDecision, request, timeout, metadata)
         return _convert.pending_from_proto(response.pending)
@@ -466,6 +470,7 @@ class AsyncCheckpointdClient:
         *,
         lease_token: str,
         lease_seconds: int = 0,
+        interrupt_id: str = "",
         request_id: str | None = None,
         timeout: float | None = None,
         metadata: Metadata = (),
@@ -477,7 +482,7 @@ class AsyncCheckpointdClient:
         ``DECISION_CLOSED``) or :class:`~checkpointd_client.NotFoundError` (``NO_DECISION``).
         """
         request = self._core.lease_decision(
-            execution_id, checkpoint_id, lease_token, lease_seconds, request_id
+            execution_id, checkpoint_id, lease_token, lease_seconds, request_id, interrupt_id
         )
         response = await self._invoke(self._interrupts.LeaseDecision, request, timeout, metadata)
         return _convert.pending_from_proto(response.pending)
@@ -489,13 +494,14 @@ class AsyncCheckpointdClient:
         *,
         lease_token: str,
         error: str | None = None,
+        interrupt_id: str = "",
         request_id: str | None = None,
         timeout: float | None = None,
         metadata: Metadata = (),
     ) -> PendingInterrupt:
         """Report a leased decision carried out (``error`` None) or failed (K2)."""
         request = self._core.report_resume(
-            execution_id, checkpoint_id, lease_token, error, request_id
+            execution_id, checkpoint_id, lease_token, error, request_id, interrupt_id
         )
         response = await self._invoke(self._interrupts.ReportResume, request, timeout, metadata)
         return _convert.pending_from_proto(response.pending)

@@ -260,6 +260,7 @@ class ClientCore:
         decided_by: str,
         reason: str | None,
         request_id: str | None,
+        interrupt_id: str = "",
     ) -> interrupt_service_pb2.SubmitDecisionRequest:
         """Build a SubmitDecision request (request id filled in)."""
         return interrupt_service_pb2.SubmitDecisionRequest(
@@ -270,6 +271,7 @@ class ClientCore:
             metadata_json=_convert.dump_json(metadata or {}, field="metadata"),
             decided_by=decided_by,
             reason=reason,
+            interrupt_id=interrupt_id,
         )
 
     def lease_decision(
@@ -279,6 +281,7 @@ class ClientCore:
         lease_token: str,
         lease_seconds: int,
         request_id: str | None,
+        interrupt_id: str = "",
     ) -> interrupt_service_pb2.LeaseDecisionRequest:
         """Build a LeaseDecision request."""
         return interrupt_service_pb2.LeaseDecisionRequest(
@@ -288,6 +291,7 @@ class ClientCore:
             checkpoint_id=checkpoint_id,
             lease_token=lease_token,
             lease_seconds=lease_seconds,
+            interrupt_id=interrupt_id,
         )
 
     def report_resume(
@@ -297,6 +301,7 @@ class ClientCore:
         lease_token: str,
         error: str | None,
         request_id: str | None,
+        interrupt_id: str = "",
     ) -> interrupt_service_pb2.ReportResumeRequest:
         """Build a ReportResume request: RESUMED when ``error`` is None, else RESUME_FAILED."""
         return interrupt_service_pb2.ReportResumeRequest(
@@ -311,6 +316,7 @@ class ClientCore:
                 else interrupt_service_pb2.RESUME_OUTCOME_RESUME_FAILED
             ),
             error=error or "",
+            interrupt_id=interrupt_id,
         )
 
     def list_decisions(

@@ -258,6 +258,8 @@ def pending_from_proto(msg: checkpoint_pb2.PendingInterrupt) -> PendingInterrupt
         created_at=timestamp_to_datetime(msg.created_at) if msg.HasField("created_at") else None,
         checkpoint_id=msg.checkpoint_id,
         decision=decision_from_proto(msg.decision) if msg.HasField("decision") else None,
+        interrupt_id=msg.interrupt_id,
+        checkpoint_ns=msg.checkpoint_ns,
     )
 
 

@@ -107,6 +107,11 @@ class PendingInterrupt:
     """Output only: the id of the interrupted checkpoint written with this row."""
     decision: Decision | None = None
     """Output only: the one decision taken on this pause (K1), when there is one."""
+    interrupt_id: str = ""
+    """Output only: names one pause of a graph thread (a LangGraph interrupt id; G8). Empty for
+    the one pause of a fastaiagent run. Pass it to ``submit_decision`` to decide this pause."""
+    checkpoint_ns: str = ""
+    """Output only: the graph namespace a graph pause was recorded in (empty: the root)."""
 
 
 #: How far a decision has been carried out: ``"decided"`` (waiting for a worker, or its

@@ -63,6 +63,7 @@ from checkpointd_client.errors import (
     NotFoundError,
 )
 from checkpointd_client.models import (
+    Decision,
     InterruptEvent,
     PendingInterrupt,
     SnapshotItem,
@@ -77,6 +78,9 @@ logger = logging.getLogger("checkpointd_client.resume_worker")
 Runner = Any
 #: Builds (or finds) the runner of a pause on demand; None when this worker has none.
 RunnerResolver = Callable[[PendingInterrupt], Runner | None]
+
+#: A pause: execution id, checkpoint id, interrupt id (empty for fastaiagent's).
+_Key = tuple[str, str, str]
 
 #: Seconds before trying again after the server could not be reached.
 _RETRY_SECONDS = 2.0
@@ -134,8 +138,8 @@ class ResumeWorker:
         self.name = name or f"{socket.gethostname()}-{os.getpid()}"
         self.lease_seconds = lease_seconds
         self._concurrency = concurrency
-        self._work: dict[tuple[str, str], _Work] = {}
-        self._running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._work: dict[_Key, _Work] = {}
+        self._running: dict[_Key, asyncio.Task[None]] = {}
         self._unknown_chains: set[str] = set()
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -196,13 +200,21 @@ class ResumeWorker:
             self._wake.set()
 
     @staticmethod
-    def _key(pending: PendingInterrupt) -> tuple[str, str]:
-        return (pending.execution_id, pending.checkpoint_id)
+    def _key(pending: PendingInterrupt) -> _Key:
+        return (pending.execution_id, pending.checkpoint_id, pending.interrupt_id)
+
+    def _accepts(self, pending: PendingInterrupt) -> bool:
+        """Whether this worker carries out decisions on this kind of pause: fastaiagent's
+        (no interrupt id). A graph's are for
+        :class:`~checkpointd_client.langgraph.GraphResumeWorker`."""
+        return not pending.interrupt_id
 
     def _offer(self, pending: PendingInterrupt) -> None:
         """Take note of a decision that may need carrying out."""
         decision = pending.decision
         if decision is None or decision.status not in ("decided", "resuming"):
+            return
+        if not self._accepts(pending):
             return
         key = self._key(pending)
         if key not in self._work:
@@ -270,12 +282,12 @@ class ResumeWorker:
                 logger.warning("resume worker %s: listing decisions failed: %s", self.name, exc)
             await asyncio.sleep(self.lease_seconds)
 
-    def _done(self, key: tuple[str, str], _task: asyncio.Task[None]) -> None:
+    def _done(self, key: _Key, _task: asyncio.Task[None]) -> None:
         self._running.pop(key, None)
         if self._wake is not None:
             self._wake.set()
 
-    def _retry_at(self, key: tuple[str, str], due: float) -> None:
+    def _retry_at(self, key: _Key, due: float) -> None:
         work = self._work.get(key)
         if work is not None:
             work.due = due
@@ -283,13 +295,13 @@ class ResumeWorker:
     # --- one decision ----------------------------------------------------------------------
 
     async def _attempt(
-        self, client: AsyncCheckpointdClient, key: tuple[str, str], pending: PendingInterrupt
+        self, client: AsyncCheckpointdClient, key: _Key, pending: PendingInterrupt
     ) -> None:
         runner = self._runner_for(pending)
         if runner is None:
             self._work.pop(key, None)  # left waiting for a worker that has a runner
             return
-        execution_id, checkpoint_id = key
+        execution_id, checkpoint_id, interrupt_id = key
         lease_token = f"{self.name}:{uuid.uuid4().hex}"
         try:
             leased = await client.lease_decision(
@@ -297,6 +309,7 @@ class ResumeWorker:
                 checkpoint_id,
                 lease_token=lease_token,
                 lease_seconds=self.lease_seconds,
+                interrupt_id=interrupt_id,
             )
         except FailedPreconditionError as exc:
             if exc.reason == ErrorReason.LEASE_HELD:
@@ -327,15 +340,7 @@ class ResumeWorker:
                 execution_id,
                 decision.attempts,
             )
-        error = await self._resume_under_lease(
-            client,
-            runner,
-            execution_id,
-            checkpoint_id,
-            lease_token,
-            decision.approved,
-            decision.metadata,
-        )
+        error = await self._resume_under_lease(client, runner, key, lease_token, decision)
         if error is _LOST:
             return  # another worker holds it now and will report
         try:
@@ -344,6 +349,7 @@ class ResumeWorker:
                 checkpoint_id,
                 lease_token=lease_token,
                 error=error if isinstance(error, str) else None,
+                interrupt_id=interrupt_id,
             )
         except FailedPreconditionError as exc:
             logger.warning(
@@ -357,65 +363,67 @@ class ResumeWorker:
             return
         self._work.pop(key, None)
 
-    async def _resume_under_lease(
-        self,
-        client: AsyncCheckpointdClient,
-        runner: Runner,
-        execution_id: str,
-        checkpoint_id: str,
-        lease_token: str,
-        approved: bool,
-        metadata: dict[str, Any],
-    ) -> str | object | None:
-        """Resume while renewing the lease. Returns None (resumed), the error text, or
-        ``_LOST`` when the lease went to another worker."""
+    async def _resume(
+        self, client: AsyncCheckpointdClient, runner: Runner, key: _Key, decision: Decision
+    ) -> str | None:
+        """Carry the decision out with the runner: None when resumed (or found resumed
+        already), else the error text. Raises what the run raised."""
         from fastaiagent import Resume
         from fastaiagent.chain.interrupt import AlreadyResumed
 
-        lost = asyncio.Event()
-        claim = CLAIM_TOKEN.set(claim_token_for(checkpoint_id))
+        execution_id, checkpoint_id, _ = key
+        # Set in this task only: the runner's checkpointer claims under it.
+        CLAIM_TOKEN.set(claim_token_for(checkpoint_id))
         try:
-            resume = asyncio.create_task(
-                runner.aresume(
-                    execution_id, resume_value=Resume(approved=approved, metadata=metadata)
-                )
+            await runner.aresume(
+                execution_id,
+                resume_value=Resume(approved=decision.approved, metadata=decision.metadata),
             )
-        finally:
-            CLAIM_TOKEN.reset(claim)
-        renewer = asyncio.create_task(
-            self._renew(client, execution_id, checkpoint_id, lease_token, resume, lost)
-        )
-        try:
-            await resume
-        except asyncio.CancelledError:
-            if lost.is_set():
-                return _LOST
-            raise
         except AlreadyResumed as exc:
             # Either the holder before us finished the run and died before reporting, or the
             # pause was claimed outside the decision channel.
             if await _finished(client, execution_id):
                 return None
             return f"AlreadyResumed: {exc}"
+        return None
+
+    async def _resume_under_lease(
+        self,
+        client: AsyncCheckpointdClient,
+        runner: Runner,
+        key: _Key,
+        lease_token: str,
+        decision: Decision,
+    ) -> str | object | None:
+        """Resume while renewing the lease. Returns None (resumed), the error text, or
+        ``_LOST`` when the lease went to another worker."""
+        lost = asyncio.Event()
+        resume = asyncio.create_task(self._resume(client, runner, key, decision))
+        renewer = asyncio.create_task(self._renew(client, key, lease_token, resume, lost))
+        try:
+            return await resume
+        except asyncio.CancelledError:
+            if lost.is_set():
+                return _LOST
+            raise
         except Exception as exc:
-            logger.warning("resume of %s failed", execution_id, exc_info=True)
+            logger.warning("resume of %s failed", key[0], exc_info=True)
             return f"{type(exc).__name__}: {exc}"
         finally:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
-        return None
 
     async def _renew(
         self,
         client: AsyncCheckpointdClient,
-        execution_id: str,
-        checkpoint_id: str,
+        key: _Key,
         lease_token: str,
         resume: asyncio.Task[Any],
         lost: asyncio.Event,
     ) -> None:
         """Renew the lease every third of its length; cancel the resume if it is lost."""
+        execution_id, checkpoint_id, interrupt_id = key
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -424,6 +432,7 @@ class ResumeWorker:
                     checkpoint_id,
                     lease_token=lease_token,
                     lease_seconds=self.lease_seconds,
+                    interrupt_id=interrupt_id,
                 )
             except (FailedPreconditionError, NotFoundError):
                 logger.warning(

@@ -180,6 +180,8 @@ def pending_to_proto(record: PendingRecord) -> pb.PendingInterrupt:
         context_json=record.context_json,
         created_at=_timestamp(record.created_at),
         checkpoint_id=record.checkpoint_id,
+        interrupt_id=record.interrupt_id,
+        checkpoint_ns=record.checkpoint_ns,
     )
     if record.agent_path is not None:
         msg.agent_path = record.agent_path

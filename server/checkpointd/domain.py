@@ -134,6 +134,10 @@ class PendingRecord:
     sequence: int = 0
     decision: DecisionRecord | None = None
     """The decision on this pause, when there is one (K1)."""
+    interrupt_id: str = ""
+    """Empty for the one pause of a fastaiagent run; a graph runtime's interrupt id (G8)."""
+    checkpoint_ns: str = ""
+    """The graph namespace a graph interrupt was recorded in; empty otherwise."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -216,7 +216,16 @@ class NoCheckpoints(CheckpointdError):
 class NoPendingInterrupt(CheckpointdError):
     """Nothing to claim: never paused, already claimed, or deleted."""
 
-    def __init__(self, execution_id: str) -> None:
+    def __init__(self, execution_id: str, interrupt_id: str = "") -> None:
+        if interrupt_id:
+            # G8: a graph thread's pause is named by its interrupt id.
+            super().__init__(
+                f"execution {echo(execution_id)!r} has no pending interrupt with id "
+                f"{echo(interrupt_id)!r} (it was never recorded, was resumed, or was deleted)",
+                execution_id=echo(execution_id),
+                interrupt_id=echo(interrupt_id),
+            )
+            return
         super().__init__(
             f"execution {echo(execution_id)!r} has no pending interrupt (it was never paused, "
             "was already claimed, or was deleted)",
@@ -227,10 +236,11 @@ class NoPendingInterrupt(CheckpointdError):
 class NoDecision(CheckpointdError):
     """A lease or a report names a pause that has no decision (K2)."""
 
-    def __init__(self, execution_id: str, checkpoint_id: str) -> None:
+    def __init__(self, execution_id: str, checkpoint_id: str, interrupt_id: str = "") -> None:
+        named = f" (interrupt {echo(interrupt_id)!r})" if interrupt_id else ""
         super().__init__(
             f"execution {echo(execution_id)!r} has no decision on its pause at checkpoint "
-            f"{echo(checkpoint_id)!r}",
+            f"{echo(checkpoint_id)!r}{named}",
             execution_id=echo(execution_id),
             checkpoint_id=echo(checkpoint_id),
         )

@@ -199,11 +199,17 @@ class InstrumentedStore(Store):
         decision: DecisionRecord,
         *,
         fingerprint: str = "",
+        interrupt_id: str = "",
     ) -> DecisionChange:
         return await self._timed(
             "submit_decision",
             self._store.submit_decision(
-                namespace, request_id, execution_id, decision, fingerprint=fingerprint
+                namespace,
+                request_id,
+                execution_id,
+                decision,
+                fingerprint=fingerprint,
+                interrupt_id=interrupt_id,
             ),
         )
 
@@ -215,11 +221,19 @@ class InstrumentedStore(Store):
         lease_token: str,
         lease_until: datetime,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         return await self._timed(
             "lease_decision",
             self._store.lease_decision(
-                namespace, execution_id, checkpoint_id, lease_token, lease_until, now
+                namespace,
+                execution_id,
+                checkpoint_id,
+                lease_token,
+                lease_until,
+                now,
+                interrupt_id=interrupt_id,
             ),
         )
 
@@ -232,11 +246,20 @@ class InstrumentedStore(Store):
         status: DecisionStatus,
         error: str | None,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         return await self._timed(
             "report_resume",
             self._store.report_resume(
-                namespace, execution_id, checkpoint_id, lease_token, status, error, now
+                namespace,
+                execution_id,
+                checkpoint_id,
+                lease_token,
+                status,
+                error,
+                now,
+                interrupt_id=interrupt_id,
             ),
         )
 

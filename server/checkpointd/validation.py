@@ -54,6 +54,8 @@ _NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 EXECUTION_ID_MAX: Final = 256
 CHECKPOINT_ID_MAX: Final = 128
+#: A graph interrupt id (LangGraph's are 32 hex digits).
+INTERRUPT_ID_MAX: Final = 128
 REQUEST_ID_MAX: Final = 128
 IDEMPOTENCY_KEY_MAX: Final = 512
 CHAIN_NAME_MAX: Final = 256

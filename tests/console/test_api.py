@@ -4,16 +4,22 @@ errors as gRPC (W1), decides once (K1), and streams the watch hub resumably."""
 from __future__ import annotations
 
 import json
+import operator
 import ssl
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.langgraph import CheckpointdSaver
 from tests.console.conftest import Console, Tokens, approval_chain, console_url, pause
 from tests.console.http import CSRF, EventStream, call, decide
 from tests.security.certs import make_pki
@@ -260,3 +266,40 @@ def test_w1_console_refuses_a_non_loopback_address_without_tokens_or_tls(
     refused = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode != 0
     assert "refusing to listen on 0.0.0.0:0 without authentication or TLS" in refused.stderr
+
+
+class ReviewState(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def review(state: ReviewState) -> dict[str, Any]:
+    return {"log": [str(interrupt({"reason": "refund", "amount": 7}))]}
+
+
+def test_g8_console_lists_and_decides_a_graph_pause_by_interrupt_id(console: Console) -> None:
+    """A LangGraph pause is a row with its interrupt id (chain = the graph's name, context =
+    the interrupt's value); a decision naming the id decides it, and an unknown id is
+    NO_PENDING_INTERRUPT (404)."""
+    with CheckpointdSaver(console.target, graph_name="refunds") as saver:
+        builder = StateGraph(ReviewState)
+        builder.add_node("review", review)
+        builder.add_edge(START, "review")
+        builder.add_edge("review", END)
+        result = builder.compile(checkpointer=saver).invoke(
+            {"log": []}, {"configurable": {"thread_id": "thread-1"}}
+        )
+    [raised] = result["__interrupt__"]
+    listing = call("GET", console.url + "api/pending?namespace=default")
+    [row] = listing.body["pending_interrupts"]
+    assert (row["execution_id"], row["interrupt_id"]) == ("thread-1", raised.id)
+    assert (row["chain_name"], row["reason"]) == ("refunds", "refund")
+    assert json.loads(row["context_json"]) == {"reason": "refund", "amount": 7}
+
+    unknown = decide(console.url, "default", "thread-1", body={"interrupt_id": "f" * 32})
+    assert (unknown.status, unknown.reason) == (404, "NO_PENDING_INTERRUPT")
+    wrong_type = decide(console.url, "default", "thread-1", body={"interrupt_id": 5})
+    assert (wrong_type.status, wrong_type.reason) == (400, "INVALID_FIELD")
+    reply = decide(console.url, "default", "thread-1", body={"interrupt_id": raised.id})
+    assert reply.status == 200, reply.body
+    assert reply.body["pending"]["interrupt_id"] == raised.id
+    assert reply.body["pending"]["decision"]["decided_by"] == "console"

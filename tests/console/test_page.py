@@ -151,3 +151,52 @@ def test_w1_page_read_only_token_sees_no_buttons_and_a_script_context_stays_text
 
     refused = decide(auth_console.url, "team-a", "run-x", token=tokens.viewer)
     assert (refused.status, refused.reason) == (403, "READ_ONLY_TOKEN")
+
+
+def test_g9_page_shows_a_threads_parallel_graph_pauses_and_approves_one(
+    console: Console, browser: Any
+) -> None:
+    """A LangGraph thread waiting on two interrupts shows two rows (chain = the graph's name,
+    the interrupt's value as context); Approve on one decides that pause only."""
+    import uuid
+
+    from langgraph.types import Command
+
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_graph_interrupts import two_pauses
+
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    with CheckpointdSaver(console.target, graph_name="support") as saver:
+        graph = two_pauses(saver)
+        result = graph.invoke({"log": []}, config)
+        ids = {i.value["reason"]: i.id for i in result["__interrupt__"]}
+        browser.get(console.url)
+
+        def pause_row(b: Any, interrupt_id: str) -> WebElement:
+            selector = f'article.interrupt[data-interrupt-id="{interrupt_id}"]'
+            found: WebElement = b.find_element(By.CSS_SELECTOR, selector)
+            return found
+
+        first = wait(browser).until(lambda b: pause_row(b, ids["ask-a"]))
+        wait(browser).until(lambda b: pause_row(b, ids["ask-b"]))
+        assert shown_ids(browser) == [thread, thread]
+        assert first.find_element(By.CSS_SELECTOR, ".chain").text == "support"
+        assert first.find_element(By.CSS_SELECTOR, ".reason").text == "ask-a"
+        first.find_element(By.CSS_SELECTOR, "button.approve").click()
+        wait(browser).until(
+            lambda b: "approved by console" in status_of(pause_row(b, ids["ask-a"]))
+        )
+        assert pause_row(browser, ids["ask-b"]).find_elements(By.CSS_SELECTOR, "button.approve")
+        with CheckpointdClient(console.target) as client:
+            decided = {
+                p.interrupt_id: p.decision
+                for p in client.list_pending_interrupts().pending_interrupts
+            }
+        assert decided[ids["ask-b"]] is None
+        approved = decided[ids["ask-a"]]
+        assert approved is not None
+        assert approved.approved
+
+        graph.invoke(Command(resume={ids["ask-a"]: "yes"}), config)  # the row leaves live
+        wait(browser).until(lambda b: len(shown_ids(b)) == 1)

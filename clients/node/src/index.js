@@ -295,8 +295,10 @@ class CheckpointdClient {
    * `decision`. A pause takes one decision: a later one rejects with FAILED_PRECONDITION,
    * reason ALREADY_DECIDED, whose metadata (decided_by, approved, decided_at) names the
    * winner; a retry with the same requestId after a lost reply gets the first answer.
+   * `interruptId` names one pause of a graph thread (a pending interrupt's `interrupt_id`,
+   * e.g. a LangGraph interrupt); without it the run's one fastaiagent pause is decided.
    */
-  async submitDecision(executionId, { approved, decidedBy, metadata = {}, reason, requestId = newId(), timeoutMs } = {}) {
+  async submitDecision(executionId, { approved, decidedBy, metadata = {}, reason, interruptId = '', requestId = newId(), timeoutMs } = {}) {
     if (typeof approved !== 'boolean') throw new TypeError('submitDecision needs approved: true or false');
     const request = {
       namespace: this.namespace,
@@ -306,6 +308,7 @@ class CheckpointdClient {
       metadata_json: typeof metadata === 'string' ? metadata : json.stringify(metadata),
       decided_by: decidedBy,
       reason,
+      interrupt_id: interruptId,
     };
     return (await this.call(this.interrupts, 'SubmitDecision', request, { timeoutMs })).pending;
   }

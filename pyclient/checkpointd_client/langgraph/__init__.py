@@ -52,7 +52,13 @@ from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.langgraph import _shape
 
-__all__ = ["AsyncCheckpointdSaver", "CheckpointdSaver"]
+__all__ = [
+    "AsyncCheckpointdSaver",
+    "CheckpointdSaver",
+    "GraphResolver",
+    "GraphResumeWorker",
+    "resume_value",
+]
 
 #: The thread a setup() probe reads (it never exists: ids a graph uses are not empty-ish).
 _PROBE_THREAD = "__checkpointd_setup__"
@@ -83,8 +89,11 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     ``target`` (default ``$CHECKPOINTD_TARGET``), ``namespace``, ``timeout``, ``retry``,
     ``metadata``, ``channel_options``, ``token`` (default ``$CHECKPOINTD_TOKEN``) and
     ``tls`` are those of :class:`~checkpointd_client.CheckpointdClient`. ``serde`` is
-    LangGraph's serializer (its default when None). Thread-safe; use it as a context manager
-    or call :meth:`close`.
+    LangGraph's serializer (its default when None). ``graph_name`` names the graph in the
+    pending-interrupt inbox (the chain name of its pauses, what a
+    :class:`GraphResumeWorker` finds the graph by); a run's ``configurable["graph_name"]``
+    overrides it, and without either the thread id stands in. Thread-safe; use it as a
+    context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -99,8 +108,10 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         token: str | None = None,
         tls: TlsConfig | bool | None = None,
         serde: SerializerProtocol | None = None,
+        graph_name: str | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        self.graph_name = graph_name
         self._settings = _Settings(
             target,
             namespace,
@@ -196,7 +207,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Store a task's pending writes against the checkpoint of ``config``."""
         request = _shape.put_writes_request(
-            self.serde, self._namespace, config, writes, task_id, task_path
+            self.serde, self._namespace, config, writes, task_id, task_path, self.graph_name
         )
         self._call("PutGraphWrites", request)
 
@@ -245,8 +256,10 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         token: str | None = None,
         tls: TlsConfig | bool | None = None,
         serde: SerializerProtocol | None = None,
+        graph_name: str | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        self.graph_name = graph_name
         settings = _Settings(
             target,
             namespace,
@@ -274,7 +287,11 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
             if self._blocking is None:
                 options = self._settings.options
                 self._blocking = CheckpointdSaver(
-                    self._settings.target, namespace=self._namespace, serde=self.serde, **options
+                    self._settings.target,
+                    namespace=self._namespace,
+                    serde=self.serde,
+                    graph_name=self.graph_name,
+                    **options,
                 )
             return self._blocking
 
@@ -358,7 +375,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     ) -> None:
         """Store a task's pending writes against the checkpoint of ``config``."""
         request = _shape.put_writes_request(
-            self.serde, self._namespace, config, writes, task_id, task_path
+            self.serde, self._namespace, config, writes, task_id, task_path, self.graph_name
         )
         await self._call("PutGraphWrites", request)
 
@@ -430,3 +447,11 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     def get_next_version(self, current: str | int | float | None, channel: None) -> str:
         """The next channel version: an increasing counter with a random tail."""
         return _shape.next_version(current)
+
+
+# The resume worker builds on the savers above.
+from checkpointd_client.langgraph.resume_worker import (  # noqa: E402
+    GraphResolver,
+    GraphResumeWorker,
+    resume_value,
+)

@@ -34,6 +34,9 @@ __all__: list[str] = []
 
 #: The type of a channel named in new_versions that has no value (as the Postgres saver's).
 EMPTY: Final = "empty"
+#: The channel LangGraph writes a task's interrupts to (private in LangGraph; a key of
+#: ``WRITES_IDX_MAP``).
+INTERRUPT: Final = "__interrupt__"
 #: The largest page the server returns.
 MAX_PAGE: Final = 1000
 PRUNE_STRATEGIES: Final = {
@@ -127,10 +130,13 @@ def put_writes_request(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    graph_name: str | None = None,
 ) -> pb.PutGraphWritesRequest:
     """The PutGraphWrites request of ``aput_writes``/``put_writes``: special channels take
-    their negative index (``WRITES_IDX_MAP``), the others their position."""
+    their negative index (``WRITES_IDX_MAP``), the others their position; each interrupt of
+    an ``__interrupt__`` write is described for the inbox (G8)."""
     configurable = config["configurable"]
+    name = str(configurable.get("graph_name") or graph_name or "")
     return pb.PutGraphWritesRequest(
         namespace=namespace,
         request_id=new_id(),
@@ -147,6 +153,35 @@ def put_writes_request(
             )
             for idx, (channel, value) in enumerate(writes)
         ],
+        interrupts=[
+            describe(interrupt, name, task_path)
+            for channel, value in writes
+            if channel == INTERRUPT
+            for interrupt in (value if isinstance(value, (list, tuple)) else (value,))
+            # Only LangGraph's Interrupt objects are pauses: another value written to the
+            # channel (a saver test's) has no id to resume it by.
+            if getattr(interrupt, "id", None)
+        ],
+    )
+
+
+def describe(interrupt: Any, graph_name: str, task_path: str) -> pb.GraphInterrupt:
+    """The inbox's description of a LangGraph ``Interrupt``: its id, its value as JSON (its
+    repr when it is not JSON, kept as {"value": ...}), its reason (the value's "reason" when
+    it is a dict that has one as text, else "interrupt") and the node (the task path's last
+    part)."""
+    value = getattr(interrupt, "value", None)
+    try:
+        context = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError):
+        context = json.dumps({"value": repr(value)}, ensure_ascii=False)
+    reason = value.get("reason") if isinstance(value, dict) else None
+    return pb.GraphInterrupt(
+        interrupt_id=str(getattr(interrupt, "id", "")),
+        graph_name=graph_name,
+        node=task_path.rsplit(", ", 1)[-1][:512],
+        reason=reason[:256] if isinstance(reason, str) else "interrupt",
+        context_json=context,
     )
 
 

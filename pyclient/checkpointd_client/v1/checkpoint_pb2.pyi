@@ -220,6 +220,8 @@ class PendingInterrupt(_message.Message):
     CREATED_AT_FIELD_NUMBER: _builtins.int
     CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
     DECISION_FIELD_NUMBER: _builtins.int
+    INTERRUPT_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_NS_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """The paused run. Required; 1 to 256 characters."""
     chain_name: _builtins.str
@@ -234,6 +236,17 @@ class PendingInterrupt(_message.Message):
     """Where in a multi-agent topology the run paused. Up to 1024 characters."""
     checkpoint_id: _builtins.str
     """Output only. The id of the interrupted checkpoint written with this row."""
+    interrupt_id: _builtins.str
+    """Output only. Names one pause of a graph thread (a LangGraph interrupt id, written by
+    PutGraphWrites with the interrupt): a thread may wait on several at once, each listed,
+    decided and resumed on its own. Empty for the one pause of a fastaiagent run
+    (RecordInterrupt). For a graph pause, execution_id is the thread id and checkpoint_id the
+    checkpoint the interrupt was written against.
+    """
+    checkpoint_ns: _builtins.str
+    """Output only. The graph namespace (checkpoint_ns) a graph pause was recorded in; empty for
+    the root graph and for fastaiagent runs.
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When the run paused. When absent on a write, the interrupted checkpoint's created_at is
@@ -256,10 +269,12 @@ class PendingInterrupt(_message.Message):
         created_at: _timestamp_pb2.Timestamp | None = ...,
         checkpoint_id: _builtins.str = ...,
         decision: Global___Decision | None = ...,
+        interrupt_id: _builtins.str = ...,
+        checkpoint_ns: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "created_at", b"created_at", "decision", b"decision"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "chain_name", b"chain_name", "checkpoint_id", b"checkpoint_id", "context_json", b"context_json", "created_at", b"created_at", "decision", b"decision", "execution_id", b"execution_id", "node_id", b"node_id", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path", "agent_path", b"agent_path", "chain_name", b"chain_name", "checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "context_json", b"context_json", "created_at", b"created_at", "decision", b"decision", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "node_id", b"node_id", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__agent_path: _TypeAlias = _typing.Literal["agent_path"]  # noqa: Y015
     _WhichOneofArgType__agent_path: _TypeAlias = _typing.Literal["_agent_path", b"_agent_path"]  # noqa: Y015

@@ -323,6 +323,7 @@ class PutGraphWritesRequest(_message.Message):
     TASK_ID_FIELD_NUMBER: _builtins.int
     TASK_PATH_FIELD_NUMBER: _builtins.int
     WRITES_FIELD_NUMBER: _builtins.int
+    INTERRUPTS_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """Names the namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -341,6 +342,13 @@ class PutGraphWritesRequest(_message.Message):
     def writes(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphWrite]:
         """Lists the writes, each with its idx."""
 
+    @_builtins.property
+    def interrupts(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphInterrupt]:
+        """Describes the interrupts the writes record (LangGraph: one per Interrupt in the
+        "__interrupt__" write), each with its id, in a form every language reads; empty when the
+        task did not interrupt. At most 100, ids unique. See PutGraphWrites.
+        """
+
     def __init__(
         self,
         *,
@@ -352,14 +360,60 @@ class PutGraphWritesRequest(_message.Message):
         task_id: _builtins.str = ...,
         task_path: _builtins.str = ...,
         writes: _abc.Iterable[Global___GraphWrite] | None = ...,
+        interrupts: _abc.Iterable[Global___GraphInterrupt] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "namespace", b"namespace", "request_id", b"request_id", "task_id", b"task_id", "task_path", b"task_path", "thread_id", b"thread_id", "writes", b"writes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "interrupts", b"interrupts", "namespace", b"namespace", "request_id", b"request_id", "task_id", b"task_id", "task_path", b"task_path", "thread_id", b"thread_id", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PutGraphWritesRequest: _TypeAlias = PutGraphWritesRequest  # noqa: Y015
+
+@_typing.final
+class GraphInterrupt(_message.Message):
+    """GraphInterrupt describes one interrupt of a task, for the pending-interrupt inbox."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INTERRUPT_ID_FIELD_NUMBER: _builtins.int
+    GRAPH_NAME_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    CONTEXT_JSON_FIELD_NUMBER: _builtins.int
+    interrupt_id: _builtins.str
+    """Names the interrupt: what resumes it (LangGraph: Interrupt.id, the key of
+    Command(resume={id: value})). Required; up to 128 characters.
+    """
+    graph_name: _builtins.str
+    """Names the graph, for the inbox's chain name (LangGraph: the compiled graph's name, or the
+    thread id when the saver knows none). Up to 256 characters.
+    """
+    node: _builtins.str
+    """Names the node that interrupted. Up to 512 characters."""
+    reason: _builtins.str
+    """Says why, in a word a filter can match ("approval"). Up to 256 characters."""
+    context_json: _builtins.str
+    """Holds the interrupt's value as JSON, what a human sees: a JSON object, or any other JSON
+    value, which the server stores as {"value": ...}. Empty means {}. The saver decides how
+    a value that is not JSON is shown (LangGraph's saver: its repr).
+    """
+    def __init__(
+        self,
+        *,
+        interrupt_id: _builtins.str = ...,
+        graph_name: _builtins.str = ...,
+        node: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        context_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_json", b"context_json", "graph_name", b"graph_name", "interrupt_id", b"interrupt_id", "node", b"node", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphInterrupt: _TypeAlias = GraphInterrupt  # noqa: Y015
 
 @_typing.final
 class PutGraphWritesResponse(_message.Message):

@@ -129,18 +129,44 @@ class GraphServiceServicer:
         body and metadata; its pending writes stay). Each value is stored under (thread_id,
         checkpoint_ns, channel, version) unless that key is already stored, in which case the
         stored value is kept. Everything is written in one transaction.
+
+        A checkpoint with a parent ends the pending interrupts recorded against the parent (in
+        the same thread_id and checkpoint_ns): the graph has moved past that step, resumed or
+        updated. They are deleted with a "claimed" interrupt event each, in the same transaction
+        (contract G10).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PutGraphWrites(self, request, context):
-        """Stores the pending writes of one task against one checkpoint.
+        """Stores the pending writes of one task against one checkpoint, and the task's pending
+        interrupts.
 
         Writes are keyed by (thread_id, checkpoint_ns, checkpoint_id, task_id, idx). When every
         write of the request has a negative idx (special writes: error, scheduled, interrupt,
         resume) each replaces the stored one with its key; otherwise a write whose key is stored
         is skipped and the stored one kept. All writes go in one transaction.
+
+        Interrupts (contract G8). The server never decodes a value, so a saver that writes a
+        task's interrupts (LangGraph's "__interrupt__" channel) also describes each of them in
+        `interrupts`, in the same request. The same transaction then makes the task's pending
+        interrupts at (thread_id, checkpoint_ns, checkpoint_id) exactly those the request
+        describes:
+        * a described interrupt the thread has no pending row for becomes one (execution_id =
+        thread_id, checkpoint_id and checkpoint_ns of the request), with an "added" interrupt
+        event: ListPendingInterrupts, WatchInterrupts and SubmitDecision see it like any pause;
+        * a described interrupt the thread already has a pending row for keeps that row (and its
+        decision), wherever it was recorded: a subgraph's interrupt is written by the subgraph's
+        task and again by its parent's, and an interrupt not yet resumed is written again each
+        time its task re-runs;
+        * a pending row of this task at this checkpoint that the request does not describe is
+        over: the task has run past it (it was resumed, or the task completed or failed). It is
+        deleted with a "claimed" interrupt event. A request with no `interrupts` (the task's
+        ordinary writes) ends all of them.
+        PutGraphCheckpoint ends the pending interrupts its parent checkpoint's tasks left (see
+        there). A saver therefore describes every interrupt of the task's interrupt write, and
+        nothing else; it never deletes pending interrupts itself.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -511,6 +511,7 @@ class SubmitDecisionRequest(_message.Message):
     METADATA_JSON_FIELD_NUMBER: _builtins.int
     DECIDED_BY_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    INTERRUPT_ID_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace of the run; empty means "default"."""
     request_id: _builtins.str
@@ -528,6 +529,11 @@ class SubmitDecisionRequest(_message.Message):
     """Who decides. Required; up to 256 characters."""
     reason: _builtins.str
     """Why, when set. Up to 1024 characters."""
+    interrupt_id: _builtins.str
+    """Names the pause of a graph thread to decide (PendingInterrupt.interrupt_id); empty decides
+    the one pause of a fastaiagent run. An id the execution has no pause or decision under is
+    NOT_FOUND (NO_PENDING_INTERRUPT). Up to 128 characters.
+    """
     def __init__(
         self,
         *,
@@ -538,10 +544,11 @@ class SubmitDecisionRequest(_message.Message):
         metadata_json: _builtins.str = ...,
         decided_by: _builtins.str = ...,
         reason: _builtins.str | None = ...,
+        interrupt_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "reason", b"reason"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "decided_by", b"decided_by", "execution_id", b"execution_id", "metadata_json", b"metadata_json", "namespace", b"namespace", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "decided_by", b"decided_by", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "metadata_json", b"metadata_json", "namespace", b"namespace", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
     _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
@@ -585,6 +592,7 @@ class LeaseDecisionRequest(_message.Message):
     CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
     LEASE_TOKEN_FIELD_NUMBER: _builtins.int
     LEASE_SECONDS_FIELD_NUMBER: _builtins.int
+    INTERRUPT_ID_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace of the run; empty means "default"."""
     request_id: _builtins.str
@@ -597,6 +605,10 @@ class LeaseDecisionRequest(_message.Message):
     """The caller-chosen token that holds the lease. Required; up to 128 characters."""
     lease_seconds: _builtins.int
     """How long the lease lasts unless renewed: 1 to 3600 seconds; 0 means 30."""
+    interrupt_id: _builtins.str
+    """The interrupt id of the pause (PendingInterrupt.interrupt_id); empty for a fastaiagent
+    run's. Up to 128 characters.
+    """
     def __init__(
         self,
         *,
@@ -606,10 +618,11 @@ class LeaseDecisionRequest(_message.Message):
         checkpoint_id: _builtins.str = ...,
         lease_token: _builtins.str = ...,
         lease_seconds: _builtins.int = ...,
+        interrupt_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "execution_id", b"execution_id", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "namespace", b"namespace", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "lease_seconds", b"lease_seconds", "lease_token", b"lease_token", "namespace", b"namespace", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -652,6 +665,7 @@ class ReportResumeRequest(_message.Message):
     LEASE_TOKEN_FIELD_NUMBER: _builtins.int
     OUTCOME_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    INTERRUPT_ID_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace of the run; empty means "default"."""
     request_id: _builtins.str
@@ -666,6 +680,8 @@ class ReportResumeRequest(_message.Message):
     """What happened. Required."""
     error: _builtins.str
     """Why it failed (RESUME_FAILED); longer text is cut to 4096 characters."""
+    interrupt_id: _builtins.str
+    """The interrupt id of the pause, as given to LeaseDecision. Up to 128 characters."""
     def __init__(
         self,
         *,
@@ -676,10 +692,11 @@ class ReportResumeRequest(_message.Message):
         lease_token: _builtins.str = ...,
         outcome: Global___ResumeOutcome.ValueType = ...,
         error: _builtins.str = ...,
+        interrupt_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "error", b"error", "execution_id", b"execution_id", "lease_token", b"lease_token", "namespace", b"namespace", "outcome", b"outcome", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "error", b"error", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "lease_token", b"lease_token", "namespace", b"namespace", "outcome", b"outcome", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -147,6 +147,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "refused, naming the first.",
     )
     decide.add_argument("execution_id", metavar="EXECUTION_ID", help="the paused run")
+    decide.add_argument(
+        "--interrupt-id",
+        default="",
+        help="which pause of a graph thread (its INTERRUPT_ID in `list`) [default: the run's "
+        "one fastaiagent pause]",
+    )
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", dest="approved", action="store_true", help="let it go on")
     verdict.add_argument("--reject", dest="approved", action="store_false", help="refuse it")
@@ -198,10 +204,14 @@ def format_decision(decision: Decision | None) -> str:
 
 
 def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
-    """Return the header and one line per row, each column as wide as its widest cell."""
+    """Return the header and one line per row, each column as wide as its widest cell; an
+    INTERRUPT_ID column after EXECUTION_ID when a row is a graph pause (G8)."""
+    graph = any(p.interrupt_id for p in rows)
+    header = (COLUMNS[0], "INTERRUPT_ID", *COLUMNS[1:]) if graph else COLUMNS
     cells = [
         (
             p.execution_id,
+            *((p.interrupt_id or "-",) if graph else ()),
             p.chain_name or "-",
             p.reason or "-",
             p.node_id or "-",
@@ -211,10 +221,10 @@ def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
         )
         for p in rows
     ]
-    widths = [max(len(c[i]) for c in [COLUMNS, *cells]) for i in range(len(COLUMNS))]
+    widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in [COLUMNS, *cells]
+        for line in [header, *cells]
     ]
 
 
@@ -229,6 +239,8 @@ def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
         "agent_path": pending.agent_path,
         "created_at": pending.created_at.isoformat() if pending.created_at else None,
         "checkpoint_id": pending.checkpoint_id,
+        "interrupt_id": pending.interrupt_id,
+        "checkpoint_ns": pending.checkpoint_ns,
         "decision": None if pending.decision is None else decision_json(pending.decision),
     }
 
@@ -283,6 +295,7 @@ def item_json(item: WatchItem) -> dict[str, Any]:
 def _describe(pending: PendingInterrupt) -> str:
     parts = [
         pending.execution_id,
+        *([f"interrupt={pending.interrupt_id}"] if pending.interrupt_id else []),
         f"chain={pending.chain_name or '-'}",
         f"reason={pending.reason or '-'}",
         f"node={pending.node_id or '-'}",
@@ -372,6 +385,7 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                 decided_by=decided_by,
                 resume_metadata=metadata,
                 reason=args.reason,
+                interrupt_id=args.interrupt_id,
             )
     except FailedPreconditionError as exc:
         if exc.reason == "ALREADY_DECIDED":

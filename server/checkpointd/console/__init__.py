@@ -14,8 +14,10 @@ gRPC status name and an HTTP status that matches it):
   an HttpOnly, SameSite=Strict session cookie; ``DELETE /api/session`` forgets it.
 - ``GET /api/pending?namespace=&chain_name=&reason=&page_size=&page_token=``: the pending
   interrupts, newest first, each with its decision (ListPendingInterrupts).
-- ``POST /api/decisions`` ``{"namespace", "execution_id", "approved", "reason"?}``: submit a
-  decision (SubmitDecision); ``decided_by`` is the token's name, or ``console`` without tokens.
+- ``POST /api/decisions`` ``{"namespace", "execution_id", "interrupt_id"?, "approved",
+  "reason"?}``: submit a decision (SubmitDecision); ``decided_by`` is the token's name, or
+  ``console`` without tokens. ``interrupt_id`` names one pause of a graph thread (a row's
+  ``interrupt_id``, present on graph rows only); absent or empty decides a fastaiagent run's.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
   snapshot first, then every event; each message after the snapshot carries its cursor as the
   event id, so a reconnecting EventSource resumes from ``Last-Event-ID``.
@@ -402,12 +404,16 @@ class Console:
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise InvalidField("reason", "must be a string")
+        interrupt_id = body.get("interrupt_id", "")
+        if not isinstance(interrupt_id, str):
+            raise InvalidField("interrupt_id", "must be a string")
         self._gate()
         message = svc.SubmitDecisionRequest(
             namespace=namespace,
             execution_id=execution_id,
             approved=approved,
             decided_by=ANONYMOUS_DECIDER if grant is None else grant.name,
+            interrupt_id=interrupt_id,
         )
         if reason:
             message.reason = reason

@@ -64,6 +64,9 @@ class DecisionMethods:
         namespace = v.namespace(request.namespace)
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+        interrupt_id = v.optional_identifier(
+            "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
+        )
         decided_by = v.text("decided_by", request.decided_by, DECIDED_BY_MAX)
         if not decided_by:
             raise InvalidField("decided_by", "is required")
@@ -85,10 +88,11 @@ class DecisionMethods:
                 execution_id,
                 decision,
                 fingerprint=fingerprint("SubmitDecision", request),
+                interrupt_id=interrupt_id,
             )
         )
         if change.outcome is DecisionOutcome.NOT_FOUND:
-            raise NoPendingInterrupt(execution_id)
+            raise NoPendingInterrupt(execution_id, interrupt_id)
         if change.outcome is DecisionOutcome.CONFLICT:
             winner = _decision_of(change.pending)
             raise AlreadyDecided(
@@ -109,6 +113,9 @@ class DecisionMethods:
         v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        interrupt_id = v.optional_identifier(
+            "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
+        )
         lease_token = v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX)
         seconds = request.lease_seconds or LEASE_SECONDS_DEFAULT
         if not 1 <= seconds <= LEASE_SECONDS_MAX:
@@ -124,10 +131,11 @@ class DecisionMethods:
                 lease_token,
                 now + timedelta(seconds=seconds),
                 now,
+                interrupt_id=interrupt_id,
             )
         )
         if change.outcome is DecisionOutcome.NOT_FOUND:
-            raise NoDecision(execution_id, checkpoint_id)
+            raise NoDecision(execution_id, checkpoint_id, interrupt_id)
         if change.outcome is DecisionOutcome.CONFLICT:
             current = _decision_of(change.pending)
             if current.status.is_final:
@@ -148,6 +156,9 @@ class DecisionMethods:
         v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
+        interrupt_id = v.optional_identifier(
+            "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
+        )
         lease_token = v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX)
         status = _OUTCOMES.get(request.outcome)
         if status is None:
@@ -166,10 +177,11 @@ class DecisionMethods:
                 status,
                 error,
                 self._deps.clock(),
+                interrupt_id=interrupt_id,
             )
         )
         if change.outcome is DecisionOutcome.NOT_FOUND:
-            raise NoDecision(execution_id, checkpoint_id)
+            raise NoDecision(execution_id, checkpoint_id, interrupt_id)
         if change.outcome is DecisionOutcome.CONFLICT:
             current = _decision_of(change.pending)
             if current.status.is_final:

@@ -26,6 +26,7 @@ from checkpointd.store.graph import (
     PruneStrategy,
     TypedValue,
 )
+from checkpointd.store.graph_interrupts import GraphInterrupt
 from checkpointd.store.graph_retention import RetentionRule
 from checkpointd_client.v1 import graph_service_pb2 as svc
 from checkpointd_client.v1 import graph_service_pb2_grpc as svc_grpc
@@ -38,6 +39,8 @@ NAME_MAX: Final = 1024
 TYPE_MAX: Final = 64
 #: The most run ids or thread ids one call names.
 MAX_IDS: Final = 1000
+#: The most interrupts one PutGraphWrites describes.
+MAX_INTERRUPTS: Final = 100
 
 _STRATEGIES: Final = {
     svc.GRAPH_PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy.KEEP_LATEST,
@@ -129,6 +132,38 @@ def _writes(request: svc.PutGraphWritesRequest) -> list[GraphWrite]:
         value = _typed(write.value, field="writes.value")
         writes.append(GraphWrite(task_id, task_path, write.idx, channel, value))
     return writes
+
+
+def _interrupts(request: svc.PutGraphWritesRequest, thread_id: str) -> list[GraphInterrupt]:
+    """The request's interrupt descriptors (G8): ids required and unique; a context that is
+    not a JSON object is kept as {"value": ...}; no graph name means the thread id."""
+    if len(request.interrupts) > MAX_INTERRUPTS:
+        raise InvalidField(
+            "interrupts", f"must hold at most {MAX_INTERRUPTS}", got=str(len(request.interrupts))
+        )
+    described: list[GraphInterrupt] = []
+    seen: set[str] = set()
+    for message in request.interrupts:
+        interrupt_id = v.identifier(
+            "interrupts.interrupt_id", message.interrupt_id, v.INTERRUPT_ID_MAX
+        )
+        if interrupt_id in seen:
+            raise InvalidField("interrupts.interrupt_id", "must be unique within the request")
+        seen.add(interrupt_id)
+        context = v.json_value("interrupts.context_json", message.context_json or "{}")
+        if not context.lstrip().startswith("{"):
+            context = f'{{"value":{context}}}'
+        described.append(
+            GraphInterrupt(
+                interrupt_id=interrupt_id,
+                chain_name=v.text("interrupts.graph_name", message.graph_name, v.CHAIN_NAME_MAX)
+                or thread_id,
+                node_id=v.text("interrupts.node", message.node, v.NODE_ID_MAX),
+                reason=v.text("interrupts.reason", message.reason, v.REASON_MAX),
+                context_json=context,
+            )
+        )
+    return described
 
 
 # --- domain -> proto ---------------------------------------------------------------------
@@ -236,6 +271,7 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
         writes = _writes(request)
+        interrupts = _interrupts(request, thread_id)
         await shielded(
             self._graph.put_writes(
                 namespace,
@@ -246,6 +282,8 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
                 writes,
                 self._deps.clock(),
                 fingerprint=fingerprint("PutGraphWrites", request),
+                task_id=request.task_id,
+                interrupts=interrupts,
             )
         )
         return svc.PutGraphWritesResponse()

@@ -311,9 +311,11 @@ class Store(Protocol):
         decision: DecisionRecord,
         *,
         fingerprint: str = "",
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Store ``decision`` on the execution's pending interrupt with a ``decided`` event,
-        in one transaction, unless that pause already has one (K1).
+        in one transaction, unless that pause already has one (K1). ``interrupt_id`` names
+        one of a graph thread's pauses (G8); empty is the fastaiagent run's one pause.
 
         REPEATED with the stored decision when a decision was stored under this non-empty
         ``request_id`` (whatever happened since); CONFLICT with the winner when the pending
@@ -332,6 +334,8 @@ class Store(Protocol):
         lease_token: str,
         lease_until: datetime,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Take or renew the lease on the decision of a pause (K2).
 
@@ -352,6 +356,8 @@ class Store(Protocol):
         status: DecisionStatus,
         error: str | None,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Record the outcome (``resumed`` or ``resume_failed``) of the lease holder, with
         its event, in one transaction (K2).

@@ -56,16 +56,17 @@ CHECKPOINT_INSERT_COLUMNS: Final = (
 #: A pending row, in the order of :func:`pending_params`.
 PENDING_COLUMNS: Final = (
     "execution_id, chain_name, node_id, reason, context_json, agent_path, created_at, "
-    "checkpoint_id, sequence"
+    "checkpoint_id, sequence, interrupt_id, checkpoint_ns"
 )
 EVENT_COLUMNS: Final = (
     "cursor, namespace, kind, execution_id, chain_name, node_id, reason, context_json, "
-    "agent_path, pending_created_at, checkpoint_id, sequence, event_at, decision_json"
+    "agent_path, pending_created_at, checkpoint_id, sequence, event_at, decision_json, "
+    "interrupt_id, checkpoint_ns"
 )
 #: The columns an event insert writes from :func:`event_params` (then each backend's own).
 EVENT_INSERT_COLUMNS: Final = (
     "namespace, kind, execution_id, chain_name, node_id, reason, context_json, agent_path, "
-    "pending_created_at, checkpoint_id, sequence"
+    "pending_created_at, checkpoint_id, sequence, interrupt_id, checkpoint_ns"
 )
 #: A decision row: its pause, its decision and its lease (K1, K2).
 DECISION_ROW_COLUMNS: Final = (
@@ -74,7 +75,7 @@ DECISION_ROW_COLUMNS: Final = (
 #: The pending row an event carries, under the pending table's column names.
 EVENT_PENDING_COLUMNS: Final = (
     "execution_id, chain_name, node_id, reason, context_json, agent_path, "
-    "pending_created_at AS created_at, checkpoint_id, sequence"
+    "pending_created_at AS created_at, checkpoint_id, sequence, interrupt_id, checkpoint_ns"
 )
 #: A pending row ``p`` with the decision ``d`` on its pause, when there is one (K1).
 DECIDED_PENDING_COLUMNS: Final = ", ".join(
@@ -139,6 +140,8 @@ def pending_params(pending: PendingRecord, write_time: TimeWriter) -> tuple[Any,
         write_time(pending.created_at),
         pending.checkpoint_id,
         pending.sequence,
+        pending.interrupt_id,
+        pending.checkpoint_ns,
     )
 
 

@@ -29,6 +29,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Protocol
 
+from checkpointd.store.graph_interrupts import GraphInterrupt
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 
 __all__ = [
@@ -171,7 +172,8 @@ class GraphStore(Protocol):
         *,
         fingerprint: str = "",
     ) -> None:
-        """Upsert the checkpoint and insert the values not stored yet, in one transaction."""
+        """Upsert the checkpoint and insert the values not stored yet, in one transaction,
+        which also ends the pending interrupts recorded against its parent (G10)."""
         ...
 
     async def put_writes(
@@ -185,9 +187,13 @@ class GraphStore(Protocol):
         now: datetime,
         *,
         fingerprint: str = "",
+        task_id: str = "",
+        interrupts: Sequence[GraphInterrupt] = (),
     ) -> None:
         """Store pending writes: all upserted when every idx is negative, else each inserted
-        unless its key is stored."""
+        unless its key is stored. In the same transaction the task's (``task_id``) pending
+        interrupts at the checkpoint become the described ``interrupts`` (G8, G10; see
+        :mod:`checkpointd.store.graph_interrupts`)."""
         ...
 
     async def get_tuple(

@@ -89,7 +89,8 @@ class OutboxSql:
             selection = (
                 f"SELECT {DECIDED_PENDING_COLUMNS} FROM {self.pending_table} AS p "
                 f"LEFT JOIN {self.decisions_table} AS d ON d.namespace = p.namespace "
-                "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id"
+                "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
+                "AND d.interrupt_id = p.interrupt_id"
             )
         return self.number(
             f"{selection} WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?"

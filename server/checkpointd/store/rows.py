@@ -170,6 +170,8 @@ def pending_from_row(
         checkpoint_id=row["checkpoint_id"],
         sequence=row["sequence"],
         decision=decision_from_row(row, read_time) if with_decision else None,
+        interrupt_id=row["interrupt_id"],
+        checkpoint_ns=row["checkpoint_ns"],
     )
 
 

@@ -10,7 +10,7 @@ const state = {
   session: null,
   namespace: "",
   source: null,
-  rows: new Map(), // execution_id -> {pending, status, element}
+  rows: new Map(), // rowKey(pending) -> {pending, status, element}
 };
 
 function $(id) {
@@ -172,10 +172,16 @@ function connect() {
   });
 }
 
+// A pause is an execution and, for a graph thread's pauses, an interrupt id (absent on a
+// fastaiagent run's one pause).
+function rowKey(pending) {
+  return `${pending.execution_id}\u0000${pending.interrupt_id || ""}`;
+}
+
 function onEvent(event) {
   const type = String(event.type || "").replace(TYPE_PREFIX, "");
   const pending = event.pending || {};
-  const id = pending.execution_id;
+  const id = rowKey(pending);
   const row = state.rows.get(id);
   if (type === "ADDED" || type === "DECIDED") {
     upsert(pending, null);
@@ -195,7 +201,7 @@ function onEvent(event) {
 }
 
 function upsert(pending, note) {
-  const id = pending.execution_id;
+  const id = rowKey(pending);
   const row = state.rows.get(id) || { pending: null, note: null, element: null };
   row.pending = pending;
   row.note = note;
@@ -259,6 +265,7 @@ function buildRow(row) {
   const p = row.pending;
   const article = el("article", "interrupt");
   article.dataset.executionId = p.execution_id;
+  if (p.interrupt_id) article.dataset.interruptId = p.interrupt_id;
   const title = el("div", "title");
   title.append(el("span", "chain", p.chain_name), el("span", "reason", p.reason));
   const ageNode = el("span", "age", age(p.created_at));
@@ -293,9 +300,10 @@ function buildRow(row) {
       message.textContent = "";
       try {
         const body = { namespace: state.namespace, execution_id: p.execution_id, approved };
+        if (p.interrupt_id) body.interrupt_id = p.interrupt_id;
         if (note.value.trim()) body.reason = note.value.trim();
         const reply = await api("POST", "/api/decisions", body);
-        if (state.rows.has(p.execution_id)) upsert(reply.pending, null);
+        if (state.rows.has(rowKey(p))) upsert(reply.pending, null);
       } catch (error) {
         message.textContent = error.message;
         approve.disabled = reject.disabled = false;

@@ -7,10 +7,12 @@ store's schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
+
+from checkpointd.domain import EventKind, PendingRecord
 
 __all__ = ["PostgresAccess"]
 
@@ -23,3 +25,5 @@ class PostgresAccess:
     """Lends a pooled connection; driver failures become store errors."""
     quoted_schema: str
     """The schema of the store's tables, quoted."""
+    append_event: Callable[[Any, str, EventKind, PendingRecord], Awaitable[None]]
+    """Appends a pending-interrupt event; the last statements of a transaction."""

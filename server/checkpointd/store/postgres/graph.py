@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from checkpointd.store import graph_requests, graph_retention, times
+from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -30,8 +30,10 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
+from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.postgres.access import PostgresAccess
+from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
 from checkpointd.store.postgres.graph_retention import PostgresRetention
 from checkpointd.store.postgres.graph_sql import GraphSql
 
@@ -69,7 +71,16 @@ class PostgresGraphStore:
     def __init__(self, access: PostgresAccess) -> None:
         self._access = access
         self._sql = GraphSql(access.quoted_schema)
-        self._retention = PostgresRetention(access, self._sql)
+        self._retention = PostgresRetention(access, self._sql, self._remove_pauses)
+        self._pending_sql = PendingSql(access.quoted_schema)
+
+    async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
+        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
+        await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
+
+    def _pending(self, conn: Any, namespace: str) -> PostgresPendingOps:
+        """The graph interrupts' statements on this transaction (G8-G10)."""
+        return PostgresPendingOps(conn, self._pending_sql, namespace, self._access.append_event)
 
     async def _transaction(
         self,
@@ -151,6 +162,12 @@ class PostgresGraphStore:
                 cp.run_id,
                 times.utc_in(now),
             )
+            await graph_interrupts.end_checkpoint(
+                self._pending(conn, namespace),
+                cp.thread_id,
+                cp.checkpoint_ns,
+                cp.parent_checkpoint_id,
+            )
             return 0
 
         await self._transaction(
@@ -168,6 +185,8 @@ class PostgresGraphStore:
         now: datetime,
         *,
         fingerprint: str = "",
+        task_id: str = "",
+        interrupts: Sequence[GraphInterrupt] = (),
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first."""
@@ -192,6 +211,8 @@ class PostgresGraphStore:
         async def apply(conn: Any) -> int:
             if rows:
                 await conn.executemany(statement, rows)
+            place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+            await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
             return 0
 
         await self._transaction(
@@ -291,7 +312,10 @@ class PostgresGraphStore:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
         async def apply(conn: Any) -> int:
-            return await self._delete_threads(conn, namespace, [thread_id])
+            deleted = await self._delete_threads(conn, namespace, [thread_id])
+            # The pauses' events last: the Postgres outbox wants them at the end.
+            await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
+            return deleted
 
         return await self._transaction(
             namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
@@ -365,7 +389,9 @@ class PostgresGraphStore:
 
         async def apply(conn: Any) -> int:
             if strategy is PruneStrategy.DELETE:
-                return await self._delete_threads(conn, namespace, thread_ids)
+                deleted = await self._delete_threads(conn, namespace, thread_ids)
+                await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
+                return deleted
             deleted = 0
             for thread_id in dict.fromkeys(thread_ids):
                 if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):

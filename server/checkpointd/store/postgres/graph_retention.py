@@ -10,7 +10,7 @@ through PgBouncer's transaction pooling.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Final
@@ -104,13 +104,20 @@ class _Rollback(Exception):
     """Ends a dry run's transaction without committing it."""
 
 
+#: What else goes with a deleted thread in its transaction (its graph pauses, G10).
+ThreadsRemoved = Callable[[Any, str, list[str]], Awaitable[None]]
+
+
 class _Transaction:
     """The retention statements inside one transaction."""
 
-    def __init__(self, conn: Any, sql: RetentionSql, graph: GraphSql) -> None:
+    def __init__(
+        self, conn: Any, sql: RetentionSql, graph: GraphSql, removed: ThreadsRemoved | None
+    ) -> None:
         self._conn = conn
         self._sql = sql
         self._graph = graph
+        self._removed = removed
 
     async def is_paused(self, namespace: str, thread_id: str) -> bool:
         return bool(await self._conn.fetchval(self._sql.is_paused, namespace, thread_id))
@@ -135,7 +142,7 @@ class _Transaction:
         )
         if not checkpoints:
             return RetentionCounts()  # written to, or paused, since it was listed
-        return RetentionCounts(
+        counts = RetentionCounts(
             threads_deleted=1,
             checkpoints_deleted=checkpoints,
             writes_deleted=_count(
@@ -145,6 +152,9 @@ class _Transaction:
                 await conn.execute(sql.delete_thread_values, namespace, thread_id)
             ),
         )
+        if self._removed is not None:
+            await self._removed(conn, namespace, [thread_id])
+        return counts
 
     async def cut(
         self, namespace: str, thread_id: str, checkpoint_ns: str, keep: int, most: int | None
@@ -172,8 +182,11 @@ class _Transaction:
 class PostgresRetention:
     """The :class:`~checkpointd.store.graph_retention.RetentionBackend` of Postgres."""
 
-    def __init__(self, access: PostgresAccess, graph: GraphSql) -> None:
+    def __init__(
+        self, access: PostgresAccess, graph: GraphSql, removed: ThreadsRemoved | None = None
+    ) -> None:
         self._access = access
+        self._removed = removed
         self._graph = graph
         self._sql = RetentionSql(access.quoted_schema)
 
@@ -197,7 +210,7 @@ class PostgresRetention:
     async def transaction(self, *, rollback: bool) -> AsyncIterator[RetentionTransaction]:
         try:
             async with self._access.connection() as conn, conn.transaction():
-                yield _Transaction(conn, self._sql, self._graph)
+                yield _Transaction(conn, self._sql, self._graph, self._removed)
                 if rollback:
                     raise _Rollback
         except _Rollback:

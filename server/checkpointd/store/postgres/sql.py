@@ -227,15 +227,19 @@ class Sql:
         self.insert_pending = f"""
             INSERT INTO {pending} (
                 namespace, execution_id, chain_name, node_id, reason, context_json,
-                agent_path, created_at, checkpoint_id, sequence
-            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-            ON CONFLICT (namespace, execution_id) DO NOTHING
+                agent_path, created_at, checkpoint_id, sequence, interrupt_id, checkpoint_ns
+            ) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            ON CONFLICT (namespace, execution_id, interrupt_id) DO NOTHING
             RETURNING {pcols}"""
+        # A fastaiagent run's one pause has the empty interrupt id; a graph's have theirs.
+        fastaiagent = "interrupt_id = ''"
         self.pending_by_execution = (
-            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2"
+            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
+            f"AND {fastaiagent}"
         )
         self.delete_pending = (
-            f"DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2 RETURNING {pcols}"
+            f"DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
+            f"AND {fastaiagent} RETURNING {pcols}"
         )
         # The claim (contract I3): one statement takes the row and files it under the token.
         # Concurrent DELETEs of one row serialize on its row lock; the losers re-check it
@@ -243,14 +247,17 @@ class Sql:
         self.claim_with_token = f"""
             WITH taken AS (
                 DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2
+                    AND {fastaiagent}
                 RETURNING {pcols}
             ), kept AS (
                 INSERT INTO {claims} (
                     namespace, execution_id, claim_token, chain_name, node_id, reason,
-                    context_json, agent_path, created_at, checkpoint_id, sequence, claimed_at
+                    context_json, agent_path, created_at, checkpoint_id, sequence, claimed_at,
+                    interrupt_id, checkpoint_ns
                 )
                 SELECT $1, execution_id, $3::text, chain_name, node_id, reason, context_json,
-                       agent_path, created_at, checkpoint_id, sequence, $4::timestamptz
+                       agent_path, created_at, checkpoint_id, sequence, $4::timestamptz,
+                       interrupt_id, checkpoint_ns
                 FROM taken
             )
             SELECT {pcols} FROM taken"""
@@ -282,45 +289,49 @@ class Sql:
         self.insert_event = f"""
             WITH added AS (
                 INSERT INTO {events} ({EVENT_INSERT_COLUMNS}, decision_json)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $13)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15)
                 RETURNING cursor
             )
-            SELECT pg_notify($12, '') FROM added"""
+            SELECT pg_notify($14, '') FROM added"""
 
         # --- decisions (K1, K2) ---
         dcols = DECISION_ROW_COLUMNS
         self.decision_of_pause = (
             f"SELECT {dcols} FROM {decisions} "
-            "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3"
+            "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3 "
+            "AND interrupt_id = $4"
         )
         self.decision_of_pause_locked = self.decision_of_pause + " FOR UPDATE"
         self.newest_decision_of_execution = (
             f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND execution_id = $2 "
-            "ORDER BY sequence DESC LIMIT 1"
+            "AND interrupt_id = $3 ORDER BY sequence DESC LIMIT 1"
         )
         self.decision_by_request_id = (
             f"SELECT {dcols}, request_fingerprint FROM {decisions} "
             "WHERE namespace = $1 AND request_id = $2 AND request_id <> ''"
         )
-        self.pending_by_execution_locked = (
-            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2 FOR UPDATE"
+        self.pending_of_pause_locked = (
+            f"SELECT {pcols} FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
+            "AND interrupt_id = $3 FOR UPDATE"
         )
         self.insert_decision = f"""
             INSERT INTO {decisions} (
                 namespace, request_id, approved, metadata_json, decided_by, decision_reason,
                 decided_at, decision_status, {pcols}, request_fingerprint
             ) VALUES ($1, $2, $3, $4, $5, $6, $7, 'decided',
-                      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
             ON CONFLICT DO NOTHING
             RETURNING {dcols}"""
         self.take_lease = f"""
-            UPDATE {decisions} SET decision_status = 'resuming', lease_token = $4,
-                lease_expires_at = $5, attempts = attempts + $6
+            UPDATE {decisions} SET decision_status = 'resuming', lease_token = $5,
+                lease_expires_at = $6, attempts = attempts + $7
             WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
+                AND interrupt_id = $4
             RETURNING {dcols}"""
         self.report_decision = f"""
-            UPDATE {decisions} SET decision_status = $4, decision_error = $5, reported_at = $6
+            UPDATE {decisions} SET decision_status = $5, decision_error = $6, reported_at = $7
             WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
+                AND interrupt_id = $4
             RETURNING {dcols}"""
         self.list_decisions = (
             f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND sequence > $2 "
@@ -331,7 +342,7 @@ class Sql:
             "AND decision_status IN ('decided', 'resuming') ORDER BY sequence LIMIT $3"
         )
         self.delete_decisions = (
-            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2"
+            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2 AND {fastaiagent}"
         )
         purged = f"{s}.interrupt_events_purged"
         #: The outbox (I5) and the snapshot of a watch.
@@ -440,7 +451,8 @@ class Sql:
         self.decided_pending = (
             f"SELECT {DECIDED_PENDING_COLUMNS} FROM {pending} AS p "
             f"LEFT JOIN {decisions} AS d ON d.namespace = p.namespace "
-            "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id"
+            "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
+            "AND d.interrupt_id = p.interrupt_id"
         )
         self._list_pending: dict[tuple[tuple[bool, bool, bool], bool], str] = {}
         self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"

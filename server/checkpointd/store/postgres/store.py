@@ -670,6 +670,7 @@ class PostgresStore:
         decision: DecisionRecord,
         *,
         fingerprint: str = "",
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Store the one decision on the execution's pending interrupt, with a ``decided``
         event, in one transaction (K1). Concurrent deciders queue on the pending row's lock;
@@ -681,19 +682,16 @@ class PostgresStore:
                     first = row["request_fingerprint"]
                     retries.check_fingerprint(request_id, first, fingerprint)
                     return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(row))
-            row = await conn.fetchrow(
-                self._sql.pending_by_execution_locked, namespace, execution_id
-            )
+            by_pause = (namespace, execution_id, interrupt_id)
+            row = await conn.fetchrow(self._sql.pending_of_pause_locked, *by_pause)
             if row is None:
                 # Resumed since (its pending row claimed): the run's last decision stands.
-                last = await conn.fetchrow(
-                    self._sql.newest_decision_of_execution, namespace, execution_id
-                )
+                last = await conn.fetchrow(self._sql.newest_decision_of_execution, *by_pause)
                 if last is not None:
                     return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending_from_row(row)
-            pause = (namespace, execution_id, pending.checkpoint_id)
+            pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
             winner = await conn.fetchrow(self._sql.decision_of_pause, *pause)
             if winner is not None:
                 same = bool(request_id) and winner["request_id"] == request_id
@@ -720,9 +718,11 @@ class PostgresStore:
         lease_token: str,
         lease_until: datetime,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Take or renew the lease on a pause's decision (K2); see the Store protocol."""
-        pause = (namespace, execution_id, checkpoint_id)
+        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
         async with self._connection() as conn, conn.transaction():
             row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
             if row is None:
@@ -751,10 +751,12 @@ class PostgresStore:
         status: DecisionStatus,
         error: str | None,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Record how the lease holder carried the decision out, with its event (K2); see
         the Store protocol."""
-        pause = (namespace, execution_id, checkpoint_id)
+        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
         async with self._connection() as conn, conn.transaction():
             row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
             if row is None:
@@ -915,7 +917,7 @@ class PostgresStore:
 
     def graph_access(self) -> PostgresAccess:
         """The pool and schema the graph wing shares with this store."""
-        return PostgresAccess(self._connection, self._quoted_schema)
+        return PostgresAccess(self._connection, self._quoted_schema, self._append_event)
 
     # --- helpers -------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import aiosqlite
 
+from checkpointd.domain import EventKind, PendingRecord
+
 __all__ = ["SQLiteAccess"]
 
 
@@ -28,3 +30,8 @@ class SQLiteAccess:
     """The query-only connection."""
     group: Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
     """Runs one write in the next group-commit transaction; returns its outcome."""
+    append_event: Callable[
+        [aiosqlite.Connection, str, EventKind, PendingRecord, int], Awaitable[None]
+    ]
+    """Appends a pending-interrupt event in the writer's transaction (its commit wakes the
+    watchers)."""

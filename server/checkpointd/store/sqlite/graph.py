@@ -18,7 +18,7 @@ from typing import Any
 
 import aiosqlite
 
-from checkpointd.store import graph_requests, graph_retention, times
+from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -31,9 +31,11 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
+from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
+from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
 from checkpointd.store.sqlite.graph_retention import SQLiteRetention
 
 __all__ = ["SQLiteGraphStore"]
@@ -66,7 +68,17 @@ class SQLiteGraphStore:
 
     def __init__(self, access: SQLiteAccess) -> None:
         self._access = access
-        self._retention = SQLiteRetention(access)
+        self._retention = SQLiteRetention(access, self._remove_pauses)
+
+    def _pending(self, conn: aiosqlite.Connection, namespace: str) -> SQLitePendingOps:
+        """The graph interrupts' statements on this transaction (G8-G10)."""
+        return SQLitePendingOps(conn, namespace, self._access.append_event)
+
+    async def _remove_pauses(
+        self, conn: aiosqlite.Connection, namespace: str, thread_ids: list[str]
+    ) -> None:
+        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
+        await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
 
     # --- request ids -------------------------------------------------------------------
 
@@ -172,6 +184,12 @@ class SQLiteGraphStore:
             if blobs:
                 await conn.executemany(gsql.INSERT_BLOB, blobs)
             await _run(conn, gsql.UPSERT_CHECKPOINT, row)
+            await graph_interrupts.end_checkpoint(
+                self._pending(conn, namespace),
+                cp.thread_id,
+                cp.checkpoint_ns,
+                cp.parent_checkpoint_id,
+            )
             return 0
 
         await self._grouped(
@@ -189,6 +207,8 @@ class SQLiteGraphStore:
         now: datetime,
         *,
         fingerprint: str = "",
+        task_id: str = "",
+        interrupts: Sequence[GraphInterrupt] = (),
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first (group commit)."""
@@ -212,6 +232,8 @@ class SQLiteGraphStore:
         async def apply(conn: aiosqlite.Connection) -> int:
             if rows:
                 await conn.executemany(statement, rows)
+            place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+            await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
             return 0
 
         await self._grouped(
@@ -320,7 +342,10 @@ class SQLiteGraphStore:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
         async def apply(conn: aiosqlite.Connection) -> int:
-            return await self._delete_threads(conn, namespace, [thread_id])
+            deleted = await self._delete_threads(conn, namespace, [thread_id])
+            # The pauses' events last: the Postgres outbox wants them at the end.
+            await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
+            return deleted
 
         return await self._transaction(
             namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
@@ -409,7 +434,9 @@ class SQLiteGraphStore:
 
         async def apply(conn: aiosqlite.Connection) -> int:
             if strategy is PruneStrategy.DELETE:
-                return await self._delete_threads(conn, namespace, thread_ids)
+                deleted = await self._delete_threads(conn, namespace, thread_ids)
+                await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
+                return deleted
             deleted = 0
             for thread_id in dict.fromkeys(thread_ids):
                 if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):

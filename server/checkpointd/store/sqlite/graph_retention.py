@@ -9,7 +9,7 @@ which also makes its checks (idle, paused) and its deletes one atomic step.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Final
@@ -108,11 +108,16 @@ class _Rollback(Exception):
     """Ends a dry run's transaction without committing it."""
 
 
+#: What else goes with a deleted thread in its transaction (its graph pauses, G10).
+ThreadsRemoved = Callable[[aiosqlite.Connection, str, list[str]], Awaitable[None]]
+
+
 class _Transaction:
     """The retention statements inside one write transaction."""
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
+    def __init__(self, conn: aiosqlite.Connection, removed: ThreadsRemoved | None) -> None:
         self._conn = conn
+        self._removed = removed
 
     async def is_paused(self, namespace: str, thread_id: str) -> bool:
         found = await _fetch(
@@ -133,12 +138,15 @@ class _Transaction:
         if not await self.is_idle(namespace, thread_id, cutoff):
             return RetentionCounts()  # written to since it was listed
         key = (namespace, thread_id)
-        return RetentionCounts(
+        counts = RetentionCounts(
             threads_deleted=1,
             checkpoints_deleted=await _run(self._conn, DELETE_THREAD_CHECKPOINTS, key),
             writes_deleted=await _run(self._conn, DELETE_THREAD_WRITES, key),
             channel_values_deleted=await _run(self._conn, DELETE_THREAD_VALUES, key),
         )
+        if self._removed is not None:
+            await self._removed(self._conn, namespace, [thread_id])
+        return counts
 
     async def cut(
         self, namespace: str, thread_id: str, checkpoint_ns: str, keep: int, most: int | None
@@ -166,8 +174,9 @@ class _Transaction:
 class SQLiteRetention:
     """The :class:`~checkpointd.store.graph_retention.RetentionBackend` of SQLite."""
 
-    def __init__(self, access: SQLiteAccess) -> None:
+    def __init__(self, access: SQLiteAccess, removed: ThreadsRemoved | None = None) -> None:
         self._access = access
+        self._removed = removed
 
     async def idle_threads(
         self, namespace: str, cutoff: datetime, after: str, limit: int
@@ -194,7 +203,7 @@ class SQLiteRetention:
     async def transaction(self, *, rollback: bool) -> AsyncIterator[RetentionTransaction]:
         try:
             async with self._access.call(), self._access.write() as conn:
-                yield _Transaction(conn)
+                yield _Transaction(conn, self._removed)
                 if rollback:
                     raise _Rollback
         except _Rollback:

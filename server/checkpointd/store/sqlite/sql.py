@@ -143,21 +143,28 @@ RECORD_REPLY: Final = (
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
 )
 
+# A fastaiagent run's one pause has the empty interrupt id; a graph's pauses have theirs (G8).
 PENDING_OF_EXECUTION: Final = (
-    f"SELECT {PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
+    f"SELECT {PENDING_COLUMNS} FROM pending_interrupts "
+    "WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"
+)
+PENDING_OF_PAUSE: Final = (
+    f"SELECT {PENDING_COLUMNS} FROM pending_interrupts "
+    "WHERE namespace = ? AND execution_id = ? AND interrupt_id = ?"
 )
 INSERT_PENDING: Final = (
     f"INSERT INTO pending_interrupts (namespace, {PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_PENDING_OF_EXECUTION: Final = (
-    "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ?"
+    "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"
 )
 # Each pending row with the decision on its pause, when there is one (K1).
 LIST_PENDING: Final = (
     f"SELECT {DECIDED_PENDING_COLUMNS} FROM pending_interrupts AS p "
     "LEFT JOIN interrupt_decisions AS d ON d.namespace = p.namespace "
     "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
+    "AND d.interrupt_id = p.interrupt_id "
     "WHERE p.namespace = ? AND p.sequence < ?"
 )
 # The sizes of the same rows (no decisions), read first so a page loads only what fits (B1).
@@ -170,7 +177,7 @@ LIST_PENDING_ORDER: Final = " ORDER BY p.sequence DESC LIMIT ?"
 # --- decisions (K1, K2) ---
 DECISION_OF_PAUSE: Final = (
     f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
 )
 DECISION_BY_REQUEST_ID: Final = (
     f"SELECT {DECISION_ROW_COLUMNS}, request_fingerprint FROM interrupt_decisions "
@@ -178,22 +185,23 @@ DECISION_BY_REQUEST_ID: Final = (
 )
 NEWEST_DECISION_OF_EXECUTION: Final = (
     f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
-    "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
+    "WHERE namespace = ? AND execution_id = ? AND interrupt_id = ? "
+    "ORDER BY sequence DESC LIMIT 1"
 )
 INSERT_DECISION: Final = (
     "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
     "decided_by, decision_reason, decided_at, decision_status, "
     f"{PENDING_COLUMNS}, request_fingerprint) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 TAKE_LEASE: Final = (
     "UPDATE interrupt_decisions SET decision_status = 'resuming', lease_token = ?, "
     "lease_expires_at = ?, attempts = attempts + ? "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
 )
 REPORT_DECISION: Final = (
     "UPDATE interrupt_decisions SET decision_status = ?, decision_error = ?, reported_at = ? "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ?"
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
 )
 LIST_DECISIONS: Final = (
     f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
@@ -205,7 +213,7 @@ LIST_OPEN_DECISIONS: Final = (
     "ORDER BY sequence LIMIT ?"
 )
 DELETE_DECISIONS_OF_EXECUTION: Final = (
-    "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ?"
+    "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"
 )
 
 CLAIM_BY_TOKEN: Final = (
@@ -218,7 +226,7 @@ CLAIM_BY_CHECKPOINT: Final = (
 )
 INSERT_CLAIM: Final = (
     f"INSERT INTO interrupt_claims (namespace, claim_token, claimed_at, {PENDING_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 PURGE_CLAIMS: Final = "DELETE FROM interrupt_claims WHERE claimed_at < ?"
 PURGE_APPLIED_REQUESTS: Final = "DELETE FROM applied_requests WHERE applied_at < ?"
@@ -226,7 +234,7 @@ PURGE_APPLIED_REQUESTS: Final = "DELETE FROM applied_requests WHERE applied_at <
 # Parameters: columns.event_params, then event_at and decision_json.
 INSERT_EVENT: Final = (
     f"INSERT INTO interrupt_events ({EVENT_INSERT_COLUMNS}, event_at, decision_json) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 PUT_IDEMPOTENT: Final = (
     "INSERT OR REPLACE INTO idempotency_results "

@@ -326,7 +326,9 @@ class SQLiteStore:
 
     def graph_access(self) -> SQLiteAccess:
         """The transactions and connections the graph wing shares with this store."""
-        return SQLiteAccess(self._call, self._write, self._read_conn, self._group.submit)
+        return SQLiteAccess(
+            self._call, self._write, self._read_conn, self._group.submit, self._append_event
+        )
 
     # --- plumbing ------------------------------------------------------------------------
 
@@ -788,9 +790,11 @@ class SQLiteStore:
         decision: DecisionRecord,
         *,
         fingerprint: str = "",
+        interrupt_id: str = "",
     ) -> DecisionChange:
-        """Store the one decision on the execution's pending interrupt, with a ``decided``
-        event, in one transaction (K1). Writers are serialized, so the first one wins."""
+        """Store the one decision on the execution's pending interrupt (the one named by
+        ``interrupt_id``; empty: the fastaiagent pause), with a ``decided`` event, in one
+        transaction (K1, G8). Writers are serialized, so the first one wins."""
         async with self._call(), self._write() as conn:
             if request_id:
                 earlier = await _fetch(conn, sql.DECISION_BY_REQUEST_ID, (namespace, request_id))
@@ -798,17 +802,16 @@ class SQLiteStore:
                     first = earlier[0]["request_fingerprint"]
                     retries.check_fingerprint(request_id, first, fingerprint)
                     return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
-            found = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
+            by_pause = (namespace, execution_id, interrupt_id)
+            found = await _fetch(conn, sql.PENDING_OF_PAUSE, by_pause)
             if not found:
                 # Resumed since (its pending row claimed): the run's last decision stands.
-                last = await _fetch(
-                    conn, sql.NEWEST_DECISION_OF_EXECUTION, (namespace, execution_id)
-                )
+                last = await _fetch(conn, sql.NEWEST_DECISION_OF_EXECUTION, by_pause)
                 if last:
                     return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending_from_row(found[0])
-            pause = (namespace, execution_id, pending.checkpoint_id)
+            pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
             winner = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if winner:
                 same = bool(request_id) and winner[0]["request_id"] == request_id
@@ -836,10 +839,12 @@ class SQLiteStore:
         lease_token: str,
         lease_until: datetime,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
         whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
-        pause = (namespace, execution_id, checkpoint_id)
+        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
         async with self._call(), self._write() as conn:
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if not found:
@@ -866,12 +871,14 @@ class SQLiteStore:
         status: DecisionStatus,
         error: str | None,
         now: datetime,
+        *,
+        interrupt_id: str = "",
     ) -> DecisionChange:
         """Record how the lease holder carried the decision out, with a ``resumed`` or
         ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
         REPEATED; a report by anyone but the lease holder, or a different second report, is a
         CONFLICT."""
-        pause = (namespace, execution_id, checkpoint_id)
+        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
         async with self._call(), self._write() as conn:
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if not found:

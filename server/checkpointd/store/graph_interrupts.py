@@ -1,0 +1,168 @@
+"""Graph interrupts in the pending-interrupt inbox (contracts G8-G10), the same on both
+backends.
+
+A graph thread (LangGraph) may wait on several interrupts at once. The server never decodes
+a graph value, so the saver describes each interrupt it writes (:class:`GraphInterrupt`),
+and the graph wing keeps one pending row per interrupt id of a thread, in the shared
+``pending_interrupts`` table (``execution_id`` = thread id, ``interrupt_id`` non-empty,
+``task_id`` the task that raised it), with the shared outbox events:
+
+* :func:`sync_task`, in the transaction of a PutGraphWrites: the task's pending rows at its
+  checkpoint become exactly the described ones. A described id the thread already has keeps
+  its row (and its decision); a new one is ``added``; a row of the task that is no longer
+  described is over (the task ran past it: resumed, completed or failed) and is deleted with
+  a ``claimed`` event.
+* :func:`end_checkpoint`, in the transaction of a PutGraphCheckpoint with a parent: the rows
+  recorded against the parent (same thread and checkpoint_ns) are over, ``claimed``.
+* :func:`remove_threads`, in the transaction of a thread delete: the rows go with a
+  ``removed`` event, and the decisions of the thread's graph pauses with them.
+
+Each backend supplies the few statements (:class:`PendingOps`); all changes to rows come
+before the events, as the Postgres outbox wants its events last in a transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from checkpointd.domain import EventKind, PendingRecord
+
+__all__ = [
+    "GraphInterrupt",
+    "PendingOps",
+    "TaskPlace",
+    "end_checkpoint",
+    "remove_threads",
+    "sync_task",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphInterrupt:
+    """One interrupt a task wrote, as its saver describes it (validated)."""
+
+    interrupt_id: str
+    chain_name: str
+    node_id: str
+    reason: str
+    context_json: str
+    """A JSON object."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlace:
+    """Where a task's writes go: its thread, namespace, checkpoint and task id."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+
+
+class PendingOps(Protocol):
+    """The statements a backend runs in the caller's transaction."""
+
+    async def of_task(self, place: TaskPlace) -> list[PendingRecord]:
+        """The graph pending rows the task recorded at its checkpoint."""
+        ...
+
+    async def of_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[PendingRecord]:
+        """The graph pending rows recorded against a checkpoint."""
+        ...
+
+    async def of_thread(self, thread_id: str) -> list[PendingRecord]:
+        """Every graph pending row of a thread."""
+        ...
+
+    async def next_sequence(self) -> int:
+        """A new sequence, from the one the store gives checkpoints (the listing order)."""
+        ...
+
+    async def insert(self, record: PendingRecord, task_id: str) -> None:
+        """Insert a pending row."""
+        ...
+
+    async def delete(self, record: PendingRecord) -> None:
+        """Delete a pending row."""
+        ...
+
+    async def delete_decisions(self, thread_id: str) -> None:
+        """Delete the decisions of the thread's graph pauses."""
+        ...
+
+    async def event(self, kind: EventKind, record: PendingRecord) -> None:
+        """Append an outbox event about the row."""
+        ...
+
+
+async def sync_task(
+    ops: PendingOps,
+    place: TaskPlace,
+    described: Sequence[GraphInterrupt],
+    now: datetime,
+) -> None:
+    """Make the task's pending rows at its checkpoint the described ones (see the module)."""
+    current = await ops.of_task(place)
+    if not current and not described:
+        return  # the common case: ordinary writes of a task that never paused here
+    named = {d.interrupt_id for d in described}
+    ended = [row for row in current if row.interrupt_id not in named]
+    present = (
+        {row.interrupt_id for row in await ops.of_thread(place.thread_id)} if described else set()
+    )
+    added: list[PendingRecord] = []
+    for interrupt in described:
+        if interrupt.interrupt_id in present:
+            continue
+        record = PendingRecord(
+            execution_id=place.thread_id,
+            chain_name=interrupt.chain_name,
+            node_id=interrupt.node_id,
+            reason=interrupt.reason,
+            context_json=interrupt.context_json,
+            agent_path=None,
+            created_at=now,
+            checkpoint_id=place.checkpoint_id,
+            sequence=await ops.next_sequence(),
+            interrupt_id=interrupt.interrupt_id,
+            checkpoint_ns=place.checkpoint_ns,
+        )
+        await ops.insert(record, place.task_id)
+        added.append(record)
+    for row in ended:
+        await ops.delete(row)
+    for row in ended:
+        await ops.event(EventKind.CLAIMED, row)
+    for record in added:
+        await ops.event(EventKind.ADDED, record)
+
+
+async def end_checkpoint(
+    ops: PendingOps, thread_id: str, checkpoint_ns: str, parent_checkpoint_id: str
+) -> None:
+    """End the pending rows recorded against the parent of a new checkpoint."""
+    if not parent_checkpoint_id:
+        return
+    ended = await ops.of_checkpoint(thread_id, checkpoint_ns, parent_checkpoint_id)
+    for row in ended:
+        await ops.delete(row)
+    for row in ended:
+        await ops.event(EventKind.CLAIMED, row)
+
+
+async def remove_threads(ops: PendingOps, thread_ids: Sequence[str]) -> None:
+    """Delete the threads' pending rows (``removed`` events) and their graph decisions."""
+    gone: list[PendingRecord] = []
+    for thread_id in dict.fromkeys(thread_ids):
+        rows = await ops.of_thread(thread_id)
+        for row in rows:
+            await ops.delete(row)
+        await ops.delete_decisions(thread_id)
+        gone.extend(rows)
+    for row in gone:
+        await ops.event(EventKind.REMOVED, row)

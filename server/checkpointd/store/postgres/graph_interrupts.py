@@ -1,0 +1,115 @@
+"""The Postgres statements of graph interrupts (:mod:`checkpointd.store.graph_interrupts`),
+run on the graph wing's transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.store import rows, times
+from checkpointd.store.columns import PENDING_COLUMNS, pending_params
+from checkpointd.store.graph_interrupts import TaskPlace
+
+__all__ = ["PendingSql", "PostgresPendingOps"]
+
+AppendEvent = Callable[[Any, str, EventKind, PendingRecord], Awaitable[None]]
+
+
+class PendingSql:
+    """The statements, in one schema."""
+
+    def __init__(self, quoted_schema: str) -> None:
+        s = quoted_schema
+        pending, decisions = f"{s}.pending_interrupts", f"{s}.interrupt_decisions"
+        graph = "interrupt_id <> ''"
+        self.of_task = (
+            f"SELECT {PENDING_COLUMNS} FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
+            f"AND checkpoint_ns = $3 AND checkpoint_id = $4 AND task_id = $5 AND {graph} "
+            "FOR UPDATE"
+        )
+        self.of_checkpoint = (
+            f"SELECT {PENDING_COLUMNS} FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
+            f"AND checkpoint_ns = $3 AND checkpoint_id = $4 AND {graph} FOR UPDATE"
+        )
+        self.of_thread = (
+            f"SELECT {PENDING_COLUMNS} FROM {pending} "
+            f"WHERE namespace = $1 AND execution_id = $2 AND {graph} FOR UPDATE"
+        )
+        # A graph pause takes its place in the listing order from the checkpoints' identity
+        # sequence, so no checkpoint or pause shares a sequence with another.
+        self.next_sequence = (
+            f"SELECT nextval(pg_get_serial_sequence('{s}.checkpoints', 'sequence'))"
+        )
+        # A concurrent writer of the same interrupt id inserted first: its row stands (I2).
+        self.insert = (
+            f"INSERT INTO {pending} (namespace, {PENDING_COLUMNS}, task_id) "
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+            "ON CONFLICT (namespace, execution_id, interrupt_id) DO NOTHING RETURNING 1"
+        )
+        self.delete = (
+            f"DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
+            "AND interrupt_id = $3"
+        )
+        self.delete_decisions = (
+            f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2 AND {graph}"
+        )
+
+
+class PostgresPendingOps:
+    """:class:`~checkpointd.store.graph_interrupts.PendingOps` on one transaction."""
+
+    def __init__(
+        self, conn: Any, sql: PendingSql, namespace: str, append_event: AppendEvent
+    ) -> None:
+        self._conn = conn
+        self._sql = sql
+        self._namespace = namespace
+        self._append_event = append_event
+        self._skipped: set[str] = set()
+
+    async def _rows(self, query: str, *params: Any) -> list[PendingRecord]:
+        found = await self._conn.fetch(query, *params)
+        return [rows.pending_from_row(row, times.utc_out) for row in found]
+
+    async def of_task(self, place: TaskPlace) -> list[PendingRecord]:
+        return await self._rows(
+            self._sql.of_task,
+            self._namespace,
+            place.thread_id,
+            place.checkpoint_ns,
+            place.checkpoint_id,
+            place.task_id,
+        )
+
+    async def of_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[PendingRecord]:
+        return await self._rows(
+            self._sql.of_checkpoint, self._namespace, thread_id, checkpoint_ns, checkpoint_id
+        )
+
+    async def of_thread(self, thread_id: str) -> list[PendingRecord]:
+        return await self._rows(self._sql.of_thread, self._namespace, thread_id)
+
+    async def next_sequence(self) -> int:
+        return int(await self._conn.fetchval(self._sql.next_sequence))
+
+    async def insert(self, record: PendingRecord, task_id: str) -> None:
+        params = pending_params(record, times.utc_in)
+        inserted = await self._conn.fetchval(self._sql.insert, self._namespace, *params, task_id)
+        if inserted is None:
+            self._skipped.add(record.interrupt_id)
+
+    async def delete(self, record: PendingRecord) -> None:
+        await self._conn.execute(
+            self._sql.delete, self._namespace, record.execution_id, record.interrupt_id
+        )
+
+    async def delete_decisions(self, thread_id: str) -> None:
+        await self._conn.execute(self._sql.delete_decisions, self._namespace, thread_id)
+
+    async def event(self, kind: EventKind, record: PendingRecord) -> None:
+        if kind is EventKind.ADDED and record.interrupt_id in self._skipped:
+            return  # another writer's row stands; it wrote the event
+        await self._append_event(self._conn, self._namespace, kind, record)

@@ -1,0 +1,110 @@
+"""The SQLite statements of graph interrupts (:mod:`checkpointd.store.graph_interrupts`), run
+on the writer inside the graph wing's transaction."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
+
+import aiosqlite
+
+from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.store import rows, times
+from checkpointd.store.columns import PENDING_COLUMNS, pending_params
+from checkpointd.store.graph_interrupts import TaskPlace
+
+__all__ = ["SQLitePendingOps"]
+
+_GRAPH: Final = "interrupt_id <> ''"
+OF_TASK: Final = (
+    f"SELECT {PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND execution_id = ? "
+    f"AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND {_GRAPH}"
+)
+OF_CHECKPOINT: Final = (
+    f"SELECT {PENDING_COLUMNS} FROM pending_interrupts WHERE namespace = ? AND execution_id = ? "
+    f"AND checkpoint_ns = ? AND checkpoint_id = ? AND {_GRAPH}"
+)
+OF_THREAD: Final = (
+    f"SELECT {PENDING_COLUMNS} FROM pending_interrupts "
+    f"WHERE namespace = ? AND execution_id = ? AND {_GRAPH}"
+)
+INSERT: Final = (
+    f"INSERT INTO pending_interrupts (namespace, {PENDING_COLUMNS}, task_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE: Final = (
+    "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ? AND interrupt_id = ?"
+)
+DELETE_DECISIONS: Final = (
+    f"DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ? AND {_GRAPH}"
+)
+# A graph pause takes its place in the listing order from the checkpoints' AUTOINCREMENT
+# counter, so no checkpoint or pause ever shares a sequence with another (writers are
+# serialized: the read and the bump are one statement in the write transaction).
+SEED_SEQUENCE: Final = (
+    "INSERT INTO sqlite_sequence (name, seq) SELECT 'checkpoints', 0 "
+    "WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'checkpoints')"
+)
+NEXT_SEQUENCE: Final = (
+    "UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'checkpoints' RETURNING seq"
+)
+
+AppendEvent = Callable[[aiosqlite.Connection, str, EventKind, PendingRecord, int], Awaitable[None]]
+
+
+class SQLitePendingOps:
+    """:class:`~checkpointd.store.graph_interrupts.PendingOps` on one write transaction."""
+
+    def __init__(
+        self, conn: aiosqlite.Connection, namespace: str, append_event: AppendEvent
+    ) -> None:
+        self._conn = conn
+        self._namespace = namespace
+        self._append_event = append_event
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[PendingRecord]:
+        found: list[sqlite3.Row] = list(await self._conn.execute_fetchall(sql, params))
+        return [rows.pending_from_row(row, times.from_us) for row in found]
+
+    async def of_task(self, place: TaskPlace) -> list[PendingRecord]:
+        return await self._rows(
+            OF_TASK,
+            (
+                self._namespace,
+                place.thread_id,
+                place.checkpoint_ns,
+                place.checkpoint_id,
+                place.task_id,
+            ),
+        )
+
+    async def of_checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[PendingRecord]:
+        return await self._rows(
+            OF_CHECKPOINT, (self._namespace, thread_id, checkpoint_ns, checkpoint_id)
+        )
+
+    async def of_thread(self, thread_id: str) -> list[PendingRecord]:
+        return await self._rows(OF_THREAD, (self._namespace, thread_id))
+
+    async def next_sequence(self) -> int:
+        await self._conn.execute(SEED_SEQUENCE)
+        found = list(await self._conn.execute_fetchall(NEXT_SEQUENCE))
+        return int(found[0][0])
+
+    async def insert(self, record: PendingRecord, task_id: str) -> None:
+        params = (self._namespace, *pending_params(record, times.to_us), task_id)
+        await self._conn.execute(INSERT, params)
+
+    async def delete(self, record: PendingRecord) -> None:
+        await self._conn.execute(
+            DELETE, (self._namespace, record.execution_id, record.interrupt_id)
+        )
+
+    async def delete_decisions(self, thread_id: str) -> None:
+        await self._conn.execute(DELETE_DECISIONS, (self._namespace, thread_id))
+
+    async def event(self, kind: EventKind, record: PendingRecord) -> None:
+        await self._append_event(self._conn, self._namespace, kind, record, times.now_us())

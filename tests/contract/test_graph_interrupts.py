@@ -1,0 +1,307 @@
+"""Contracts G8-G10: LangGraph's interrupts in the shared pending-interrupt inbox, with real
+``StateGraph``s on the blocking saver, through a real server on every backend. A pause is
+listed, watched and decided like a fastaiagent one; a thread's parallel interrupts are
+separate pauses, each decided and resumed by its id; what resumes a pause ends it."""
+
+from __future__ import annotations
+
+import operator
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Annotated, Any, TypedDict
+
+import grpc
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+from checkpointd_client import (
+    CheckpointdClient,
+    InterruptEvent,
+    InvalidArgumentError,
+    NotFoundError,
+    PendingInterrupt,
+    SnapshotComplete,
+    SnapshotItem,
+)
+from checkpointd_client.langgraph import CheckpointdSaver
+from checkpointd_client.v1 import graph_service_pb2 as g
+from checkpointd_client.v1 import graph_service_pb2_grpc as g_grpc
+from tests.contract.helpers import interrupted
+from tests.support.shared_server import SharedSidecar
+
+pytestmark = pytest.mark.shared_server
+
+
+class State(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def review(state: State) -> dict[str, Any]:
+    answer = interrupt({"reason": "refund", "amount": 42})
+    return {"log": [f"review:{answer}"]}
+
+
+def asker(name: str) -> Any:
+    def node(state: State) -> dict[str, Any]:
+        answer = interrupt({"reason": f"ask-{name}"})
+        return {"log": [f"{name}:{answer}"]}
+
+    return node
+
+
+def one_pause(saver: CheckpointdSaver) -> Any:
+    """START -> review (interrupts) -> END."""
+    graph = StateGraph(State)
+    graph.add_node("review", review)
+    graph.add_edge(START, "review")
+    graph.add_edge("review", END)
+    return graph.compile(checkpointer=saver)
+
+
+def two_pauses(saver: CheckpointdSaver) -> Any:
+    """START -> a and b in parallel, each interrupting -> END."""
+    graph = StateGraph(State)
+    graph.add_node("a", asker("a"))
+    graph.add_node("b", asker("b"))
+    graph.add_edge(START, "a")
+    graph.add_edge(START, "b")
+    graph.add_edge("a", END)
+    graph.add_edge("b", END)
+    return graph.compile(checkpointer=saver)
+
+
+@pytest.fixture
+def saver(sidecar: SharedSidecar) -> Iterator[CheckpointdSaver]:
+    with CheckpointdSaver(sidecar.target, namespace=sidecar.namespace, graph_name="support") as s:
+        yield s
+
+
+@pytest.fixture
+def thread() -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"thread-{uuid.uuid4().hex[:10]}"}}
+
+
+def rows_of(client: CheckpointdClient, thread_id: str) -> list[PendingInterrupt]:
+    listed = client.list_pending_interrupts().pending_interrupts
+    return [p for p in listed if p.execution_id == thread_id]
+
+
+def test_g8_a_graph_pause_is_listed_watched_and_decided(client, saver, thread):
+    """A node's interrupt() is a pending interrupt named by its id, with the graph's name,
+    the value's reason and the value as context; the watch snapshot shows it, a decision
+    naming its id is stored on it and announced."""
+    graph = one_pause(saver)
+    result = graph.invoke({"log": []}, thread)
+    [raised] = result["__interrupt__"]
+    thread_id = thread["configurable"]["thread_id"]
+    [row] = rows_of(client, thread_id)
+    assert row.interrupt_id == raised.id
+    assert (row.chain_name, row.reason, row.node_id, row.checkpoint_ns) == (
+        "support",
+        "refund",
+        "review",
+        "",
+    )
+    assert row.context == {"reason": "refund", "amount": 42}
+    assert row.checkpoint_id == graph.get_state(thread).config["configurable"]["checkpoint_id"]
+    assert row.decision is None
+    assert [
+        p.interrupt_id
+        for p in client.list_pending_interrupts(chain_name="support").pending_interrupts
+        if p.execution_id == thread_id
+    ] == [raised.id]
+
+    with client.watch_interrupts(timeout=60) as watch:
+        snapshot = []
+        for item in watch:
+            if isinstance(item, SnapshotComplete):
+                break
+            assert isinstance(item, SnapshotItem)
+            snapshot.append(item.pending)
+        assert [p.interrupt_id for p in snapshot if p.execution_id == thread_id] == [raised.id]
+        decided = client.submit_decision(
+            thread_id, interrupt_id=raised.id, approved=True, decided_by="ana"
+        )
+        assert decided.interrupt_id == raised.id
+        assert decided.decision is not None
+        assert decided.decision.decided_by == "ana"
+        for item in watch:
+            if isinstance(item, InterruptEvent) and item.pending.execution_id == thread_id:
+                assert item.type == "decided"
+                assert item.pending.interrupt_id == raised.id
+                break
+    [row] = rows_of(client, thread_id)
+    assert row.decision is not None
+    assert row.decision.approved
+
+
+def test_g8_bad_input_is_refused_and_changes_nothing(client, saver, thread, sidecar):
+    """An unknown interrupt id, an interrupt id on a fastaiagent run, and a descriptor without
+    an id are refused with a reason; nothing is decided or written."""
+    one_pause(saver).invoke({"log": []}, thread)
+    thread_id = thread["configurable"]["thread_id"]
+    with pytest.raises(NotFoundError) as unknown:
+        client.submit_decision(thread_id, interrupt_id="f" * 32, approved=True, decided_by="x")
+    assert unknown.value.reason == "NO_PENDING_INTERRUPT"
+    with pytest.raises(NotFoundError):  # a graph pause needs its id
+        client.submit_decision(thread_id, approved=True, decided_by="x")
+    [row] = rows_of(client, thread_id)
+    assert row.decision is None
+
+    execution_id = f"exec-{uuid.uuid4().hex[:10]}"
+    cp, pending = interrupted(execution_id)
+    client.record_interrupt(cp, pending)
+    with pytest.raises(NotFoundError) as on_fastaiagent:
+        client.submit_decision(execution_id, interrupt_id="abc", approved=True, decided_by="x")
+    assert on_fastaiagent.value.reason == "NO_PENDING_INTERRUPT"
+    [fastaiagent_row] = rows_of(client, execution_id)
+    assert fastaiagent_row.decision is None
+    assert fastaiagent_row.interrupt_id == ""
+
+    checkpoint_id = row.checkpoint_id
+    with grpc.insecure_channel(sidecar.target) as channel:
+        stub = g_grpc.GraphServiceStub(channel)
+        for bad in (
+            [g.GraphInterrupt(reason="no id")],
+            [g.GraphInterrupt(interrupt_id="x" * 129)],
+            [g.GraphInterrupt(interrupt_id="same"), g.GraphInterrupt(interrupt_id="same")],
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.PutGraphWrites(
+                    g.PutGraphWritesRequest(
+                        namespace=sidecar.namespace,
+                        thread_id=thread_id,
+                        checkpoint_id=checkpoint_id,
+                        task_id="t-bad",
+                        writes=[
+                            g.GraphWrite(
+                                idx=-3,
+                                channel="__interrupt__",
+                                value=g.TypedValue(type="json", data=b"[]"),
+                            )
+                        ],
+                        interrupts=bad,
+                    )
+                )
+            assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert "interrupts.interrupt_id" in (refused.value.details() or "")
+        stored = stub.GetGraphCheckpoint(
+            g.GetGraphCheckpointRequest(
+                namespace=sidecar.namespace, thread_id=thread_id, checkpoint_id=checkpoint_id
+            )
+        )
+    assert all(w.task_id != "t-bad" for w in stored.checkpoint_tuple.pending_writes)
+    assert [r.interrupt_id for r in rows_of(client, thread_id)] == [row.interrupt_id]
+    with pytest.raises(InvalidArgumentError):
+        client.submit_decision(thread_id, interrupt_id="x" * 129, approved=True, decided_by="x")
+
+
+def test_g9_parallel_interrupts_are_separate_pauses(client, saver, thread):
+    """Two parallel tasks that interrupt make two pending interrupts of one thread, each
+    decided on its own; resuming one by its id ends that one only, then the other."""
+    graph = two_pauses(saver)
+    result = graph.invoke({"log": []}, thread)
+    raised = {i.value["reason"]: i.id for i in result["__interrupt__"]}
+    assert set(raised) == {"ask-a", "ask-b"}
+    assert len(set(raised.values())) == 2
+    thread_id = thread["configurable"]["thread_id"]
+    rows = {r.reason: r for r in rows_of(client, thread_id)}
+    assert {reason: r.interrupt_id for reason, r in rows.items()} == raised
+    assert {r.node_id for r in rows.values()} == {"a", "b"}
+
+    client.submit_decision(thread_id, interrupt_id=raised["ask-a"], approved=True, decided_by="x")
+    rows = {r.reason: r for r in rows_of(client, thread_id)}
+    assert rows["ask-a"].decision is not None
+    assert rows["ask-b"].decision is None
+
+    graph.invoke(Command(resume={raised["ask-a"]: "yes"}), thread)
+    [left] = rows_of(client, thread_id)
+    assert left.interrupt_id == raised["ask-b"]
+    assert left.decision is None
+
+    client.submit_decision(thread_id, interrupt_id=raised["ask-b"], approved=False, decided_by="y")
+    final = graph.invoke(Command(resume={raised["ask-b"]: "no"}), thread)
+    assert sorted(final["log"]) == ["a:yes", "b:no"]
+    assert rows_of(client, thread_id) == []
+
+
+def test_g10_the_resume_ends_the_pause_and_a_delete_removes_it(client, saver, thread):
+    """The writes that resume a pause end it with a ``claimed`` event; a thread delete
+    removes a thread's pauses with a ``removed`` event; a fastaiagent pause of the same id
+    is another pause and stays."""
+    graph = one_pause(saver)
+    thread_id = thread["configurable"]["thread_id"]
+    graph.invoke({"log": []}, thread)
+    [row] = rows_of(client, thread_id)
+    cp, pending = interrupted(thread_id)
+    client.record_interrupt(cp, pending)  # a fastaiagent run that shares the id
+    with client.watch_interrupts(timeout=60) as watch:
+        for item in watch:
+            if isinstance(item, SnapshotComplete):
+                break
+        final = graph.invoke(Command(resume="fine"), thread)
+        assert final["log"] == ["review:fine"]
+        for item in watch:
+            if isinstance(item, InterruptEvent) and item.pending.execution_id == thread_id:
+                assert (item.type, item.pending.interrupt_id) == ("claimed", row.interrupt_id)
+                break
+        assert [r.interrupt_id for r in rows_of(client, thread_id)] == [""]
+
+        other = {"configurable": {"thread_id": f"{thread_id}-2"}}
+        graph.invoke({"log": []}, other)
+        assert len(rows_of(client, f"{thread_id}-2")) == 1
+        saver.delete_thread(f"{thread_id}-2")
+        for item in watch:
+            if (
+                isinstance(item, InterruptEvent)
+                and item.pending.execution_id == f"{thread_id}-2"
+                and item.type == "removed"
+            ):
+                break
+        assert rows_of(client, f"{thread_id}-2") == []
+    assert [r.interrupt_id for r in rows_of(client, thread_id)] == [""]
+
+
+def test_g8_the_cli_lists_and_decides_a_graph_pause(client, saver, thread, sidecar):
+    """`checkpointd interrupts list` shows a graph pause's interrupt id; `decide
+    --interrupt-id` decides that pause."""
+    result = one_pause(saver).invoke({"log": []}, thread)
+    [raised] = result["__interrupt__"]
+    thread_id = thread["configurable"]["thread_id"]
+    where = ["--target", sidecar.target, "--namespace", sidecar.namespace]
+    listed = subprocess.run(
+        [sys.executable, "-m", "checkpointd", "interrupts", "list", *where],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert listed[0].split()[:2] == ["EXECUTION_ID", "INTERRUPT_ID"]
+    assert any(line.split()[:2] == [thread_id, raised.id] for line in listed[1:])
+    decided = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "checkpointd",
+            "interrupts",
+            "decide",
+            thread_id,
+            "--approve",
+            "--interrupt-id",
+            raised.id,
+            "--decided-by",
+            "cli",
+            *where,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"interrupt={raised.id}" in decided
+    [row] = rows_of(client, thread_id)
+    assert row.decision is not None
+    assert row.decision.decided_by == "cli"
