@@ -17,7 +17,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -34,6 +34,8 @@ from checkpointd_client.models import (
     CheckpointPage,
     CheckpointView,
     DeleteExecutionResult,
+    ExecutionDetail,
+    ExecutionPage,
     IdempotencyResult,
     PendingInterrupt,
     PendingInterruptPage,
@@ -347,6 +349,39 @@ class AsyncCheckpointdClient:
         request = self._core.delete_execution(execution_id, request_id)
         response = await self._invoke(self._checkpoints.DeleteExecution, request, timeout, metadata)
         return _convert.delete_result(response)
+
+    async def list_executions(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        chain_name: str | None = None,
+        status: str | None = None,
+        active_since: datetime | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> ExecutionPage:
+        """Return one page of the namespace's executions, newest activity first, optionally
+        filtered by chain name, status (``"running"``, ``"paused"``, ``"ended"``,
+        ``"failed"``) and last activity at or after ``active_since`` (C11)."""
+        request = self._core.list_executions(
+            page_size, page_token, chain_name, status, active_since
+        )
+        response = await self._invoke(self._checkpoints.ListExecutions, request, timeout, metadata)
+        return _convert.execution_page(response)
+
+    async def get_execution(
+        self,
+        execution_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> ExecutionDetail:
+        """Return an execution's summary, pending interrupt, newest decision and idempotency
+        keys (C11). NotFoundError when it has no checkpoint."""
+        request = self._core.get_execution(execution_id)
+        response = await self._invoke(self._checkpoints.GetExecution, request, timeout, metadata)
+        return _convert.execution_detail(response)
 
     async def prune(
         self,

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from checkpointd_client import _convert
@@ -202,6 +202,32 @@ class ClientCore:
             namespace=self.namespace,
             request_id=request_id or new_id(),
             execution_id=execution_id,
+        )
+
+    def list_executions(
+        self,
+        page_size: int,
+        page_token: str,
+        chain_name: str | None,
+        status: str | None,
+        active_since: datetime | None,
+    ) -> checkpoint_service_pb2.ListExecutionsRequest:
+        """Build a ListExecutions request; ``None`` filters are left unset."""
+        request = checkpoint_service_pb2.ListExecutionsRequest(
+            namespace=self.namespace,
+            page_size=_check_page_size(page_size),
+            page_token=page_token,
+            chain_name=chain_name,
+            status=_convert.execution_status_to_proto(status),
+        )
+        if active_since is not None:
+            request.active_since.CopyFrom(_convert.datetime_to_timestamp(active_since))
+        return request
+
+    def get_execution(self, execution_id: str) -> checkpoint_service_pb2.GetExecutionRequest:
+        """Build a GetExecution request."""
+        return checkpoint_service_pb2.GetExecutionRequest(
+            namespace=self.namespace, execution_id=execution_id
         )
 
     def prune(

@@ -25,6 +25,10 @@ from checkpointd_client.models import (
     Decision,
     DecisionStatus,
     DeleteExecutionResult,
+    Execution,
+    ExecutionDetail,
+    ExecutionPage,
+    ExecutionStatus,
     IdempotencyResult,
     InterruptEvent,
     InterruptEventType,
@@ -380,3 +384,69 @@ def idempotency_result(
     if not response.found:
         return IdempotencyResult(found=False, value=None)
     return IdempotencyResult(found=True, value=load_json(response.result_json, field="value"))
+
+
+_EXECUTION_STATUS_TO_PROTO: dict[ExecutionStatus, checkpoint_pb2.ExecutionStatus.ValueType] = {
+    "running": checkpoint_pb2.EXECUTION_STATUS_RUNNING,
+    "paused": checkpoint_pb2.EXECUTION_STATUS_PAUSED,
+    "ended": checkpoint_pb2.EXECUTION_STATUS_ENDED,
+    "failed": checkpoint_pb2.EXECUTION_STATUS_FAILED,
+}
+_EXECUTION_STATUS_FROM_PROTO: dict[int, ExecutionStatus] = {
+    number: name for name, number in _EXECUTION_STATUS_TO_PROTO.items()
+}
+
+
+def execution_status_to_proto(status: str | None) -> checkpoint_pb2.ExecutionStatus.ValueType:
+    """The wire value of an execution status filter (None: any)."""
+    if status is None:
+        return checkpoint_pb2.EXECUTION_STATUS_UNSPECIFIED
+    for name, number in _EXECUTION_STATUS_TO_PROTO.items():
+        if name == status:
+            return number
+    raise ValueError(
+        f"status must be one of {', '.join(_EXECUTION_STATUS_TO_PROTO)}, not {status!r}"
+    )
+
+
+def execution_from_proto(msg: checkpoint_pb2.Execution) -> Execution:
+    """Build an execution summary from its wire message."""
+    return Execution(
+        execution_id=msg.execution_id,
+        chain_name=msg.chain_name,
+        status=_EXECUTION_STATUS_FROM_PROTO.get(msg.status, "running"),
+        checkpoint_count=msg.checkpoint_count,
+        last_activity_at=(
+            timestamp_to_datetime(msg.last_activity_at)
+            if msg.HasField("last_activity_at")
+            else None
+        ),
+        last_checkpoint_id=msg.last_checkpoint_id,
+        last_node_id=msg.last_node_id,
+        last_sequence=msg.last_sequence,
+    )
+
+
+def execution_page(response: checkpoint_service_pb2.ListExecutionsResponse) -> ExecutionPage:
+    """Parse a ListExecutions response."""
+    return ExecutionPage(
+        executions=[execution_from_proto(e) for e in response.executions],
+        next_page_token=response.next_page_token,
+    )
+
+
+def execution_detail(response: checkpoint_service_pb2.GetExecutionResponse) -> ExecutionDetail:
+    """Parse a GetExecution response."""
+    return ExecutionDetail(
+        execution=execution_from_proto(response.execution),
+        pending=(
+            pending_from_proto(response.pending_interrupt)
+            if response.HasField("pending_interrupt")
+            else None
+        ),
+        last_decided=(
+            pending_from_proto(response.last_decided) if response.HasField("last_decided") else None
+        ),
+        idempotency_keys=list(response.idempotency_keys),
+        idempotency_key_count=response.idempotency_key_count,
+    )

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -26,6 +26,8 @@ from checkpointd_client.models import (
     CheckpointPage,
     CheckpointView,
     DeleteExecutionResult,
+    ExecutionDetail,
+    ExecutionPage,
     IdempotencyResult,
     PendingInterrupt,
     PendingInterruptPage,
@@ -333,6 +335,39 @@ class CheckpointdClient:
         request = self._core.delete_execution(execution_id, request_id)
         response = self._invoke(self._checkpoints.DeleteExecution, request, timeout, metadata)
         return _convert.delete_result(response)
+
+    def list_executions(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        chain_name: str | None = None,
+        status: str | None = None,
+        active_since: datetime | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> ExecutionPage:
+        """Return one page of the namespace's executions, newest activity first, optionally
+        filtered by chain name, status (``"running"``, ``"paused"``, ``"ended"``,
+        ``"failed"``) and last activity at or after ``active_since`` (C11)."""
+        request = self._core.list_executions(
+            page_size, page_token, chain_name, status, active_since
+        )
+        response = self._invoke(self._checkpoints.ListExecutions, request, timeout, metadata)
+        return _convert.execution_page(response)
+
+    def get_execution(
+        self,
+        execution_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> ExecutionDetail:
+        """Return an execution's summary, pending interrupt, newest decision and idempotency
+        keys (C11). NotFoundError when it has no checkpoint."""
+        request = self._core.get_execution(execution_id)
+        response = self._invoke(self._checkpoints.GetExecution, request, timeout, metadata)
+        return _convert.execution_detail(response)
 
     def prune(
         self,

@@ -15,12 +15,17 @@ from typing import Any, Literal, TypeAlias
 __all__ = [
     "CHECKPOINT_STATUSES",
     "DECISION_STATUSES",
+    "EXECUTION_STATUSES",
     "INTERRUPT_EVENT_TYPES",
     "Checkpoint",
     "CheckpointPage",
     "Decision",
     "DecisionStatus",
     "DeleteExecutionResult",
+    "Execution",
+    "ExecutionDetail",
+    "ExecutionPage",
+    "ExecutionStatus",
     "IdempotencyResult",
     "InterruptEvent",
     "InterruptEventType",
@@ -166,6 +171,62 @@ class PendingInterruptPage:
     """The rows of this page, newest first."""
     next_page_token: str
     """The token for the next page; ``""`` when this page is the last."""
+
+
+ExecutionStatus: TypeAlias = Literal["running", "paused", "ended", "failed"]
+"""Where a run stands: ``"paused"`` with a pending interrupt; else ``"failed"`` when its
+newest checkpoint failed; ``"ended"`` when that is a ``run_end`` row; ``"running"`` otherwise."""
+
+#: The values :attr:`Execution.status` may take.
+EXECUTION_STATUSES: tuple[ExecutionStatus, ...] = ("running", "paused", "ended", "failed")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Execution:
+    """The summary of one run (contract C11)."""
+
+    execution_id: str
+    """The run."""
+    chain_name: str
+    """The chain name of its newest checkpoint."""
+    status: ExecutionStatus
+    """Where it stands."""
+    checkpoint_count: int
+    """How many checkpoints it has."""
+    last_activity_at: datetime | None
+    """The created_at of its newest checkpoint."""
+    last_checkpoint_id: str
+    """The id of its newest checkpoint."""
+    last_node_id: str
+    """The node of its newest checkpoint."""
+    last_sequence: int
+    """The sequence of its newest checkpoint."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionPage:
+    """One page of a namespace's executions, newest activity first."""
+
+    executions: list[Execution]
+    """The rows of this page."""
+    next_page_token: str
+    """The token for the next page; ``""`` when this page is the last."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionDetail:
+    """One run with its pause, its newest decision and its idempotency keys (contract C11)."""
+
+    execution: Execution
+    """Its summary."""
+    pending: PendingInterrupt | None
+    """Its pending interrupt (with the decision on it), when paused."""
+    last_decided: PendingInterrupt | None
+    """Its newest decided pause with the decision, even once resumed; None if never decided."""
+    idempotency_keys: list[str]
+    """The keys of its idempotency results, in key order (at most 1000)."""
+    idempotency_key_count: int
+    """How many idempotency results it has."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -49,6 +49,7 @@ from checkpointd.servicers import (
     WriteServicer,
 )
 from checkpointd.store.base import Store
+from checkpointd.store.executions import ExecutionReader
 from checkpointd.store.graph import GraphStore
 from checkpointd.watch import WatchHub, connection_age_options
 from checkpointd_client.v1 import (
@@ -73,6 +74,7 @@ __all__ = [
     "KEEPALIVE_OPTIONS",
     "SERVICE_NAMES",
     "StartupError",
+    "build_execution_reader",
     "build_graph_store",
     "build_store",
     "serve",
@@ -162,6 +164,23 @@ def build_graph_store(store: Store) -> GraphStore:
 
         return SQLiteGraphStore(access)
     raise TypeError(f"no graph wing for {type(store).__name__}")
+
+
+def build_execution_reader(store: Store) -> ExecutionReader:
+    """The execution summaries of ``store``'s backend, on that store's connections."""
+    from checkpointd.store.postgres.access import PostgresAccess
+    from checkpointd.store.sqlite.access import SQLiteAccess
+
+    access = getattr(store, "graph_access", lambda: None)()
+    if isinstance(access, PostgresAccess):
+        from checkpointd.store.postgres.executions import PostgresExecutionReader
+
+        return PostgresExecutionReader(access)
+    if isinstance(access, SQLiteAccess):
+        from checkpointd.store.sqlite.executions import SQLiteExecutionReader
+
+        return SQLiteExecutionReader(access)
+    raise TypeError(f"no executions reader for {type(store).__name__}")
 
 
 def _build_server(
@@ -387,6 +406,7 @@ async def serve(settings: Settings) -> None:
         raise StartupError(str(exc)) from None
     store = build_store(settings)
     graph_store = build_graph_store(store)
+    executions = build_execution_reader(store)
     description = redact_dsn(settings.store)
     metrics = Metrics() if settings.metrics_listen else None
     if metrics is not None:
@@ -410,6 +430,7 @@ async def serve(settings: Settings) -> None:
         prune_batch_size=settings.prune_batch_size,
         watch_hub=watch_hub,
         graph_store=graph_store,
+        executions=executions,
     )
     background: list[asyncio.Task[object]] = []
     bound: list[str] = []

@@ -117,6 +117,8 @@ RPC_ACCESS: dict[str, Access] = {
     _CHECKPOINTS + "PruneCheckpoints": Access.WRITE,
     _CHECKPOINTS + "GetResumePoint": Access.READ,
     _CHECKPOINTS + "GetForkPoint": Access.READ,
+    _CHECKPOINTS + "ListExecutions": Access.READ,
+    _CHECKPOINTS + "GetExecution": Access.READ,
     _INTERRUPTS + "RecordInterrupt": Access.WRITE,
     _INTERRUPTS + "ClaimInterrupt": Access.WRITE,
     _INTERRUPTS + "ListPendingInterrupts": Access.READ,

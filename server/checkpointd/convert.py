@@ -28,6 +28,7 @@ __all__ = [
     "decision_to_proto",
     "pending_from_proto",
     "pending_to_proto",
+    "timestamp_to_proto",
 ]
 
 _STATUS_FROM_PROTO = {
@@ -128,7 +129,8 @@ def pending_from_proto(
     )
 
 
-def _timestamp(value: datetime) -> Timestamp:
+def timestamp_to_proto(value: datetime) -> Timestamp:
+    """A datetime as a Timestamp, to the microsecond."""
     ts = Timestamp()
     delta = value.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
     seconds, micros = divmod(delta // _MICROSECOND, 1_000_000)
@@ -150,7 +152,7 @@ def checkpoint_to_proto(record: CheckpointRecord, *, basic: bool = False) -> pb.
         node_index=record.node_index,
         status=_STATUS_TO_PROTO[record.status],
         iteration=record.iteration,
-        created_at=_timestamp(record.created_at),
+        created_at=timestamp_to_proto(record.created_at),
         sequence=record.sequence,
     )
     if not basic:
@@ -178,7 +180,7 @@ def pending_to_proto(record: PendingRecord) -> pb.PendingInterrupt:
         node_id=record.node_id,
         reason=record.reason,
         context_json=record.context_json,
-        created_at=_timestamp(record.created_at),
+        created_at=timestamp_to_proto(record.created_at),
         checkpoint_id=record.checkpoint_id,
         interrupt_id=record.interrupt_id,
         checkpoint_ns=record.checkpoint_ns,
@@ -196,7 +198,7 @@ def decision_to_proto(record: DecisionRecord) -> pb.Decision:
         approved=record.approved,
         metadata_json=record.metadata_json,
         decided_by=record.decided_by,
-        decided_at=_timestamp(record.decided_at),
+        decided_at=timestamp_to_proto(record.decided_at),
         status=_DECISION_STATUS_TO_PROTO[record.status],
         attempts=record.attempts,
         error=record.error or "",
@@ -204,7 +206,7 @@ def decision_to_proto(record: DecisionRecord) -> pb.Decision:
     if record.reason is not None:
         msg.reason = record.reason
     if record.lease_expires_at is not None and record.status is DecisionStatus.RESUMING:
-        msg.lease_expires_at.CopyFrom(_timestamp(record.lease_expires_at))
+        msg.lease_expires_at.CopyFrom(timestamp_to_proto(record.lease_expires_at))
     if record.reported_at is not None:
-        msg.reported_at.CopyFrom(_timestamp(record.reported_at))
+        msg.reported_at.CopyFrom(timestamp_to_proto(record.reported_at))
     return msg

@@ -303,3 +303,59 @@ def test_g8_console_lists_and_decides_a_graph_pause_by_interrupt_id(console: Con
     assert reply.status == 200, reply.body
     assert reply.body["pending"]["interrupt_id"] == raised.id
     assert reply.body["pending"]["decision"]["decided_by"] == "console"
+
+
+def test_w1_console_reads_recent_decisions_and_a_runs_checkpoints_with_the_grpc_rules(
+    auth_console: Console,
+    tokens: Tokens,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """GET /api/decisions answers the newest decisions first, with their resume state;
+    GET /api/checkpoints a run's checkpoints oldest first; both refuse what gRPC refuses the
+    same caller, with its reason."""
+    url, target = auth_console.url, auth_console.target
+    store = checkpointer_for(target, "team-a", token=tokens.approver)
+    chain = approval_chain("orders", store, [])
+    for execution_id in ("run-1", "run-2", "run-3"):
+        pause(chain, execution_id)
+        assert decide(url, "team-a", execution_id, token=tokens.approver).status == 200
+    recent = call("GET", url + "api/decisions?namespace=team-a&limit=2", token=tokens.viewer)
+    assert recent.status == 200, recent.body
+    assert [p["execution_id"] for p in recent.body["decided"]] == ["run-3", "run-2"]
+    assert recent.body["complete"] is True
+    assert recent.body["decided"][0]["decision"]["status"] == "DECISION_STATUS_DECIDED"
+
+    steps = call(
+        "GET", url + "api/checkpoints?namespace=team-a&execution_id=run-1", token=tokens.viewer
+    )
+    assert steps.status == 200, steps.body
+    with CheckpointdClient(target, namespace="team-a", token=tokens.approver) as client:
+        expected = [c.checkpoint_id for c in client.list_checkpoints("run-1").checkpoints]
+    assert [c["checkpoint_id"] for c in steps.body["checkpoints"]] == expected
+    assert steps.body["checkpoints"][-1]["status"] == "CHECKPOINT_STATUS_INTERRUPTED"
+
+    # The namespaces listed are those with pauses that the token may read.
+    team_b = checkpointer_for(target, "team-b", token=tokens.other)
+    pause(approval_chain("orders", team_b, []), "run-b")
+    assert call("GET", url + "api/namespaces", token=tokens.viewer).body == {
+        "namespaces": [{"name": "team-a", "pending": 3}]
+    }
+    assert call("GET", url + "api/namespaces", token=tokens.other).body == {
+        "namespaces": [{"name": "team-b", "pending": 1}]
+    }
+
+    refusals = [
+        ("api/decisions?namespace=team-a", tokens.other, 403, "NAMESPACE_NOT_ALLOWED"),
+        ("api/decisions?namespace=team-a&limit=0", tokens.viewer, 400, "INVALID_FIELD"),
+        ("api/decisions?namespace=team-a", None, 401, "MISSING_TOKEN"),
+        (
+            "api/checkpoints?namespace=team-a&execution_id=run-1",
+            tokens.other,
+            403,
+            "NAMESPACE_NOT_ALLOWED",
+        ),
+        ("api/checkpoints?namespace=team-a", tokens.viewer, 400, "INVALID_FIELD"),
+    ]
+    for path, token, status, reason in refusals:
+        reply = call("GET", url + path, token=token)
+        assert (reply.status, reply.reason) == (status, reason), (path, reply.body)

@@ -9,50 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.webdriver.support.ui import Select
 
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from tests.console.conftest import Console, Tokens, approval_chain, pause
 from tests.console.http import decide
-
-WAIT_S = 30
-
-
-def wait(browser: Any) -> WebDriverWait[Any]:
-    """A wait that looks again when the page replaced a row it was reading (live updates
-    rebuild rows)."""
-    return WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
-
-
-def sign_in(browser: Any, url: str, token: str) -> None:
-    browser.get(url)
-    field = wait(browser).until(lambda b: b.find_element(By.ID, "token"))
-    wait(browser).until(lambda b: field.is_displayed())
-    field.send_keys(token)
-    browser.find_element(By.ID, "login-button").click()
-    wait(browser).until(lambda b: b.find_element(By.ID, "connection").text == "live")
-
-
-def row(browser: Any, execution_id: str) -> WebElement:
-    """The row of ``execution_id``, once the page shows it."""
-    selector = f'article.interrupt[data-execution-id="{execution_id}"]'
-    found: WebElement = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, selector))
-    return found
-
-
-def status_of(element: WebElement) -> str:
-    return str(element.find_element(By.CSS_SELECTOR, ".status").text)
-
-
-def shown_ids(browser: Any) -> list[str]:
-    return [
-        element.get_attribute("data-execution-id") or ""
-        for element in browser.find_elements(By.CSS_SELECTOR, "article.interrupt")
-    ]
+from tests.console.page import WAIT_S, row, screenshot, shown_ids, sign_in, status_of, wait
 
 
 def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
@@ -81,24 +46,27 @@ def test_k1_page_approves_a_paused_run_that_a_resume_worker_completes(
     pause(chain, "run-2", note="live")  # after the page opened: it arrives by the stream
     row(browser, "run-2")
     assert shown_ids(browser) == ["run-2", "run-1"]
-    browser.save_screenshot(str(tmp_path / "approvals-pending.png"))
+    screenshot(browser, tmp_path, "pending")
 
     first = row(browser, "run-1")
     first.find_element(By.CSS_SELECTOR, "input.note").send_keys("checked the invoice")
     first.find_element(By.CSS_SELECTOR, "button.approve").click()
+    confirm = row(browser, "run-1").find_element(By.CSS_SELECTOR, ".confirm-panel")
+    assert "with the note “checked the invoice”" in confirm.text
+    confirm.find_element(By.CSS_SELECTOR, "button.confirm").click()
     wait(browser).until(
         lambda b: (
             "approved by approver" in row(b, "run-1").find_element(By.CSS_SELECTOR, ".status").text
         )
     )
-    assert not row(browser, "run-1").find_elements(By.CSS_SELECTOR, "button")
-    browser.save_screenshot(str(tmp_path / "approvals-decided.png"))
+    assert not row(browser, "run-1").find_elements(By.CSS_SELECTOR, "button.decide")
+    screenshot(browser, tmp_path, "approved")
 
     # Someone else's decision, made elsewhere, shows up live, and the buttons go.
     other = decide(auth_console.url, "team-a", "run-2", approved=False, token=tokens.approver)
     assert other.status == 200, other.body
     wait(browser).until(lambda b: "rejected by approver" in status_of(row(b, "run-2")))
-    assert not row(browser, "run-2").find_elements(By.CSS_SELECTOR, "button")
+    assert not row(browser, "run-2").find_elements(By.CSS_SELECTOR, "button.decide")
 
     worker = ResumeWorker(
         {"orders": chain}, target=auth_console.target, namespace="team-a", token=tokens.approver
@@ -135,7 +103,7 @@ def test_w1_page_read_only_token_sees_no_buttons_and_a_script_context_stays_text
     shown = row(browser, "run-x")
     namespaces = browser.find_elements(By.CSS_SELECTOR, "#namespace-select option")
     assert [option.text for option in namespaces] == ["team-a"]
-    assert not shown.find_elements(By.CSS_SELECTOR, "button")
+    assert not shown.find_elements(By.CSS_SELECTOR, "button.decide, input.note")
     shown.find_element(By.CSS_SELECTOR, "details.context summary").click()
     assert markup.replace('"', '\\"') in shown.find_element(By.CSS_SELECTOR, "pre").text
     assert not shown.find_elements(By.CSS_SELECTOR, "script, img")
@@ -184,6 +152,7 @@ def test_g9_page_shows_a_threads_parallel_graph_pauses_and_approves_one(
         assert first.find_element(By.CSS_SELECTOR, ".chain").text == "support"
         assert first.find_element(By.CSS_SELECTOR, ".reason").text == "ask-a"
         first.find_element(By.CSS_SELECTOR, "button.approve").click()
+        pause_row(browser, ids["ask-a"]).find_element(By.CSS_SELECTOR, "button.confirm").click()
         wait(browser).until(
             lambda b: "approved by console" in status_of(pause_row(b, ids["ask-a"]))
         )
@@ -198,5 +167,8 @@ def test_g9_page_shows_a_threads_parallel_graph_pauses_and_approves_one(
         assert approved is not None
         assert approved.approved
 
-        graph.invoke(Command(resume={ids["ask-a"]: "yes"}), config)  # the row leaves live
-        wait(browser).until(lambda b: len(shown_ids(b)) == 1)
+        # Resumed in code, not by a worker: the decided pause reads "resuming" (it was
+        # claimed) and the other one still waits.
+        graph.invoke(Command(resume={ids["ask-a"]: "yes"}), config)
+        wait(browser).until(lambda b: "resuming" in status_of(pause_row(b, ids["ask-a"])))
+        assert pause_row(browser, ids["ask-b"]).find_elements(By.CSS_SELECTOR, "button.approve")

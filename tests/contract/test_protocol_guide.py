@@ -191,6 +191,13 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
         ),
         timeout=TIMEOUT,
     ),
+    "status": lambda s: s.checkpoints.ListExecutions(
+        csvc.ListExecutionsRequest(status=7),  # type: ignore[arg-type]
+        timeout=TIMEOUT,
+    ),
+    "active_since": lambda s: s.checkpoints.ListExecutions(
+        csvc.ListExecutionsRequest(active_since=Timestamp(seconds=-(10**12))), timeout=TIMEOUT
+    ),
     "older_than": lambda s: s.checkpoints.PruneCheckpoints(
         csvc.PruneCheckpointsRequest(), timeout=TIMEOUT
     ),

@@ -205,3 +205,47 @@ def test_a_key_that_does_not_match_the_certificate_stops_the_start_saying_so(
     assert str(pki.client_key) in last
     assert str(pki.server_cert) in last
     assert "Failed to bind" not in result.stderr
+
+
+def test_c11_runs_list_over_mutual_tls_with_a_token_file(
+    sqlite_sidecar: Callable[..., Sidecar], pki: Pki, tokens: Tokens, tokens_file: Path
+):
+    """`checkpointd runs list` reaches a server that wants mutual TLS and a token through
+    --tls-ca/--tls-cert/--tls-key and --token-file; without the token it fails with the
+    server's refusal, and the token shows nowhere in its output."""
+    server = sqlite_sidecar(
+        "--tls-cert",
+        str(pki.server_cert),
+        "--tls-key",
+        str(pki.server_key),
+        "--tls-client-ca",
+        str(pki.ca),
+        "--auth-tokens-file",
+        str(tokens_file),
+    )
+    mutual = TlsConfig.from_files(ca=pki.ca, cert=pki.client_cert, key=pki.client_key)
+    with CheckpointdClient(server.tcp_target, tls=mutual, token=tokens.admin) as client:
+        client.put_checkpoint(checkpoint("run-tls"))
+    token_file = pki.ca.parent / f"token-{uuid.uuid4().hex[:6]}"
+    token_file.write_text(tokens.admin + "\n")
+    base = [sys.executable, "-m", "checkpointd", "runs", "list", "--target", server.tcp_target]
+    tls = ["--tls-ca", str(pki.ca), "--tls-cert", str(pki.client_cert)]
+    tls += ["--tls-key", str(pki.client_key)]
+    env = {"CHECKPOINTD_TOKEN": "", "PATH": "/usr/bin:/bin"}
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*base, *extra], capture_output=True, text=True, timeout=30, check=False, env=env
+        )
+
+    ok = run(*tls, "--token-file", str(token_file))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[1].split()[:3] == ["run-tls", "flow", "running"]
+    refused = run(*tls)
+    assert refused.returncode == 1
+    assert "token" in refused.stderr.lower()
+    half = run("--tls-cert", str(pki.client_cert), "--token-file", str(token_file))
+    assert half.returncode == 1
+    assert "--tls-cert and --tls-key go together" in half.stderr
+    for result in (ok, refused, half):
+        assert tokens.admin not in result.stdout + result.stderr

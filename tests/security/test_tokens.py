@@ -75,6 +75,8 @@ def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
         "ListCheckpoints",
         "GetResumePoint",
         "GetForkPoint",
+        "ListExecutions",
+        "GetExecution",
         "ListPendingInterrupts",
         "WatchInterrupts",
         "ListDecisions",

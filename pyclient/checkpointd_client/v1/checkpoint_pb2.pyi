@@ -11,10 +11,10 @@ import builtins as _builtins
 import sys
 import typing as _typing
 
-if sys.version_info >= (3, 10):
-    from typing import TypeAlias as _TypeAlias
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
 else:
-    from typing_extensions import TypeAlias as _TypeAlias
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -77,6 +77,42 @@ DECISION_STATUS_RESUMED: DecisionStatus.ValueType  # 3
 DECISION_STATUS_RESUME_FAILED: DecisionStatus.ValueType  # 4
 """A worker tried to resume the run with this decision and failed; error says why."""
 Global___DecisionStatus: _TypeAlias = DecisionStatus  # noqa: Y015
+
+class _ExecutionStatus:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ExecutionStatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ExecutionStatus.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXECUTION_STATUS_UNSPECIFIED: _ExecutionStatus.ValueType  # 0
+    """Not set. In a ListExecutions request: any status."""
+    EXECUTION_STATUS_RUNNING: _ExecutionStatus.ValueType  # 1
+    """The run has checkpoints and neither paused, ended nor failed (it may be between steps,
+    being resumed, or abandoned without a run_end row).
+    """
+    EXECUTION_STATUS_PAUSED: _ExecutionStatus.ValueType  # 2
+    """The run has a pending interrupt: it waits for a human (decided or not)."""
+    EXECUTION_STATUS_ENDED: _ExecutionStatus.ValueType  # 3
+    """The run's newest checkpoint is a completed run_end row."""
+    EXECUTION_STATUS_FAILED: _ExecutionStatus.ValueType  # 4
+    """The run's newest checkpoint has status failed (a failed step or a failed run_end row)."""
+
+class ExecutionStatus(_ExecutionStatus, metaclass=_ExecutionStatusEnumTypeWrapper):
+    """ExecutionStatus is where a run stands, as its stored rows tell."""
+
+EXECUTION_STATUS_UNSPECIFIED: ExecutionStatus.ValueType  # 0
+"""Not set. In a ListExecutions request: any status."""
+EXECUTION_STATUS_RUNNING: ExecutionStatus.ValueType  # 1
+"""The run has checkpoints and neither paused, ended nor failed (it may be between steps,
+being resumed, or abandoned without a run_end row).
+"""
+EXECUTION_STATUS_PAUSED: ExecutionStatus.ValueType  # 2
+"""The run has a pending interrupt: it waits for a human (decided or not)."""
+EXECUTION_STATUS_ENDED: ExecutionStatus.ValueType  # 3
+"""The run's newest checkpoint is a completed run_end row."""
+EXECUTION_STATUS_FAILED: ExecutionStatus.ValueType  # 4
+"""The run's newest checkpoint has status failed (a failed step or a failed run_end row)."""
+Global___ExecutionStatus: _TypeAlias = ExecutionStatus  # noqa: Y015
 
 @_typing.final
 class Checkpoint(_message.Message):
@@ -347,3 +383,55 @@ class Decision(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
 
 Global___Decision: _TypeAlias = Decision  # noqa: Y015
+
+@_typing.final
+class Execution(_message.Message):
+    """Execution is the summary of one run: what its checkpoints and pending interrupt say."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    CHAIN_NAME_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_COUNT_FIELD_NUMBER: _builtins.int
+    LAST_ACTIVITY_AT_FIELD_NUMBER: _builtins.int
+    LAST_CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    LAST_NODE_ID_FIELD_NUMBER: _builtins.int
+    LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """The run."""
+    chain_name: _builtins.str
+    """The chain_name of its newest checkpoint."""
+    status: Global___ExecutionStatus.ValueType
+    """Where the run stands."""
+    checkpoint_count: _builtins.int
+    """How many checkpoints the run has."""
+    last_checkpoint_id: _builtins.str
+    """The id of its newest checkpoint."""
+    last_node_id: _builtins.str
+    """The node_id of its newest checkpoint."""
+    last_sequence: _builtins.int
+    """The sequence of its newest checkpoint."""
+    @_builtins.property
+    def last_activity_at(self) -> _timestamp_pb2.Timestamp:
+        """The created_at of its newest checkpoint (by sequence): the run's last activity."""
+
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        chain_name: _builtins.str = ...,
+        status: Global___ExecutionStatus.ValueType = ...,
+        checkpoint_count: _builtins.int = ...,
+        last_activity_at: _timestamp_pb2.Timestamp | None = ...,
+        last_checkpoint_id: _builtins.str = ...,
+        last_node_id: _builtins.str = ...,
+        last_sequence: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["last_activity_at", b"last_activity_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chain_name", b"chain_name", "checkpoint_count", b"checkpoint_count", "execution_id", b"execution_id", "last_activity_at", b"last_activity_at", "last_checkpoint_id", b"last_checkpoint_id", "last_node_id", b"last_node_id", "last_sequence", b"last_sequence", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Execution: _TypeAlias = Execution  # noqa: Y015

@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from checkpointd_client.v1 import checkpoint_pb2 as checkpointd_dot_v1_dot_checkpoint__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'checkpointd/v1/checkpoint_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1egoogle/protobuf/duration.proto\"\x9b\x01\n\x14PutCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12,\n\x04view\x18\x04 \x01(\x0e\x32\x1e.checkpointd.v1.CheckpointView\"G\n\x15PutCheckpointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"V\n\x14GetCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"G\n\x15GetCheckpointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"E\n\x1aGetLatestCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\"M\n\x1bGetLatestCheckpointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"|\n\x16ListCheckpointsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x12\n\ndescending\x18\x05 \x01(\x08\"c\n\x17ListCheckpointsResponse\x12/\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"U\n\x16\x44\x65leteExecutionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\"~\n\x17\x44\x65leteExecutionResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\x12!\n\x19pending_interrupt_deleted\x18\x02 \x01(\x08\x12#\n\x1bidempotency_results_deleted\x18\x03 \x01(\x03\"o\n\x17PruneCheckpointsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12-\n\nolder_than\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\\\n\x18PruneCheckpointsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\x12#\n\x1bidempotency_results_deleted\x18\x02 \x01(\x03\"@\n\x15GetResumePointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\"H\n\x16GetResumePointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"U\n\x13GetForkPointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"F\n\x14GetForkPointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint*f\n\x0e\x43heckpointView\x12\x1f\n\x1b\x43HECKPOINT_VIEW_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43HECKPOINT_VIEW_BASIC\x10\x01\x12\x18\n\x14\x43HECKPOINT_VIEW_FULL\x10\x02\x32\xaa\x06\n\x11\x43heckpointService\x12\\\n\rPutCheckpoint\x12$.checkpointd.v1.PutCheckpointRequest\x1a%.checkpointd.v1.PutCheckpointResponse\x12\\\n\rGetCheckpoint\x12$.checkpointd.v1.GetCheckpointRequest\x1a%.checkpointd.v1.GetCheckpointResponse\x12n\n\x13GetLatestCheckpoint\x12*.checkpointd.v1.GetLatestCheckpointRequest\x1a+.checkpointd.v1.GetLatestCheckpointResponse\x12\x62\n\x0fListCheckpoints\x12&.checkpointd.v1.ListCheckpointsRequest\x1a\'.checkpointd.v1.ListCheckpointsResponse\x12\x62\n\x0f\x44\x65leteExecution\x12&.checkpointd.v1.DeleteExecutionRequest\x1a\'.checkpointd.v1.DeleteExecutionResponse\x12\x65\n\x10PruneCheckpoints\x12\'.checkpointd.v1.PruneCheckpointsRequest\x1a(.checkpointd.v1.PruneCheckpointsResponse\x12_\n\x0eGetResumePoint\x12%.checkpointd.v1.GetResumePointRequest\x1a&.checkpointd.v1.GetResumePointResponse\x12Y\n\x0cGetForkPoint\x12#.checkpointd.v1.GetForkPointRequest\x1a$.checkpointd.v1.GetForkPointResponseB\x8d\x01\n\x18io.github.checkpointd.v1B\x16\x43heckpointServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\'checkpointd/v1/checkpoint_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x01\n\x14PutCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12,\n\x04view\x18\x04 \x01(\x0e\x32\x1e.checkpointd.v1.CheckpointView\"G\n\x15PutCheckpointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"V\n\x14GetCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"G\n\x15GetCheckpointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"E\n\x1aGetLatestCheckpointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\"M\n\x1bGetLatestCheckpointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"|\n\x16ListCheckpointsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\x05\x12\x12\n\npage_token\x18\x04 \x01(\t\x12\x12\n\ndescending\x18\x05 \x01(\x08\"c\n\x17ListCheckpointsResponse\x12/\n\x0b\x63heckpoints\x18\x01 \x03(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"U\n\x16\x44\x65leteExecutionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\"~\n\x17\x44\x65leteExecutionResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\x12!\n\x19pending_interrupt_deleted\x18\x02 \x01(\x08\x12#\n\x1bidempotency_results_deleted\x18\x03 \x01(\x03\"o\n\x17PruneCheckpointsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12-\n\nolder_than\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\\\n\x18PruneCheckpointsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x03\x12#\n\x1bidempotency_results_deleted\x18\x02 \x01(\x03\"@\n\x15GetResumePointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\"H\n\x16GetResumePointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"U\n\x13GetForkPointRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"F\n\x14GetForkPointResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\"\xdc\x01\n\x15ListExecutionsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12/\n\x06status\x18\x05 \x01(\x0e\x32\x1f.checkpointd.v1.ExecutionStatus\x12\x30\n\x0c\x61\x63tive_since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_chain_name\"`\n\x16ListExecutionsResponse\x12-\n\nexecutions\x18\x01 \x03(\x0b\x32\x19.checkpointd.v1.Execution\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\">\n\x13GetExecutionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\"\xf2\x01\n\x14GetExecutionResponse\x12,\n\texecution\x18\x01 \x01(\x0b\x32\x19.checkpointd.v1.Execution\x12;\n\x11pending_interrupt\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x36\n\x0clast_decided\x18\x03 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x18\n\x10idempotency_keys\x18\x04 \x03(\t\x12\x1d\n\x15idempotency_key_count\x18\x05 \x01(\x03*f\n\x0e\x43heckpointView\x12\x1f\n\x1b\x43HECKPOINT_VIEW_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43HECKPOINT_VIEW_BASIC\x10\x01\x12\x18\n\x14\x43HECKPOINT_VIEW_FULL\x10\x02\x32\xe6\x07\n\x11\x43heckpointService\x12\\\n\rPutCheckpoint\x12$.checkpointd.v1.PutCheckpointRequest\x1a%.checkpointd.v1.PutCheckpointResponse\x12\\\n\rGetCheckpoint\x12$.checkpointd.v1.GetCheckpointRequest\x1a%.checkpointd.v1.GetCheckpointResponse\x12n\n\x13GetLatestCheckpoint\x12*.checkpointd.v1.GetLatestCheckpointRequest\x1a+.checkpointd.v1.GetLatestCheckpointResponse\x12\x62\n\x0fListCheckpoints\x12&.checkpointd.v1.ListCheckpointsRequest\x1a\'.checkpointd.v1.ListCheckpointsResponse\x12\x62\n\x0f\x44\x65leteExecution\x12&.checkpointd.v1.DeleteExecutionRequest\x1a\'.checkpointd.v1.DeleteExecutionResponse\x12\x65\n\x10PruneCheckpoints\x12\'.checkpointd.v1.PruneCheckpointsRequest\x1a(.checkpointd.v1.PruneCheckpointsResponse\x12_\n\x0eGetResumePoint\x12%.checkpointd.v1.GetResumePointRequest\x1a&.checkpointd.v1.GetResumePointResponse\x12Y\n\x0cGetForkPoint\x12#.checkpointd.v1.GetForkPointRequest\x1a$.checkpointd.v1.GetForkPointResponse\x12_\n\x0eListExecutions\x12%.checkpointd.v1.ListExecutionsRequest\x1a&.checkpointd.v1.ListExecutionsResponse\x12Y\n\x0cGetExecution\x12#.checkpointd.v1.GetExecutionRequest\x1a$.checkpointd.v1.GetExecutionResponseB\x8d\x01\n\x18io.github.checkpointd.v1B\x16\x43heckpointServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,40 +35,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'checkpointd.v1.checkpoint_s
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\030io.github.checkpointd.v1B\026CheckpointServiceProtoP\001ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\252\002\016Checkpointd.V1'
-  _globals['_CHECKPOINTVIEW']._serialized_start=1614
-  _globals['_CHECKPOINTVIEW']._serialized_end=1716
-  _globals['_PUTCHECKPOINTREQUEST']._serialized_start=125
-  _globals['_PUTCHECKPOINTREQUEST']._serialized_end=280
-  _globals['_PUTCHECKPOINTRESPONSE']._serialized_start=282
-  _globals['_PUTCHECKPOINTRESPONSE']._serialized_end=353
-  _globals['_GETCHECKPOINTREQUEST']._serialized_start=355
-  _globals['_GETCHECKPOINTREQUEST']._serialized_end=441
-  _globals['_GETCHECKPOINTRESPONSE']._serialized_start=443
-  _globals['_GETCHECKPOINTRESPONSE']._serialized_end=514
-  _globals['_GETLATESTCHECKPOINTREQUEST']._serialized_start=516
-  _globals['_GETLATESTCHECKPOINTREQUEST']._serialized_end=585
-  _globals['_GETLATESTCHECKPOINTRESPONSE']._serialized_start=587
-  _globals['_GETLATESTCHECKPOINTRESPONSE']._serialized_end=664
-  _globals['_LISTCHECKPOINTSREQUEST']._serialized_start=666
-  _globals['_LISTCHECKPOINTSREQUEST']._serialized_end=790
-  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_start=792
-  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_end=891
-  _globals['_DELETEEXECUTIONREQUEST']._serialized_start=893
-  _globals['_DELETEEXECUTIONREQUEST']._serialized_end=978
-  _globals['_DELETEEXECUTIONRESPONSE']._serialized_start=980
-  _globals['_DELETEEXECUTIONRESPONSE']._serialized_end=1106
-  _globals['_PRUNECHECKPOINTSREQUEST']._serialized_start=1108
-  _globals['_PRUNECHECKPOINTSREQUEST']._serialized_end=1219
-  _globals['_PRUNECHECKPOINTSRESPONSE']._serialized_start=1221
-  _globals['_PRUNECHECKPOINTSRESPONSE']._serialized_end=1313
-  _globals['_GETRESUMEPOINTREQUEST']._serialized_start=1315
-  _globals['_GETRESUMEPOINTREQUEST']._serialized_end=1379
-  _globals['_GETRESUMEPOINTRESPONSE']._serialized_start=1381
-  _globals['_GETRESUMEPOINTRESPONSE']._serialized_end=1453
-  _globals['_GETFORKPOINTREQUEST']._serialized_start=1455
-  _globals['_GETFORKPOINTREQUEST']._serialized_end=1540
-  _globals['_GETFORKPOINTRESPONSE']._serialized_start=1542
-  _globals['_GETFORKPOINTRESPONSE']._serialized_end=1612
-  _globals['_CHECKPOINTSERVICE']._serialized_start=1719
-  _globals['_CHECKPOINTSERVICE']._serialized_end=2529
+  _globals['_CHECKPOINTVIEW']._serialized_start=2277
+  _globals['_CHECKPOINTVIEW']._serialized_end=2379
+  _globals['_PUTCHECKPOINTREQUEST']._serialized_start=158
+  _globals['_PUTCHECKPOINTREQUEST']._serialized_end=313
+  _globals['_PUTCHECKPOINTRESPONSE']._serialized_start=315
+  _globals['_PUTCHECKPOINTRESPONSE']._serialized_end=386
+  _globals['_GETCHECKPOINTREQUEST']._serialized_start=388
+  _globals['_GETCHECKPOINTREQUEST']._serialized_end=474
+  _globals['_GETCHECKPOINTRESPONSE']._serialized_start=476
+  _globals['_GETCHECKPOINTRESPONSE']._serialized_end=547
+  _globals['_GETLATESTCHECKPOINTREQUEST']._serialized_start=549
+  _globals['_GETLATESTCHECKPOINTREQUEST']._serialized_end=618
+  _globals['_GETLATESTCHECKPOINTRESPONSE']._serialized_start=620
+  _globals['_GETLATESTCHECKPOINTRESPONSE']._serialized_end=697
+  _globals['_LISTCHECKPOINTSREQUEST']._serialized_start=699
+  _globals['_LISTCHECKPOINTSREQUEST']._serialized_end=823
+  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_start=825
+  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_end=924
+  _globals['_DELETEEXECUTIONREQUEST']._serialized_start=926
+  _globals['_DELETEEXECUTIONREQUEST']._serialized_end=1011
+  _globals['_DELETEEXECUTIONRESPONSE']._serialized_start=1013
+  _globals['_DELETEEXECUTIONRESPONSE']._serialized_end=1139
+  _globals['_PRUNECHECKPOINTSREQUEST']._serialized_start=1141
+  _globals['_PRUNECHECKPOINTSREQUEST']._serialized_end=1252
+  _globals['_PRUNECHECKPOINTSRESPONSE']._serialized_start=1254
+  _globals['_PRUNECHECKPOINTSRESPONSE']._serialized_end=1346
+  _globals['_GETRESUMEPOINTREQUEST']._serialized_start=1348
+  _globals['_GETRESUMEPOINTREQUEST']._serialized_end=1412
+  _globals['_GETRESUMEPOINTRESPONSE']._serialized_start=1414
+  _globals['_GETRESUMEPOINTRESPONSE']._serialized_end=1486
+  _globals['_GETFORKPOINTREQUEST']._serialized_start=1488
+  _globals['_GETFORKPOINTREQUEST']._serialized_end=1573
+  _globals['_GETFORKPOINTRESPONSE']._serialized_start=1575
+  _globals['_GETFORKPOINTRESPONSE']._serialized_end=1645
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_start=1648
+  _globals['_LISTEXECUTIONSREQUEST']._serialized_end=1868
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_start=1870
+  _globals['_LISTEXECUTIONSRESPONSE']._serialized_end=1966
+  _globals['_GETEXECUTIONREQUEST']._serialized_start=1968
+  _globals['_GETEXECUTIONREQUEST']._serialized_end=2030
+  _globals['_GETEXECUTIONRESPONSE']._serialized_start=2033
+  _globals['_GETEXECUTIONRESPONSE']._serialized_end=2275
+  _globals['_CHECKPOINTSERVICE']._serialized_start=2382
+  _globals['_CHECKPOINTSERVICE']._serialized_end=3380
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -509,3 +510,154 @@ class GetForkPointResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetForkPointResponse: _TypeAlias = GetForkPointResponse  # noqa: Y015
+
+@_typing.final
+class ListExecutionsRequest(_message.Message):
+    """ListExecutionsRequest is the input of ListExecutions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    CHAIN_NAME_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    ACTIVE_SINCE_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace to read from; empty means "default"."""
+    page_size: _builtins.int
+    """The largest number of rows to return: 0 means 100, the cap is 1000."""
+    page_token: _builtins.str
+    """The next_page_token of the previous page, or empty for the first page."""
+    chain_name: _builtins.str
+    """Only executions whose newest checkpoint has this chain_name. Up to 256 characters."""
+    status: _checkpoint_pb2.ExecutionStatus.ValueType
+    """Only executions with this status; unspecified means any."""
+    @_builtins.property
+    def active_since(self) -> _timestamp_pb2.Timestamp:
+        """Only executions whose last activity is at or after this time."""
+
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        chain_name: _builtins.str | None = ...,
+        status: _checkpoint_pb2.ExecutionStatus.ValueType = ...,
+        active_since: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name", "active_since", b"active_since", "chain_name", b"chain_name"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name", "active_since", b"active_since", "chain_name", b"chain_name", "namespace", b"namespace", "page_size", b"page_size", "page_token", b"page_token", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__chain_name: _TypeAlias = _typing.Literal["chain_name"]  # noqa: Y015
+    _WhichOneofArgType__chain_name: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__chain_name) -> _WhichOneofReturnType__chain_name | None: ...
+
+Global___ListExecutionsRequest: _TypeAlias = ListExecutionsRequest  # noqa: Y015
+
+@_typing.final
+class ListExecutionsResponse(_message.Message):
+    """ListExecutionsResponse is the output of ListExecutions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTIONS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """The token for the next page; empty when this page is the last."""
+    @_builtins.property
+    def executions(self) -> _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.Execution]:
+        """The executions of this page, newest activity first."""
+
+    def __init__(
+        self,
+        *,
+        executions: _abc.Iterable[_checkpoint_pb2.Execution] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["executions", b"executions", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListExecutionsResponse: _TypeAlias = ListExecutionsResponse  # noqa: Y015
+
+@_typing.final
+class GetExecutionRequest(_message.Message):
+    """GetExecutionRequest is the input of GetExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """The namespace to read from; empty means "default"."""
+    execution_id: _builtins.str
+    """The execution to describe. Required."""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        execution_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetExecutionRequest: _TypeAlias = GetExecutionRequest  # noqa: Y015
+
+@_typing.final
+class GetExecutionResponse(_message.Message):
+    """GetExecutionResponse is the output of GetExecution."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_FIELD_NUMBER: _builtins.int
+    PENDING_INTERRUPT_FIELD_NUMBER: _builtins.int
+    LAST_DECIDED_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
+    IDEMPOTENCY_KEY_COUNT_FIELD_NUMBER: _builtins.int
+    idempotency_key_count: _builtins.int
+    """How many idempotency results the execution has (may exceed the keys listed)."""
+    @_builtins.property
+    def execution(self) -> _checkpoint_pb2.Execution:
+        """The summary of the execution."""
+
+    @_builtins.property
+    def pending_interrupt(self) -> _checkpoint_pb2.PendingInterrupt:
+        """Its pending interrupt, with the decision on it when there is one; absent when the run
+        is not paused.
+        """
+
+    @_builtins.property
+    def last_decided(self) -> _checkpoint_pb2.PendingInterrupt:
+        """Its newest decided pause, with the decision and how it was carried out (resumed,
+        resume_failed, ...), even after the resume claimed the pending interrupt; absent when no
+        pause of the run was ever decided.
+        """
+
+    @_builtins.property
+    def idempotency_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The keys of its idempotency results, in key order; at most 1000 of them."""
+
+    def __init__(
+        self,
+        *,
+        execution: _checkpoint_pb2.Execution | None = ...,
+        pending_interrupt: _checkpoint_pb2.PendingInterrupt | None = ...,
+        last_decided: _checkpoint_pb2.PendingInterrupt | None = ...,
+        idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
+        idempotency_key_count: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "last_decided", b"last_decided", "pending_interrupt", b"pending_interrupt"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "idempotency_key_count", b"idempotency_key_count", "idempotency_keys", b"idempotency_keys", "last_decided", b"last_decided", "pending_interrupt", b"pending_interrupt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetExecutionResponse: _TypeAlias = GetExecutionResponse  # noqa: Y015

@@ -127,6 +127,16 @@ class CheckpointServiceStub:
                 request_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetForkPointRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetForkPointResponse.FromString,
                 _registered_method=True)
+        self.ListExecutions = channel.unary_unary(
+                '/checkpointd.v1.CheckpointService/ListExecutions',
+                request_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListExecutionsRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListExecutionsResponse.FromString,
+                _registered_method=True)
+        self.GetExecution = channel.unary_unary(
+                '/checkpointd.v1.CheckpointService/GetExecution',
+                request_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionResponse.FromString,
+                _registered_method=True)
 
 
 class CheckpointServiceServicer:
@@ -281,6 +291,30 @@ class CheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListExecutions(self, request, context):
+        """Lists the executions of a namespace, newest activity first (by the sequence of each
+        one's newest checkpoint), one page at a time.
+
+        An execution is listed once it has a checkpoint. The filters (chain_name of the newest
+        checkpoint, status, last activity at or after active_since) all apply when set. An
+        execution written to while the listing is paged moves to the front, so a later page
+        does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
+        (INVALID_FIELD).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetExecution(self, request, context):
+        """Returns the summary of one execution, its pending interrupt and newest decision, and the
+        keys of its idempotency results.
+
+        NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -323,6 +357,16 @@ def add_CheckpointServiceServicer_to_server(servicer, server):
                     servicer.GetForkPoint,
                     request_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetForkPointRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetForkPointResponse.SerializeToString,
+            ),
+            'ListExecutions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListExecutions,
+                    request_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListExecutionsRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListExecutionsResponse.SerializeToString,
+            ),
+            'GetExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetExecution,
+                    request_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -594,6 +638,60 @@ class CheckpointService:
             '/checkpointd.v1.CheckpointService/GetForkPoint',
             checkpointd_dot_v1_dot_checkpoint__service__pb2.GetForkPointRequest.SerializeToString,
             checkpointd_dot_v1_dot_checkpoint__service__pb2.GetForkPointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListExecutions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.CheckpointService/ListExecutions',
+            checkpointd_dot_v1_dot_checkpoint__service__pb2.ListExecutionsRequest.SerializeToString,
+            checkpointd_dot_v1_dot_checkpoint__service__pb2.ListExecutionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.CheckpointService/GetExecution',
+            checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionRequest.SerializeToString,
+            checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -150,6 +150,22 @@ class CheckpointServiceStub:
     (CHECKPOINT_NOT_FOUND) when missing, INVALID_ARGUMENT (RUN_END_NOT_FORKABLE) when it is a
     run_end row. NOT_FOUND (NO_CHECKPOINTS) when there is nothing to fork from.
     """
+    ListExecutions: _grpc.UnaryUnaryMultiCallable[_checkpoint_service_pb2.ListExecutionsRequest, _checkpoint_service_pb2.ListExecutionsResponse]
+    """Lists the executions of a namespace, newest activity first (by the sequence of each
+    one's newest checkpoint), one page at a time.
+
+    An execution is listed once it has a checkpoint. The filters (chain_name of the newest
+    checkpoint, status, last activity at or after active_since) all apply when set. An
+    execution written to while the listing is paged moves to the front, so a later page
+    does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
+    (INVALID_FIELD).
+    """
+    GetExecution: _grpc.UnaryUnaryMultiCallable[_checkpoint_service_pb2.GetExecutionRequest, _checkpoint_service_pb2.GetExecutionResponse]
+    """Returns the summary of one execution, its pending interrupt and newest decision, and the
+    keys of its idempotency results.
+
+    NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
+    """
 
 @_typing.type_check_only
 class CheckpointServiceAsyncStub(CheckpointServiceStub):
@@ -272,6 +288,22 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     run_end row's status. With checkpoint_id: that checkpoint, NOT_FOUND
     (CHECKPOINT_NOT_FOUND) when missing, INVALID_ARGUMENT (RUN_END_NOT_FORKABLE) when it is a
     run_end row. NOT_FOUND (NO_CHECKPOINTS) when there is nothing to fork from.
+    """
+    ListExecutions: _aio.UnaryUnaryMultiCallable[_checkpoint_service_pb2.ListExecutionsRequest, _checkpoint_service_pb2.ListExecutionsResponse]  # type: ignore[assignment]
+    """Lists the executions of a namespace, newest activity first (by the sequence of each
+    one's newest checkpoint), one page at a time.
+
+    An execution is listed once it has a checkpoint. The filters (chain_name of the newest
+    checkpoint, status, last activity at or after active_since) all apply when set. An
+    execution written to while the listing is paged moves to the front, so a later page
+    does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
+    (INVALID_FIELD).
+    """
+    GetExecution: _aio.UnaryUnaryMultiCallable[_checkpoint_service_pb2.GetExecutionRequest, _checkpoint_service_pb2.GetExecutionResponse]  # type: ignore[assignment]
+    """Returns the summary of one execution, its pending interrupt and newest decision, and the
+    keys of its idempotency results.
+
+    NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
     """
 
 class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -440,6 +472,34 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         run_end row's status. With checkpoint_id: that checkpoint, NOT_FOUND
         (CHECKPOINT_NOT_FOUND) when missing, INVALID_ARGUMENT (RUN_END_NOT_FORKABLE) when it is a
         run_end row. NOT_FOUND (NO_CHECKPOINTS) when there is nothing to fork from.
+        """
+
+    @_abc_1.abstractmethod
+    def ListExecutions(
+        self,
+        request: _checkpoint_service_pb2.ListExecutionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoint_service_pb2.ListExecutionsResponse, _abc.Awaitable[_checkpoint_service_pb2.ListExecutionsResponse]]:
+        """Lists the executions of a namespace, newest activity first (by the sequence of each
+        one's newest checkpoint), one page at a time.
+
+        An execution is listed once it has a checkpoint. The filters (chain_name of the newest
+        checkpoint, status, last activity at or after active_since) all apply when set. An
+        execution written to while the listing is paged moves to the front, so a later page
+        does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
+        (INVALID_FIELD).
+        """
+
+    @_abc_1.abstractmethod
+    def GetExecution(
+        self,
+        request: _checkpoint_service_pb2.GetExecutionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoint_service_pb2.GetExecutionResponse, _abc.Awaitable[_checkpoint_service_pb2.GetExecutionResponse]]:
+        """Returns the summary of one execution, its pending interrupt and newest decision, and the
+        keys of its idempotency results.
+
+        NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
         """
 
 def add_CheckpointServiceServicer_to_server(servicer: CheckpointServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 
 from checkpointd import __version__
-from checkpointd.cli import import_cmd, interrupts, serve
+from checkpointd.cli import import_cmd, interrupts, runs, serve, store_cmd
 
 __all__ = ["main"]
 
@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("version", help="print the version and exit").set_defaults(handler=_version)
     serve.register(commands)
     interrupts.register(commands)
+    runs.register(commands)
+    store_cmd.register(commands)
     import_cmd.register(commands)
     return parser
 

@@ -18,6 +18,12 @@ gRPC status name and an HTTP status that matches it):
   "reason"?}``: submit a decision (SubmitDecision); ``decided_by`` is the token's name, or
   ``console`` without tokens. ``interrupt_id`` names one pause of a graph thread (a row's
   ``interrupt_id``, present on graph rows only); absent or empty decides a fastaiagent run's.
+- ``GET /api/decisions?namespace=&limit=``: the newest ``limit`` decisions (default 50, at
+  most 200), newest first, each with its resume state (ListDecisions, read to its end).
+- ``GET /api/checkpoints?namespace=&execution_id=&page_token=``: a run's checkpoints, oldest
+  first (ListCheckpoints).
+- ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
+  with its count, so a person picks one rather than typing it.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
   snapshot first, then every event; each message after the snapshot carries its cursor as the
   event id, so a reconnecting EventSource resumes from ``Last-Event-ID``.
@@ -31,6 +37,7 @@ browser sends one, an ``Origin`` equal to the console's own.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import ipaddress
 import json
@@ -62,10 +69,11 @@ from checkpointd.listeners import Listener
 from checkpointd.logging_setup import event
 from checkpointd.readiness import StoreMonitor
 from checkpointd.security import is_loopback
-from checkpointd.servicers import InterruptServicer, ServiceDeps
+from checkpointd.servicers import CheckpointServicer, InterruptServicer, ServiceDeps
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
+from checkpointd_client.v1 import checkpoint_service_pb2 as cp_svc
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
 __all__ = ["CSRF_HEADER", "SESSION_COOKIE", "Console", "ConsoleError"]
@@ -80,6 +88,9 @@ ANONYMOUS_DECIDER: Final = "console"
 MAX_BODY_BYTES: Final = 64 * 1024
 #: Sessions kept at once; signing in beyond it ends the oldest session.
 MAX_SESSIONS: Final = 1000
+#: The most decisions ``GET /api/decisions`` answers with, and the most it reads to find them.
+MAX_RECENT_DECISIONS: Final = 200
+MAX_DECISIONS_SCANNED: Final = 20_000
 #: Seconds between SSE comment lines on a quiet stream, so proxies and browsers keep it open.
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 
@@ -170,6 +181,7 @@ class Console:
     authenticator: Authenticator | None
     secure_cookie: bool = False
     _servicer: InterruptServicer = field(init=False)
+    _checkpoint_servicer: CheckpointServicer = field(init=False)
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _streams: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -179,6 +191,7 @@ class Console:
 
     def __post_init__(self) -> None:
         self._servicer = InterruptServicer(self.deps)
+        self._checkpoint_servicer = CheckpointServicer(self.deps)
 
     # --- the app -----------------------------------------------------------------------
 
@@ -192,6 +205,9 @@ class Console:
         app.router.add_delete("/api/session", self._delete_session)
         app.router.add_get("/api/pending", self._pending)
         app.router.add_post("/api/decisions", self._decide)
+        app.router.add_get("/api/namespaces", self._namespaces)
+        app.router.add_get("/api/decisions", self._decisions)
+        app.router.add_get("/api/checkpoints", self._checkpoints)
         app.router.add_get("/api/events", self._events)
         return app
 
@@ -298,12 +314,24 @@ class Console:
         if not self.monitor.opened:
             raise StoreUnavailable("the server is still waiting for its database to come up")
 
-    @staticmethod
-    def _describe(grant: Grant | None) -> dict[str, Any]:
+    def _describe(self, grant: Grant | None) -> dict[str, Any]:
+        # The page counts a stream silent for longer than a few progress intervals as lost.
+        hub = self.deps.watch_hub
+        interval = None if hub is None else hub.progress_interval
         if grant is None:
-            return {"token_name": None, "role": Role.READ_WRITE.value, "namespaces": None}
-        namespaces = None if grant.namespaces is None else sorted(grant.namespaces)
-        return {"token_name": grant.name, "role": grant.role.value, "namespaces": namespaces}
+            described: dict[str, Any] = {
+                "token_name": None,
+                "role": Role.READ_WRITE.value,
+                "namespaces": None,
+            }
+        else:
+            namespaces = None if grant.namespaces is None else sorted(grant.namespaces)
+            described = {
+                "token_name": grant.name,
+                "role": grant.role.value,
+                "namespaces": namespaces,
+            }
+        return {**described, "watch_progress_interval_s": interval}
 
     # --- session -----------------------------------------------------------------------
 
@@ -385,6 +413,69 @@ class Console:
         return web.json_response(
             {
                 "pending_interrupts": [_to_json(p) for p in reply.pending_interrupts],
+                "next_page_token": reply.next_page_token,
+            }
+        )
+
+    @staticmethod
+    def _int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+        raw = request.query.get(name)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except (ValueError, OverflowError):
+            raise InvalidField(name, "must be an integer") from None
+        if not low <= value <= high:
+            raise InvalidField(name, f"must be {low} to {high}")
+        return value
+
+    async def _namespaces(self, request: web.Request) -> web.StreamResponse:
+        grant = self._grant(request)
+        self._gate()
+        counts = await self.deps.store.count_pending_by_namespace()
+        listed = [
+            {"name": name, "pending": count}
+            for name, count in sorted(counts.items())
+            if grant is None or grant.allows_namespace(name)
+        ]
+        return web.json_response({"namespaces": listed})
+
+    async def _decisions(self, request: web.Request) -> web.StreamResponse:
+        """The newest decisions: ListDecisions lists oldest first, so its pages are read to
+        the end (at most MAX_DECISIONS_SCANNED rows) keeping the last ``limit``."""
+        grant = self._grant(request)
+        namespace = self._namespace(grant, request.query.get("namespace", ""))
+        limit = self._int_query(request, "limit", 50, 1, MAX_RECENT_DECISIONS)
+        self._gate()
+        newest: collections.deque[dict[str, Any]] = collections.deque(maxlen=limit)
+        token, scanned = "", 0
+        while True:
+            message = svc.ListDecisionsRequest(namespace=namespace, page_size=1000)
+            message.page_token = token
+            reply = await self._servicer.ListDecisions(message, None)
+            newest.extend(_to_json(p) for p in reply.decided)
+            scanned += len(reply.decided)
+            token = reply.next_page_token
+            if not token or scanned >= MAX_DECISIONS_SCANNED:
+                break
+        return web.json_response({"decided": list(reversed(newest)), "complete": not token})
+
+    async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
+        grant = self._grant(request)
+        query = request.query
+        namespace = self._namespace(grant, query.get("namespace", ""))
+        self._gate()
+        message = cp_svc.ListCheckpointsRequest(
+            namespace=namespace,
+            execution_id=query.get("execution_id", ""),
+            page_size=self._int_query(request, "page_size", 200, 1, 1000),
+            page_token=query.get("page_token", ""),
+        )
+        reply = await self._checkpoint_servicer.ListCheckpoints(message, None)
+        return web.json_response(
+            {
+                "checkpoints": [_to_json(c) for c in reply.checkpoints],
                 "next_page_token": reply.next_page_token,
             }
         )

@@ -17,6 +17,7 @@ from checkpointd.errors import (
 from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.executions import ExecutionRpcs
 from checkpointd_client.v1 import checkpoint_service_pb2 as svc
 from checkpointd_client.v1 import checkpoint_service_pb2_grpc as svc_grpc
 
@@ -46,6 +47,7 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
     def __init__(self, deps: ServiceDeps) -> None:
         self._deps = deps
         self._store = deps.store
+        self._executions = None if deps.executions is None else ExecutionRpcs(deps.executions)
 
     async def PutCheckpoint(
         self,
@@ -97,7 +99,8 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
     async def ListCheckpoints(
         self,
         request: svc.ListCheckpointsRequest,
-        context: grpc.aio.ServicerContext[svc.ListCheckpointsRequest, svc.ListCheckpointsResponse],
+        context: grpc.aio.ServicerContext[svc.ListCheckpointsRequest, svc.ListCheckpointsResponse]
+        | None,
     ) -> svc.ListCheckpointsResponse:
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
@@ -221,6 +224,26 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         else:
             picked = await self._latest_step(namespace, execution_id)
         return svc.GetForkPointResponse(checkpoint=checkpoint_to_proto(picked))
+
+    async def ListExecutions(
+        self,
+        request: svc.ListExecutionsRequest,
+        context: grpc.aio.ServicerContext[svc.ListExecutionsRequest, svc.ListExecutionsResponse],
+    ) -> svc.ListExecutionsResponse:
+        if self._executions is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no executions reader")
+        assert self._executions is not None
+        return await self._executions.list_executions(request)
+
+    async def GetExecution(
+        self,
+        request: svc.GetExecutionRequest,
+        context: grpc.aio.ServicerContext[svc.GetExecutionRequest, svc.GetExecutionResponse],
+    ) -> svc.GetExecutionResponse:
+        if self._executions is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no executions reader")
+        assert self._executions is not None
+        return await self._executions.get_execution(request)
 
     async def _latest_step(self, namespace: str, execution_id: str) -> CheckpointRecord:
         """The newest checkpoint that is a step of the run, not its run_end marker (C8)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from checkpointd.store.base import Store
 
 if TYPE_CHECKING:
+    from checkpointd.store.executions import ExecutionReader
     from checkpointd.store.graph import GraphStore
     from checkpointd.watch import WatchHub
 
@@ -40,6 +41,8 @@ class ServiceDeps:
     """The fan-out of interrupt events to WatchInterrupts streams (I5); None serves none."""
     graph_store: GraphStore | None = None
     """The graph wing's store (GraphService); None serves no GraphService."""
+    executions: ExecutionReader | None = None
+    """The execution summaries (ListExecutions, GetExecution); None answers UNIMPLEMENTED."""
 
 
 async def shielded(call: Awaitable[T]) -> T:

@@ -193,7 +193,8 @@ class DecisionMethods:
     async def ListDecisions(
         self,
         request: svc.ListDecisionsRequest,
-        context: grpc.aio.ServicerContext[svc.ListDecisionsRequest, svc.ListDecisionsResponse],
+        context: grpc.aio.ServicerContext[svc.ListDecisionsRequest, svc.ListDecisionsResponse]
+        | None,
     ) -> svc.ListDecisionsResponse:
         namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)

@@ -1,0 +1,104 @@
+"""The options every command that talks to a running server takes: where it is, which
+namespace, and how to prove who we are (a bearer token, TLS, mutual TLS).
+
+The token is never an argument (it would show in ``ps`` and in shell history): it comes from
+``--token-file`` or ``$CHECKPOINTD_TOKEN``. TLS is off for ``unix:`` targets and for TCP
+targets unless a ``--tls-*`` option is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from checkpointd_client import TlsConfig
+
+if TYPE_CHECKING:
+    from checkpointd_client.client import CheckpointdClient
+
+__all__ = ["add_connection_arguments", "connect"]
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, *, namespace_help: str) -> None:
+    """Add --target, --namespace, --timeout, --token-file and the --tls-* options."""
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="the server: host:port or unix:///path "
+        "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
+    )
+    parser.add_argument("--namespace", default="default", help=namespace_help)
+    parser.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=10.0,
+        help="seconds each request may take [default: %(default)s]",
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="a file holding the bearer token [default: $CHECKPOINTD_TOKEN, if set]",
+    )
+    tls = parser.add_argument_group("TLS (TCP targets only)")
+    tls.add_argument("--tls", action="store_true", help="use TLS with the system's CA roots")
+    tls.add_argument("--tls-ca", type=Path, help="the CA certificate (PEM) of the server's")
+    tls.add_argument("--tls-cert", type=Path, help="a client certificate (PEM), for mutual TLS")
+    tls.add_argument("--tls-key", type=Path, help="the client certificate's key (PEM)")
+    tls.add_argument("--tls-server-name", help="the name to check the certificate against")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
+    return value
+
+
+def _tls(args: argparse.Namespace) -> TlsConfig | bool | None:
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    files = (args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+    if any(value is not None for value in files):
+        try:
+            return TlsConfig.from_files(
+                ca=args.tls_ca,
+                cert=args.tls_cert,
+                key=args.tls_key,
+                server_name=args.tls_server_name,
+            )
+        except OSError as exc:
+            raise ValueError(f"cannot read {exc.filename}: {exc.strerror}") from None
+    return True if args.tls else None
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    path: Path | None = args.token_file
+    if path is None:
+        return None  # the client reads $CHECKPOINTD_TOKEN
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ValueError(f"cannot read --token-file {path}: {exc.strerror}") from None
+    if not token:
+        raise ValueError(f"--token-file {path} is empty")
+    return token
+
+
+def connect(args: argparse.Namespace, **options: Any) -> CheckpointdClient:
+    """A client for the command's connection options. Imported here, when a command runs,
+    so that starting ``checkpointd serve`` does not load the client. ValueError when an
+    option is unusable."""
+    from checkpointd_client.client import CheckpointdClient
+
+    return CheckpointdClient(
+        args.target,
+        namespace=args.namespace,
+        timeout=args.timeout,
+        token=_token(args),
+        tls=_tls(args),
+        **options,
+    )

@@ -1,0 +1,56 @@
+"""What the browser tests read off the approvals page: waits that look again when a live
+update replaced what they were reading, and the rows as the page shows them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import WebDriverWait
+
+WAIT_S = 30
+#: Where the screenshots of the page's states go (the README shows them).
+SCREENSHOTS_ENV = "CHECKPOINTD_SCREENSHOTS"
+
+
+def wait(browser: Any) -> WebDriverWait[Any]:
+    """A wait that looks again when the page replaced a row it was reading (live updates
+    rebuild rows)."""
+    return WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def sign_in(browser: Any, url: str, token: str) -> None:
+    browser.get(url)
+    field = wait(browser).until(lambda b: b.find_element(By.ID, "token"))
+    wait(browser).until(lambda b: field.is_displayed())
+    field.send_keys(token)
+    browser.find_element(By.ID, "login-button").click()
+    wait(browser).until(lambda b: b.find_element(By.ID, "connection").text == "live")
+
+
+def row(browser: Any, execution_id: str) -> WebElement:
+    """The row of ``execution_id``, once the page shows it."""
+    selector = f'article.interrupt[data-execution-id="{execution_id}"]'
+    found: WebElement = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, selector))
+    return found
+
+
+def status_of(element: WebElement) -> str:
+    return str(element.find_element(By.CSS_SELECTOR, ".status").text)
+
+
+def shown_ids(browser: Any) -> list[str]:
+    return [
+        element.get_attribute("data-execution-id") or ""
+        for element in browser.find_elements(By.CSS_SELECTOR, "article.interrupt")
+    ]
+
+
+def screenshot(browser: Any, tmp_path: Path, name: str) -> None:
+    directory = Path(os.environ.get(SCREENSHOTS_ENV) or tmp_path)
+    directory.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(directory / f"approvals-{name}.png"))
