@@ -22,6 +22,7 @@ from checkpointd.store.graph import (
     GraphWrite,
     TypedValue,
 )
+from checkpointd.store.graph_interrupts import GraphInterrupt
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
@@ -215,3 +216,25 @@ async def test_g12_sqlite_checkpoints_from_before_the_upgrade_count_as_written_t
         assert late.threads_deleted == 1
     finally:
         await store.close()
+
+
+async def test_g12_an_idle_thread_goes_with_its_graph_pauses(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """A pause left in a subgraph's checkpoint_ns (the parent went on without resuming it)
+    does not pause the thread; when the idle rule deletes the thread its pending row goes
+    too, as DeleteGraphThread's does (G10)."""
+    graph = build_graph_store(store)
+    await _thread(graph, "t", 2)
+    await _thread(graph, "t", 1, ns="sub:1")
+    interrupt = GraphInterrupt("i-1", "g", "ask", "interrupt", '{"q": "ok?"}')
+    write = GraphWrite("task", "sub:1|ask", -3, "__interrupt__", _json("[]"))
+    await graph.put_writes(
+        NS, "", "t", "sub:1", "c000", [write], T0, task_id="task", interrupts=[interrupt]
+    )
+    assert await store.count_pending_by_namespace() == {NS: 1}
+    counts = await graph.apply_retention(
+        NS, "", RetentionRule(idle_for=DAY), T0 + 2 * DAY, batch_size=10
+    )
+    assert (counts.threads_deleted, counts.paused_threads_kept) == (1, 0)
+    assert await store.count_pending_by_namespace() == {}
