@@ -290,6 +290,7 @@ def _log_config(settings: Settings) -> None:
         "shutdown_grace_s": settings.shutdown_grace,
         "request_retention_s": settings.request_retention_seconds,
         "event_retention_s": settings.event_retention_seconds,
+        "graph_retention": str(settings.graph_retention or "off"),
         "watch_buffer": settings.watch_buffer,
         "watch_page_bytes": settings.watch_page_bytes,
         "max_watch_streams": settings.max_watch_streams,
@@ -448,6 +449,8 @@ async def serve(settings: Settings) -> None:
                 event_retention=timedelta(seconds=settings.event_retention_seconds),
                 batch_size=settings.prune_batch_size,
                 graph=graph_store,
+                graph_retention=settings.graph_retention,
+                graph_counted=None if metrics is None else metrics.count_graph_retention,
             )
         )
         watch_hub.start()

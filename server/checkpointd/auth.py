@@ -141,6 +141,7 @@ RPC_ACCESS: dict[str, Access] = {
     _GRAPH + "DeleteGraphRuns": Access.WRITE,
     _GRAPH + "CopyGraphThread": Access.WRITE,
     _GRAPH + "PruneGraphThreads": Access.WRITE,
+    _GRAPH + "ApplyGraphRetention": Access.WRITE,
 }
 
 

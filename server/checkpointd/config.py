@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from checkpointd.graph_retention import GraphRetention, parse_graph_retention
 from checkpointd.listeners import (
     DEFAULT_UNIX_SOCKET_MODE,
     ListenerError,
@@ -214,6 +215,9 @@ class Settings:
     prune_batch_size: int = 1000
     """Rows deleted per prune transaction, by PruneCheckpoints and the retention jobs alike
     (CHECKPOINTD_PRUNE_BATCH_SIZE)."""
+    graph_retention: GraphRetention | None = None
+    """Per-namespace retention of graph threads, applied every few minutes (idle threads
+    deleted, the newest K checkpoints kept); None: none (CHECKPOINTD_GRAPH_RETENTION)."""
     shutdown_grace: float = 10.0
     """Seconds in-flight RPCs get to finish on SIGTERM (CHECKPOINTD_SHUTDOWN_GRACE)."""
     log_level: str = "info"
@@ -539,6 +543,21 @@ OPTIONS: tuple[Option, ...] = (
         "`CHECKPOINTD_CLAIM_RETENTION`: deprecated names of this setting)",
         flags=("--request-retention", "--claim-retention"),
         parse=positive_int,
+    ),
+    Option(
+        "graph_retention",
+        ("CHECKPOINTD_GRAPH_RETENTION",),
+        "retention of LangGraph threads per namespace, `NAMESPACE=RULES` separated by `;`: "
+        "`idle:DURATION` deletes the threads whose newest checkpoint is older (`90m`, `12h`, "
+        "`7d`, `2w`), `keep:N` keeps the N newest checkpoints of each `checkpoint_ns` of a "
+        "thread with every value and write they need, `off` none; `*` is every namespace "
+        "without its own (`*=idle:30d,keep:100;audit=off`). A thread paused on an interrupt "
+        "is never cut; applied every few minutes (at most 10) in batches of "
+        "`--prune-batch-size` checkpoints, and on demand by `ApplyGraphRetention`",
+        flags=("--graph-retention",),
+        parse=parse_graph_retention,
+        metavar="POLICIES",
+        more=" ([Graph retention](#graph-retention))",
     ),
     Option(
         "event_retention_seconds",

@@ -10,6 +10,9 @@ Families (besides the client library's ``process_*`` and ``python_*``):
 * ``checkpointd_store_operation_seconds`` per store operation and outcome (``ok``,
   ``unavailable``, ``error``);
 * ``checkpointd_store_up`` (1 while the store answers the health pings);
+* ``checkpointd_graph_retention_deleted_total`` per kind (threads, checkpoints, writes,
+  channel_values) and ``checkpointd_graph_retention_kept_threads_total`` per reason (paused,
+  delta): what the ``--graph-retention`` job deleted and left whole;
 * ``checkpointd_pending_interrupts`` per namespace and ``checkpointd_store_pool_connections``
   (Postgres: ``size``, ``idle``, ``max``), both read from the store when scraped.
 
@@ -37,6 +40,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from checkpointd.store.base import PoolState, Store
+from checkpointd.store.graph_retention import RetentionCounts
 
 __all__ = ["WATCH_METHOD", "Metrics", "MetricsServer"]
 
@@ -112,11 +116,35 @@ class Metrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.graph_retention_deleted = Counter(
+            "checkpointd_graph_retention_deleted",
+            "Graph rows the --graph-retention job deleted: threads, checkpoints, writes, "
+            "channel_values.",
+            ("kind",),
+            registry=self.registry,
+        )
+        self.graph_retention_kept = Counter(
+            "checkpointd_graph_retention_kept_threads",
+            "Threads the --graph-retention job left whole that a rule reached, by reason "
+            "(paused on an interrupt, delta: a DeltaChannel graph under keep).",
+            ("reason",),
+            registry=self.registry,
+        )
         self.store_up = Gauge(
             "checkpointd_store_up",
             "1 while the store answers the health pings, 0 otherwise.",
             registry=self.registry,
         )
+
+    def count_graph_retention(self, counts: RetentionCounts) -> None:
+        """Add one round of the graph retention job."""
+        deleted = self.graph_retention_deleted
+        deleted.labels("threads").inc(counts.threads_deleted)
+        deleted.labels("checkpoints").inc(counts.checkpoints_deleted)
+        deleted.labels("writes").inc(counts.writes_deleted)
+        deleted.labels("channel_values").inc(counts.channel_values_deleted)
+        self.graph_retention_kept.labels("paused").inc(counts.paused_threads_kept)
+        self.graph_retention_kept.labels("delta").inc(counts.delta_threads_kept)
 
     def watch_store(
         self, store: Store, loop: asyncio.AbstractEventLoop, *, is_open: Callable[[], bool]

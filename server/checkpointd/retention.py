@@ -1,10 +1,11 @@
 """The periodic jobs that forget what is past its retention.
 
 :func:`retention_jobs` starts them once the store is open: the request-id purges (claim
-tokens and remembered request ids, the graph wing's too, past ``--request-retention``) and
-the event purge (interrupt events past ``--event-retention``). Each runs a few times per
-retention period, at most every 10 minutes and at least a second apart; a store error skips
-one round with a warning.
+tokens and remembered request ids, the graph wing's too, past ``--request-retention``), the
+event purge (interrupt events past ``--event-retention``) and, when ``--graph-retention``
+is set, the graph threads' retention (:mod:`checkpointd.graph_retention`). Each runs a few
+times per retention period, at most every 10 minutes and at least a second apart; a store
+error skips one round with a warning.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ import asyncio
 import logging
 from datetime import timedelta
 
+from checkpointd.graph_retention import (
+    GraphRetention,
+    RetentionCounter,
+    apply_graph_retention_forever,
+)
 from checkpointd.servicers.common import utc_now
 from checkpointd.store.base import Store, StoreError
 from checkpointd.store.graph import GraphStore
@@ -83,6 +89,8 @@ def retention_jobs(
     event_retention: timedelta,
     batch_size: int,
     graph: GraphStore | None = None,
+    graph_retention: GraphRetention | None = None,
+    graph_counted: RetentionCounter | None = None,
 ) -> list[asyncio.Task[None]]:
     """Start every retention job; the caller cancels the tasks at shutdown."""
     jobs = [
@@ -91,4 +99,9 @@ def retention_jobs(
     ]
     if graph is not None:
         jobs.append(asyncio.create_task(purge_graph_request_ids_forever(graph, request_retention)))
+        if graph_retention is not None:
+            job = apply_graph_retention_forever(
+                graph, graph_retention, batch_size, counted=graph_counted
+            )
+            jobs.append(asyncio.create_task(job))
     return jobs

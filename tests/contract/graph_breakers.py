@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from google.protobuf.duration_pb2 import Duration
+
 from checkpointd_client.v1 import graph_service_pb2 as gsvc
 from checkpointd_client.v1 import graph_service_pb2_grpc as gsvc_grpc
 
@@ -109,5 +111,11 @@ GRAPH_BREAKERS: dict[str, Callable[[Any], object]] = {
     ),
     "strategy": lambda s: s.graph.PruneGraphThreads(
         gsvc.PruneGraphThreadsRequest(thread_ids=["t"]), timeout=TIMEOUT
+    ),
+    "idle_for": lambda s: s.graph.ApplyGraphRetention(
+        gsvc.ApplyGraphRetentionRequest(idle_for=Duration(seconds=0)), timeout=TIMEOUT
+    ),
+    "keep_newest": lambda s: s.graph.ApplyGraphRetention(
+        gsvc.ApplyGraphRetentionRequest(keep_newest=-1), timeout=TIMEOUT
     ),
 }

@@ -364,6 +364,11 @@ C10_CALLS: list[tuple[str, Any, Any]] = [
         g.DeleteGraphThreadRequest(request_id="c10-thread", thread_id="none"),
         g.DeleteGraphThreadRequest(request_id="c10-thread", thread_id="t"),
     ),
+    (
+        "ApplyGraphRetention",
+        g.ApplyGraphRetentionRequest(request_id="c10-retention", keep_newest=5),
+        g.ApplyGraphRetentionRequest(request_id="c10-retention", keep_newest=1),
+    ),
 ]
 
 

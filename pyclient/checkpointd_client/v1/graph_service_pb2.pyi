@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -790,3 +791,93 @@ class PruneGraphThreadsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PruneGraphThreadsResponse: _TypeAlias = PruneGraphThreadsResponse  # noqa: Y015
+
+@_typing.final
+class ApplyGraphRetentionRequest(_message.Message):
+    """ApplyGraphRetentionRequest is the input of ApplyGraphRetention. At least one of idle_for
+    and keep_newest is required.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    IDLE_FOR_FIELD_NUMBER: _builtins.int
+    KEEP_NEWEST_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Names the namespace to apply it in; empty means "default"."""
+    request_id: _builtins.str
+    """Holds the client-generated id that makes a retry safe. Up to 128 characters."""
+    keep_newest: _builtins.int
+    """Keeps this many newest checkpoints of each checkpoint_ns of each thread; 0: no such
+    rule. Must not be negative.
+    """
+    dry_run: _builtins.bool
+    """Changes nothing and counts what would go."""
+    @_builtins.property
+    def idle_for(self) -> _duration_pb2.Duration:
+        """Deletes the threads whose newest checkpoint was written (by the server's clock) longer
+        ago than this; unset: no idle rule. When set, it must be positive.
+        """
+
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+        idle_for: _duration_pb2.Duration | None = ...,
+        keep_newest: _builtins.int = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["idle_for", b"idle_for"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run", "idle_for", b"idle_for", "keep_newest", b"keep_newest", "namespace", b"namespace", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApplyGraphRetentionRequest: _TypeAlias = ApplyGraphRetentionRequest  # noqa: Y015
+
+@_typing.final
+class ApplyGraphRetentionResponse(_message.Message):
+    """ApplyGraphRetentionResponse is the output of ApplyGraphRetention: what went (or, with
+    dry_run, would go).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREADS_DELETED_FIELD_NUMBER: _builtins.int
+    CHECKPOINTS_DELETED_FIELD_NUMBER: _builtins.int
+    WRITES_DELETED_FIELD_NUMBER: _builtins.int
+    CHANNEL_VALUES_DELETED_FIELD_NUMBER: _builtins.int
+    PAUSED_THREADS_KEPT_FIELD_NUMBER: _builtins.int
+    DELTA_THREADS_KEPT_FIELD_NUMBER: _builtins.int
+    threads_deleted: _builtins.int
+    """Counts the threads deleted whole by idle_for."""
+    checkpoints_deleted: _builtins.int
+    """Counts the checkpoints deleted, by either rule."""
+    writes_deleted: _builtins.int
+    """Counts the pending writes deleted."""
+    channel_values_deleted: _builtins.int
+    """Counts the channel values deleted (those no kept checkpoint names)."""
+    paused_threads_kept: _builtins.int
+    """Counts the threads a rule would have cut but that are paused on an interrupt."""
+    delta_threads_kept: _builtins.int
+    """Counts the threads keep_newest would have cut but whose graph uses a DeltaChannel."""
+    def __init__(
+        self,
+        *,
+        threads_deleted: _builtins.int = ...,
+        checkpoints_deleted: _builtins.int = ...,
+        writes_deleted: _builtins.int = ...,
+        channel_values_deleted: _builtins.int = ...,
+        paused_threads_kept: _builtins.int = ...,
+        delta_threads_kept: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channel_values_deleted", b"channel_values_deleted", "checkpoints_deleted", b"checkpoints_deleted", "delta_threads_kept", b"delta_threads_kept", "paused_threads_kept", b"paused_threads_kept", "threads_deleted", b"threads_deleted", "writes_deleted", b"writes_deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApplyGraphRetentionResponse: _TypeAlias = ApplyGraphRetentionResponse  # noqa: Y015

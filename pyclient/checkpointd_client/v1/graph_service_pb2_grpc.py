@@ -93,6 +93,11 @@ class GraphServiceStub:
                 request_serializer=checkpointd_dot_v1_dot_graph__service__pb2.PruneGraphThreadsRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.PruneGraphThreadsResponse.FromString,
                 _registered_method=True)
+        self.ApplyGraphRetention = channel.unary_unary(
+                '/checkpointd.v1.GraphService/ApplyGraphRetention',
+                request_serializer=checkpointd_dot_v1_dot_graph__service__pb2.ApplyGraphRetentionRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.ApplyGraphRetentionResponse.FromString,
+                _registered_method=True)
 
 
 class GraphServiceServicer:
@@ -231,6 +236,26 @@ class GraphServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApplyGraphRetention(self, request, context):
+        """Applies a retention policy to every thread of the namespace: a thread whose newest
+        checkpoint was written longer than idle_for ago is deleted whole (every checkpoint_ns),
+        and of each checkpoint_ns of every other thread only the keep_newest newest checkpoints
+        are kept, with every channel value and pending write they need; the rest goes.
+
+        A thread paused on an interrupt (the newest checkpoint of its root checkpoint_ns has a
+        pending write on channel "__interrupt__") is never cut by either rule, and a thread
+        whose graph uses a LangGraph DeltaChannel is never cut by keep_newest (see
+        PruneGraphThreads). Each thread is cut in transactions of at most the server's prune
+        batch size of checkpoints (a larger thread's older checkpoints go oldest first, in
+        several), so other writers keep going while it runs; what is left is always readable.
+        With dry_run nothing changes (the request id is neither checked nor recorded) and the
+        reply counts what would go. The server runs the same rules on its own for the
+        namespaces of --graph-retention.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GraphServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -273,6 +298,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.PruneGraphThreads,
                     request_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.PruneGraphThreadsRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_graph__service__pb2.PruneGraphThreadsResponse.SerializeToString,
+            ),
+            'ApplyGraphRetention': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyGraphRetention,
+                    request_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.ApplyGraphRetentionRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_graph__service__pb2.ApplyGraphRetentionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -510,6 +540,33 @@ class GraphService:
             '/checkpointd.v1.GraphService/PruneGraphThreads',
             checkpointd_dot_v1_dot_graph__service__pb2.PruneGraphThreadsRequest.SerializeToString,
             checkpointd_dot_v1_dot_graph__service__pb2.PruneGraphThreadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyGraphRetention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.GraphService/ApplyGraphRetention',
+            checkpointd_dot_v1_dot_graph__service__pb2.ApplyGraphRetentionRequest.SerializeToString,
+            checkpointd_dot_v1_dot_graph__service__pb2.ApplyGraphRetentionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -134,6 +134,22 @@ class GraphServiceStub:
     channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
     deletes the threads.
     """
+    ApplyGraphRetention: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ApplyGraphRetentionRequest, _graph_service_pb2.ApplyGraphRetentionResponse]
+    """Applies a retention policy to every thread of the namespace: a thread whose newest
+    checkpoint was written longer than idle_for ago is deleted whole (every checkpoint_ns),
+    and of each checkpoint_ns of every other thread only the keep_newest newest checkpoints
+    are kept, with every channel value and pending write they need; the rest goes.
+
+    A thread paused on an interrupt (the newest checkpoint of its root checkpoint_ns has a
+    pending write on channel "__interrupt__") is never cut by either rule, and a thread
+    whose graph uses a LangGraph DeltaChannel is never cut by keep_newest (see
+    PruneGraphThreads). Each thread is cut in transactions of at most the server's prune
+    batch size of checkpoints (a larger thread's older checkpoints go oldest first, in
+    several), so other writers keep going while it runs; what is left is always readable.
+    With dry_run nothing changes (the request id is neither checked nor recorded) and the
+    reply counts what would go. The server runs the same rules on its own for the
+    namespaces of --graph-retention.
+    """
 
 @_typing.type_check_only
 class GraphServiceAsyncStub(GraphServiceStub):
@@ -240,6 +256,22 @@ class GraphServiceAsyncStub(GraphServiceStub):
     metadata has "counters_since_delta_snapshot" or "delta_writes_versioned"), whose
     channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
     deletes the threads.
+    """
+    ApplyGraphRetention: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ApplyGraphRetentionRequest, _graph_service_pb2.ApplyGraphRetentionResponse]  # type: ignore[assignment]
+    """Applies a retention policy to every thread of the namespace: a thread whose newest
+    checkpoint was written longer than idle_for ago is deleted whole (every checkpoint_ns),
+    and of each checkpoint_ns of every other thread only the keep_newest newest checkpoints
+    are kept, with every channel value and pending write they need; the rest goes.
+
+    A thread paused on an interrupt (the newest checkpoint of its root checkpoint_ns has a
+    pending write on channel "__interrupt__") is never cut by either rule, and a thread
+    whose graph uses a LangGraph DeltaChannel is never cut by keep_newest (see
+    PruneGraphThreads). Each thread is cut in transactions of at most the server's prune
+    batch size of checkpoints (a larger thread's older checkpoints go oldest first, in
+    several), so other writers keep going while it runs; what is left is always readable.
+    With dry_run nothing changes (the request id is neither checked nor recorded) and the
+    reply counts what would go. The server runs the same rules on its own for the
+    namespaces of --graph-retention.
     """
 
 class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -392,6 +424,28 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
         metadata has "counters_since_delta_snapshot" or "delta_writes_versioned"), whose
         channels are rebuilt from older checkpoints' writes; GRAPH_PRUNE_STRATEGY_DELETE
         deletes the threads.
+        """
+
+    @_abc_1.abstractmethod
+    def ApplyGraphRetention(
+        self,
+        request: _graph_service_pb2.ApplyGraphRetentionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_service_pb2.ApplyGraphRetentionResponse, _abc.Awaitable[_graph_service_pb2.ApplyGraphRetentionResponse]]:
+        """Applies a retention policy to every thread of the namespace: a thread whose newest
+        checkpoint was written longer than idle_for ago is deleted whole (every checkpoint_ns),
+        and of each checkpoint_ns of every other thread only the keep_newest newest checkpoints
+        are kept, with every channel value and pending write they need; the rest goes.
+
+        A thread paused on an interrupt (the newest checkpoint of its root checkpoint_ns has a
+        pending write on channel "__interrupt__") is never cut by either rule, and a thread
+        whose graph uses a LangGraph DeltaChannel is never cut by keep_newest (see
+        PruneGraphThreads). Each thread is cut in transactions of at most the server's prune
+        batch size of checkpoints (a larger thread's older checkpoints go oldest first, in
+        several), so other writers keep going while it runs; what is left is always readable.
+        With dry_run nothing changes (the request id is neither checked nor recorded) and the
+        reply counts what would go. The server runs the same rules on its own for the
+        namespaces of --graph-retention.
         """
 
 def add_GraphServiceServicer_to_server(servicer: GraphServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import timedelta
 from typing import Final
 
 import grpc
@@ -25,6 +27,7 @@ from checkpointd.store.graph import (
     TypedValue,
 )
 from checkpointd.store.graph_interrupts import GraphInterrupt
+from checkpointd.store.graph_retention import RetentionRule
 from checkpointd_client.v1 import graph_service_pb2 as svc
 from checkpointd_client.v1 import graph_service_pb2_grpc as svc_grpc
 
@@ -199,6 +202,23 @@ def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
             for w in found.pending_writes
         ],
     )
+
+
+def _retention_rule(request: svc.ApplyGraphRetentionRequest) -> RetentionRule:
+    """The rules of an ApplyGraphRetention request: at least one, each within its range."""
+    idle: timedelta | None = None
+    if request.HasField("idle_for"):
+        idle = v.duration_to_timedelta("idle_for", request.idle_for)
+        if idle <= timedelta(0):
+            raise InvalidField("idle_for", "must be positive (leave it unset for no idle rule)")
+    if request.keep_newest < 0:
+        raise InvalidField(
+            "keep_newest",
+            "must not be negative (0: no keep rule)",
+        )
+    if idle is None and request.keep_newest == 0:
+        raise InvalidField("idle_for", "or keep_newest is required: give at least one rule")
+    return RetentionRule(idle_for=idle, keep_newest=request.keep_newest)
 
 
 def _filter(raw: str) -> str:
@@ -440,3 +460,26 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             )
         )
         return svc.PruneGraphThreadsResponse(checkpoints_deleted=deleted)
+
+    async def ApplyGraphRetention(
+        self,
+        request: svc.ApplyGraphRetentionRequest,
+        context: grpc.aio.ServicerContext[
+            svc.ApplyGraphRetentionRequest, svc.ApplyGraphRetentionResponse
+        ],
+    ) -> svc.ApplyGraphRetentionResponse:
+        namespace = v.namespace(request.namespace)
+        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+        rule = _retention_rule(request)
+        counts = await shielded(
+            self._graph.apply_retention(
+                namespace,
+                request_id,
+                rule,
+                self._deps.clock(),
+                batch_size=self._deps.prune_batch_size,
+                dry_run=request.dry_run,
+                fingerprint=fingerprint("ApplyGraphRetention", request),
+            )
+        )
+        return svc.ApplyGraphRetentionResponse(**asdict(counts))

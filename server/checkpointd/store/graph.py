@@ -30,6 +30,7 @@ from enum import Enum
 from typing import Protocol
 
 from checkpointd.store.graph_interrupts import GraphInterrupt
+from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 
 __all__ = [
     "ChannelValue",
@@ -270,6 +271,25 @@ class GraphStore(Protocol):
         ``KEEP_LATEST`` leaves whole a thread whose graph uses a DeltaChannel (a checkpoint's
         metadata has ``counters_since_delta_snapshot`` or ``delta_writes_versioned``): its
         channels are rebuilt from the writes of older checkpoints."""
+        ...
+
+    async def apply_retention(
+        self,
+        namespace: str,
+        request_id: str,
+        rule: RetentionRule,
+        now: datetime,
+        *,
+        batch_size: int,
+        dry_run: bool = False,
+        fingerprint: str = "",
+    ) -> RetentionCounts:
+        """Apply a retention rule to the namespace's threads in transactions of at most
+        ``batch_size`` checkpoints (:mod:`checkpointd.store.graph_retention`)."""
+        ...
+
+    async def retention_namespaces(self) -> list[str]:
+        """Every namespace that has graph checkpoints."""
         ...
 
     async def purge_requests(self, applied_before: datetime) -> int:

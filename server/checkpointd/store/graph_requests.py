@@ -22,6 +22,7 @@ from checkpointd.fingerprint import method_of
 from checkpointd.store.base import RequestIdReused
 
 __all__ = [
+    "APPLY_RETENTION",
     "COPY_THREAD",
     "DELETE_RUNS",
     "DELETE_THREAD",
@@ -29,6 +30,7 @@ __all__ = [
     "PUT_CHECKPOINT",
     "PUT_WRITES",
     "once",
+    "recorded_reply",
 ]
 
 PUT_CHECKPOINT: Final = "graph_put_checkpoint"
@@ -37,6 +39,7 @@ DELETE_THREAD: Final = "graph_delete_thread"
 DELETE_RUNS: Final = "graph_delete_runs"
 COPY_THREAD: Final = "graph_copy_thread"
 PRUNE: Final = "graph_prune"
+APPLY_RETENTION: Final = "graph_apply_retention"
 
 #: Looks up a recorded request: its (kind, fingerprint, reply_json), or None.
 Lookup = Callable[[], Awaitable[tuple[str, str, str] | None]]
@@ -58,15 +61,27 @@ async def once(
     if request_id:
         earlier = await lookup()
         if earlier is not None:
-            earlier_kind, earlier_fingerprint, reply_json = earlier
-            if fingerprint and earlier_fingerprint:
-                if earlier_fingerprint != fingerprint:
-                    raise RequestIdReused(request_id, method_of(earlier_fingerprint))
-                return int(json.loads(reply_json)["count"])
-            if earlier_kind == kind:
+            reply_json = recorded_reply(request_id, kind, fingerprint, earlier)
+            if reply_json is not None:
                 return int(json.loads(reply_json)["count"])
             return await apply()
     count = await apply()
     if request_id:
         await record(kind, fingerprint, json.dumps({"count": count}))
     return count
+
+
+def recorded_reply(
+    request_id: str, kind: str, fingerprint: str, earlier: tuple[str, str, str]
+) -> str | None:
+    """What an earlier call recorded under this request id, ``(kind, fingerprint,
+    reply_json)``, means for this call: its reply_json when this call is its retry, None when
+    this call applies (records nothing); :class:`RequestIdReused` when the id belongs to
+    another request. A mutation spread over several transactions (ApplyGraphRetention)
+    decides with this before its first one."""
+    earlier_kind, earlier_fingerprint, reply_json = earlier
+    if fingerprint and earlier_fingerprint:
+        if earlier_fingerprint != fingerprint:
+            raise RequestIdReused(request_id, method_of(earlier_fingerprint))
+        return reply_json
+    return reply_json if earlier_kind == kind else None

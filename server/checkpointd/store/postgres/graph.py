@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from checkpointd.store import graph_interrupts, graph_requests, times
+from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -31,8 +31,10 @@ from checkpointd.store.graph import (
     tuple_size,
 )
 from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
+from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
+from checkpointd.store.postgres.graph_retention import PostgresRetention
 from checkpointd.store.postgres.graph_sql import GraphSql
 
 __all__ = ["PostgresGraphStore"]
@@ -69,7 +71,12 @@ class PostgresGraphStore:
     def __init__(self, access: PostgresAccess) -> None:
         self._access = access
         self._sql = GraphSql(access.quoted_schema)
+        self._retention = PostgresRetention(access, self._sql, self._remove_pauses)
         self._pending_sql = PendingSql(access.quoted_schema)
+
+    async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
+        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
+        await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
 
     def _pending(self, conn: Any, namespace: str) -> PostgresPendingOps:
         """The graph interrupts' statements on this transaction (G8-G10)."""
@@ -153,6 +160,7 @@ class PostgresGraphStore:
                 cp.metadata_json,
                 json.dumps(cp.channel_versions, sort_keys=True),
                 cp.run_id,
+                times.utc_in(now),
             )
             await graph_interrupts.end_checkpoint(
                 self._pending(conn, namespace),
@@ -354,7 +362,9 @@ class PostgresGraphStore:
         sql = self._sql
 
         async def apply(conn: Any) -> int:
-            status: str = await conn.execute(sql.copy_checkpoints, namespace, source, target)
+            status: str = await conn.execute(
+                sql.copy_checkpoints, namespace, source, target, times.utc_in(now)
+            )
             await conn.execute(sql.copy_blobs, namespace, source, target)
             await conn.execute(sql.copy_writes, namespace, source, target)
             return int(status.rsplit(" ", 1)[-1])
@@ -406,3 +416,32 @@ class PostgresGraphStore:
         async with self._access.connection() as conn:
             status: str = await conn.execute(self._sql.purge_requests, times.utc_in(applied_before))
         return int(status.rsplit(" ", 1)[-1])
+
+    # --- retention (checkpointd.store.graph_retention) ----------------------------------
+
+    async def apply_retention(
+        self,
+        namespace: str,
+        request_id: str,
+        rule: RetentionRule,
+        now: datetime,
+        *,
+        batch_size: int,
+        dry_run: bool = False,
+        fingerprint: str = "",
+    ) -> RetentionCounts:
+        """Apply a retention rule to the namespace, in short transactions."""
+        return await graph_retention.apply_retention(
+            self._retention,
+            namespace,
+            request_id,
+            rule,
+            now,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            fingerprint=fingerprint,
+        )
+
+    async def retention_namespaces(self) -> list[str]:
+        """Every namespace that has graph checkpoints."""
+        return await graph_retention.graph_namespaces(self._retention)

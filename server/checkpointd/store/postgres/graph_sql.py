@@ -46,12 +46,12 @@ class GraphSql:
         self.upsert_checkpoint = f"""
             INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
                 checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
-                channel_versions, run_id)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10)
+                channel_versions, run_id, written_at)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11)
             ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
                 body_type = EXCLUDED.body_type, body_data = EXCLUDED.body_data,
                 metadata = EXCLUDED.metadata, channel_versions = EXCLUDED.channel_versions,
-                run_id = EXCLUDED.run_id"""
+                run_id = EXCLUDED.run_id, written_at = EXCLUDED.written_at"""
         self.insert_blob = f"""
             INSERT INTO {s}.graph_blobs (namespace, thread_id, checkpoint_ns, channel, version,
                 value_type, value_data)
@@ -128,12 +128,13 @@ class GraphSql:
         self.prune_older_checkpoints = (
             f"DELETE FROM {s}.graph_checkpoints WHERE {key} AND checkpoint_id < $4"
         )
+        # A copy is written now ($4): the target thread is as idle as its copy is old.
         self.copy_checkpoints = f"""
             INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
                 checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
-                channel_versions, run_id)
+                channel_versions, run_id, written_at)
             SELECT namespace, $3, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
-                body_type, body_data, metadata, channel_versions, run_id
+                body_type, body_data, metadata, channel_versions, run_id, $4
             FROM {s}.graph_checkpoints WHERE namespace = $1 AND thread_id = $2
             ON CONFLICT DO NOTHING"""
         self.copy_blobs = f"""

@@ -18,7 +18,7 @@ from typing import Any
 
 import aiosqlite
 
-from checkpointd.store import graph_interrupts, graph_requests, times
+from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -32,9 +32,11 @@ from checkpointd.store.graph import (
     tuple_size,
 )
 from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
+from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
+from checkpointd.store.sqlite.graph_retention import SQLiteRetention
 
 __all__ = ["SQLiteGraphStore"]
 
@@ -66,10 +68,17 @@ class SQLiteGraphStore:
 
     def __init__(self, access: SQLiteAccess) -> None:
         self._access = access
+        self._retention = SQLiteRetention(access, self._remove_pauses)
 
     def _pending(self, conn: aiosqlite.Connection, namespace: str) -> SQLitePendingOps:
         """The graph interrupts' statements on this transaction (G8-G10)."""
         return SQLitePendingOps(conn, namespace, self._access.append_event)
+
+    async def _remove_pauses(
+        self, conn: aiosqlite.Connection, namespace: str, thread_ids: list[str]
+    ) -> None:
+        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
+        await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
 
     # --- request ids -------------------------------------------------------------------
 
@@ -156,6 +165,7 @@ class SQLiteGraphStore:
             cp.metadata_json,
             json.dumps(cp.channel_versions, sort_keys=True),
             cp.run_id,
+            times.to_us(now),
         )
         blobs = [
             (
@@ -398,7 +408,9 @@ class SQLiteGraphStore:
 
         async def apply(conn: aiosqlite.Connection) -> int:
             params = (target, namespace, source)
-            copied = await _run(conn, gsql.COPY_CHECKPOINTS, params)
+            copied = await _run(
+                conn, gsql.COPY_CHECKPOINTS, (target, times.to_us(now), namespace, source)
+            )
             await _run(conn, gsql.COPY_BLOBS, params)
             await _run(conn, gsql.COPY_WRITES, params)
             return copied
@@ -446,3 +458,32 @@ class SQLiteGraphStore:
         """Forget the request ids recorded before ``applied_before``."""
         async with self._access.call(), self._access.write() as conn:
             return await _run(conn, gsql.PURGE_REQUESTS, (times.to_us(applied_before),))
+
+    # --- retention (checkpointd.store.graph_retention) ----------------------------------
+
+    async def apply_retention(
+        self,
+        namespace: str,
+        request_id: str,
+        rule: RetentionRule,
+        now: datetime,
+        *,
+        batch_size: int,
+        dry_run: bool = False,
+        fingerprint: str = "",
+    ) -> RetentionCounts:
+        """Apply a retention rule to the namespace, in short transactions."""
+        return await graph_retention.apply_retention(
+            self._retention,
+            namespace,
+            request_id,
+            rule,
+            now,
+            batch_size=batch_size,
+            dry_run=dry_run,
+            fingerprint=fingerprint,
+        )
+
+    async def retention_namespaces(self) -> list[str]:
+        """Every namespace that has graph checkpoints."""
+        return await graph_retention.graph_namespaces(self._retention)

@@ -17,14 +17,15 @@ CHECKPOINT_COLUMNS: Final = (
 _KEY: Final = "namespace = ? AND thread_id = ? AND checkpoint_ns = ?"
 
 UPSERT_CHECKPOINT: Final = f"""
-INSERT INTO graph_checkpoints (namespace, {CHECKPOINT_COLUMNS})
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO graph_checkpoints (namespace, {CHECKPOINT_COLUMNS}, written_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     body_type = excluded.body_type,
     body_data = excluded.body_data,
     metadata_json = excluded.metadata_json,
     channel_versions = excluded.channel_versions,
-    run_id = excluded.run_id
+    run_id = excluded.run_id,
+    written_at = excluded.written_at
 """
 
 INSERT_BLOB: Final = """
@@ -131,11 +132,13 @@ NAMESPACES_OF_THREAD: Final = (
 PRUNE_OLDER_WRITES: Final = f"DELETE FROM graph_writes WHERE {_KEY} AND checkpoint_id < ?"
 PRUNE_OLDER_CHECKPOINTS: Final = f"DELETE FROM graph_checkpoints WHERE {_KEY} AND checkpoint_id < ?"
 
+# A copy is written now: the target thread is as idle as its copy is old.
 COPY_CHECKPOINTS: Final = """
 INSERT INTO graph_checkpoints (namespace, thread_id, checkpoint_ns, checkpoint_id,
-    parent_checkpoint_id, body_type, body_data, metadata_json, channel_versions, run_id)
+    parent_checkpoint_id, body_type, body_data, metadata_json, channel_versions, run_id,
+    written_at)
 SELECT namespace, ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, body_type, body_data,
-       metadata_json, channel_versions, run_id
+       metadata_json, channel_versions, run_id, ?
 FROM graph_checkpoints WHERE namespace = ? AND thread_id = ?
 ON CONFLICT DO NOTHING
 """
