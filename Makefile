@@ -40,7 +40,7 @@ gen: install ## Regenerate the protobuf code from proto/ and the sync client fro
 # wait on server subprocesses, sockets and Postgres, so more workers than CPUs still pay.
 # loadgroup hands tests out one or two at a time, longest first, and runs the timing-sensitive
 # ones on one worker (tests/conftest.py).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 5
 
 # The tests start about a thousand server processes. Byte-compiled once here, the sources are
 # not compiled again by each of them (PYTHONDONTWRITEBYTECODE, if set, stops Python caching).
@@ -50,8 +50,8 @@ compile:
 test: install compile ## Run the test suite (both backends), in TEST_WORKERS processes.
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-test-reliability: install compile ## The fault suites and fastaiagent's own suite at full size: crashes, outages, lost replies, fuzz (long; README).
-	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer
+test-reliability: install compile ## The fault suites, fastaiagent's own suites and the memory bounds behind PgBouncer at full size: crashes, outages, lost replies, fuzz (long; README).
+	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer tests/contract/test_bounds.py
 
 lint: install ## ruff, the README's settings table, the generated sync client, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .

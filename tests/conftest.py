@@ -221,6 +221,7 @@ TIMING_SENSITIVE = (
     "tests/reliability/test_resume_workers.py",
     "tests/reliability/test_crash.py",
     "tests/console/test_page.py",
+    "tests/console/test_page_states.py",
     "tests/contract/test_keepalive.py",
     "tests/contract/test_prune.py",
     "tests/contract/test_durability.py::test_p3_",

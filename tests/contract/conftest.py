@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -20,18 +21,30 @@ NO_RETRY = RetryPolicy(max_attempts=1)
 WRITE_PATHS = [pytest.param("stream", id="stream"), pytest.param("unary", id="unary")]
 
 
+#: Whether this is the full-size run (``CHECKPOINTD_RELIABILITY=full``, ``make test-reliability``).
+FULL = os.environ.get("CHECKPOINTD_RELIABILITY", "reduced").strip().lower() == "full"
+
+#: Suites that fill the server with tens of megabytes to read its memory from /proc: behind
+#: PgBouncer they run at full size only (``make test-reliability`` runs them), as the pooler
+#: sees the same store calls as on Postgres directly, where ``make test`` runs them.
+POOLER_AT_FULL_SIZE = ("tests/contract/test_bounds.py",)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The unary write path runs on SQLite and Postgres; behind PgBouncer only the client's
     default, the stream, runs (the pooler sees the same store calls either way), which keeps
-    the second path from adding a third of its time to the suite."""
+    the second path from adding a third of its time to the suite. The memory suites run
+    behind PgBouncer at full size only (POOLER_AT_FULL_SIZE)."""
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        unary_behind_pooler = (
-            params.get("write_path") == "unary" and params.get("backend") == "pgbouncer"
+        behind_pooler = params.get("backend") == "pgbouncer"
+        unary_behind_pooler = behind_pooler and params.get("write_path") == "unary"
+        heavy_behind_pooler = (
+            behind_pooler and not FULL and item.nodeid.startswith(POOLER_AT_FULL_SIZE)
         )
-        (dropped if unary_behind_pooler else kept).append(item)
+        (dropped if unary_behind_pooler or heavy_behind_pooler else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

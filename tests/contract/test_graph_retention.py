@@ -308,11 +308,11 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 30.0) -> None:
 def test_g12_the_server_applies_graph_retention_by_itself(
     sidecar_factory: Callable[..., Sidecar],
 ) -> None:
-    """--graph-retention '*=idle:4s,keep:2;kept=off': within a round or two a thread keeps
+    """--graph-retention '*=idle:8s,keep:2;kept=off': within a round or two a thread keeps
     its 2 newest checkpoints; once idle it goes; a paused thread and the namespace whose
     policy is off keep everything."""
     server = sidecar_factory(
-        "--graph-retention", "*=idle:4s,keep:2;kept=off", "--metrics-listen", "127.0.0.1:0"
+        "--graph-retention", "*=idle:8s,keep:2;kept=off", "--metrics-listen", "127.0.0.1:0"
     )
     with grpc.insecure_channel(server.target) as channel:
         graph = Graph(channel, server.namespace)

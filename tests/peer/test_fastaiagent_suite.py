@@ -208,13 +208,23 @@ def run_suite(root: Path, sidecar: Sidecar, files: list[str]) -> tuple[int, dict
     return result.returncode, counts, output
 
 
+@pytest.fixture
+def sqlite_unless_full_size(store_spec: StoreSpec) -> None:
+    """Off full size fastaiagent's suites run on SQLite only: skip the other backends before
+    their server starts (this fixture is named before ``sidecar``, so it is set up first)."""
+    if store_spec.backend != "sqlite" and not FULL:
+        pytest.skip("fastaiagent's own suites run on this backend at full size only")
+
+
 @pytest.mark.timeout(600)
 def test_p5_fastaiagent_replication_tests_pass_with_the_sidecar_as_its_checkpointer(
-    sidecar, fastaiagent_tests
+    sqlite_unless_full_size, sidecar, fastaiagent_tests
 ):
     """fastaiagent's outbox, quarantine, export-flag, run-end, restore and wire-mapping tests
     pass unmodified against its real drain and a loopback ingest stand-in, the sidecar holding
-    every checkpoint."""
+    every checkpoint. `make test` runs them on SQLite; the full size on every backend (the
+    replication outbox's own contract suite, tests/contract/test_replication.py, runs on
+    every backend in both)."""
     code, counts, output = run_suite(fastaiagent_tests, sidecar, list(REPLICATION_FILES))
     assert code == 0, output[-6000:]
     assert counts.get("failed", 0) == 0, output[-6000:]
@@ -230,14 +240,6 @@ def shard_files(files: list[str], shard: int) -> list[str]:
     """The files of shard ``shard``: every DURABILITY_SHARDS-th of ``files`` (sorted, as
     durability_files gives them, so a shard is the same set on every run)."""
     return files[shard::DURABILITY_SHARDS]
-
-
-@pytest.fixture
-def sqlite_unless_full_size(store_spec: StoreSpec) -> None:
-    """Off full size the durability suite runs on SQLite only: skip the other backends before
-    their server starts (this fixture is named before ``sidecar``, so it is set up first)."""
-    if store_spec.backend != "sqlite" and not FULL:
-        pytest.skip("fastaiagent's durability suite runs on this backend at full size only")
 
 
 @pytest.mark.timeout(1200)  # about 170 tests of fastaiagent's, in a process of their own
