@@ -315,8 +315,14 @@ def test_c11_interrupts_commands_over_mutual_tls_with_a_token_file(
         env={**env, "CHECKPOINTD_TOKEN": tokens.admin},
     )
     lines: queue.Queue[str] = queue.Queue()
-    assert watch.stdout is not None
-    threading.Thread(target=lambda: [lines.put(line) for line in watch.stdout], daemon=True).start()
+    stdout = watch.stdout
+    assert stdout is not None
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     try:
         snapshot = json.loads(lines.get(timeout=30))
         assert snapshot["kind"] == "snapshot"
