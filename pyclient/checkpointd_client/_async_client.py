@@ -36,6 +36,7 @@ from checkpointd_client.models import (
     DeleteExecutionResult,
     ExecutionDetail,
     ExecutionPage,
+    GraphRetentionResult,
     IdempotencyResult,
     PendingInterrupt,
     PendingInterruptPage,
@@ -756,3 +757,25 @@ class AsyncCheckpointdClient:
         """
         rpc = getattr(self._connect().graph, method)
         return await self._invoke(rpc, request, timeout, metadata)
+
+    async def apply_graph_retention(
+        self,
+        *,
+        idle_for: timedelta | None = None,
+        keep_newest: int | None = None,
+        dry_run: bool = False,
+        request_id: str | None = None,
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> GraphRetentionResult:
+        """Apply graph retention rules once in this namespace (G12, G13): delete the graph threads
+        idle (by the server's clock) longer than ``idle_for``, and keep only the
+        ``keep_newest`` newest checkpoints of each namespace of each thread; a thread paused
+        on an interrupt is kept whole. At least one rule is required (InvalidArgumentError
+        otherwise). With ``dry_run`` nothing changes and the counts say what would go.
+        """
+        request = self._core.apply_graph_retention(idle_for, keep_newest, dry_run, request_id)
+        response = await self._invoke(
+            self._connect().graph.ApplyGraphRetention, request, timeout, metadata
+        )
+        return _convert.graph_retention_result(response)

@@ -20,6 +20,7 @@ from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
 from checkpointd_client.models import Checkpoint, CheckpointView, PendingInterrupt
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
+    graph_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
@@ -239,6 +240,25 @@ class ClientCore:
             request_id=request_id or new_id(),
             older_than=_convert.timedelta_to_duration(older_than),
         )
+
+    def apply_graph_retention(
+        self,
+        idle_for: timedelta | None,
+        keep_newest: int | None,
+        dry_run: bool,
+        request_id: str | None,
+    ) -> graph_service_pb2.ApplyGraphRetentionRequest:
+        """Build an ApplyGraphRetention request (the server checks the rules: at least one,
+        ``idle_for`` positive, ``keep_newest`` not negative)."""
+        request = graph_service_pb2.ApplyGraphRetentionRequest(
+            namespace=self.namespace,
+            request_id=request_id or new_id(),
+            keep_newest=keep_newest or 0,
+            dry_run=dry_run,
+        )
+        if idle_for is not None:
+            request.idle_for.CopyFrom(_convert.timedelta_to_duration(idle_for))
+        return request
 
     def get_resume_point(self, execution_id: str) -> checkpoint_service_pb2.GetResumePointRequest:
         """Build a GetResumePoint request."""

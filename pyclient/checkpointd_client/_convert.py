@@ -29,6 +29,7 @@ from checkpointd_client.models import (
     ExecutionDetail,
     ExecutionPage,
     ExecutionStatus,
+    GraphRetentionResult,
     IdempotencyResult,
     InterruptEvent,
     InterruptEventType,
@@ -40,6 +41,7 @@ from checkpointd_client.models import (
 from checkpointd_client.v1 import (
     checkpoint_pb2,
     checkpoint_service_pb2,
+    graph_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
     replication_service_pb2,
@@ -363,6 +365,20 @@ def prune_result(response: checkpoint_service_pb2.PruneCheckpointsResponse) -> P
     return PruneResult(
         checkpoints_deleted=response.checkpoints_deleted,
         idempotency_results_deleted=response.idempotency_results_deleted,
+    )
+
+
+def graph_retention_result(
+    response: graph_service_pb2.ApplyGraphRetentionResponse,
+) -> GraphRetentionResult:
+    """Parse an ApplyGraphRetention response."""
+    return GraphRetentionResult(
+        threads_deleted=response.threads_deleted,
+        checkpoints_deleted=response.checkpoints_deleted,
+        writes_deleted=response.writes_deleted,
+        channel_values_deleted=response.channel_values_deleted,
+        paused_threads_kept=response.paused_threads_kept,
+        delta_threads_kept=response.delta_threads_kept,
     )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "ExecutionDetail",
     "ExecutionPage",
     "ExecutionStatus",
+    "GraphRetentionResult",
     "IdempotencyResult",
     "InterruptEvent",
     "InterruptEventType",
@@ -266,6 +267,25 @@ class PruneResult:
     def total(self) -> int:
         """Return all rows deleted, as fastaiagent's ``Checkpointer.prune`` counts them."""
         return self.checkpoints_deleted + self.idempotency_results_deleted
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GraphRetentionResult:
+    """What :meth:`~checkpointd_client.CheckpointdClient.apply_graph_retention` deleted (with
+    ``dry_run``: would delete)."""
+
+    threads_deleted: int
+    """How many threads the idle rule deleted whole."""
+    checkpoints_deleted: int
+    """How many graph checkpoints were deleted, by either rule."""
+    writes_deleted: int
+    """How many pending writes were deleted."""
+    channel_values_deleted: int
+    """How many channel values were deleted (those no kept checkpoint names)."""
+    paused_threads_kept: int
+    """How many threads a rule would have cut but that are paused on an interrupt."""
+    delta_threads_kept: int
+    """How many threads ``keep_newest`` would have cut but whose graph uses a DeltaChannel."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -215,6 +215,19 @@ def duration_to_timedelta(field: str, duration: Duration) -> timedelta:
         raise InvalidField(field, "must be at most 999999999 days") from None
 
 
+def int_text(field: str, raw: str | None, default: int, low: int, high: int) -> int:
+    """An integer sent as text (an HTTP query parameter): absent means ``default``."""
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except (ValueError, OverflowError):
+        raise InvalidField(field, "must be an integer") from None
+    if not low <= value <= high:
+        raise InvalidField(field, f"must be {low} to {high}")
+    return value
+
+
 def page_size(field: str, value: int) -> int:
     """0 means the default; larger than the cap is capped; negative is an error."""
     if value < 0:

@@ -35,6 +35,7 @@ PUBLIC_NAMES = [
     "ExecutionDetail",
     "ExecutionPage",
     "FailedPreconditionError",
+    "GraphRetentionResult",
     "IdempotencyResult",
     "IntegrityError",
     "InternalError",

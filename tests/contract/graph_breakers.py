@@ -61,6 +61,13 @@ def _writes(*writes: gsvc.GraphWrite, **fields: Any) -> Callable[[HasGraph], obj
     return lambda s: s.graph.PutGraphWrites(request, timeout=TIMEOUT)
 
 
+def _interrupt(**fields: Any) -> Callable[[HasGraph], object]:
+    """A PutGraphWrites of one interrupt write whose descriptor has ``fields``."""
+    values: dict[str, Any] = {"interrupt_id": "i1", "node": "review", "reason": "approval"}
+    values.update(fields)
+    return _writes(_INTERRUPT_WRITE, interrupts=[gsvc.GraphInterrupt(**values)])
+
+
 def _list(**fields: Any) -> Callable[[HasGraph], object]:
     return lambda s: s.graph.ListGraphCheckpoints(
         gsvc.ListGraphCheckpointsRequest(**fields), timeout=TIMEOUT
@@ -68,6 +75,7 @@ def _list(**fields: Any) -> Callable[[HasGraph], object]:
 
 
 _VALUE = gsvc.TypedValue(type="json", data=b"1")
+_INTERRUPT_WRITE = gsvc.GraphWrite(idx=0, channel="__interrupt__", value=_VALUE)
 
 GRAPH_BREAKERS: dict[str, Callable[[Any], object]] = {
     "thread_id": lambda s: s.graph.GetGraphCheckpoint(
@@ -84,6 +92,15 @@ GRAPH_BREAKERS: dict[str, Callable[[Any], object]] = {
     ),
     "writes.channel": _writes(gsvc.GraphWrite(idx=0, channel="", value=_VALUE)),
     "writes.value.type": _writes(gsvc.GraphWrite(idx=0, channel="a")),
+    "interrupts": _writes(
+        _INTERRUPT_WRITE,
+        interrupts=[gsvc.GraphInterrupt(interrupt_id=f"i{n}") for n in range(101)],
+    ),
+    "interrupts.interrupt_id": _interrupt(interrupt_id=""),
+    "interrupts.graph_name": _interrupt(graph_name="g" * 257),
+    "interrupts.node": _interrupt(node="a\x00b"),
+    "interrupts.reason": _interrupt(reason="r" * 257),
+    "interrupts.context_json": _interrupt(context_json="{"),
     "checkpoint.thread_id": _put(thread_id=""),
     "checkpoint.checkpoint_ns": _put(checkpoint_ns="n" * 1025),
     "checkpoint.checkpoint.type": _put(checkpoint=gsvc.TypedValue(data=b"{}")),

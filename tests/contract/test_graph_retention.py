@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Annotated, Any, TypedDict
 
 import grpc
@@ -19,6 +20,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
 
+from checkpointd_client import (
+    AsyncCheckpointdClient,
+    CheckpointdClient,
+    GraphRetentionResult,
+    InvalidArgumentError,
+)
 from checkpointd_client.langgraph import AsyncCheckpointdSaver
 from checkpointd_client.v1 import graph_service_pb2 as g
 from tests.contract.test_graph import Graph, refusal_of, stored
@@ -337,3 +344,78 @@ def test_g12_the_server_applies_graph_retention_by_itself(
     assert paused is not None
     assert paused >= 1
     assert "graph retention in default: 1 threads, 2 checkpoints" in server.log_path.read_text()
+
+
+# --- through the Python clients ----------------------------------------------------------
+
+
+def test_g12_the_python_clients_apply_graph_retention(graph: Graph, sidecar: SharedSidecar) -> None:
+    """CheckpointdClient.apply_graph_retention and its async twin send the rules and answer
+    the server's counts as a GraphRetentionResult: a dry run changes nothing, the run then
+    deletes what it counted, and a retry with the same request id answers the first counts."""
+    _history(graph, "t", 6)
+    _history(graph, "t", 3, ns="sub:1")
+    _history(graph, "u", 2)
+    before = stored(graph)
+    expected = GraphRetentionResult(
+        threads_deleted=0,
+        checkpoints_deleted=5,
+        writes_deleted=5,
+        channel_values_deleted=5,
+        paused_threads_kept=0,
+        delta_threads_kept=0,
+    )
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        dry = client.apply_graph_retention(keep_newest=2, dry_run=True)
+        assert dry == expected
+        assert stored(graph) == before
+
+    async def apply() -> tuple[GraphRetentionResult, GraphRetentionResult]:
+        async with AsyncCheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+            first = await client.apply_graph_retention(keep_newest=2, request_id="cl-1")
+            again = await client.apply_graph_retention(keep_newest=2, request_id="cl-1")
+            return first, again
+
+    first, again = asyncio.run(apply())
+    assert first == again == expected
+    assert len(stored(graph)) == len(before) - 5
+    assert graph.ids(thread_id="t") == ["c005", "c004", "c002", "c001"]  # 2 of each ns
+
+
+def test_g12_the_python_client_sends_idle_for_as_a_timedelta(
+    graph: Graph, sidecar: SharedSidecar
+) -> None:
+    """idle_for is a timedelta; an idle paused thread is kept and counted (G13)."""
+    _history(graph, "old", 3)
+    _history(graph, "paused", 2)
+    _pause(graph, "paused", "c001")
+    time.sleep(IDLE_S + 0.5)
+    _history(graph, "new", 2)
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        result = client.apply_graph_retention(idle_for=timedelta(seconds=IDLE_S))
+    assert (result.threads_deleted, result.checkpoints_deleted) == (1, 3)
+    assert result.paused_threads_kept == 1
+    assert {row[0] for row in stored(graph)} == {"new", "paused"}
+
+
+def test_g12_the_python_client_raises_the_servers_refusal_of_a_bad_rule(
+    graph: Graph, sidecar: SharedSidecar
+) -> None:
+    """No rule, a zero idle_for, a negative keep_newest: InvalidArgumentError naming the
+    field, and nothing deleted."""
+    _history(graph, "t", 3)
+    before = stored(graph)
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({}, "idle_for"),
+        ({"idle_for": timedelta(0)}, "idle_for"),
+        ({"keep_newest": -1}, "keep_newest"),
+    ]
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        for rules, field in bad:
+            with pytest.raises(InvalidArgumentError) as refused:
+                client.apply_graph_retention(**rules)
+            assert (refused.value.reason, refused.value.metadata["field"]) == (
+                "INVALID_FIELD",
+                field,
+            )
+    assert stored(graph) == before

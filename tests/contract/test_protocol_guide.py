@@ -216,6 +216,10 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "agent_path_prefix": _list_pending(agent_path_prefix="p" * 1025),
     "after_cursor": _watch(after_cursor=-1),
     "progress_interval": _watch(progress_interval=Duration(nanos=100_000_000)),
+    "interrupt_id": lambda s: s.interrupts.SubmitDecision(
+        svc.SubmitDecisionRequest(execution_id="e", interrupt_id="i" * 129, decided_by="b"),
+        timeout=TIMEOUT,
+    ),
     "decided_by": lambda s: s.interrupts.SubmitDecision(
         svc.SubmitDecisionRequest(execution_id="e", approved=True), timeout=TIMEOUT
     ),
@@ -328,6 +332,41 @@ def test_e2_every_documented_invalid_field_value_is_what_the_server_sends(
     assert list(listed.pending_interrupts) == []
     (complete,) = _first_messages(stubs, 1)
     assert complete.snapshot_complete.cursor == 0, "a refused write wrote an event"
+
+
+#: Every RPC that names a graph pause by `interrupt_id`, each breaking only that field.
+INTERRUPT_ID_BREAKERS: dict[str, Callable[[Stubs], object]] = {
+    "SubmitDecision": BREAKERS["interrupt_id"],
+    "LeaseDecision": lambda s: s.interrupts.LeaseDecision(
+        svc.LeaseDecisionRequest(
+            execution_id="e", checkpoint_id="c", interrupt_id="a\nb", lease_token="t"
+        ),
+        timeout=TIMEOUT,
+    ),
+    "ReportResume": lambda s: s.interrupts.ReportResume(
+        svc.ReportResumeRequest(
+            execution_id="e",
+            checkpoint_id="c",
+            interrupt_id="i" * 129,
+            lease_token="t",
+            outcome=svc.RESUME_OUTCOME_RESUMED,
+        ),
+        timeout=TIMEOUT,
+    ),
+}
+
+
+@pytest.mark.parametrize("rpc", sorted(INTERRUPT_ID_BREAKERS))
+def test_e2_each_rpc_naming_a_graph_pause_refuses_a_bad_interrupt_id(
+    stubs: Stubs, rpc: str
+) -> None:
+    """SubmitDecision, LeaseDecision and ReportResume all refuse an interrupt_id over 128
+    characters or with a control character, naming `interrupt_id`, as the guide lists."""
+    with pytest.raises(grpc.RpcError) as caught:
+        INTERRUPT_ID_BREAKERS[rpc](stubs)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = _error_info(caught.value)
+    assert (info.reason, info.metadata["field"]) == ("INVALID_FIELD", "interrupt_id")
 
 
 # --- I4: newest first means most recently recorded ------------------------------------------

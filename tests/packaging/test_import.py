@@ -10,6 +10,9 @@ another process, and the charge must not fire again. A second import changes not
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -279,3 +282,70 @@ def test_import_names_an_unreachable_server(source: SourceFile, tmp_path: Path):
     result = run_import(source.db, target, "default", "--timeout", "1")
     assert result.returncode == 1
     assert result.stderr.startswith(f"checkpointd: error: {target}: ")
+
+
+def _import_on_a_terminal(
+    db: Path, target: str, namespace: str, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The import with its stderr on a pseudo-terminal (as a person runs it) and its stdout
+    piped: the result, and what the terminal showed."""
+    master, terminal = pty.openpty()
+    command = [sys.executable, "-m", "checkpointd", "import", str(db)]
+    command += ["--target", target, "--namespace", namespace, *extra]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=terminal, text=True) as proc:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stdout, _ = proc.communicate(timeout=IMPORT_TIMEOUT_S)
+    os.close(master)
+    result = subprocess.CompletedProcess(command, proc.returncode, stdout, "")
+    return result, shown.decode()
+
+
+def test_import_draws_its_progress_on_a_terminal_only_and_ends_with_its_summary(
+    sidecar: Sidecar, source: SourceFile
+):
+    """Without --progress-every the import's progress is the shared line of `store copy`:
+    redrawn in place on a terminal and ended before the summary; nothing when stderr is
+    piped; nothing on a terminal with --quiet. Each way stdout holds the same summary: one
+    line saying what was imported where and how long it took, then the counts."""
+    checkpoints = len(source_rows(source.db, "checkpoints"))
+    cached = len(source_rows(source.db, "idempotency_cache"))
+    counts = {
+        "checkpoints": (checkpoints, 0),
+        "pending interrupts": (1, 0),
+        "idempotency results": (cached, 0),
+    }
+
+    piped = run_import(source.db, sidecar.target, f"piped-{uuid.uuid4().hex[:8]}")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr == ""
+    assert summary(piped.stdout) == counts
+
+    namespace = f"tty-{uuid.uuid4().hex[:8]}"
+    drawn, shown = _import_on_a_terminal(source.db, sidecar.target, namespace)
+    assert drawn.returncode == 0, shown
+    assert summary(drawn.stdout) == counts
+    assert re.fullmatch(
+        rf"imported {re.escape(str(source.db))} into namespace '{namespace}' in \d+s",
+        drawn.stdout.splitlines()[0],
+    )
+    assert "\r" in shown
+    redraws = [part.strip() for part in shown.replace("\r\n", "\n").split("\r") if part.strip()]
+    assert redraws[-1].startswith(f"checkpoints: {checkpoints}/{checkpoints} rows  100%")
+    assert shown.endswith("\r\n")  # the line is ended: the shell's prompt starts afresh
+    assert "checkpointd import: " not in shown  # no log lines
+
+    quiet, shown_quiet = _import_on_a_terminal(
+        source.db, sidecar.target, f"quiet-{uuid.uuid4().hex[:8]}", "--quiet"
+    )
+    assert quiet.returncode == 0
+    assert shown_quiet == ""
+    assert summary(quiet.stdout) == counts

@@ -5,8 +5,12 @@ The transport does not depend on the store, so these run on the SQLite backend o
 
 from __future__ import annotations
 
+import json
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +25,7 @@ from checkpointd_client import (
     UnauthenticatedError,
     UnavailableError,
 )
-from tests.contract.helpers import checkpoint
+from tests.contract.helpers import checkpoint, interrupted
 from tests.security.certs import Pki
 from tests.security.conftest import NO_RETRY, Tokens
 from tests.support.sidecar import Sidecar, StoreSpec
@@ -249,3 +253,90 @@ def test_c11_runs_list_over_mutual_tls_with_a_token_file(
     assert "--tls-cert and --tls-key go together" in half.stderr
     for result in (ok, refused, half):
         assert tokens.admin not in result.stdout + result.stderr
+
+
+def test_c11_interrupts_commands_over_mutual_tls_with_a_token_file(
+    sqlite_sidecar: Callable[..., Sidecar], pki: Pki, tokens: Tokens, tokens_file: Path
+):
+    """`checkpointd interrupts list|watch|decide` take the same connection options as `runs`:
+    they reach a server that wants mutual TLS and a token through --tls-ca/--tls-cert/
+    --tls-key and --token-file (or $CHECKPOINTD_TOKEN); without a token they fail with the
+    server's refusal, and the token shows nowhere in their output."""
+    server = sqlite_sidecar(
+        "--tls-cert",
+        str(pki.server_cert),
+        "--tls-key",
+        str(pki.server_key),
+        "--tls-client-ca",
+        str(pki.ca),
+        "--auth-tokens-file",
+        str(tokens_file),
+    )
+    mutual = TlsConfig.from_files(ca=pki.ca, cert=pki.client_cert, key=pki.client_key)
+    with CheckpointdClient(server.tcp_target, tls=mutual, token=tokens.admin) as client:
+        client.record_interrupt(*interrupted("run-paused"))
+    token_file = pki.ca.parent / f"token-{uuid.uuid4().hex[:6]}"
+    token_file.write_text(tokens.admin + "\n")
+    tls = ["--tls-ca", str(pki.ca), "--tls-cert", str(pki.client_cert)]
+    tls += ["--tls-key", str(pki.client_key)]
+    env = {"CHECKPOINTD_TOKEN": "", "PATH": "/usr/bin:/bin"}
+
+    def command(action: str, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "checkpointd", "interrupts", action, *extra]
+
+    def run(action: str, *extra: str, **more_env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            command(action, "--target", server.tcp_target, *extra),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**env, **more_env},
+        )
+
+    listed = run("list", *tls, "--token-file", str(token_file))
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split()[0] == "run-paused"
+    from_env = run("list", *tls, CHECKPOINTD_TOKEN=tokens.admin)
+    assert from_env.returncode == 0, from_env.stderr
+    assert from_env.stdout.splitlines()[1].split()[0] == "run-paused"
+    refused = run("list", *tls)
+    assert refused.returncode == 1
+    assert "token" in refused.stderr.lower()
+    half = run("decide", "run-paused", "--approve", "--tls-key", str(pki.client_key))
+    assert half.returncode == 1
+    assert "--tls-cert and --tls-key go together" in half.stderr
+
+    watch = subprocess.Popen(
+        command("watch", "--target", server.tcp_target, "--json", *tls),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "CHECKPOINTD_TOKEN": tokens.admin},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    stdout = watch.stdout
+    assert stdout is not None
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        snapshot = json.loads(lines.get(timeout=30))
+        assert snapshot["kind"] == "snapshot"
+        assert snapshot["pending"]["execution_id"] == "run-paused"
+        decided = run("decide", "run-paused", "--approve", *tls, "--token-file", str(token_file))
+        assert decided.returncode == 0, decided.stderr
+        assert decided.stdout.startswith("decided run-paused")
+        while (item := json.loads(lines.get(timeout=30)))["kind"] != "event":
+            pass
+        assert item["pending"]["decision"]["approved"] is True
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        _, watch_stderr = watch.communicate(timeout=30)
+    assert watch.returncode == 0, watch_stderr
+    for result in (listed, from_env, refused, half, decided):
+        assert tokens.admin not in result.stdout + result.stderr
+    assert tokens.admin not in watch_stderr

@@ -37,7 +37,15 @@ const PROTO_FILES = [
   'checkpointd/v1/checkpoint_service.proto',
   'checkpointd/v1/interrupt_service.proto',
   'checkpointd/v1/idempotency_service.proto',
+  'checkpointd/v1/graph_service.proto',
 ];
+/** ListExecutions' status filter by its short name (the enum's names are accepted too). */
+const EXECUTION_STATUSES = {
+  running: 'EXECUTION_STATUS_RUNNING',
+  paused: 'EXECUTION_STATUS_PAUSED',
+  ended: 'EXECUTION_STATUS_ENDED',
+  failed: 'EXECUTION_STATUS_FAILED',
+};
 /** checkpointd's ErrorInfo reasons by wire string: `ErrorReason.LEASE_HELD === 'LEASE_HELD'`. */
 const ErrorReason = loadErrorReasons(PROTO_ROOT);
 const LOADER_OPTIONS = {
@@ -101,6 +109,16 @@ function authMetadata(token) {
   return metadata;
 }
 
+/** The ExecutionStatus name for listExecutions' status option (undefined: any). */
+function executionStatus(status) {
+  if (status === undefined || status === null) return 'EXECUTION_STATUS_UNSPECIFIED';
+  const name = EXECUTION_STATUSES[status] ?? status;
+  if (!Object.values(EXECUTION_STATUSES).includes(name)) {
+    throw new TypeError(`status must be one of ${Object.keys(EXECUTION_STATUSES).join(', ')}, got ${String(status)}`);
+  }
+  return name;
+}
+
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A checkpointd client over one gRPC channel. */
@@ -142,6 +160,7 @@ class CheckpointdClient {
     const shared = { ...channelOptions, channelOverride };
     this.interrupts = new pkg.InterruptService(this.target, credentials, shared);
     this.idempotency = new pkg.IdempotencyService(this.target, credentials, shared);
+    this.graph = new pkg.GraphService(this.target, credentials, shared);
   }
 
   /** Fresh metadata for one call (grpc-js may add to what it is given). */
@@ -251,6 +270,46 @@ class CheckpointdClient {
   async getForkPoint(executionId, { checkpointId = '', timeoutMs } = {}) {
     const request = { namespace: this.namespace, execution_id: executionId, checkpoint_id: checkpointId };
     return (await this.call(this.checkpoints, 'GetForkPoint', request, { timeoutMs })).checkpoint;
+  }
+
+  // --- executions -------------------------------------------------------------------------
+
+  /**
+   * Return one page of a namespace's runs, newest activity first (contract C11):
+   * { executions, next_page_token }, each with its `status`, `checkpoint_count` and
+   * `last_activity_at`. Filters: chainName (exact), status ('running', 'paused', 'ended',
+   * 'failed', or an ExecutionStatus name), activeSince (a Date: last activity at or after).
+   */
+  async listExecutions({ pageSize = 0, pageToken = '', chainName, status, activeSince, timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      page_size: pageSize,
+      page_token: pageToken,
+      chain_name: chainName,
+      status: executionStatus(status),
+      active_since: activeSince === undefined ? null : timestampFromDate(activeSince),
+    };
+    return this.call(this.checkpoints, 'ListExecutions', request, { timeoutMs });
+  }
+
+  /** Iterate over every run that listExecutions() would list, page after page. */
+  async *iterExecutions({ pageSize = 0, chainName, status, activeSince, timeoutMs } = {}) {
+    let pageToken = '';
+    do {
+      const page = await this.listExecutions({ pageSize, pageToken, chainName, status, activeSince, timeoutMs });
+      yield* page.executions;
+      pageToken = page.next_page_token;
+    } while (pageToken);
+  }
+
+  /**
+   * Describe one run (contract C11): { execution, pending_interrupt, last_decided,
+   * idempotency_keys, idempotency_key_count }; pending_interrupt and last_decided are null
+   * when there is none. NOT_FOUND when the run has no checkpoint.
+   */
+  async getExecution(executionId, { timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId };
+    return this.call(this.checkpoints, 'GetExecution', request, { timeoutMs });
   }
 
   // --- interrupts -------------------------------------------------------------------------
@@ -440,6 +499,28 @@ class CheckpointdClient {
       await sleep(backoff * (0.5 + Math.random() / 2));
       backoff = Math.min(backoff * 2, maxBackoffMs);
     }
+  }
+
+  // --- graphs -----------------------------------------------------------------------------
+
+  /**
+   * Apply graph retention rules once in this namespace (contracts G12, G13): delete whole the
+   * LangGraph threads idle (by the server's clock) longer than idleForSeconds, and keep only
+   * the keepNewest newest checkpoints of each checkpoint_ns of a thread; a thread paused on
+   * an interrupt is kept whole. At least one rule is required (INVALID_ARGUMENT, reason
+   * INVALID_FIELD, otherwise). With dryRun nothing changes. Returns the counts (decimal
+   * strings): { threads_deleted, checkpoints_deleted, writes_deleted, channel_values_deleted,
+   * paused_threads_kept, delta_threads_kept }.
+   */
+  async applyGraphRetention({ idleForSeconds, keepNewest = 0, dryRun = false, requestId = newId(), timeoutMs } = {}) {
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      idle_for: idleForSeconds === undefined ? null : durationFromMs(idleForSeconds * 1000),
+      keep_newest: keepNewest,
+      dry_run: dryRun,
+    };
+    return this.call(this.graph, 'ApplyGraphRetention', request, { timeoutMs });
   }
 
   // --- idempotency ------------------------------------------------------------------------

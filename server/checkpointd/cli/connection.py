@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 __all__ = ["add_connection_arguments", "connect"]
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser, *, namespace_help: str) -> None:
-    """Add --target, --namespace, --timeout, --token-file and the --tls-* options."""
+def add_connection_arguments(
+    parser: argparse.ArgumentParser, *, namespace_help: str, timeout: bool = True
+) -> None:
+    """Add --target, --namespace, --timeout, --token-file and the --tls-* options; without
+    --timeout (``timeout=False``) for a command whose one call is a stream that runs until
+    stopped, which no request deadline bounds."""
     parser.add_argument(
         "--target",
         default=None,
@@ -29,12 +33,13 @@ def add_connection_arguments(parser: argparse.ArgumentParser, *, namespace_help:
         "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
     )
     parser.add_argument("--namespace", default="default", help=namespace_help)
-    parser.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=10.0,
-        help="seconds each request may take [default: %(default)s]",
-    )
+    if timeout:
+        parser.add_argument(
+            "--timeout",
+            type=_positive_float,
+            default=10.0,
+            help="seconds each request may take [default: %(default)s]",
+        )
     parser.add_argument(
         "--token-file",
         type=Path,
@@ -94,10 +99,11 @@ def connect(args: argparse.Namespace, **options: Any) -> CheckpointdClient:
     option is unusable."""
     from checkpointd_client.client import CheckpointdClient
 
+    if "timeout" in vars(args):
+        options.setdefault("timeout", args.timeout)
     return CheckpointdClient(
         args.target,
         namespace=args.namespace,
-        timeout=args.timeout,
         token=_token(args),
         tls=_tls(args),
         **options,

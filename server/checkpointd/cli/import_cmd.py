@@ -18,6 +18,10 @@ command fills an SQLite or a Postgres store:
 Re-running is safe: a checkpoint whose id is already stored in the execution, or an
 idempotency key that already has a result, is skipped and counted as such, so a resumed run
 is never paused again and nothing is duplicated. Stop the app that writes the file first.
+
+Progress goes to stderr as the redrawn line of :mod:`checkpointd.cli.progress` (on a terminal
+only; ``--quiet``: none), or with ``--progress-every N`` as a log line every N rows; stdout
+gets the summary at the end: where it went and how long it took, then the counts.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ import argparse
 import math
 import sqlite3
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkpointd.cli.progress import ProgressLine, format_duration
 from checkpointd_client import (
     AlreadyExistsError,
     Checkpoint,
@@ -47,7 +53,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ImportFailed", "register"]
 
-DEFAULT_PROGRESS_EVERY = 1000
 #: How many problems a rejected file lists before "and N more".
 MAX_PROBLEMS_SHOWN = 10
 _CHECKPOINT_COLUMNS = {"execution_id", "chain_name", "node_id"}
@@ -301,20 +306,30 @@ class _Report:
 
 
 class _Progress:
-    """A line on stderr every ``every`` rows and at the end of each table."""
+    """Progress on stderr: the shared redrawn line (:mod:`checkpointd.cli.progress`, drawn
+    only on a terminal), or with ``every`` (``--progress-every``) a log line every ``every``
+    rows and at the end of each table, for a log file; nothing with ``quiet``."""
 
-    def __init__(self, every: int, quiet: bool) -> None:
+    def __init__(self, every: int | None, quiet: bool) -> None:
         self.every = every
         self.quiet = quiet
+        self.line = ProgressLine("rows", quiet=quiet or every is not None)
 
     def __call__(self, what: str, done: int, total: int) -> None:
-        if self.quiet or total == 0 or (done % self.every and done != total):
+        self.line.update(what, done, total)
+        if self.every is None or self.quiet or total == 0:
+            return
+        if done % self.every and done != total:
             return
         print(
             f"checkpointd import: {what} {done}/{total} ({100 * done // total}%)",
             file=sys.stderr,
             flush=True,
         )
+
+    def close(self) -> None:
+        """End the redrawn line, so what follows starts on a fresh one."""
+        self.line.close()
 
 
 def _import_idempotency(
@@ -368,6 +383,7 @@ def _import_checkpoints(
                     report.pending.imported += 1
                 else:
                     report.pending.skipped += 1
+                    progress.close()
                     print(
                         f"checkpointd import: warning: execution {checkpoint.execution_id!r} "
                         "already had a pending interrupt in the namespace; it was kept",
@@ -389,16 +405,17 @@ def _import_checkpoints(
 
 def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Import the file; 0 when every row is in the namespace, 1 on an error."""
-    if args.progress_every <= 0:
+    if args.progress_every is not None and args.progress_every <= 0:
         parser.error("--progress-every must be a positive number of rows")
     if not args.timeout > 0:
         parser.error("--timeout must be a positive number of seconds")
     report = _Report()
+    progress = _Progress(args.progress_every, args.quiet)
+    started = time.monotonic()
     try:
         source = _Source.open(Path(args.file))
         try:
             _check(source)
-            progress = _Progress(args.progress_every, args.quiet)
             # Imported when the command runs: starting `checkpointd serve` does not load it.
             from checkpointd_client.client import CheckpointdClient
 
@@ -413,6 +430,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 except CheckpointdError as exc:
                     raise ImportFailed(f"{client.target}: {exc}") from exc
         finally:
+            progress.close()
             source.close()
     except ImportFailed as exc:
         print(f"checkpointd: error: {exc}", file=sys.stderr)
@@ -425,7 +443,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             for line in report.lines():
                 print(f"  {line}", file=sys.stderr)
         return 1
-    print(f"imported {args.file} into namespace {args.namespace!r}")
+    took = format_duration(time.monotonic() - started)
+    print(f"imported {args.file} into namespace {args.namespace!r} in {took}")
     for line in report.lines():
         print(f"  {line}")
     for execution_id in report.orphaned_pending:
@@ -469,8 +488,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     command.add_argument(
         "--progress-every",
         type=int,
-        default=DEFAULT_PROGRESS_EVERY,
+        default=None,
         metavar="N",
-        help="report progress on stderr every N rows [default: %(default)s]",
+        help="instead of the progress line drawn on a terminal, print a progress line on "
+        "stderr every N rows, piped or not (for a log)",
     )
-    command.add_argument("--quiet", action="store_true", help="no progress lines")
+    command.add_argument("--quiet", "-q", action="store_true", help="no progress, only the summary")

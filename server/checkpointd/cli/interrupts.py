@@ -5,8 +5,9 @@ people.
 prints the pending set and then one line per change as it happens (``--json``: one JSON object
 per line, for machines), and reconnects by itself when the server goes away. ``decide``
 approves or rejects a pause (contract K1); a resume worker carries the decision out. All talk
-to a running server through the Python client; ``--target`` defaults to
-``$CHECKPOINTD_TARGET``, then 127.0.0.1:7470.
+to a running server through the Python client, with the connection options of
+:mod:`checkpointd.cli.connection` (``--target``, which defaults to ``$CHECKPOINTD_TARGET``
+then 127.0.0.1:7470; ``--token-file`` or ``$CHECKPOINTD_TOKEN``; ``--tls-*``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from checkpointd.cli.connection import add_connection_arguments, connect
 from checkpointd_client import (
     CheckpointdError,
     Decision,
@@ -34,14 +36,12 @@ from checkpointd_client import (
     WatchProgress,
 )
 
-if TYPE_CHECKING:
-    from checkpointd_client.client import CheckpointdClient
-
 __all__ = ["format_age", "format_table", "register"]
 
 COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
 #: The most rows ``list`` asks for per page (the server's cap).
 PAGE_CAP = 1000
+READ_NAMESPACE = "the namespace to read [default: default]"
 
 
 def _non_negative_int(text: str) -> int:
@@ -61,26 +61,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number > 0")
-    return value
-
-
-def _common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--target",
-        default=None,
-        help="the server: host:port or unix:///path "
-        "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
-    )
-    parser.add_argument(
-        "--namespace", default="default", help="the namespace to read [default: %(default)s]"
-    )
+def _filter_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chain", help="only interrupts of this chain name")
     parser.add_argument("--reason", help="only interrupts with this reason")
     parser.add_argument(
@@ -102,18 +83,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="print the pending interrupts as a table, newest first",
         description="Print the pending interrupts of a namespace as a table, newest first.",
     )
-    _common_arguments(listing)
+    add_connection_arguments(listing, namespace_help=READ_NAMESPACE)
+    _filter_arguments(listing)
     listing.add_argument(
         "--limit",
         type=_positive_int,
         default=100,
         help="the most rows to print [default: %(default)s]",
-    )
-    listing.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=10.0,
-        help="seconds each request may take [default: %(default)s]",
     )
     listing.set_defaults(handler=run_list)
 
@@ -124,7 +100,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "(added, claimed, removed) until interrupted. Reconnects by itself after a server "
         "restart, losing nothing.",
     )
-    _common_arguments(watch)
+    add_connection_arguments(watch, namespace_help=READ_NAMESPACE, timeout=False)
+    _filter_arguments(watch)
     watch.add_argument(
         "--after-cursor",
         type=_non_negative_int,
@@ -163,21 +140,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     decide.add_argument("--reason", help="why, for the record")
     decide.add_argument("--decided-by", help="who decides [default: the user running the command]")
-    decide.add_argument(
-        "--target",
-        default=None,
-        help="the server: host:port or unix:///path "
-        "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
-    )
-    decide.add_argument(
-        "--namespace", default="default", help="the namespace of the run [default: %(default)s]"
-    )
-    decide.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=10.0,
-        help="seconds the request may take [default: %(default)s]",
-    )
+    add_connection_arguments(decide, namespace_help="the namespace of the run [default: default]")
     decide.set_defaults(handler=run_decide)
 
 
@@ -328,20 +291,12 @@ def _fail(exc: CheckpointdError | ValueError) -> int:
     return 1
 
 
-def _client(args: argparse.Namespace, **options: Any) -> CheckpointdClient:
-    """A client for the command's --target and --namespace. Imported here, when a command
-    runs, so that starting `checkpointd serve` does not load the client."""
-    from checkpointd_client.client import CheckpointdClient
-
-    return CheckpointdClient(args.target, namespace=args.namespace, **options)
-
-
 def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the pending interrupts as a table; 1 when the server answers an error."""
     rows: list[PendingInterrupt] = []
     more = False
     try:
-        with _client(args, timeout=args.timeout) as client:
+        with connect(args) as client:
             token = ""
             while len(rows) < args.limit:
                 page = client.list_pending_interrupts(
@@ -378,7 +333,7 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         parser.error("--metadata must be a JSON object")
     decided_by = args.decided_by or _user()
     try:
-        with _client(args, timeout=args.timeout) as client:
+        with connect(args) as client:
             decided = client.submit_decision(
                 args.execution_id,
                 approved=args.approved,
@@ -415,7 +370,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     logging.basicConfig(level=logging.WARNING, format="checkpointd: %(message)s")
     logging.getLogger("checkpointd_client.watch").setLevel(logging.INFO)
     try:
-        client = _client(args)
+        client = connect(args)
     except ValueError as exc:
         return _fail(exc)
     with client:

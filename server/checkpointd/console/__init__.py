@@ -417,19 +417,6 @@ class Console:
             }
         )
 
-    @staticmethod
-    def _int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-        raw = request.query.get(name)
-        if raw is None:
-            return default
-        try:
-            value = int(raw)
-        except (ValueError, OverflowError):
-            raise InvalidField(name, "must be an integer") from None
-        if not low <= value <= high:
-            raise InvalidField(name, f"must be {low} to {high}")
-        return value
-
     async def _namespaces(self, request: web.Request) -> web.StreamResponse:
         grant = self._grant(request)
         self._gate()
@@ -446,7 +433,7 @@ class Console:
         the end (at most MAX_DECISIONS_SCANNED rows) keeping the last ``limit``."""
         grant = self._grant(request)
         namespace = self._namespace(grant, request.query.get("namespace", ""))
-        limit = self._int_query(request, "limit", 50, 1, MAX_RECENT_DECISIONS)
+        limit = v.int_text("limit", request.query.get("limit"), 50, 1, MAX_RECENT_DECISIONS)
         self._gate()
         newest: collections.deque[dict[str, Any]] = collections.deque(maxlen=limit)
         token, scanned = "", 0
@@ -469,7 +456,7 @@ class Console:
         message = cp_svc.ListCheckpointsRequest(
             namespace=namespace,
             execution_id=query.get("execution_id", ""),
-            page_size=self._int_query(request, "page_size", 200, 1, 1000),
+            page_size=v.int_text("page_size", query.get("page_size"), 200, 1, 1000),
             page_token=query.get("page_token", ""),
         )
         reply = await self._checkpoint_servicer.ListCheckpoints(message, None)
