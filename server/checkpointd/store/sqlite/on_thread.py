@@ -20,7 +20,7 @@ back; only a caller cancelled while ``COMMIT`` runs may find its write committed
 cancelled write may. The connection's lock is freed only when the function has ended.
 
 This is the only module that touches aiosqlite's internals: its worker queue and the raw
-``sqlite3`` connection (``Connection._tx``, ``Connection._connection``; aiosqlite 0.22, whose
+``sqlite3`` connection (``Connection._tx``, ``._connection``, ``._running``; aiosqlite 0.22, whose
 ``Connection._execute`` puts ``(future, function)`` on that queue exactly so). Transactions
 that must stay statement by statement (an ``async with`` body that awaits other work between
 statements) use :class:`HopStatements` on the same connection, under the same lock.
@@ -134,12 +134,13 @@ class _Skipped(Exception):
 
 @dataclass(slots=True)
 class _Job:
-    cancelled: bool = False  # set on the loop, read on the thread before it starts
+    cancelled: bool = False
+    """Set on the loop when the caller gives up; the thread looks at it between its steps."""
+    committed: dict[Callable[[], None], None] | None = None
+    """Set on the thread once ``COMMIT`` went through: the body's after-commit callbacks."""
 
 
-def _transaction(
-    job: _Job, begin: str, body: Body[T], raw: sqlite3.Connection
-) -> tuple[T, dict[Callable[[], None], None]]:
+def _transaction(job: _Job, begin: str, body: Body[T], raw: sqlite3.Connection) -> T:
     """On the thread: ``begin``, the body, ``COMMIT``; ``ROLLBACK`` when anything raises."""
     if job.cancelled:
         raise _Skipped
@@ -157,7 +158,8 @@ def _transaction(
             with contextlib.suppress(sqlite3.Error):
                 raw.execute("ROLLBACK")
         raise
-    return result, statements.callbacks
+    job.committed = statements.callbacks
+    return result
 
 
 def _read(job: _Job, body: Body[T], raw: sqlite3.Connection) -> T:
@@ -165,6 +167,10 @@ def _read(job: _Job, body: Body[T], raw: sqlite3.Connection) -> T:
     if job.cancelled:
         raise _Skipped
     return _drive(body(_Direct(raw)))
+
+
+def _nothing(raw: sqlite3.Connection) -> None:
+    """Queued behind an abandoned function: done once that function has ended."""
 
 
 class OnThread:
@@ -187,16 +193,12 @@ class OnThread:
             await lock.acquire()
         job = _Job()
         try:
-            future = self._submit(job, lambda raw: _transaction(job, begin, body, raw))
-        except BaseException:
-            if lock is not None:
-                lock.release()
-            raise
-        try:
-            result, callbacks = await asyncio.shield(future)
+            result = await self._submit(lambda raw: _transaction(job, begin, body, raw))
         except asyncio.CancelledError:
+            # The function may still be queued or running: it ends its transaction itself,
+            # and the lock stays held until it has (the thread runs its queue in order).
             job.cancelled = True
-            future.add_done_callback(lambda done: _finish_abandoned(done, lock))
+            self._after_abandoned(job, lock)
             raise
         except BaseException:
             if lock is not None:
@@ -204,7 +206,7 @@ class OnThread:
             raise
         if lock is not None:
             lock.release()
-        for callback in callbacks:
+        for callback in job.committed or ():
             callback()
         return result
 
@@ -212,17 +214,33 @@ class OnThread:
         """The body's reads, each statement in autocommit (no lock: a read leaves nothing
         open, and the thread runs one function at a time)."""
         job = _Job()
-        future = self._submit(job, lambda raw: _read(job, body, raw))
         try:
-            return await asyncio.shield(future)
+            return await self._submit(lambda raw: _read(job, body, raw))
         except asyncio.CancelledError:
             job.cancelled = True
-            future.add_done_callback(_retrieve)
             raise
 
-    def _submit(self, job: _Job, function: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def _after_abandoned(self, job: _Job, lock: asyncio.Lock | None) -> None:
+        """Once a cancelled caller's function has ended on the thread: free the lock, and run
+        its callbacks if it committed after all."""
+
+        def finish(_: object = None) -> None:
+            if lock is not None:
+                lock.release()
+            for callback in job.committed or ():
+                callback()
+
+        try:
+            marker = self._submit(_nothing)
+        except ValueError:  # closed: its queue is finishing, nothing more will run on it
+            finish()
+            return
+        marker.add_done_callback(finish)
+
+    def _submit(self, function: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         """Queue ``function(raw connection)`` on the connection's thread, as
-        ``aiosqlite.Connection._execute`` does."""
+        ``aiosqlite.Connection._execute`` does. A cancelled waiter cancels the future; the
+        thread then drops the function's outcome."""
         conn = self._conn
         raw = conn._connection
         if not conn._running or raw is None:
@@ -230,21 +248,3 @@ class OnThread:
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         conn._tx.put_nowait((future, lambda: function(raw)))
         return future
-
-
-def _retrieve(done: asyncio.Future[Any]) -> None:
-    """Mark an abandoned function's outcome as seen (nobody waits for it any more)."""
-    if not done.cancelled():
-        done.exception()
-
-
-def _finish_abandoned(done: asyncio.Future[Any], lock: asyncio.Lock | None) -> None:
-    """A cancelled caller's transaction has ended on the thread: free the lock, and run its
-    callbacks if it committed."""
-    if lock is not None:
-        lock.release()
-    if done.cancelled() or done.exception() is not None:
-        return
-    _, callbacks = done.result()
-    for callback in callbacks:
-        callback()

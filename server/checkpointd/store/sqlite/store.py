@@ -8,8 +8,12 @@ power loss.)
 Concurrency:
 
 * Writes run in explicit ``BEGIN IMMEDIATE`` transactions on one connection in autocommit
-  mode (``isolation_level=None``). An :class:`asyncio.Lock` guards that connection, so two
-  tasks never interleave their statements in one transaction.
+  mode (``isolation_level=None``). A whole transaction (``BEGIN``, its statements, ``COMMIT``
+  or ``ROLLBACK``) is one function run on the connection's thread
+  (:mod:`checkpointd.store.sqlite.on_thread`), a multi-statement read one function on the
+  reader's: one thread hop each, not one per statement. An :class:`asyncio.Lock` guards the
+  writer until its transaction has ended, so the few transactions still made statement by
+  statement (graph retention's) never interleave with another.
 * ``BEGIN IMMEDIATE`` takes SQLite's write lock before the first read, so a transaction never
   reads a row that another process changes before it commits. That makes the read-then-write
   transactions (claim, record interrupt) exactly-once across every process that shares the
