@@ -101,10 +101,10 @@ async def test_c7_prune_deletes_old_rows_in_batches_and_keeps_protected_ones(
     transactions = 0
     real_write = SQLiteStore._write
 
-    def counting_write(self: SQLiteStore) -> Any:
+    def counting_write(self: SQLiteStore, body: Any) -> Any:
         nonlocal transactions
         transactions += 1
-        return real_write(self)
+        return real_write(self, body)
 
     monkeypatch.setattr(SQLiteStore, "_write", counting_write)
     result = await store.prune(NS, cutoff, batch_size=7)

@@ -1,7 +1,9 @@
 """What another wing of the SQLite store borrows from it: its transactions and connections.
 
 The graph wing runs on the store's own writer (its lock, ``BEGIN IMMEDIATE`` and group
-commit) and its query-only reader, so the file still has one writer per process.
+commit) and its query-only reader, so the file still has one writer per process. A
+transaction or a read is a body of statements run in one call on the connection's thread
+(:mod:`checkpointd.store.sqlite.on_thread`).
 """
 
 from __future__ import annotations
@@ -9,13 +11,20 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
-
-import aiosqlite
+from typing import Any, Protocol, TypeVar
 
 from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.store.sqlite.on_thread import Body, Statements
 
-__all__ = ["SQLiteAccess"]
+__all__ = ["RunsBody", "SQLiteAccess"]
+
+T = TypeVar("T")
+
+
+class RunsBody(Protocol):
+    """Runs a body of statements in one call on a connection's thread."""
+
+    def __call__(self, body: Body[T], /) -> Awaitable[T]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,14 +33,15 @@ class SQLiteAccess:
 
     call: Callable[[], AbstractAsyncContextManager[None]]
     """Bounds a call by the store's timeout and turns SQLite errors into store errors."""
-    write: Callable[[], AbstractAsyncContextManager[aiosqlite.Connection]]
-    """One ``BEGIN IMMEDIATE`` transaction on the writer."""
-    reader: Callable[[], aiosqlite.Connection]
-    """The query-only connection."""
-    group: Callable[[Callable[[aiosqlite.Connection], Awaitable[Any]]], Awaitable[Any]]
+    write: RunsBody
+    """One ``BEGIN IMMEDIATE`` transaction on the writer, in one call on its thread."""
+    write_hops: Callable[[], AbstractAsyncContextManager[Statements]]
+    """One ``BEGIN IMMEDIATE`` transaction on the writer, one thread hop per statement, for a
+    body that awaits other work between its statements."""
+    read: RunsBody
+    """Reads on the query-only connection, in one call on its thread."""
+    group: Callable[[Callable[[Statements], Awaitable[Any]]], Awaitable[Any]]
     """Runs one write in the next group-commit transaction; returns its outcome."""
-    append_event: Callable[
-        [aiosqlite.Connection, str, EventKind, PendingRecord, int], Awaitable[None]
-    ]
+    append_event: Callable[[Statements, str, EventKind, PendingRecord, int], Awaitable[None]]
     """Appends a pending-interrupt event in the writer's transaction (its commit wakes the
     watchers)."""

@@ -12,8 +12,6 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
-import aiosqlite
-
 from checkpointd.domain import Page, PendingRecord
 from checkpointd.paging import MAX_SEQUENCE
 from checkpointd.store import rows, times
@@ -27,6 +25,7 @@ from checkpointd.store.executions import (
     ExecutionSummary,
 )
 from checkpointd.store.sqlite.access import SQLiteAccess
+from checkpointd.store.sqlite.on_thread import Statements
 
 __all__ = ["SQLiteExecutionReader"]
 
@@ -110,8 +109,8 @@ def _decided(row: sqlite3.Row) -> PendingRecord:
     return rows.pending_from_row(row, times.from_us, with_decision=True)
 
 
-async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
-    return list(await conn.execute_fetchall(sql, params))
+async def _fetch(conn: Statements, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    return await conn.fetch(sql, params)
 
 
 class SQLiteExecutionReader:
@@ -136,7 +135,7 @@ class SQLiteExecutionReader:
             namespace, query, before_sequence=before_sequence, limit=limit + 1
         )
         async with self._access.call():
-            found = await _fetch(self._access.reader(), sql, params)
+            found = await self._access.read(lambda conn: _fetch(conn, sql, params))
         return Page((_summary(row) for row in found[:limit]), more=len(found) > limit)
 
     async def get_execution(self, namespace: str, execution_id: str) -> ExecutionDetail | None:
@@ -145,8 +144,8 @@ class SQLiteExecutionReader:
             namespace, ExecutionQuery(), before_sequence=None, limit=1, execution_id=execution_id
         )
         key = (namespace, execution_id)
-        async with self._access.call():
-            conn = self._access.reader()
+
+        async def body(conn: Statements) -> ExecutionDetail | None:
             found = await _fetch(conn, sql, params)
             if not found:
                 return None
@@ -154,10 +153,13 @@ class SQLiteExecutionReader:
             decided = await _fetch(conn, _NEWEST_DECISION, key)
             keys = await _fetch(conn, _KEYS, (*key, MAX_IDEMPOTENCY_KEYS))
             count = await _fetch(conn, _KEY_COUNT, key)
-        return ExecutionDetail(
-            summary=_summary(found[0]),
-            pending=_decided(pending[0]) if pending else None,
-            last_decided=_decided(decided[0]) if decided else None,
-            idempotency_keys=[row["key"] for row in keys],
-            idempotency_key_count=int(count[0][0]),
-        )
+            return ExecutionDetail(
+                summary=_summary(found[0]),
+                pending=_decided(pending[0]) if pending else None,
+                last_decided=_decided(decided[0]) if decided else None,
+                idempotency_keys=[row["key"] for row in keys],
+                idempotency_key_count=int(count[0][0]),
+            )
+
+        async with self._access.call():
+            return await self._access.read(body)

@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
-
 from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
 from checkpointd.store.graph import (
     ChannelValue,
@@ -37,17 +35,17 @@ from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
 from checkpointd.store.sqlite.graph_retention import SQLiteRetention
+from checkpointd.store.sqlite.on_thread import Statements
 
 __all__ = ["SQLiteGraphStore"]
 
 
-async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
-    return list(await conn.execute_fetchall(sql, params))
+async def _fetch(conn: Statements, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+    return await conn.fetch(sql, params)
 
 
-async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
-    async with conn.execute(sql, params) as cursor:
-        return cursor.rowcount
+async def _run(conn: Statements, sql: str, params: Sequence[Any]) -> int:
+    return await conn.run(sql, params)
 
 
 def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
@@ -70,13 +68,11 @@ class SQLiteGraphStore:
         self._access = access
         self._retention = SQLiteRetention(access, self._remove_pauses)
 
-    def _pending(self, conn: aiosqlite.Connection, namespace: str) -> SQLitePendingOps:
+    def _pending(self, conn: Statements, namespace: str) -> SQLitePendingOps:
         """The graph interrupts' statements on this transaction (G8-G10)."""
         return SQLitePendingOps(conn, namespace, self._access.append_event)
 
-    async def _remove_pauses(
-        self, conn: aiosqlite.Connection, namespace: str, thread_ids: list[str]
-    ) -> None:
+    async def _remove_pauses(self, conn: Statements, namespace: str, thread_ids: list[str]) -> None:
         """A deleted thread's pauses and decisions go with it (G10), retention's too."""
         await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
 
@@ -84,7 +80,7 @@ class SQLiteGraphStore:
 
     @staticmethod
     async def _once(
-        conn: aiosqlite.Connection,
+        conn: Statements,
         namespace: str,
         request_id: str,
         kind: str,
@@ -113,13 +109,17 @@ class SQLiteGraphStore:
         kind: str,
         fingerprint: str,
         now: datetime,
-        apply: Callable[[aiosqlite.Connection], Awaitable[int]],
+        apply: Callable[[Statements], Awaitable[int]],
     ) -> int:
         """One write transaction of its own, applied at most once per request id."""
-        async with self._access.call(), self._access.write() as conn:
+
+        async def body(conn: Statements) -> int:
             return await self._once(
                 conn, namespace, request_id, kind, fingerprint, now, lambda: apply(conn)
             )
+
+        async with self._access.call():
+            return await self._access.write(body)
 
     async def _grouped(
         self,
@@ -128,11 +128,11 @@ class SQLiteGraphStore:
         kind: str,
         fingerprint: str,
         now: datetime,
-        apply: Callable[[aiosqlite.Connection], Awaitable[int]],
+        apply: Callable[[Statements], Awaitable[int]],
     ) -> None:
         """One write in the next group-commit transaction, applied at most once."""
 
-        async def write(conn: aiosqlite.Connection) -> int:
+        async def write(conn: Statements) -> int:
             return await self._once(
                 conn, namespace, request_id, kind, fingerprint, now, lambda: apply(conn)
             )
@@ -180,9 +180,9 @@ class SQLiteGraphStore:
             for v in new_values
         ]
 
-        async def apply(conn: aiosqlite.Connection) -> int:
+        async def apply(conn: Statements) -> int:
             if blobs:
-                await conn.executemany(gsql.INSERT_BLOB, blobs)
+                await conn.run_many(gsql.INSERT_BLOB, blobs)
             await _run(conn, gsql.UPSERT_CHECKPOINT, row)
             await graph_interrupts.end_checkpoint(
                 self._pending(conn, namespace),
@@ -229,9 +229,9 @@ class SQLiteGraphStore:
             for w in writes
         ]
 
-        async def apply(conn: aiosqlite.Connection) -> int:
+        async def apply(conn: Statements) -> int:
             if rows:
-                await conn.executemany(statement, rows)
+                await conn.run_many(statement, rows)
             place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
             await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
             return 0
@@ -242,9 +242,11 @@ class SQLiteGraphStore:
 
     # --- reads -------------------------------------------------------------------------
 
-    async def _complete(self, namespace: str, checkpoint: GraphCheckpoint) -> GraphTuple:
+    @staticmethod
+    async def _complete(
+        conn: Statements, namespace: str, checkpoint: GraphCheckpoint
+    ) -> GraphTuple:
         """The checkpoint with the values of its versions and its writes."""
-        conn = self._access.reader()
         key = (namespace, checkpoint.thread_id, checkpoint.checkpoint_ns)
         versions = json.dumps(checkpoint.channel_versions)
         blobs = await _fetch(conn, gsql.BLOBS_OF, (versions, *key))
@@ -274,15 +276,18 @@ class SQLiteGraphStore:
     ) -> GraphTuple | None:
         """The checkpoint (or the newest) with its values and writes."""
         key = (namespace, thread_id, checkpoint_ns)
-        async with self._access.call():
-            conn = self._access.reader()
+
+        async def body(conn: Statements) -> GraphTuple | None:
             if checkpoint_id:
                 found = await _fetch(conn, gsql.GET_CHECKPOINT, (*key, checkpoint_id))
             else:
                 found = await _fetch(conn, gsql.GET_LATEST, key)
             if not found:
                 return None
-            return await self._complete(namespace, _checkpoint_from_row(found[0]))
+            return await self._complete(conn, namespace, _checkpoint_from_row(found[0]))
+
+        async with self._access.call():
+            return await self._access.read(body)
 
     async def list_tuples(
         self,
@@ -317,16 +322,20 @@ class SQLiteGraphStore:
             params.extend((after.checkpoint_id, after.thread_id, after.checkpoint_ns))
         statement = " AND ".join(sql) + gsql.LIST_ORDER
         params.append(limit)
-        found: list[GraphTuple] = []
-        size = 0
-        async with self._access.call():
-            rows = await _fetch(self._access.reader(), statement, params)
+
+        async def body(conn: Statements) -> GraphPage:
+            found: list[GraphTuple] = []
+            size = 0
+            rows = await _fetch(conn, statement, params)
             for row in rows:
                 if max_bytes is not None and found and size > max_bytes:
                     return GraphPage(found, more=True)
-                found.append(await self._complete(namespace, _checkpoint_from_row(row)))
+                found.append(await self._complete(conn, namespace, _checkpoint_from_row(row)))
                 size += tuple_size(found[-1])
-        return GraphPage(found, more=len(rows) == limit)
+            return GraphPage(found, more=len(rows) == limit)
+
+        async with self._access.call():
+            return await self._access.read(body)
 
     # --- whole-thread operations -------------------------------------------------------
 
@@ -341,7 +350,7 @@ class SQLiteGraphStore:
     ) -> int:
         """Delete the thread's checkpoints, values and writes in one transaction."""
 
-        async def apply(conn: aiosqlite.Connection) -> int:
+        async def apply(conn: Statements) -> int:
             deleted = await self._delete_threads(conn, namespace, [thread_id])
             # The pauses' events last: the Postgres outbox wants them at the end.
             await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
@@ -352,9 +361,7 @@ class SQLiteGraphStore:
         )
 
     @staticmethod
-    async def _delete_threads(
-        conn: aiosqlite.Connection, namespace: str, thread_ids: Sequence[str]
-    ) -> int:
+    async def _delete_threads(conn: Statements, namespace: str, thread_ids: Sequence[str]) -> int:
         deleted = 0
         for thread_id in dict.fromkeys(thread_ids):
             found = await _fetch(conn, gsql.COUNT_THREAD, (namespace, thread_id))
@@ -374,7 +381,7 @@ class SQLiteGraphStore:
     ) -> int:
         """Delete the runs' checkpoints, their writes and the values left unnamed."""
 
-        async def apply(conn: aiosqlite.Connection) -> int:
+        async def apply(conn: Statements) -> int:
             if not run_ids:
                 return 0
             found = await _fetch(
@@ -406,7 +413,7 @@ class SQLiteGraphStore:
     ) -> int:
         """Copy the source thread's rows to the target in one transaction."""
 
-        async def apply(conn: aiosqlite.Connection) -> int:
+        async def apply(conn: Statements) -> int:
             params = (target, namespace, source)
             copied = await _run(
                 conn, gsql.COPY_CHECKPOINTS, (target, times.to_us(now), namespace, source)
@@ -432,7 +439,7 @@ class SQLiteGraphStore:
         """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
         threads, in one transaction."""
 
-        async def apply(conn: aiosqlite.Connection) -> int:
+        async def apply(conn: Statements) -> int:
             if strategy is PruneStrategy.DELETE:
                 deleted = await self._delete_threads(conn, namespace, thread_ids)
                 await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
@@ -456,8 +463,9 @@ class SQLiteGraphStore:
 
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``."""
-        async with self._access.call(), self._access.write() as conn:
-            return await _run(conn, gsql.PURGE_REQUESTS, (times.to_us(applied_before),))
+        cutoff = (times.to_us(applied_before),)
+        async with self._access.call():
+            return await self._access.write(lambda conn: _run(conn, gsql.PURGE_REQUESTS, cutoff))
 
     # --- retention (checkpointd.store.graph_retention) ----------------------------------
 

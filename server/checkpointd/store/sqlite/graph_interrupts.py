@@ -7,12 +7,11 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-import aiosqlite
-
 from checkpointd.domain import EventKind, PendingRecord
 from checkpointd.store import rows, times
 from checkpointd.store.columns import PENDING_COLUMNS, pending_params
 from checkpointd.store.graph_interrupts import TaskPlace
+from checkpointd.store.sqlite.on_thread import Statements
 
 __all__ = ["SQLitePendingOps"]
 
@@ -50,21 +49,19 @@ NEXT_SEQUENCE: Final = (
     "UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'checkpoints' RETURNING seq"
 )
 
-AppendEvent = Callable[[aiosqlite.Connection, str, EventKind, PendingRecord, int], Awaitable[None]]
+AppendEvent = Callable[[Statements, str, EventKind, PendingRecord, int], Awaitable[None]]
 
 
 class SQLitePendingOps:
     """:class:`~checkpointd.store.graph_interrupts.PendingOps` on one write transaction."""
 
-    def __init__(
-        self, conn: aiosqlite.Connection, namespace: str, append_event: AppendEvent
-    ) -> None:
+    def __init__(self, conn: Statements, namespace: str, append_event: AppendEvent) -> None:
         self._conn = conn
         self._namespace = namespace
         self._append_event = append_event
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[PendingRecord]:
-        found: list[sqlite3.Row] = list(await self._conn.execute_fetchall(sql, params))
+        found: list[sqlite3.Row] = await self._conn.fetch(sql, params)
         return [rows.pending_from_row(row, times.from_us) for row in found]
 
     async def of_task(self, place: TaskPlace) -> list[PendingRecord]:
@@ -90,21 +87,19 @@ class SQLitePendingOps:
         return await self._rows(OF_THREAD, (self._namespace, thread_id))
 
     async def next_sequence(self) -> int:
-        await self._conn.execute(SEED_SEQUENCE)
-        found = list(await self._conn.execute_fetchall(NEXT_SEQUENCE))
+        await self._conn.run(SEED_SEQUENCE)
+        found = await self._conn.fetch(NEXT_SEQUENCE)
         return int(found[0][0])
 
     async def insert(self, record: PendingRecord, task_id: str) -> None:
         params = (self._namespace, *pending_params(record, times.to_us), task_id)
-        await self._conn.execute(INSERT, params)
+        await self._conn.run(INSERT, params)
 
     async def delete(self, record: PendingRecord) -> None:
-        await self._conn.execute(
-            DELETE, (self._namespace, record.execution_id, record.interrupt_id)
-        )
+        await self._conn.run(DELETE, (self._namespace, record.execution_id, record.interrupt_id))
 
     async def delete_decisions(self, thread_id: str) -> None:
-        await self._conn.execute(DELETE_DECISIONS, (self._namespace, thread_id))
+        await self._conn.run(DELETE_DECISIONS, (self._namespace, thread_id))
 
     async def event(self, kind: EventKind, record: PendingRecord) -> None:
         await self._append_event(self._conn, self._namespace, kind, record, times.now_us())

@@ -14,8 +14,6 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Final
 
-import aiosqlite
-
 from checkpointd.store import times
 from checkpointd.store.graph_retention import (
     INTERRUPT_CHANNEL,
@@ -24,6 +22,7 @@ from checkpointd.store.graph_retention import (
 )
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
+from checkpointd.store.sqlite.on_thread import Statements
 
 __all__ = ["PAUSED", "SQLiteRetention"]
 
@@ -95,13 +94,12 @@ NEXT_NAMESPACE: Final = "SELECT min(namespace) FROM graph_checkpoints WHERE name
 RECORD_REQUEST: Final = gsql.RECORD_REQUEST + " ON CONFLICT DO NOTHING"
 
 
-async def _fetch(conn: aiosqlite.Connection, sql: str, params: Any) -> list[sqlite3.Row]:
-    return list(await conn.execute_fetchall(sql, params))
+async def _fetch(conn: Statements, sql: str, params: Any) -> list[sqlite3.Row]:
+    return await conn.fetch(sql, params)
 
 
-async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
-    async with conn.execute(sql, params) as cursor:
-        return cursor.rowcount
+async def _run(conn: Statements, sql: str, params: Sequence[Any]) -> int:
+    return await conn.run(sql, params)
 
 
 class _Rollback(Exception):
@@ -109,13 +107,13 @@ class _Rollback(Exception):
 
 
 #: What else goes with a deleted thread in its transaction (its graph pauses, G10).
-ThreadsRemoved = Callable[[aiosqlite.Connection, str, list[str]], Awaitable[None]]
+ThreadsRemoved = Callable[[Statements, str, list[str]], Awaitable[None]]
 
 
 class _Transaction:
     """The retention statements inside one write transaction."""
 
-    def __init__(self, conn: aiosqlite.Connection, removed: ThreadsRemoved | None) -> None:
+    def __init__(self, conn: Statements, removed: ThreadsRemoved | None) -> None:
         self._conn = conn
         self._removed = removed
 
@@ -188,7 +186,7 @@ class SQLiteRetention:
                 "cutoff": times.to_us(cutoff),
                 "limit": limit,
             }
-            rows = await _fetch(self._access.reader(), IDLE_THREADS, params)
+            rows = await self._access.read(lambda conn: _fetch(conn, IDLE_THREADS, params))
         return [(row[0], int(row[1])) for row in rows]
 
     async def crowded(
@@ -196,13 +194,14 @@ class SQLiteRetention:
     ) -> list[tuple[str, str, int]]:
         async with self._access.call():
             params = (namespace, *after, keep, limit)
-            rows = await _fetch(self._access.reader(), CROWDED, params)
+            rows = await self._access.read(lambda conn: _fetch(conn, CROWDED, params))
         return [(row[0], row[1], int(row[2])) for row in rows]
 
     @asynccontextmanager
     async def transaction(self, *, rollback: bool) -> AsyncIterator[RetentionTransaction]:
         try:
-            async with self._access.call(), self._access.write() as conn:
+            # Statement by statement: the shared logic decides between them what comes next.
+            async with self._access.call(), self._access.write_hops() as conn:
                 yield _Transaction(conn, self._removed)
                 if rollback:
                     raise _Rollback
@@ -211,7 +210,9 @@ class SQLiteRetention:
 
     async def recorded(self, namespace: str, request_id: str) -> tuple[str, str, str] | None:
         async with self._access.call():
-            found = await _fetch(self._access.reader(), gsql.REQUEST_REPLY, (namespace, request_id))
+            found = await self._access.read(
+                lambda conn: _fetch(conn, gsql.REQUEST_REPLY, (namespace, request_id))
+            )
         if not found:
             return None
         return (found[0]["kind"], found[0]["fingerprint"], found[0]["reply_json"])
@@ -226,11 +227,11 @@ class SQLiteRetention:
         now: datetime,
     ) -> bool:
         params = (namespace, request_id, kind, fingerprint, reply_json, times.to_us(now))
-        async with self._access.call(), self._access.write() as conn:
-            return await _run(conn, RECORD_REQUEST, params) == 1
+        async with self._access.call():
+            return await self._access.write(lambda conn: _run(conn, RECORD_REQUEST, params)) == 1
 
     async def next_namespace(self, after: str) -> str | None:
         async with self._access.call():
-            found = await _fetch(self._access.reader(), NEXT_NAMESPACE, (after,))
+            found = await self._access.read(lambda conn: _fetch(conn, NEXT_NAMESPACE, (after,)))
         value: str | None = found[0][0]
         return value

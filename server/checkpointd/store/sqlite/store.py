@@ -8,8 +8,12 @@ power loss.)
 Concurrency:
 
 * Writes run in explicit ``BEGIN IMMEDIATE`` transactions on one connection in autocommit
-  mode (``isolation_level=None``). An :class:`asyncio.Lock` guards that connection, so two
-  tasks never interleave their statements in one transaction.
+  mode (``isolation_level=None``). A whole transaction (``BEGIN``, its statements, ``COMMIT``
+  or ``ROLLBACK``) is one function run on the connection's thread
+  (:mod:`checkpointd.store.sqlite.on_thread`), a multi-statement read one function on the
+  reader's: one thread hop each, not one per statement. An :class:`asyncio.Lock` guards the
+  writer until its transaction has ended, so the few transactions still made statement by
+  statement (graph retention's) never interleave with another.
 * ``BEGIN IMMEDIATE`` takes SQLite's write lock before the first read, so a transaction never
   reads a row that another process changes before it commits. That makes the read-then-write
   transactions (claim, record interrupt) exactly-once across every process that shares the
@@ -52,7 +56,7 @@ import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -91,6 +95,7 @@ from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.sqlite import errors, sql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.notifier import SQLiteEventNotifier
+from checkpointd.store.sqlite.on_thread import Body, HopStatements, OnThread, Statements
 
 __all__ = ["SQLiteStore"]
 
@@ -113,19 +118,20 @@ def _load_migrations() -> tuple[Migration, ...]:
     return load_migrations("sqlite")
 
 
-async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+async def _fetch(conn: Statements, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
     """All rows of a query (fetched to the end, so no statement stays open)."""
-    return list(await conn.execute_fetchall(sql, params))
+    return await conn.fetch(sql, params)
 
 
-async def _run(conn: aiosqlite.Connection, sql: str, params: Sequence[Any]) -> int:
+async def _run(conn: Statements, sql: str, params: Sequence[Any]) -> int:
     """Run one statement; return the number of rows it changed."""
-    async with conn.execute(sql, params) as cursor:
-        return cursor.rowcount
+    return await conn.run(sql, params)
 
 
 #: One write of a group transaction: its statements, run on the writer inside the transaction.
-_GroupWrite = Callable[[aiosqlite.Connection], Awaitable[Any]]
+_GroupWrite = Callable[[Statements], Awaitable[Any]]
+
+T = TypeVar("T")
 
 
 def _probe_open(path: str) -> None:
@@ -169,8 +175,11 @@ class SQLiteStore:
         # data_version polls never share a connection with other callers' reads.
         self._events_conn: aiosqlite.Connection | None = None
         self._events_lock = asyncio.Lock()
+        # Each connection's transactions and reads, one call on its thread each.
+        self._writes: OnThread | None = None
+        self._reads: OnThread | None = None
+        self._events: OnThread | None = None
         self._event_wakeups: set[asyncio.Event] = set()
-        self._event_in_transaction = False
         self._cleanups: set[asyncio.Future[None]] = set()
         self._group: GroupCommit[_GroupWrite, Any] = GroupCommit(
             self._commit_group, max_batch=GROUP_COMMIT_MAX
@@ -203,13 +212,13 @@ class SQLiteStore:
                         f"cannot open SQLite database at {self._path}: "
                         f"WAL journal mode is not available (journal_mode={mode[0][0]})"
                     )
-                await _run(writer, "PRAGMA synchronous = FULL", ())
+                await _run(HopStatements(writer), "PRAGMA synchronous = FULL", ())
                 await self._migrate(writer, migrations)
                 reader = await self._connect()
-                await _run(reader, "PRAGMA query_only = ON", ())
-                await _fetch(reader, sql.PING, ())
+                await _run(HopStatements(reader), "PRAGMA query_only = ON", ())
+                await _fetch(HopStatements(reader), sql.PING, ())
                 events = await self._connect()
-                await _run(events, "PRAGMA query_only = ON", ())
+                await _run(HopStatements(events), "PRAGMA query_only = ON", ())
         except BaseException as exc:
             for conn in (events, reader, writer):
                 if conn is not None:
@@ -231,6 +240,9 @@ class SQLiteStore:
                 ) from exc
             raise
         self._writer, self._reader, self._events_conn = writer, reader, events
+        self._writes = OnThread(writer, self._write_lock)
+        self._reads = OnThread(reader)
+        self._events = OnThread(events, self._events_lock)
 
     @staticmethod
     async def _enter_wal(writer: aiosqlite.Connection) -> list[sqlite3.Row]:
@@ -240,7 +252,7 @@ class SQLiteStore:
         retries."""
         while True:
             try:
-                return await _fetch(writer, "PRAGMA journal_mode = WAL", ())
+                return await _fetch(HopStatements(writer), "PRAGMA journal_mode = WAL", ())
             except sqlite3.OperationalError as exc:
                 if errors.primary_code(exc) not in errors.BUSY_CODES:
                     raise
@@ -250,6 +262,7 @@ class SQLiteStore:
         """Close both connections, after the write in progress (if any). Safe to call twice."""
         reader, writer, events = self._reader, self._writer, self._events_conn
         self._reader = self._writer = self._events_conn = None
+        self._reads = self._writes = self._events = None
         if reader is not None:
             await reader.close()
         if events is not None:
@@ -262,7 +275,7 @@ class SQLiteStore:
     async def ping(self) -> None:
         """Raise :class:`StoreUnavailable` unless the file answers a trivial query."""
         async with self._call():
-            await _fetch(self._read_conn(), sql.PING, ())
+            await self._rows(sql.PING, ())
 
     def pool_state(self) -> None:
         """None: the SQLite store holds two fixed connections, not a pool."""
@@ -271,7 +284,7 @@ class SQLiteStore:
     async def count_pending_by_namespace(self) -> dict[str, int]:
         """Return the number of pending interrupts in each namespace that has any."""
         async with self._call():
-            rows = await _fetch(self._read_conn(), sql.COUNT_PENDING, ())
+            rows = await self._rows(sql.COUNT_PENDING, ())
         return {str(row[0]): int(row[1]) for row in rows}
 
     async def _connect(self) -> aiosqlite.Connection:
@@ -285,7 +298,9 @@ class SQLiteStore:
         )
         conn.row_factory = sqlite3.Row
         try:
-            await _run(conn, f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", ())
+            await _run(
+                HopStatements(conn), f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", ()
+            )
         except BaseException:
             await conn.close()
             raise
@@ -294,18 +309,19 @@ class SQLiteStore:
     async def _migrate(self, conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> None:
         """Apply each missing migration in its own ``BEGIN IMMEDIATE`` transaction."""
         scripts = {m.version: sql.split_statements(m.sql) for m in migrations}
-        await _run(conn, "BEGIN IMMEDIATE", ())
+        hops = HopStatements(conn)  # at open only: one hop per statement is no matter
+        await _run(hops, "BEGIN IMMEDIATE", ())
         try:
-            await _run(conn, sql.CREATE_SCHEMA_MIGRATIONS, ())
-            await _run(conn, "COMMIT", ())
+            await _run(hops, sql.CREATE_SCHEMA_MIGRATIONS, ())
+            await _run(hops, "COMMIT", ())
         except BaseException:
             await conn.rollback()
             raise
         known = migrations[-1].version
         for migration in migrations:
-            await _run(conn, "BEGIN IMMEDIATE", ())
+            await _run(hops, "BEGIN IMMEDIATE", ())
             try:
-                applied = {row[0] for row in await _fetch(conn, sql.APPLIED_VERSIONS, ())}
+                applied = {row[0] for row in await _fetch(hops, sql.APPLIED_VERSIONS, ())}
                 if applied and max(applied) > known:
                     raise StoreError(
                         f"cannot open SQLite database at {self._path}: its schema version "
@@ -313,13 +329,13 @@ class SQLiteStore:
                     )
                 if migration.version not in applied:
                     for statement in scripts[migration.version]:
-                        await _run(conn, statement, ())
+                        await _run(hops, statement, ())
                     await _run(
-                        conn,
+                        hops,
                         sql.RECORD_MIGRATION,
                         (migration.version, migration.file_name, times.now_us()),
                     )
-                await _run(conn, "COMMIT", ())
+                await _run(hops, "COMMIT", ())
             except BaseException:
                 await conn.rollback()
                 raise
@@ -327,15 +343,35 @@ class SQLiteStore:
     def graph_access(self) -> SQLiteAccess:
         """The transactions and connections the graph wing shares with this store."""
         return SQLiteAccess(
-            self._call, self._write, self._read_conn, self._group.submit, self._append_event
+            call=self._call,
+            write=self._write,
+            write_hops=self._write_hops,
+            read=self._read,
+            group=self._group.submit,
+            append_event=self._append_event,
         )
 
     # --- plumbing ------------------------------------------------------------------------
 
-    def _read_conn(self) -> aiosqlite.Connection:
-        if self._reader is None:
+    def _on(self, on_thread: OnThread | None) -> OnThread:
+        if on_thread is None:
             raise StoreUnavailable(f"SQLite store {self._path} is not open")
-        return self._reader
+        return on_thread
+
+    async def _read(self, body: Body[T]) -> T:
+        """The body's reads on the query-only connection, in one call on its thread."""
+        return await self._on(self._reads).read(body)
+
+    async def _rows(self, query: str, params: Sequence[Any]) -> list[sqlite3.Row]:
+        """All rows of one query on the query-only connection."""
+        return await self._read(lambda conn: conn.fetch(query, params))
+
+    async def _write(self, body: Body[T]) -> T:
+        """One ``BEGIN IMMEDIATE`` transaction on the writer, the body's statements and the
+        ``COMMIT`` in one call on its thread (see :mod:`checkpointd.store.sqlite.on_thread`:
+        a cancelled caller leaves no transaction open); its commit wakes the event notifiers
+        when it wrote an event."""
+        return await self._on(self._writes).transaction("BEGIN IMMEDIATE", body)
 
     @contextlib.asynccontextmanager
     async def _call(self) -> AsyncIterator[None]:
@@ -358,27 +394,26 @@ class SQLiteStore:
             raise
 
     @contextlib.asynccontextmanager
-    async def _transaction(
-        self,
-        conn: aiosqlite.Connection,
-        lock: asyncio.Lock,
-        begin: str,
-        on_commit: Callable[[], None] | None = None,
-    ) -> AsyncIterator[None]:
-        """One transaction (``begin``) on ``conn`` under ``lock``, committed when the body
-        returns, rolled back when it raises.
+    async def _write_hops(self) -> AsyncIterator[Statements]:
+        """One ``BEGIN IMMEDIATE`` transaction on the writer, one thread hop per statement,
+        for a body that awaits other work between its statements (graph retention), under the
+        lock of :meth:`_write`'s transactions, committed when the body returns, rolled back
+        when it raises.
 
         The lock is held until the transaction has ended. A cancelled caller (its ``timeout``
         ran out) does not wait for that: the rollback finishes in the background after
         whatever statement the connection is still running, then frees the lock.
         """
+        conn = self._writer
+        if conn is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        lock = self._write_lock
         await lock.acquire()
+        hops = HopStatements(conn)
         try:
-            await _fetch(conn, begin, ())
-            yield
-            await _fetch(conn, "COMMIT", ())
-            if on_commit is not None:
-                on_commit()
+            await _fetch(hops, "BEGIN IMMEDIATE", ())
+            yield hops
+            await _fetch(hops, "COMMIT", ())
         except asyncio.CancelledError:
             task = asyncio.ensure_future(self._rollback_and_release(conn, lock))
             self._cleanups.add(task)
@@ -389,28 +424,16 @@ class SQLiteStore:
             raise
         else:
             lock.release()
-
-    @contextlib.asynccontextmanager
-    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction on the writer (see :meth:`_transaction`); its
-        commit wakes the event notifiers when it wrote an event."""
-        conn = self._writer
-        if conn is None:
-            raise StoreUnavailable(f"SQLite store {self._path} is not open")
-        async with self._transaction(
-            conn, self._write_lock, "BEGIN IMMEDIATE", self._wake_event_readers
-        ):
-            self._event_in_transaction = False
-            yield conn
+            for callback in hops.callbacks:
+                callback()
 
     def _wake_event_readers(self) -> None:
-        if self._event_in_transaction:
-            for wakeup in self._event_wakeups:
-                wakeup.set()
+        for wakeup in self._event_wakeups:
+            wakeup.set()
 
     async def _append_event(
         self,
-        conn: aiosqlite.Connection,
+        conn: Statements,
         namespace: str,
         kind: EventKind,
         pending: PendingRecord,
@@ -419,7 +442,7 @@ class SQLiteStore:
         """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
         params = (*event_params(namespace, kind, pending, times.to_us), event_at_us)
         await _run(conn, sql.INSERT_EVENT, (*params, decision_json(pending)))
-        self._event_in_transaction = True
+        conn.after_commit(self._wake_event_readers)
 
     @staticmethod
     async def _rollback_and_release(conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
@@ -432,20 +455,25 @@ class SQLiteStore:
             lock.release()
 
     async def _commit_group(self, writes: list[_GroupWrite]) -> list[Any]:
-        """Run ``writes`` in one transaction; a write's own :class:`StoreError` (a duplicate
-        id) is its outcome, and SQLite has undone only that write's failed statement."""
-        outcomes: list[Any] = []
-        async with self._call(), self._write() as conn:
+        """Run ``writes`` in one transaction (one call on the writer's thread); a write's own
+        :class:`StoreError` (a duplicate id) is its outcome, and SQLite has undone only that
+        write's failed statement."""
+
+        async def body(conn: Statements) -> list[Any]:
+            outcomes: list[Any] = []
             for write in writes:
                 try:
                     outcomes.append(await write(conn))
                 except StoreError as exc:
                     outcomes.append(exc)
-        return outcomes
+            return outcomes
+
+        async with self._call():
+            return await self._write(body)
 
     async def _insert_checkpoint(
         self,
-        conn: aiosqlite.Connection,
+        conn: Statements,
         namespace: str,
         request_id: str,
         checkpoint: CheckpointRecord,
@@ -509,7 +537,7 @@ class SQLiteStore:
         stored row."""
         times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
 
-        async def write(conn: aiosqlite.Connection) -> CheckpointRecord:
+        async def write(conn: Statements) -> CheckpointRecord:
             stored, _ = await self._insert_checkpoint(
                 conn, namespace, request_id, checkpoint, fingerprint
             )
@@ -524,9 +552,7 @@ class SQLiteStore:
     ) -> CheckpointRecord | None:
         """Return the checkpoint with this id if it belongs to this execution."""
         async with self._call():
-            rows = await _fetch(
-                self._read_conn(), sql.GET_CHECKPOINT, (namespace, checkpoint_id, execution_id)
-            )
+            rows = await self._rows(sql.GET_CHECKPOINT, (namespace, checkpoint_id, execution_id))
         return _checkpoint_from_row(rows[0]) if rows else None
 
     async def get_latest_checkpoint(
@@ -535,15 +561,11 @@ class SQLiteStore:
         """Return the execution's row with the highest sequence (optionally not a run_end)."""
         async with self._call():
             if skip_run_end:
-                rows = await _fetch(
-                    self._read_conn(),
-                    sql.LATEST_CHECKPOINT_SKIP_STEP_TYPE,
-                    (namespace, execution_id, RUN_END),
+                rows = await self._rows(
+                    sql.LATEST_CHECKPOINT_SKIP_STEP_TYPE, (namespace, execution_id, RUN_END)
                 )
             else:
-                rows = await _fetch(
-                    self._read_conn(), sql.LATEST_CHECKPOINT, (namespace, execution_id)
-                )
+                rows = await self._rows(sql.LATEST_CHECKPOINT, (namespace, execution_id))
         return _checkpoint_from_row(rows[0]) if rows else None
 
     async def list_checkpoints(
@@ -566,25 +588,29 @@ class SQLiteStore:
         else:
             sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_ASC, sql.LIST_CHECKPOINTS_ASC
             low, high = 0 if after_sequence is None else after_sequence, MAX_SEQUENCE
+
+        async def page(conn: Statements) -> Page[CheckpointRecord] | None:
+            sizes = await _fetch(conn, sizes_sql, (namespace, execution_id, low, high, limit + 1))
+            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+            if not taken:
+                return Page()
+            chosen = [int(row[0]) for row in sizes[:taken]]
+            # No new row can fall inside the chosen range (SQLite hands out sequences in
+            # commit order), so this reads the chosen rows, less any deleted meanwhile.
+            found = await _fetch(
+                conn,
+                rows_sql,
+                (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
+            )
+            if found:
+                return Page((_checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
+            return None  # every chosen row was deleted meanwhile: read on from there
+
         while True:
             async with self._call():
-                conn = self._read_conn()
-                sizes = await _fetch(
-                    conn, sizes_sql, (namespace, execution_id, low, high, limit + 1)
-                )
-                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-                if not taken:
-                    return Page()
-                chosen = [int(row[0]) for row in sizes[:taken]]
-                # No new row can fall inside the chosen range (SQLite hands out sequences in
-                # commit order), so this reads the chosen rows, less any deleted meanwhile.
-                found = await _fetch(
-                    conn,
-                    rows_sql,
-                    (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
-                )
-            if found:  # else every chosen row was deleted meanwhile: read on from there
-                return Page((_checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
+                result = await self._read(page)
+            if result is not None:
+                return result
 
     async def delete_execution(
         self,
@@ -601,7 +627,8 @@ class SQLiteStore:
         (a retry returns that reply and deletes nothing: C9)."""
         key = (namespace, execution_id)
         now_us = times.now_us() if now is None else times.to_us(now)
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> DeleteExecutionResult:
             record = bool(request_id)
             if request_id:
                 earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
@@ -630,7 +657,10 @@ class SQLiteStore:
                 reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
                 encoded = replies.encode(result)
                 await _run(conn, sql.RECORD_REPLY, (*reply, encoded, fingerprint or None))
-        return result
+            return result
+
+        async with self._call():
+            return await self._write(body)
 
     async def prune(
         self,
@@ -651,9 +681,7 @@ class SQLiteStore:
         now_us = times.now_us() if now is None else times.to_us(now)
         if request_id:
             async with self._call():
-                earlier = await _fetch(
-                    self._read_conn(), sql.REPLY_OF_REQUEST, (namespace, request_id)
-                )
+                earlier = await self._rows(sql.REPLY_OF_REQUEST, (namespace, request_id))
             if earlier:
                 first = earlier[0]["request_fingerprint"]
                 retries.check_fingerprint(request_id, first, fingerprint)
@@ -667,18 +695,23 @@ class SQLiteStore:
         result = PruneResult(
             checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency
         )
-        if request_id:
-            async with self._call(), self._write() as conn:
-                reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
-                if not await _run(conn, sql.RECORD_REPLY, (*reply, fingerprint or None)):
-                    # A concurrent call with this id finished first: answer like it did.
-                    earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
-                    if earlier:
-                        first = earlier[0]["request_fingerprint"]
-                        retries.check_fingerprint(request_id, first, fingerprint)
-                    if earlier and earlier[0]["kind"] == replies.PRUNE:
-                        return replies.decode_prune(earlier[0]["reply_json"])
-        return result
+        if not request_id:
+            return result
+
+        async def record(conn: Statements) -> PruneResult:
+            reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
+            if not await _run(conn, sql.RECORD_REPLY, (*reply, fingerprint or None)):
+                # A concurrent call with this id finished first: answer like it did.
+                earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
+                if earlier:
+                    first = earlier[0]["request_fingerprint"]
+                    retries.check_fingerprint(request_id, first, fingerprint)
+                if earlier and earlier[0]["kind"] == replies.PRUNE:
+                    return replies.decode_prune(earlier[0]["reply_json"])
+            return result
+
+        async with self._call():
+            return await self._write(record)
 
     async def _delete_in_batches(
         self, statement: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
@@ -689,16 +722,19 @@ class SQLiteStore:
         transaction."""
         total = 0
         namespace, _, batch_size = params
+
+        async def batch(conn: Statements) -> int:
+            if tombstones_at is None:
+                return await _run(conn, statement, params)
+            gone = await _fetch(conn, statement, params)
+            ids = [(namespace, row[0], tombstones_at, row[1]) for row in gone if row[0]]
+            if ids:
+                await conn.run_many(sql.TOMBSTONE, ids)
+            return len(gone)
+
         while True:
-            async with self._call(), self._write() as conn:
-                if tombstones_at is None:
-                    deleted = await _run(conn, statement, params)
-                else:
-                    gone = await _fetch(conn, statement, params)
-                    deleted = len(gone)
-                    ids = [(namespace, row[0], tombstones_at, row[1]) for row in gone if row[0]]
-                    if ids:
-                        await conn.executemany(sql.TOMBSTONE, ids)
+            async with self._call():
+                deleted = await self._write(batch)
             total += deleted
             if deleted < batch_size:
                 return total
@@ -719,7 +755,8 @@ class SQLiteStore:
         if pending.execution_id != checkpoint.execution_id:
             raise ValueError("the pending row and the checkpoint name different executions")
         key = (namespace, checkpoint.execution_id)
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> RecordInterruptResult:
             stored, written = await self._insert_checkpoint(
                 conn, namespace, request_id, checkpoint, fingerprint
             )
@@ -749,6 +786,9 @@ class SQLiteStore:
             await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
             return RecordInterruptResult(stored, proposed, pending_created=True)
 
+        async with self._call():
+            return await self._write(body)
+
     async def claim_interrupt(
         self, namespace: str, execution_id: str, claim_token: str, now: datetime
     ) -> PendingRecord | None:
@@ -756,29 +796,32 @@ class SQLiteStore:
         A retry with the same non-empty token gets the same row again."""
         now_us = times.to_us(now)
         by_token = (namespace, execution_id, claim_token)
+
+        async def claim(conn: Statements) -> PendingRecord | None:
+            rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
+            if not rows:
+                if not claim_token:
+                    return None
+                # Writers are serialized, so this lookup sees any concurrent retry's claim.
+                earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
+                return _pending_from_row(earlier[0]) if earlier else None
+            pending = _pending_from_row(rows[0])
+            await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
+            if claim_token:
+                await _run(
+                    conn,
+                    sql.INSERT_CLAIM,
+                    (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
+                )
+            await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+            return pending
+
         async with self._call():
             if claim_token:
-                earlier = await _fetch(self._read_conn(), sql.CLAIM_BY_TOKEN, by_token)
+                earlier = await self._rows(sql.CLAIM_BY_TOKEN, by_token)
                 if earlier:
                     return _pending_from_row(earlier[0])
-            async with self._write() as conn:
-                rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
-                if not rows:
-                    if not claim_token:
-                        return None
-                    # Writers are serialized, so this lookup sees any concurrent retry's claim.
-                    earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
-                    return _pending_from_row(earlier[0]) if earlier else None
-                pending = _pending_from_row(rows[0])
-                await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
-                if claim_token:
-                    await _run(
-                        conn,
-                        sql.INSERT_CLAIM,
-                        (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
-                    )
-                await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
-                return pending
+            return await self._write(claim)
 
     # --- decisions -----------------------------------------------------------------------
 
@@ -795,7 +838,8 @@ class SQLiteStore:
         """Store the one decision on the execution's pending interrupt (the one named by
         ``interrupt_id``; empty: the fastaiagent pause), with a ``decided`` event, in one
         transaction (K1, G8). Writers are serialized, so the first one wins."""
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> DecisionChange:
             if request_id:
                 earlier = await _fetch(conn, sql.DECISION_BY_REQUEST_ID, (namespace, request_id))
                 if earlier:
@@ -817,19 +861,22 @@ class SQLiteStore:
                 same = bool(request_id) and winner[0]["request_id"] == request_id
                 outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
                 return DecisionChange(outcome, _decided_from_row(winner[0]))
-            decision = dataclasses.replace(
+            stored = dataclasses.replace(
                 decision, decided_at=times.from_us(times.to_us(decision.decided_at))
             )
             await _run(
                 conn,
                 sql.INSERT_DECISION,
-                decision_params(namespace, request_id, decision, pending, times.to_us, fingerprint),
+                decision_params(namespace, request_id, stored, pending, times.to_us, fingerprint),
             )
-            decided = dataclasses.replace(pending, decision=decision)
+            decided = dataclasses.replace(pending, decision=stored)
             await self._append_event(
-                conn, namespace, EventKind.DECIDED, decided, times.to_us(decision.decided_at)
+                conn, namespace, EventKind.DECIDED, decided, times.to_us(stored.decided_at)
             )
             return DecisionChange(DecisionOutcome.APPLIED, decided)
+
+        async with self._call():
+            return await self._write(body)
 
     async def lease_decision(
         self,
@@ -845,7 +892,8 @@ class SQLiteStore:
         """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
         whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> DecisionChange:
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if not found:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
@@ -861,6 +909,9 @@ class SQLiteStore:
             )
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(found[0]))
+
+        async with self._call():
+            return await self._write(body)
 
     async def report_resume(
         self,
@@ -879,7 +930,8 @@ class SQLiteStore:
         REPEATED; a report by anyone but the lease holder, or a different second report, is a
         CONFLICT."""
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> DecisionChange:
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             if not found:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
@@ -897,25 +949,36 @@ class SQLiteStore:
             await self._append_event(conn, namespace, kind, reported, now_us)
             return DecisionChange(DecisionOutcome.APPLIED, reported)
 
+        async with self._call():
+            return await self._write(body)
+
     async def list_decisions(
         self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
     ) -> list[PendingRecord]:
         """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
         query = sql.LIST_OPEN_DECISIONS if open_only else sql.LIST_DECISIONS
         async with self._call():
-            found = await _fetch(self._read_conn(), query, (namespace, after_sequence, limit))
+            found = await self._rows(query, (namespace, after_sequence, limit))
         return [_decided_from_row(row) for row in found]
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims made before ``claimed_before``; return how many went."""
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> int:
             return await _run(conn, sql.PURGE_CLAIMS, (times.to_us(claimed_before),))
+
+        async with self._call():
+            return await self._write(body)
 
     async def purge_applied_requests(self, applied_before: datetime) -> int:
         """Forget the request ids of idempotency puts applied before ``applied_before``;
         return how many went."""
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> int:
             return await _run(conn, sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
+
+        async with self._call():
+            return await self._write(body)
 
     async def list_pending(
         self,
@@ -931,25 +994,31 @@ class SQLiteStore:
         ``max_bytes`` (sizes first, then only the rows that fit)."""
         if limit <= 0:
             raise ValueError("limit must be positive")
-        while True:
-            async with self._call():
-                conn = self._read_conn()
-                sql, params = self._list_pending_query(
-                    namespace, before_sequence, limit + 1, filters, sizes=True
-                )
-                sizes = await _fetch(conn, sql, params)
-                taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-                if not taken:
-                    return Page()
-                chosen = [int(row[0]) for row in sizes[:taken]]
-                # Both bounds: no row outside the sized ones is loaded (a pending row gets the
-                # sequence of a new checkpoint, so none can appear between them).
-                sql, params = self._list_pending_query(
-                    namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
-                )
-                found = await _fetch(conn, sql, params)
+
+        async def page(conn: Statements) -> Page[PendingRecord] | None:
+            query, params = self._list_pending_query(
+                namespace, before_sequence, limit + 1, filters, sizes=True
+            )
+            sizes = await _fetch(conn, query, params)
+            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+            if not taken:
+                return Page()
+            chosen = [int(row[0]) for row in sizes[:taken]]
+            # Both bounds: no row outside the sized ones is loaded (a pending row gets the
+            # sequence of a new checkpoint, so none can appear between them).
+            query, params = self._list_pending_query(
+                namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
+            )
+            found = await _fetch(conn, query, params)
             if found:
                 return Page((_decided_from_row(row) for row in found), more=len(sizes) > taken)
+            return None  # every chosen row went meanwhile: read again
+
+        while True:
+            async with self._call():
+                result = await self._read(page)
+            if result is not None:
+                return result
 
     @staticmethod
     def _list_pending_query(
@@ -995,7 +1064,7 @@ class SQLiteStore:
         now_us = times.to_us(now)
         params = (namespace, execution_id, key, result_json, now_us)
 
-        async def write(conn: aiosqlite.Connection) -> None:
+        async def write(conn: Statements) -> None:
             if request_id and not await _run(
                 conn,
                 sql.RECORD_APPLIED_REQUEST,
@@ -1013,31 +1082,22 @@ class SQLiteStore:
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
         """Return the cached JSON text, or None when there is none."""
         async with self._call():
-            rows = await _fetch(
-                self._read_conn(), sql.GET_IDEMPOTENT, (namespace, execution_id, key)
-            )
+            rows = await self._rows(sql.GET_IDEMPOTENT, (namespace, execution_id, key))
         return str(rows[0]["result_json"]) if rows else None
 
     # --- interrupt events ----------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def _events_read(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One read transaction on the events connection: every query in it sees the same
-        committed state (WAL readers neither block nor are blocked by writers)."""
-        conn = self._events_conn
-        if conn is None:
-            raise StoreUnavailable(f"SQLite store {self._path} is not open")
-        async with self._transaction(conn, self._events_lock, "BEGIN"):
-            yield conn
+    async def _events_read(self, body: Body[T]) -> T:
+        """One read transaction on the events connection, in one call on its thread: every
+        query in it sees the same committed state (WAL readers neither block nor are blocked
+        by writers)."""
+        return await self._on(self._events).transaction("BEGIN", body)
 
     async def _data_version(self) -> int:
         """``PRAGMA data_version`` of the events connection: it changes whenever another
         connection (this process's writer, or any other process) commits."""
-        conn = self._events_conn
-        if conn is None:
-            raise StoreUnavailable(f"SQLite store {self._path} is not open")
-        async with self._call(), self._events_lock:
-            rows = await _fetch(conn, "PRAGMA data_version", ())
+        async with self._call():
+            rows = await self._on(self._events).read(lambda conn: conn.fetch("PRAGMA data_version"))
         return int(rows[0][0])
 
     async def snapshot_pending(
@@ -1052,7 +1112,8 @@ class SQLiteStore:
     ) -> SnapshotPage:
         """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
         transaction (see :func:`checkpointd.store.outbox.snapshot_page`)."""
-        async with self._call(), self._events_read() as conn:
+
+        async def body(conn: Statements) -> SnapshotPage:
             return await outbox.snapshot_page(
                 functools.partial(_fetch, conn),
                 sql.OUTBOX,
@@ -1065,6 +1126,9 @@ class SQLiteStore:
                 max_bytes=max_bytes,
             )
 
+        async with self._call():
+            return await self._events_read(body)
+
     async def read_events(
         self,
         *,
@@ -1076,7 +1140,8 @@ class SQLiteStore:
     ) -> EventPage:
         """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
         ``max_bytes``, with the outbox's bounds, in one read transaction."""
-        async with self._call(), self._events_read() as conn:
+
+        async def body(conn: Statements) -> EventPage:
             return await outbox.read_event_page(
                 functools.partial(_fetch, conn),
                 sql.OUTBOX,
@@ -1088,20 +1153,26 @@ class SQLiteStore:
                 max_bytes=max_bytes,
             )
 
+        async with self._call():
+            return await self._events_read(body)
+
     async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
         """Delete the oldest events up to the first one written at or after
         ``written_before``, at most ``batch_size`` per transaction."""
         cutoff_us = times.to_us(written_before)
 
+        async def body(conn: Statements) -> tuple[int, int]:
+            return await outbox.purge_event_batch(
+                functools.partial(_fetch, conn),
+                functools.partial(_run, conn),
+                sql.OUTBOX,
+                cutoff_us,
+                batch_size,
+            )
+
         async def batch() -> tuple[int, int]:
-            async with self._call(), self._write() as conn:
-                return await outbox.purge_event_batch(
-                    functools.partial(_fetch, conn),
-                    functools.partial(_run, conn),
-                    sql.OUTBOX,
-                    cutoff_us,
-                    batch_size,
-                )
+            async with self._call():
+                return await self._write(body)
 
         return await outbox.purge_in_batches(batch, batch_size=batch_size)
 
@@ -1120,7 +1191,7 @@ class SQLiteStore:
             raise ValueError("limit must be positive")
         bound = 0 if after_sequence is None else after_sequence
         async with self._call():
-            rows = await _fetch(self._read_conn(), sql.LIST_UNSYNCED, (namespace, bound, limit))
+            rows = await self._rows(sql.LIST_UNSYNCED, (namespace, bound, limit))
         return [_checkpoint_from_row(row) for row in rows]
 
     async def settle_checkpoints(
@@ -1129,7 +1200,8 @@ class SQLiteStore:
         """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
         now_us = times.to_us(now)
         settled: set[str] = set()
-        async with self._call(), self._write() as conn:
+
+        async def body(conn: Statements) -> None:
             synced = [cid for cid, reason in settlements if reason is None]
             for start in range(0, len(synced), sql.SETTLE_CHUNK):
                 chunk = synced[start : start + sql.SETTLE_CHUNK]
@@ -1143,4 +1215,7 @@ class SQLiteStore:
                         settled.add(cid)
                     else:
                         await _run(conn, sql.REQUARANTINE, (reason, namespace, cid))
+
+        async with self._call():
+            await self._write(body)
         return [cid for cid, _ in settlements if cid in settled]
