@@ -17,7 +17,7 @@ from checkpointd_client import TlsConfig
 if TYPE_CHECKING:
     from checkpointd_client.client import CheckpointdClient
 
-__all__ = ["add_connection_arguments", "connect"]
+__all__ = ["add_connection_arguments", "connect", "non_negative_int", "positive_int"]
 
 
 def add_connection_arguments(
@@ -51,6 +51,25 @@ def add_connection_arguments(
     tls.add_argument("--tls-cert", type=Path, help="a client certificate (PEM), for mutual TLS")
     tls.add_argument("--tls-key", type=Path, help="the client certificate's key (PEM)")
     tls.add_argument("--tls-server-name", help="the name to check the certificate against")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number > 0."""
+    value = non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return value
 
 
 def _positive_float(text: str) -> float:

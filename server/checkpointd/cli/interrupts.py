@@ -23,7 +23,12 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
-from checkpointd.cli.connection import add_connection_arguments, connect
+from checkpointd.cli.connection import (
+    add_connection_arguments,
+    connect,
+    non_negative_int,
+    positive_int,
+)
 from checkpointd_client import (
     CheckpointdError,
     Decision,
@@ -42,23 +47,6 @@ COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", 
 #: The most rows ``list`` asks for per page (the server's cap).
 PAGE_CAP = 1000
 READ_NAMESPACE = "the namespace to read [default: default]"
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
 
 
 def _filter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,7 +75,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _filter_arguments(listing)
     listing.add_argument(
         "--limit",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         help="the most rows to print [default: %(default)s]",
     )
@@ -104,7 +92,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _filter_arguments(watch)
     watch.add_argument(
         "--after-cursor",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=0,
         help="continue after this cursor (from an earlier --json line) instead of starting "
         "with a snapshot [default: 0, a snapshot]",

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from checkpointd.cli.connection import add_connection_arguments, connect
+from checkpointd.cli.connection import add_connection_arguments, connect, positive_int
 from checkpointd.cli.interrupts import decision_json, format_age, pending_json
 from checkpointd_client import (
     Checkpoint,
@@ -61,16 +61,6 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
-
-
 def _position(text: str) -> int:
     try:
         value = int(text)
@@ -109,7 +99,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "ISO 8601 time",
     )
     listing.add_argument(
-        "--limit", type=_positive_int, default=100, help="the most rows [default: %(default)s]"
+        "--limit", type=positive_int, default=100, help="the most rows [default: %(default)s]"
     )
     listing.add_argument("--json", action="store_true", help="print one JSON object per run")
     listing.set_defaults(handler=run_list)
