@@ -10,6 +10,10 @@ It also writes ``reasons.py``: the ``ErrorReason`` enum of error_reason.proto as
 ``StrEnum`` whose values are the wire strings of ``ErrorInfo.reason``, so Python code can
 switch on reasons with names mypy checks, and a reason is still added in the .proto alone.
 
+For the Node.js client (``clients/node``), whose npm package carries the protocol it loads at
+run time, it copies ``proto/checkpointd/v1`` into ``clients/node/proto`` and writes
+``src/error_reason.d.ts``: the same reasons as TypeScript types.
+
 ``--check`` regenerates into a temporary folder and exits non-zero when the committed code
 differs, so stale generated code fails the tests.
 """
@@ -57,6 +61,11 @@ REASON_FILE = "checkpointd/v1/error_reason.proto"
 REASON_ENUM = "ErrorReason"
 REASON_PREFIX = "ERROR_REASON_"
 REASONS_MODULE = "reasons.py"
+# The Node.js client: its copy of the protocol (beside its own google/rpc/status.proto subset)
+# and the TypeScript types of ErrorReason, paths relative to NODE_ROOT.
+NODE_ROOT = ROOT / "clients" / "node"
+NODE_PROTO_DIR = Path("proto") / "checkpointd" / "v1"
+NODE_REASONS_TYPES = Path("src") / "error_reason.d.ts"
 
 
 def _protoc_include() -> str:
@@ -70,8 +79,9 @@ def _plugin(name: str) -> Path:
     return Path(sys.executable).parent / name
 
 
-def generate(out_dir: Path) -> None:
-    """Run protoc, then move ``checkpointd/v1`` into ``out_dir`` with its imports rewritten."""
+def generate(out_dir: Path, node_dir: Path | None = None) -> None:
+    """Run protoc, then move ``checkpointd/v1`` into ``out_dir`` with its imports rewritten;
+    with ``node_dir``, write the Node.js client's files under it too."""
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp)
@@ -112,16 +122,32 @@ def generate(out_dir: Path) -> None:
         (out_dir / REASONS_MODULE).write_text(_reasons_module(descriptors))
         shutil.copy(raw / "google" / "rpc" / "status_pb2.py", out_dir / "_google_rpc_status_pb2.py")
         (out_dir / "_google_rpc.py").write_text(GOOGLE_RPC_SHIM)
+        if node_dir is not None:
+            _write_node_files(node_dir, descriptors)
     (out_dir / "__init__.py").touch()
+
+
+def _reasons(descriptors: descriptor_pb2.FileDescriptorSet) -> list[tuple[str, list[str]]]:
+    """Each ErrorReason value but the zero one: its wire string and the lines of its comment."""
+    proto = next(f for f in descriptors.file if f.name == REASON_FILE)
+    index = next(i for i, e in enumerate(proto.enum_type) if e.name == REASON_ENUM)
+    # source_code_info paths: 5 = FileDescriptorProto.enum_type, 2 = EnumDescriptorProto.value.
+    comments = {tuple(loc.path): loc.leading_comments for loc in proto.source_code_info.location}
+    reasons = []
+    for number, value in enumerate(proto.enum_type[index].value):
+        if value.number == 0:
+            continue
+        if not value.name.startswith(REASON_PREFIX):
+            raise SystemExit(f"{REASON_FILE}: {value.name} lacks the prefix {REASON_PREFIX}")
+        comment = comments.get((5, index, 2, number), "").strip()
+        doc = [line.strip() for line in comment.splitlines()]
+        reasons.append((value.name.removeprefix(REASON_PREFIX), doc))
+    return reasons
 
 
 def _reasons_module(descriptors: descriptor_pb2.FileDescriptorSet) -> str:
     """The source of ``reasons.py``: one StrEnum member per ErrorReason value but the zero one,
     documented with the value's comment from the .proto."""
-    proto = next(f for f in descriptors.file if f.name == REASON_FILE)
-    index = next(i for i, e in enumerate(proto.enum_type) if e.name == REASON_ENUM)
-    # source_code_info paths: 5 = FileDescriptorProto.enum_type, 2 = EnumDescriptorProto.value.
-    comments = {tuple(loc.path): loc.leading_comments for loc in proto.source_code_info.location}
     lines = [
         '"""The ErrorInfo reasons of the checkpointd.v1 protocol, as a Python enum.',
         "",
@@ -139,16 +165,68 @@ def _reasons_module(descriptors: descriptor_pb2.FileDescriptorSet) -> str:
         "class ErrorReason(StrEnum):",
         '    """A reason checkpointd sends in the ErrorInfo of a failure."""',
     ]
-    for number, value in enumerate(proto.enum_type[index].value):
-        if value.number == 0:
-            continue
-        if not value.name.startswith(REASON_PREFIX):
-            raise SystemExit(f"{REASON_FILE}: {value.name} lacks the prefix {REASON_PREFIX}")
-        wire = value.name.removeprefix(REASON_PREFIX)
-        comment = comments.get((5, index, 2, number), "").strip()
-        doc = "\n    ".join(line.strip() for line in comment.splitlines())
-        lines += ["", f'    {wire} = "{wire}"', f'    """{doc}"""']
+    for wire, doc in _reasons(descriptors):
+        text = "\n    ".join(doc)
+        lines += ["", f'    {wire} = "{wire}"', f'    """{text}"""']
     return "\n".join(lines) + "\n"
+
+
+def _node_reasons_types(descriptors: descriptor_pb2.FileDescriptorSet) -> str:
+    """The source of the Node.js client's ``error_reason.d.ts``: the type of its
+    ``ErrorReason`` object, one documented member per reason, and the union of their names."""
+    lines = [
+        "// The ErrorInfo reasons of the checkpointd.v1 protocol, as TypeScript types.",
+        "//",
+        f"// @generated by tools/gen_proto.py from {REASON_FILE}. Do not edit manually!",
+        "",
+        "/**",
+        " * The type of `ErrorReason`: each reason checkpointd sends in the ErrorInfo of a",
+        " * failure, keyed by its wire string (`ErrorReason.LEASE_HELD === 'LEASE_HELD'`).",
+        " */",
+        "export interface ErrorReasons {",
+    ]
+    for wire, doc in _reasons(descriptors):
+        lines += ["  /**", *(f"   * {line}".rstrip() for line in doc)]
+        lines += ["   */", f"  readonly {wire}: '{wire}';"]
+    lines += [
+        "}",
+        "",
+        "/** A reason checkpointd sends: `err.reason` of a CheckpointdError from checkpointd. */",
+        "export type ErrorReasonName = keyof ErrorReasons;",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write_node_files(node_dir: Path, descriptors: descriptor_pb2.FileDescriptorSet) -> None:
+    """Copy ``proto/checkpointd/v1/*.proto`` byte for byte and write ``error_reason.d.ts``
+    under ``node_dir`` (the Node.js client's folder, or a fresh one to compare with it)."""
+    protos = node_dir / NODE_PROTO_DIR
+    protos.mkdir(parents=True, exist_ok=True)
+    for path in sorted((PROTO_ROOT / PROTO_PACKAGE.replace(".", "/")).glob("*.proto")):
+        shutil.copyfile(path, protos / path.name)
+    types = node_dir / NODE_REASONS_TYPES
+    types.parent.mkdir(parents=True, exist_ok=True)
+    types.write_text(_node_reasons_types(descriptors))
+
+
+def _node_differences(fresh: Path, committed: Path) -> list[str]:
+    """How the Node.js client's files under ``committed`` differ from those under ``fresh``,
+    each named by its path in the repository."""
+    where = NODE_ROOT.relative_to(ROOT)
+    found: list[str] = []
+    for path in sorted(p for p in fresh.rglob("*") if p.is_file()):
+        rel = path.relative_to(fresh)
+        target = committed / rel
+        if not target.is_file():
+            found.append(f"{where / rel} (missing from the committed code)")
+        elif target.read_bytes() != path.read_bytes():
+            found.append(f"{where / rel} (differs)")
+    produced = {p.name for p in (fresh / NODE_PROTO_DIR).iterdir()}
+    if (committed / NODE_PROTO_DIR).is_dir():
+        for path in sorted((committed / NODE_PROTO_DIR).iterdir()):
+            if path.name not in produced:
+                found.append(f"{where / NODE_PROTO_DIR / path.name} (not in proto/)")
+    return found
 
 
 def _differences(expected: Path, actual: Path) -> list[str]:
@@ -175,12 +253,14 @@ def main() -> int:
     args = parser.parse_args()
     if not args.check:
         shutil.rmtree(OUTPUT, ignore_errors=True)
-        generate(OUTPUT)
+        shutil.rmtree(NODE_ROOT / NODE_PROTO_DIR, ignore_errors=True)
+        generate(OUTPUT, NODE_ROOT)
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         fresh = Path(tmp) / "v1"
-        generate(fresh)
-        stale = _differences(fresh, OUTPUT)
+        node = Path(tmp) / "node"
+        generate(fresh, node)
+        stale = _differences(fresh, OUTPUT) + _node_differences(node, NODE_ROOT)
     if stale:
         print(
             "generated protobuf code is stale; run `make gen`:", *stale, sep="\n  ", file=sys.stderr

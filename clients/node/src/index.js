@@ -1,6 +1,7 @@
 'use strict';
 /**
- * A small Node.js client for checkpointd, loaded at run time from the repository's proto/.
+ * A small Node.js client for checkpointd, loading at run time the copy of the protocol its
+ * package carries (../proto, kept equal to the repository's proto/ by tools/gen_proto.py).
  *
  * Choices (see README.md beside this folder):
  * - Field names are kept as written in the .proto files (keepCase): `execution_id`,
@@ -11,7 +12,7 @@
  * - Every call has a deadline (timeoutMs, default 10 s) and is retried on UNAVAILABLE with
  *   backoff inside it, carrying the same request id (and checkpoint id / claim token), which
  *   the server answers like the first call. Failures are CheckpointdError with `reason`, one
- *   of ErrorReason (read from proto/checkpointd/v1/error_reason.proto) for checkpointd's own.
+ *   of ErrorReason (read from ../proto/checkpointd/v1/error_reason.proto) for checkpointd's own.
  * - A token (option `token`, else $CHECKPOINTD_TOKEN) is sent as `authorization: Bearer <token>`
  *   on every call and every watch stream; it is kept in a private field, out of util.inspect,
  *   logs and error messages.
@@ -32,7 +33,11 @@ const DEFAULT_PROGRESS_INTERVAL_MS = 10_000;
 const SILENCE_FACTOR = 3;
 /** The environment variable the token is read from when the `token` option is absent. */
 const TOKEN_ENV_VAR = 'CHECKPOINTD_TOKEN';
-const PROTO_ROOT = path.resolve(__dirname, '..', '..', '..', 'proto');
+/**
+ * The protocol this package carries: proto/checkpointd/v1 is a copy of the repository's
+ * proto/ (tools/gen_proto.py writes it), proto/google/rpc/status.proto the client's subset.
+ */
+const PROTO_ROOT = path.resolve(__dirname, '..', 'proto');
 const PROTO_FILES = [
   'checkpointd/v1/checkpoint_service.proto',
   'checkpointd/v1/interrupt_service.proto',
