@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +41,41 @@ def test_check_mode_detects_a_stale_file(tmp_path, monkeypatch):
     assert gen_proto._differences(fresh, committed) == [
         f"{target.relative_to(committed)} (differs)"
     ]
+
+
+def test_check_mode_detects_a_stale_node_client_file(tmp_path):
+    """The Node.js client's copy of proto/ and its error_reason.d.ts are checked as well: an
+    edited copy, a missing file and a .proto that proto/ no longer has are each reported."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_proto
+    finally:
+        sys.path.pop(0)
+    fresh = tmp_path / "fresh"
+    gen_proto.generate(tmp_path / "python", fresh)
+    committed = tmp_path / "committed"
+    shutil.copytree(fresh, committed)
+    assert gen_proto._node_differences(fresh, committed) == []
+    protos = committed / gen_proto.NODE_PROTO_DIR
+    (protos / "checkpoint.proto").write_text("// edited by hand\n")
+    (protos / "removed.proto").write_text("// gone from proto/\n")
+    (committed / gen_proto.NODE_REASONS_TYPES).unlink()
+    where = "clients/node/"
+    assert gen_proto._node_differences(fresh, committed) == [
+        f"{where}{gen_proto.NODE_PROTO_DIR}/checkpoint.proto (differs)",
+        f"{where}{gen_proto.NODE_REASONS_TYPES} (missing from the committed code)",
+        f"{where}{gen_proto.NODE_PROTO_DIR}/removed.proto (not in proto/)",
+    ]
+
+
+def test_node_error_reason_types_name_every_reason():
+    """error_reason.d.ts, written from error_reason.proto, declares each reason the Python
+    ErrorReason has, by its wire string."""
+    from checkpointd_client import ErrorReason
+
+    text = (ROOT / "clients" / "node" / "src" / "error_reason.d.ts").read_text()
+    declared = re.findall(r"^  readonly (\w+): '(\w+)';$", text, re.MULTILINE)
+    assert declared == [(reason.value, reason.value) for reason in ErrorReason]
 
 
 def _unasync():
