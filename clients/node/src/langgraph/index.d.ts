@@ -54,7 +54,7 @@ export declare class CheckpointdSaver extends BaseCheckpointSaver<string> {
   /** Deadline of each call, or undefined for the client's. */
   timeoutMs: number | undefined;
   /** The client the saver calls through. */
-  readonly client: CheckpointdSaverOptions['client'] & object;
+  readonly client: NonNullable<CheckpointdSaverOptions['client']>;
   /** Checks that the server serves GraphService; safe to call every time. */
   setup(): Promise<void>;
   /** Closes the channel, if the saver opened it. */

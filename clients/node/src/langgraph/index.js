@@ -82,11 +82,11 @@ function describeInterrupt(interrupt, graphName, taskPath) {
   const value = interrupt.value;
   let context;
   try {
-    context = JSON.stringify(value);
+    context = JSON.stringify(value); // undefined for undefined or a function
   } catch {
     context = undefined; // a BigInt, a cycle
   }
-  if (typeof context !== 'string' || JSON.stringify(JSON.parse(context)) !== context) {
+  if (typeof context !== 'string') {
     context = JSON.stringify({ value: util.inspect(value, { depth: 4, breakLength: Infinity }) });
   }
   const reason = value !== null && typeof value === 'object' && !Array.isArray(value) ? value.reason : undefined;
@@ -156,7 +156,7 @@ class CheckpointdSaver extends BaseCheckpointSaver {
 
   /** The checkpoint of `config` (the thread's newest without a checkpoint_id), or undefined. */
   async getTuple(config) {
-    const configurable = configurableOf(config);
+    const configurable = config?.configurable ?? {};
     if (configurable.thread_id === undefined || configurable.thread_id === null || configurable.thread_id === '') {
       return undefined;
     }
