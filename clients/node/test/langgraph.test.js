@@ -1,10 +1,10 @@
 'use strict';
-// How the LangGraph.js saver shapes what it sends (no server needed); the saver against a
+// How the LangGraph.js saver shapes what it sends (src/langgraph/shape.js; no server needed); the saver against a
 // server is spec/langgraph (vitest), run by tests/polyglot/test_langgraph_js_validation.py.
 
 const assert = require('node:assert/strict');
 const { test } = require('node:test');
-const { describeInterrupt, nextVersion } = require('../src/langgraph');
+const { describeInterrupt, nextVersion } = require('../src/langgraph/shape');
 
 test('G14 versions are zero-padded text that sorts as handed out, from a number or a text', () => {
   const first = nextVersion(undefined);

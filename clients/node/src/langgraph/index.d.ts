@@ -74,22 +74,3 @@ export declare class CheckpointdSaver extends BaseCheckpointSaver<string> {
   /** "<32-digit counter>.<random>", the Python savers' versions: they sort as text. */
   getNextVersion(current: string | number | undefined): string;
 }
-
-/** The GraphInterrupt the saver sends for one LangGraph Interrupt ({ id, value }). */
-export interface GraphInterruptDescription {
-  interrupt_id: string;
-  graph_name: string;
-  node: string;
-  reason: string;
-  context_json: string;
-}
-
-/** How the saver describes an interrupt for the inbox. */
-export declare function describeInterrupt(
-  interrupt: { id: string; value?: unknown },
-  graphName: string,
-  taskPath: string,
-): GraphInterruptDescription;
-
-/** The channel version after `current`. */
-export declare function nextVersion(current: string | number | undefined): string;
