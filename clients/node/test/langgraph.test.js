@@ -1,6 +1,7 @@
 'use strict';
-// How the LangGraph.js saver shapes what it sends (src/langgraph/shape.js; no server needed); the saver against a
-// server is spec/langgraph (vitest), run by tests/polyglot/test_langgraph_js_validation.py.
+// How the LangGraph.js saver shapes what it sends (src/langgraph/shape.js; no server needed).
+// The saver against a server is spec/langgraph (vitest), which
+// tests/polyglot/test_langgraph_js_validation.py runs.
 
 const assert = require('node:assert/strict');
 const { test } = require('node:test');
