@@ -36,3 +36,16 @@ def node() -> str:
             f"the Node.js client's packages are missing: run `npm ci` in {NODE_CLIENT}"
         )
     return executable
+
+
+@pytest.fixture(scope="session")
+def vitest(node: str) -> str:
+    """The vitest entry point of the Node.js client's dev dependencies, which the LangGraph.js
+    saver's suites (clients/node/spec) run under, with LangGraph's packages beside it."""
+    entry = NODE_CLIENT / "node_modules" / "vitest" / "vitest.mjs"
+    needed = ("@langchain/langgraph", "@langchain/langgraph-checkpoint-validation")
+    if not entry.is_file() or not all((NODE_CLIENT / "node_modules" / p).is_dir() for p in needed):
+        _node_unavailable(
+            f"the Node.js client's dev dependencies are missing: run `npm ci` in {NODE_CLIENT}"
+        )
+    return str(entry)

@@ -33,6 +33,8 @@ NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 60
 TSC = NODE_CLIENT / "node_modules" / ".bin" / "tsc"
 LANGGRAPH_SOURCE = NODE_CLIENT / "src" / "langgraph" / "index.js"
+#: What a LangGraph.js project has beside the client: the saver's peer dependency and its own.
+LANGGRAPH_PEERS = ("@langchain/langgraph-checkpoint", "@langchain/core")
 
 #: What the tarball holds besides package.json and README.md: the client's modules, their
 #: types and ES module entries, and the protocol.
@@ -367,14 +369,29 @@ def test_typescript_checks_a_program_against_the_packed_types(
     assert errors[0].startswith("default.mts(1,8): error TS1192"), errors
 
 
+@pytest.fixture(scope="module")
+def langgraph_consumer(consumer: Consumer) -> Consumer:
+    """The consumer project with the saver's peers installed after the client (which
+    installed without them), at the versions of clients/node's lock file."""
+    npm = shutil.which("npm")
+    assert npm is not None
+    lock = json.loads((NODE_CLIENT / "package-lock.json").read_text())["packages"]
+    peers = [f"{name}@{lock[f'node_modules/{name}']['version']}" for name in LANGGRAPH_PEERS]
+    install = [npm, "install", "--no-audit", "--no-fund", "--prefer-offline", *peers]
+    _checked(_run(install, consumer.directory, NPM_TIMEOUT_S))
+    return consumer
+
+
 @pytest.mark.skipif(
     not LANGGRAPH_SOURCE.exists(), reason="src/langgraph/index.js (CheckpointdSaver) is not here"
 )
 def test_the_langgraph_subpath_resolves_from_commonjs_esm_and_typescript(
-    node: str, consumer: Consumer
+    node: str, langgraph_consumer: Consumer
 ) -> None:
-    """``checkpointd-client/langgraph``: require() and import() give the same exports (the
-    ES module wrapper names every one), and TypeScript finds its types."""
+    """``checkpointd-client/langgraph``, with its peer installed: require() and import() give
+    the same exports (the ES module wrapper names every one), and TypeScript finds its types
+    for both (and checks them, copied as a .ts source)."""
+    consumer = langgraph_consumer
     exports = _exports(node, consumer, f"{PACKAGE}/langgraph")
     assert "CheckpointdSaver" in exports["require"]
     assert exports["import"] == exports["require"]
@@ -387,4 +404,8 @@ def test_the_langgraph_subpath_resolves_from_commonjs_esm_and_typescript(
         "import langgraph = require('checkpointd-client/langgraph');\n"
         "export const saver: typeof langgraph.CheckpointdSaver = langgraph.CheckpointdSaver;\n"
     )
-    assert _tsc(consumer, "langgraph.mts", "langgraph.cts") == []
+    declarations = consumer.directory / "declarations" / "langgraph"
+    declarations.mkdir(parents=True, exist_ok=True)
+    source = declarations / "index.ts"
+    source.write_text((consumer.installed / "src" / "langgraph" / "index.d.ts").read_text())
+    assert _tsc(consumer, "langgraph.mts", "langgraph.cts", "declarations/langgraph/index.ts") == []

@@ -1,0 +1,76 @@
+// Types of the LangGraph.js saver (./index.js): a BaseCheckpointSaver with string versions.
+import type { RunnableConfig } from '@langchain/core/runnables';
+import type {
+  BaseCheckpointSaver,
+  ChannelVersions,
+  Checkpoint,
+  CheckpointListOptions,
+  CheckpointMetadata,
+  CheckpointTuple,
+  PendingWrite,
+  SerializerProtocol,
+} from '@langchain/langgraph-checkpoint';
+
+/** What the saver's own client is opened with (the options of CheckpointdClient). */
+export interface CheckpointdSaverClientOptions {
+  /** gRPC target ("127.0.0.1:7470", "unix:///run/cpd.sock"); default $CHECKPOINTD_TARGET, then 127.0.0.1:7470. */
+  target?: string;
+  /** Sent as `authorization: Bearer <token>`; default $CHECKPOINTD_TOKEN, then none. */
+  token?: string;
+  /** How UNAVAILABLE is retried within a call's deadline. */
+  retry?: { maxAttempts?: number; initialBackoffMs?: number; maxBackoffMs?: number; multiplier?: number };
+  /** A grpc-js ChannelCredentials; default insecure. */
+  credentials?: unknown;
+  /** grpc-js channel options. */
+  channelOptions?: Record<string, unknown>;
+}
+
+export interface CheckpointdSaverOptions extends CheckpointdSaverClientOptions {
+  /**
+   * A CheckpointdClient to share: the saver calls through it and leaves its channel open on
+   * end(). Without it the saver opens a client of its own from the other options.
+   */
+  client?: { namespace: string; graph: unknown; close(): void; call(...args: unknown[]): Promise<any> };
+  /** Where the rows live (1 to 63 of [A-Za-z0-9._-]); default the client's namespace, "default". */
+  namespace?: string;
+  /**
+   * Names the graph in the pending-interrupt inbox (the chain name of its pauses); a run's
+   * `configurable.graph_name` overrides it; without either the thread id stands in.
+   */
+  graphName?: string;
+  /** Deadline of each call in milliseconds, retries included; default the client's (10 s). */
+  timeoutMs?: number;
+  /** LangGraph's serializer; default JsonPlusSerializer. */
+  serde?: SerializerProtocol;
+}
+
+/** A LangGraph.js checkpoint saver whose checkpoints, values and writes live in checkpointd. */
+export declare class CheckpointdSaver extends BaseCheckpointSaver<string> {
+  constructor(options?: CheckpointdSaverOptions);
+  /** The namespace every row is stored in. */
+  readonly namespace: string;
+  /** The inbox's name for this saver's graph. */
+  graphName: string | undefined;
+  /** Deadline of each call, or undefined for the client's. */
+  timeoutMs: number | undefined;
+  /** The client the saver calls through. */
+  readonly client: NonNullable<CheckpointdSaverOptions['client']>;
+  /** Checks that the server serves GraphService; safe to call every time. */
+  setup(): Promise<void>;
+  /** Closes the channel, if the saver opened it. */
+  end(): Promise<void>;
+  /** The same as end(). */
+  close(): Promise<void>;
+  getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined>;
+  list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple>;
+  put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    newVersions: ChannelVersions,
+  ): Promise<RunnableConfig>;
+  putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void>;
+  deleteThread(threadId: string): Promise<void>;
+  /** "<32-digit counter>.<random>", the Python savers' versions: they sort as text. */
+  getNextVersion(current: string | number | undefined): string;
+}

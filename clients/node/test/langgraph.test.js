@@ -1,0 +1,48 @@
+'use strict';
+// How the LangGraph.js saver shapes what it sends (src/langgraph/shape.js; no server needed).
+// The saver against a server is spec/langgraph (vitest), which
+// tests/polyglot/test_langgraph_js_validation.py runs.
+
+const assert = require('node:assert/strict');
+const { test } = require('node:test');
+const { describeInterrupt, nextVersion } = require('../src/langgraph/shape');
+
+test('G14 versions are zero-padded text that sorts as handed out, from a number or a text', () => {
+  const first = nextVersion(undefined);
+  assert.match(first, /^0{31}1\.\d/);
+  let current = first;
+  for (let i = 0; i < 12; i += 1) {
+    const next = nextVersion(current);
+    assert.ok(next > current, `${next} > ${current}`);
+    assert.ok(next.localeCompare(current) > 0);
+    current = next;
+  }
+  assert.equal(current.split('.')[0], String(13).padStart(32, '0'));
+  assert.equal(nextVersion(7).split('.')[0], String(8).padStart(32, '0'));
+  assert.notEqual(nextVersion(first), nextVersion(first)); // the random tail: forks differ
+});
+
+test('G8 an interrupt is described by id, node, reason and its value as JSON', () => {
+  const described = describeInterrupt(
+    { id: 'abc', value: { reason: 'approval', amount: 12 } }, 'refunds', '~__pregel_pull, approve');
+  assert.deepEqual(described, {
+    interrupt_id: 'abc',
+    graph_name: 'refunds',
+    node: 'approve',
+    reason: 'approval',
+    context_json: '{"reason":"approval","amount":12}',
+  });
+  assert.equal(describeInterrupt({ id: 'x', value: 'ok?' }, '', '').reason, 'interrupt');
+  assert.equal(describeInterrupt({ id: 'x', value: { reason: 3 } }, '', '').reason, 'interrupt');
+  assert.equal(describeInterrupt({ id: 'x', value: [1, 2] }, '', '').context_json, '[1,2]');
+  assert.equal(describeInterrupt({ id: 'x', value: null }, '', '').context_json, 'null');
+});
+
+test('G8 a value JSON cannot hold is shown as its inspect text', () => {
+  const cyclic = { name: 'loop' };
+  cyclic.self = cyclic;
+  for (const [value, shown] of [[10n, '10n'], [undefined, 'undefined'], [cyclic, '<ref *1> { name: \'loop\', self: [Circular *1] }']]) {
+    const described = describeInterrupt({ id: 'x', value }, 'g', 'p');
+    assert.deepEqual(JSON.parse(described.context_json), { value: shown });
+  }
+});
