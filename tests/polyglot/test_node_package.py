@@ -396,13 +396,21 @@ def test_the_langgraph_subpath_resolves_from_commonjs_esm_and_typescript(
     assert "CheckpointdSaver" in exports["require"]
     assert exports["import"] == exports["require"]
     assert exports["same"] is True
+    # A saver is a BaseCheckpointSaver of the peer as each module system resolves it: an ES
+    # module gets the peer's ESM declarations, a CommonJS one its CJS ones, and a class
+    # declared against one is not assignable to the other (the dual-package hazard).
     (consumer.directory / "langgraph.mts").write_text(
+        "import { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';\n"
         "import { CheckpointdSaver } from 'checkpointd-client/langgraph';\n"
         "export const saver: typeof CheckpointdSaver = CheckpointdSaver;\n"
+        "export const base: BaseCheckpointSaver = new CheckpointdSaver({ namespace: 'n' });\n"
     )
     (consumer.directory / "langgraph.cts").write_text(
+        "import checkpoint = require('@langchain/langgraph-checkpoint');\n"
         "import langgraph = require('checkpointd-client/langgraph');\n"
         "export const saver: typeof langgraph.CheckpointdSaver = langgraph.CheckpointdSaver;\n"
+        "export const base: checkpoint.BaseCheckpointSaver =\n"
+        "  new langgraph.CheckpointdSaver({ namespace: 'n' });\n"
     )
     declarations = consumer.directory / "declarations" / "langgraph"
     declarations.mkdir(parents=True, exist_ok=True)

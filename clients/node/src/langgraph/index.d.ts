@@ -45,7 +45,9 @@ export interface CheckpointdSaverOptions extends CheckpointdSaverClientOptions {
 }
 
 /** A LangGraph.js checkpoint saver whose checkpoints, values and writes live in checkpointd. */
-export declare class CheckpointdSaver extends BaseCheckpointSaver<string> {
+// Declared over the base's default (number) versions, which is what compile() takes; the
+// versions are text at run time (see getNextVersion).
+export declare class CheckpointdSaver extends BaseCheckpointSaver {
   constructor(options?: CheckpointdSaverOptions);
   /** The namespace every row is stored in. */
   readonly namespace: string;
@@ -71,6 +73,10 @@ export declare class CheckpointdSaver extends BaseCheckpointSaver<string> {
   ): Promise<RunnableConfig>;
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void>;
   deleteThread(threadId: string): Promise<void>;
-  /** "<32-digit counter>.<random>", the Python savers' versions: they sort as text. */
-  getNextVersion(current: string | number | undefined): string;
+  /**
+   * "<32-digit counter>.<random>", the Python savers' versions: they sort as text. Declared
+   * as the base's number so that `compile({ checkpointer })` takes the saver; LangGraph only
+   * compares versions and hands them back.
+   */
+  getNextVersion(current: number | undefined): number;
 }
