@@ -14,6 +14,7 @@ token substitutions (``async def`` -> ``def``, ``await`` dropped, ``grpc.aio`` -
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -147,8 +148,10 @@ class AsyncCheckpointdClient:
             if self._closed:
                 raise RuntimeError(_CLOSED)
             if self._stubs is None:
-                self._channel = open_aio_channel(
-                    self._core.target, self._core.channel_options, self._core.tls
+                # In an empty context: what the channel starts keeps the context it was
+                # opened in, and with it the caller's contextvars, as long as it lives.
+                self._channel = contextvars.Context().run(
+                    open_aio_channel, self._core.target, self._core.channel_options, self._core.tls
                 )
                 self._stubs = _AsyncStubs.open(self._channel)
             return self._stubs

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -136,8 +137,10 @@ class CheckpointdClient:
             if self._closed:
                 raise RuntimeError(_CLOSED)
             if self._stubs is None:
-                self._channel = open_channel(
-                    self._core.target, self._core.channel_options, self._core.tls
+                # In an empty context: what the channel starts keeps the context it was
+                # opened in, and with it the caller's contextvars, as long as it lives.
+                self._channel = contextvars.Context().run(
+                    open_channel, self._core.target, self._core.channel_options, self._core.tls
                 )
                 self._stubs = _Stubs.open(self._channel)
             return self._stubs

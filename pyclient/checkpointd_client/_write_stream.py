@@ -21,6 +21,7 @@ go unary too, since a stream carries one set of metadata, and so do requests abo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import ModuleType
@@ -189,8 +190,14 @@ class _Stream:
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
         self._health = health
-        self.call: Any = stub.Write(self._requests(), metadata=tuple(metadata))
-        self.reader = asyncio.ensure_future(self._read())
+        # Opened, and read, in empty contexts: the call's tasks and the reader would otherwise
+        # keep the caller's contextvars (and what they hold) alive for as long as the stream.
+        self.call: Any = contextvars.Context().run(
+            stub.Write, self._requests(), metadata=tuple(metadata)
+        )
+        self.reader = asyncio.get_running_loop().create_task(
+            self._read(), context=contextvars.Context()
+        )
 
     def abandon(self, error: BaseException) -> None:
         """Fail every unanswered item with ``error`` and cancel the stream: nothing useful

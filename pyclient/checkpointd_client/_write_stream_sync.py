@@ -7,6 +7,7 @@ stops answering is replaced as there (contract S2), under the owner's lock.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import queue
 import threading
@@ -56,7 +57,13 @@ class _Stream:
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
         self._health = health
-        self.call: Any = stub.Write(self._requests(), metadata=tuple(metadata))
+        # Opened in an empty context: grpc consumes the request iterator on a thread of its own
+        # in a copy of the caller's contextvars, which would keep what they hold alive for as
+        # long as the stream (fastaiagent's current checkpointer: this stream's owner, never
+        # freed then, and drained by fastaiagent at every disconnect).
+        self.call: Any = contextvars.Context().run(
+            stub.Write, self._requests(), metadata=tuple(metadata)
+        )
         threading.Thread(target=self._read, name="checkpointd-write-stream", daemon=True).start()
 
     def abandon(self, error: BaseException) -> None:

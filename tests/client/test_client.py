@@ -14,10 +14,13 @@ test's event loop, which it does not need), ``async`` awaits the asyncio one.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import gc
 import inspect
 import itertools
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -501,3 +504,46 @@ def test_i3_adapter_claim_after_a_lost_reply_returns_the_row_not_none(proxy, ada
     assert adapter.delete_pending_interrupt_atomic(execution_id) == pending
     assert proxy.forwarded("ClaimInterrupt") == 2
     assert adapter.delete_pending_interrupt_atomic(execution_id) is None
+
+
+# --- a client dropped without close() is freed (P7) --------------------------------------------
+
+#: Holds a client the way fastaiagent holds the checkpointer of the run in progress.
+_CURRENT: contextvars.ContextVar[object] = contextvars.ContextVar("current_client")
+
+
+def test_p7_an_adapter_dropped_without_close_is_freed_with_its_stream(
+    sidecar: Sidecar | SharedSidecar, execution_id: str
+) -> None:
+    """An adapter that wrote on its stream from a context holding it, then was dropped, is
+    freed: the stream's threads keep none of the caller's contextvars."""
+
+    from fastaiagent.chain.checkpoint import Checkpoint
+
+    def use() -> weakref.ref[SidecarCheckpointer]:
+        adapter = SidecarCheckpointer(sidecar.target, namespace=sidecar.namespace)
+        _CURRENT.set(adapter)
+        adapter.put(Checkpoint(chain_name="flow", execution_id=execution_id, node_id="a"))
+        return weakref.ref(adapter)
+
+    ref = contextvars.Context().run(use)
+    gc.collect()
+    assert ref() is None
+
+
+async def test_p7_an_async_client_dropped_without_close_is_freed_with_its_stream(
+    sidecar: Sidecar | SharedSidecar, execution_id: str
+) -> None:
+    """The same for an asyncio client, its loop still running: the stream's tasks keep none
+    of the caller's contextvars."""
+
+    async def use() -> weakref.ref[cc.AsyncCheckpointdClient]:
+        client = cc.AsyncCheckpointdClient(sidecar.target, namespace=sidecar.namespace)
+        _CURRENT.set(client)
+        await client.put_checkpoint(checkpoint(execution_id))
+        return weakref.ref(client)
+
+    ref = await asyncio.get_running_loop().create_task(use(), context=contextvars.Context())
+    await asyncio.sleep(0)
+    gc.collect()
+    assert ref() is None
