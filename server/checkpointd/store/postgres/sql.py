@@ -261,6 +261,32 @@ class Sql:
                 FROM taken
             )
             SELECT {pcols} FROM taken"""
+        # A pending row written or claimed (``taken``) with its event, in one statement (one
+        # round trip; a claim runs it in autocommit, one transaction): the event lock is taken
+        # once the row is written or locked by the delete, as last as in a transaction (see
+        # the store's module docstring), and only when there is a row; the event's cursor is
+        # drawn after the lock.
+        taken_cols = ", ".join(f"t.{c}" for c in pcols.split(", "))
+
+        def with_event(claim: str, first: int) -> str:
+            lock, kind, channel = f"${first}", f"${first + 1}", f"${first + 2}"
+            return f"""{claim.rsplit("SELECT", 1)[0].rstrip()}, locked AS MATERIALIZED (
+                SELECT pg_advisory_xact_lock({lock}::bigint) FROM taken
+            ), added AS (
+                INSERT INTO {events} ({EVENT_INSERT_COLUMNS}, decision_json)
+                SELECT $1, {kind}::text, {taken_cols}, NULL FROM taken AS t, locked
+                RETURNING cursor
+            )
+            SELECT {pcols}, (SELECT count(pg_notify({channel}::text, '')) FROM added)
+            FROM taken"""
+
+        self.claim_with_event = with_event(
+            f"WITH taken AS ({self.delete_pending}) SELECT", first=3
+        )
+        self.claim_with_token_and_event = with_event(self.claim_with_token, first=5)
+        self.insert_pending_with_event = with_event(
+            f"WITH taken AS ({self.insert_pending}) SELECT", first=13
+        )
         self.claim_by_token = (
             f"SELECT {pcols} FROM {claims} "
             "WHERE namespace = $1 AND execution_id = $2 AND claim_token = $3"
@@ -286,10 +312,14 @@ class Sql:
             SELECT (SELECT count(*) FROM doomed) AS candidates,
                    (SELECT count(*) FROM gone) AS deleted"""
         # The NOTIFY rides on the insert (one round trip); Postgres sends it at commit.
+        # The event lock ($16, see the store's module docstring) is taken in the same
+        # statement, one round trip for both: the event row is formed from the lock's
+        # (materialized) row, so its cursor is drawn only once the lock is held.
         self.insert_event = f"""
-            WITH added AS (
+            WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($16::bigint)),
+            added AS (
                 INSERT INTO {events} ({EVENT_INSERT_COLUMNS}, decision_json)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15)
+                SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15 FROM locked
                 RETURNING cursor
             )
             SELECT pg_notify($14, '') FROM added"""

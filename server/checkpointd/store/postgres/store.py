@@ -22,11 +22,15 @@ nothing may rely on the session outliving a transaction: every statement runs un
 unless a statement cache size is given (asyncpg with ``statement_cache_size=0`` sends its
 Parse again in the same Sync as the Bind, so the pooler cannot split them; PgBouncer 1.21+
 with ``max_prepared_statements`` can keep named statements, and then a cache is worth
-turning on), connections are handed back without asyncpg's session reset (there is no
-session of ours to reset), and the migration lock is the transaction-level advisory lock it
+turning on) and the migration lock is the transaction-level advisory lock it
 already is. ``LISTEN`` needs a session, so the notifier connects to ``listen_dsn`` (a direct
 connection to Postgres) or, without one, polls the outbox every ``poll_interval`` seconds;
 the outbox is read by cursor either way, so polling delays events and never loses them.
+
+Connections go back to the pool without asyncpg's session reset (a query on every release):
+the store sets no session state (no ``SET``, no ``LISTEN`` on a pooled connection, no session
+advisory lock, no cursor outside a transaction), so there is nothing to reset, and a call costs
+only its own round trips. An unfinished transaction is still rolled back.
 
 Group commit (:mod:`checkpointd.store.group_commit`): concurrent ``put_checkpoint`` calls
 are written by one multi-row ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING``
@@ -37,8 +41,11 @@ write goes at once, alone; the writes that arrive meanwhile form the next statem
 is answered after that statement has committed (E1). A row whose id is already taken is left
 out by ``ON CONFLICT DO NOTHING`` (the other rows are written) and its caller then takes the
 single-row path: a retry gets the stored row, another request's id :class:`CheckpointExists`.
-Rows with the same key never share a statement. Interrupts, claims and deletes keep a
-transaction each.
+Rows with the same key never share a statement. Interrupts, decisions and deletes keep a
+transaction each; a claim, the pending row with its event, is one statement in autocommit.
+Round trips are what a call costs the sidecar's CPU (each is a wake of the event loop and a
+protocol exchange), so the event lock goes in the statement of the event, and a new pending
+row and its event are one statement.
 
 Connection failures, timeouts and a busy database raise
 :class:`~checkpointd.store.base.StoreUnavailable` (retriable) with a short message that names
@@ -246,9 +253,11 @@ class PostgresStore:
                 command_timeout=self._timeout,
                 server_settings=server_settings,
                 statement_cache_size=self._statement_cache_size,
-                # Behind a transaction pooler the session is not ours: asyncpg's reset (a
-                # query on every release) would only cost a round trip.
-                reset=_keep_session if self._pooled else None,
+                # The store leaves no session state behind (no SET, no LISTEN, no session
+                # lock, no cursor outside a transaction; and behind a transaction pooler the
+                # session is not ours): asyncpg's reset query on every release would only
+                # cost a round trip per call.
+                reset=_keep_session,
             )
         except Exception as exc:
             raise StoreUnavailable(
@@ -584,11 +593,14 @@ class PostgresStore:
                 pending, checkpoint_id=stored.checkpoint_id, sequence=stored.sequence
             )
             new_row = pending_params(proposed, times.utc_in)
+            event = (self._event_lock, EventKind.ADDED.value, self._channel)
             for _ in range(_RACE_ATTEMPTS):
-                row = await conn.fetchrow(self._sql.insert_pending, namespace, *new_row)
+                # The row and its ``added`` event in one statement.
+                row = await conn.fetchrow(
+                    self._sql.insert_pending_with_event, namespace, *new_row, *event
+                )
                 if row is not None:
                     added = _pending_from_row(row)
-                    await self._append_event(conn, namespace, EventKind.ADDED, added)
                     return RecordInterruptResult(stored, added, pending_created=True)
                 # I2: the execution already has a pending row; it stays, the checkpoint too.
                 row = await conn.fetchrow(
@@ -626,7 +638,8 @@ class PostgresStore:
         """Atomically take the execution's pending row; exactly one caller gets it (I3).
 
         A non-empty ``claim_token`` files the claimed row under that token, so a retry with
-        the same token gets the same row back until :meth:`purge_claims` forgets it.
+        the same token gets the same row back until :meth:`purge_claims` forgets it. The claim
+        and its ``claimed`` event are one statement (one transaction, one round trip).
         """
         now = times.utc_in(now)
         async with self._connection() as conn:
@@ -636,18 +649,24 @@ class PostgresStore:
                 )
                 if row is not None:
                     return _pending_from_row(row)
+            # The claim and its event are one statement, so one transaction in autocommit.
+            event = (self._event_lock, EventKind.CLAIMED.value, self._channel)
             try:
-                async with conn.transaction():
-                    if claim_token:
-                        row = await conn.fetchrow(
-                            self._sql.claim_with_token, namespace, execution_id, claim_token, now
-                        )
-                    else:
-                        row = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
-                    if row is not None:
-                        claimed = _pending_from_row(row)
-                        await self._append_event(conn, namespace, EventKind.CLAIMED, claimed)
-                        return claimed
+                if claim_token:
+                    row = await conn.fetchrow(
+                        self._sql.claim_with_token_and_event,
+                        namespace,
+                        execution_id,
+                        claim_token,
+                        now,
+                        *event,
+                    )
+                else:
+                    row = await conn.fetchrow(
+                        self._sql.claim_with_event, namespace, execution_id, *event
+                    )
+                if row is not None:
+                    return _pending_from_row(row)
             except asyncpg.exceptions.UniqueViolationError:
                 # This token already holds an earlier claim of this execution, filed by a
                 # concurrent retry after our first look: everything rolled back, and the
@@ -1018,9 +1037,14 @@ class PostgresStore:
         module docstring). Taking it last means its holder never waits for anything else,
         so it cannot deadlock with the row locks other writers hold.
         """
-        await conn.execute(self._sql.advisory_lock, self._event_lock)
         params = event_params(namespace, kind, pending, times.utc_in)
-        await conn.execute(self._sql.insert_event, *params, self._channel, decision_json(pending))
+        await conn.execute(
+            self._sql.insert_event,
+            *params,
+            self._channel,
+            decision_json(pending),
+            self._event_lock,
+        )
 
     # --- interrupt events ----------------------------------------------------------------
 
@@ -1160,5 +1184,6 @@ class PostgresStore:
 
 
 async def _keep_session(_: object) -> None:
-    """The pool's reset behind a transaction pooler: nothing beyond asyncpg's own rollback of
-    an unfinished transaction (which it does before calling this)."""
+    """The pool's reset: nothing beyond asyncpg's own rollback of an unfinished transaction
+    (which it does before calling this). The store sets no session state, so asyncpg's
+    default (``RESET ALL``, ``UNLISTEN *``... on every release) would only add a round trip."""
