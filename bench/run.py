@@ -727,6 +727,18 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+#: The window of the idle CPU figure: long enough for 10 ms clock ticks to mean something.
+IDLE_CPU_SECONDS = 10.0
+
+
+def idle_mcpu(pid: int, seconds: float) -> float:
+    """The server's CPU over ``seconds`` of doing nothing (no call, no watcher), in
+    milli-CPUs (1 mCPU: a thousandth of one CPU's time), from /proc/<pid>/stat."""
+    start = cpu.process_cpu_s(pid)
+    time.sleep(seconds)
+    return round((cpu.process_cpu_s(pid) - start) / seconds * 1000, 2)
+
+
 async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[Any], list[Any]]:
     """Open ``streams`` WatchInterrupts calls over ``channels`` channels; wait for each to
     deliver its first message (the end of the empty snapshot)."""
@@ -743,7 +755,8 @@ async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[
 
 
 def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
-    """The server's RSS idle (after a few calls) and with ``streams`` open watch streams."""
+    """The server's CPU and RSS idle (after a few calls, no watcher) and its RSS with
+    ``streams`` open watch streams."""
     # Every stream comes from this one process, which the per-client limit would refuse
     # (over a Unix socket all clients are one peer); the figure is memory, not the limit.
     no_watch_limits = ("--max-watch-streams", "0", "--max-watch-streams-per-peer", "0")
@@ -758,6 +771,7 @@ def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
         time.sleep(0.5)
         row: dict[str, Any] = {
             "backend": backend,
+            "idle_cpu_mcpu": idle_mcpu(pid, IDLE_CPU_SECONDS),
             "idle_rss_mb": round(rss_mb(pid), 1),
             "watch_streams": streams,
             "watch_rss_mb": None,
@@ -881,6 +895,8 @@ def targets(
                 name = f"{op} p50 at {large['rows']} rows / at {small['rows']}"
                 add(name, backend, ratio, 1.2, higher=False)
     for r in rss:
+        add("server idle mCPU (no watcher)", r["backend"], r.get("idle_cpu_mcpu"), 2.0, False)
+        add("server idle RSS MB (no watcher)", r["backend"], r["idle_rss_mb"], 50.0, False)
         name = f"server RSS MB with {r['watch_streams']} watch streams"
         add(name, r["backend"], r["watch_rss_mb"], 100.0, higher=False)
     for g in graph:
@@ -1075,7 +1091,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     rss.append(measure_rss(backend, stores, args.watch_streams))
                     r = rss[-1]
                     print(
-                        f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
+                        f"  rss {backend:<8} idle {r['idle_cpu_mcpu']} mCPU, "
+                        f"{r['idle_rss_mb']} MB, with {r['watch_streams']} "
                         f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
                         flush=True,
                     )

@@ -151,35 +151,37 @@ def build_store(settings: Settings) -> Store:
 def build_graph_store(store: Store) -> GraphStore:
     """The graph wing of ``store``'s backend, on that store's connections (asyncpg is
     imported only for a Postgres store)."""
-    from checkpointd.store.postgres.access import PostgresAccess
     from checkpointd.store.sqlite.access import SQLiteAccess
 
     access = getattr(store, "graph_access", lambda: None)()
-    if isinstance(access, PostgresAccess):
-        from checkpointd.store.postgres.graph import PostgresGraphStore
-
-        return PostgresGraphStore(access)
     if isinstance(access, SQLiteAccess):
         from checkpointd.store.sqlite.graph import SQLiteGraphStore
 
         return SQLiteGraphStore(access)
+    from checkpointd.store.postgres.access import PostgresAccess
+
+    if isinstance(access, PostgresAccess):
+        from checkpointd.store.postgres.graph import PostgresGraphStore
+
+        return PostgresGraphStore(access)
     raise TypeError(f"no graph wing for {type(store).__name__}")
 
 
 def build_execution_reader(store: Store) -> ExecutionReader:
     """The execution summaries of ``store``'s backend, on that store's connections."""
-    from checkpointd.store.postgres.access import PostgresAccess
     from checkpointd.store.sqlite.access import SQLiteAccess
 
     access = getattr(store, "graph_access", lambda: None)()
-    if isinstance(access, PostgresAccess):
-        from checkpointd.store.postgres.executions import PostgresExecutionReader
-
-        return PostgresExecutionReader(access)
     if isinstance(access, SQLiteAccess):
         from checkpointd.store.sqlite.executions import SQLiteExecutionReader
 
         return SQLiteExecutionReader(access)
+    from checkpointd.store.postgres.access import PostgresAccess
+
+    if isinstance(access, PostgresAccess):
+        from checkpointd.store.postgres.executions import PostgresExecutionReader
+
+        return PostgresExecutionReader(access)
     raise TypeError(f"no executions reader for {type(store).__name__}")
 
 

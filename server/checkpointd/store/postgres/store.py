@@ -124,6 +124,12 @@ _PURGE_BATCH: Final = 1000
 _RACE_ATTEMPTS: Final = 5
 #: Migrations may wait for another replica's migration and may build indexes.
 _MIN_MIGRATION_TIMEOUT: Final = 60.0
+#: What one row's values can make a multi-row statement fail with (a value or a constraint
+#: Postgres refuses), as opposed to the connection or the database failing.
+_ROW_ERRORS: Final = (
+    asyncpg.exceptions.DataError,
+    asyncpg.exceptions.IntegrityConstraintViolationError,
+)
 #: asyncpg's own default: prepared statements kept per connection.
 _DEFAULT_STATEMENT_CACHE: Final = 100
 
@@ -883,20 +889,35 @@ class PostgresStore:
 
     async def _insert_checkpoints(
         self, batch: list[tuple[object, ...]]
-    ) -> list[CheckpointRecord | None]:
-        """Write a group of checkpoint rows in one statement; None for a row whose id was
-        already taken (nothing of it was written). A group of one uses the one-row INSERT."""
+    ) -> list[CheckpointRecord | None | Exception]:
+        """Write a group of checkpoint rows in one statement (one round trip); None for a row
+        whose id was already taken (nothing of it was written). A group of one uses the
+        one-row INSERT. When a row's data fails the statement (a value Postgres refuses),
+        nothing of it was written, and each row is written alone: the bad one fails alone."""
         if len(batch) == 1:
             async with self._connection() as conn:
                 row = await conn.fetchrow(self._sql.insert_checkpoint, *batch[0])
             return [None if row is None else _checkpoint_from_row(row)]
         columns = [list(column) for column in zip(*batch, strict=True)]
         async with self._connection() as conn:
-            rows = await conn.fetch(self._sql.insert_checkpoints, *columns)
+            try:
+                rows = await conn.fetch(self._sql.insert_checkpoints, *columns)
+            except _ROW_ERRORS:
+                return [await self._insert_alone(conn, args) for args in batch]
         written = {
             (row["namespace"], row["checkpoint_id"]): _checkpoint_from_row(row) for row in rows
         }
         return [written.get((args[0], args[2])) for args in batch]
+
+    async def _insert_alone(
+        self, conn: _Conn, args: tuple[object, ...]
+    ) -> CheckpointRecord | None | Exception:
+        """One row of a group whose statement failed on a row's data: its own outcome."""
+        try:
+            row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
+        except _ROW_ERRORS as exc:
+            return self._translate(exc) or StoreError("the checkpoint could not be written")
+        return None if row is None else _checkpoint_from_row(row)
 
     async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool]:
         """Upsert a group of idempotency results in one statement (one row: the one-row
