@@ -18,7 +18,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from checkpointd.app import build_graph_store
 from checkpointd.store.base import StoreError
+from checkpointd.store.graph import ChannelValue, GraphCheckpoint, GraphWrite, TypedValue
 from checkpointd.store.postgres import PostgresStore
 from tests.support.pg_round_trips import RoundTripCounter
 from tests.support.records import NS, checkpoint, interrupt
@@ -147,3 +149,32 @@ async def test_event_cursors_still_commit_in_order_with_the_lock_in_the_event_st
     finally:
         for s in stores:
             await s.close()
+
+
+async def test_graph_puts_round_trips(counted: tuple[PostgresStore, RoundTripCounter]) -> None:
+    """A graph checkpoint with its new values: BEGIN, the values with the checkpoint (one
+    statement), the parent's pauses, COMMIT; writes: BEGIN, the writes with the task's pauses
+    (one statement), COMMIT. A request id adds its lock, its look-up and its record."""
+    store, proxy = counted
+    graph = build_graph_store(store)
+    parent = [""]
+
+    async def put(request_id: str) -> None:
+        checkpoint_id = uuid.uuid4().hex
+        body = TypedValue("json", b"{}")
+        versions = {"a": checkpoint_id, "b": checkpoint_id}
+        values = [ChannelValue(c, v, TypedValue("json", b"1")) for c, v in versions.items()]
+        cp = GraphCheckpoint("t", "", checkpoint_id, parent[0], body, "{}", versions, "")
+        await graph.put_checkpoint(NS, request_id, cp, values, T0, fingerprint="f")
+        parent[0] = checkpoint_id
+
+    async def put_writes(request_id: str) -> None:
+        writes = [GraphWrite("task", "", i, "a", TypedValue("json", b"1")) for i in range(3)]
+        await graph.put_writes(
+            NS, request_id, "t", "", parent[0], writes, T0, fingerprint="f", task_id="task"
+        )
+
+    assert await round_trips(proxy, lambda: put("")) == 4
+    assert await round_trips(proxy, lambda: put(uuid.uuid4().hex)) == 7
+    assert await round_trips(proxy, lambda: put_writes("")) == 3
+    assert await round_trips(proxy, lambda: put_writes(uuid.uuid4().hex)) == 6
