@@ -77,7 +77,10 @@ class PostgresGraphStore:
         # put_writes: its writes (replacing or keeping the first) with the task's rows.
         self._writes_then_task_rows = {
             replace: f"WITH written AS ({writes}) {self._pending_sql.of_task}"
-            for replace, writes in ((True, self._sql.upsert_writes), (False, self._sql.insert_writes))
+            for replace, writes in (
+                (True, self._sql.upsert_writes),
+                (False, self._sql.insert_writes),
+            )
         }
 
     async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:

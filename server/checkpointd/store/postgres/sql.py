@@ -280,9 +280,7 @@ class Sql:
             SELECT {pcols}, (SELECT count(pg_notify({channel}::text, '')) FROM added)
             FROM taken"""
 
-        self.claim_with_event = with_event(
-            f"WITH taken AS ({self.delete_pending}) SELECT", first=3
-        )
+        self.claim_with_event = with_event(f"WITH taken AS ({self.delete_pending}) SELECT", first=3)
         self.claim_with_token_and_event = with_event(self.claim_with_token, first=5)
         self.insert_pending_with_event = with_event(
             f"WITH taken AS ({self.insert_pending}) SELECT", first=13

@@ -889,7 +889,7 @@ class PostgresStore:
 
     async def _insert_checkpoints(
         self, batch: list[tuple[object, ...]]
-    ) -> list[CheckpointRecord | None | Exception]:
+    ) -> list[CheckpointRecord | Exception | None]:
         """Write a group of checkpoint rows in one statement (one round trip); None for a row
         whose id was already taken (nothing of it was written). A group of one uses the
         one-row INSERT. When a row's data fails the statement (a value Postgres refuses),
@@ -911,7 +911,7 @@ class PostgresStore:
 
     async def _insert_alone(
         self, conn: _Conn, args: tuple[object, ...]
-    ) -> CheckpointRecord | None | Exception:
+    ) -> CheckpointRecord | Exception | None:
         """One row of a group whose statement failed on a row's data: its own outcome."""
         try:
             row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
