@@ -727,10 +727,6 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-#: The window of the idle CPU figure: long enough for 10 ms clock ticks to mean something.
-IDLE_CPU_SECONDS = 10.0
-
-
 def idle_mcpu(pid: int, seconds: float) -> float:
     """The server's CPU over ``seconds`` of doing nothing (no call, no watcher), in
     milli-CPUs (1 mCPU: a thousandth of one CPU's time), from /proc/<pid>/stat."""
@@ -754,9 +750,11 @@ async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[
     return opened, calls
 
 
-def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
-    """The server's CPU and RSS idle (after a few calls, no watcher) and its RSS with
-    ``streams`` open watch streams."""
+def measure_rss(
+    backend: str, stores: Stores, streams: int, idle_seconds: float = 10.0
+) -> dict[str, Any]:
+    """The server's CPU over ``idle_seconds`` and RSS idle (after a few calls, no watcher)
+    and its RSS with ``streams`` open watch streams."""
     # Every stream comes from this one process, which the per-client limit would refuse
     # (over a Unix socket all clients are one peer); the figure is memory, not the limit.
     no_watch_limits = ("--max-watch-streams", "0", "--max-watch-streams-per-peer", "0")
@@ -771,7 +769,7 @@ def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
         time.sleep(0.5)
         row: dict[str, Any] = {
             "backend": backend,
-            "idle_cpu_mcpu": idle_mcpu(pid, IDLE_CPU_SECONDS),
+            "idle_cpu_mcpu": idle_mcpu(pid, idle_seconds),
             "idle_rss_mb": round(rss_mb(pid), 1),
             "watch_streams": streams,
             "watch_rss_mb": None,
@@ -995,6 +993,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-rss", action="store_true", help="skip the server RSS figures")
     parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=10.0,
+        help="the window of the idle CPU figure (10 ms clock ticks: 10 s reads 0.1 mCPU)",
+    )
+    parser.add_argument(
         "--multi-process", default="8x4", help="processes x threads of the multi-process case"
     )
     parser.add_argument(
@@ -1088,7 +1092,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.no_scale:
                     scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
                 if not args.no_rss:
-                    rss.append(measure_rss(backend, stores, args.watch_streams))
+                    rss.append(measure_rss(backend, stores, args.watch_streams, args.idle_seconds))
                     r = rss[-1]
                     print(
                         f"  rss {backend:<8} idle {r['idle_cpu_mcpu']} mCPU, "

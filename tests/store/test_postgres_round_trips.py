@@ -80,7 +80,8 @@ async def test_record_and_claim_round_trips(
     counted: tuple[PostgresStore, RoundTripCounter],
 ) -> None:
     """record_interrupt: BEGIN, the checkpoint, the pending row with its event, COMMIT. A
-    claim and its event are one statement; with a token, after the look for an earlier one."""
+    claim, its event and (with a token) the look for the token's earlier claim are one
+    statement, and so is a retry answered with that claim."""
     store, proxy = counted
     runs: list[str] = []
 
@@ -96,7 +97,13 @@ async def test_record_and_claim_round_trips(
         assert await store.claim_interrupt(NS, runs.pop(), token, T0) is not None
 
     assert await round_trips(proxy, lambda: claim("")) == 1
-    assert await round_trips(proxy, lambda: claim(uuid.uuid4().hex)) == 2
+    assert await round_trips(proxy, lambda: claim(uuid.uuid4().hex)) == 1
+    await record()
+    token = uuid.uuid4().hex
+    first = await store.claim_interrupt(NS, runs[-1], token, T0)
+    before = proxy.count
+    assert await store.claim_interrupt(NS, runs[-1], token, T0) == first
+    assert proxy.count - before == 1
     before = proxy.count
     assert await store.claim_interrupt(NS, "no-such-run", "", T0) is None
     assert proxy.count - before == 1

@@ -644,18 +644,14 @@ class PostgresStore:
         """Atomically take the execution's pending row; exactly one caller gets it (I3).
 
         A non-empty ``claim_token`` files the claimed row under that token, so a retry with
-        the same token gets the same row back until :meth:`purge_claims` forgets it. The claim
-        and its ``claimed`` event are one statement (one transaction, one round trip).
+        the same token gets the same row back until :meth:`purge_claims` forgets it. The look
+        for that row, the claim and its ``claimed`` event are one statement (one transaction,
+        one round trip); only a claim that takes nothing looks again.
         """
         now = times.utc_in(now)
         async with self._connection() as conn:
-            if claim_token:
-                row = await conn.fetchrow(
-                    self._sql.claim_by_token, namespace, execution_id, claim_token
-                )
-                if row is not None:
-                    return _pending_from_row(row)
-            # The claim and its event are one statement, so one transaction in autocommit.
+            # The claim and its event (and, with a token, the look for the token's earlier
+            # claim) are one statement, so one transaction in autocommit.
             event = (self._event_lock, EventKind.CLAIMED.value, self._channel)
             try:
                 if claim_token:
@@ -675,8 +671,8 @@ class PostgresStore:
                     return _pending_from_row(row)
             except asyncpg.exceptions.UniqueViolationError:
                 # This token already holds an earlier claim of this execution, filed by a
-                # concurrent retry after our first look: everything rolled back, and the
-                # look below returns that claim.
+                # concurrent retry after the statement's snapshot: everything rolled back, and
+                # the look below returns that claim.
                 pass
             if not claim_token:
                 return None
