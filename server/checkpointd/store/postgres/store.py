@@ -22,8 +22,8 @@ nothing may rely on the session outliving a transaction: every statement runs un
 unless a statement cache size is given (asyncpg with ``statement_cache_size=0`` sends its
 Parse again in the same Sync as the Bind, so the pooler cannot split them; PgBouncer 1.21+
 with ``max_prepared_statements`` can keep named statements, and then a cache is worth
-turning on) and the migration lock is the transaction-level advisory lock it
-already is. ``LISTEN`` needs a session, so the notifier connects to ``listen_dsn`` (a direct
+turning on) and the migration lock is the transaction-level advisory lock it already is.
+``LISTEN`` needs a session, so the notifier connects to ``listen_dsn`` (a direct
 connection to Postgres) or, without one, polls the outbox every ``poll_interval`` seconds;
 the outbox is read by cursor either way, so polling delays events and never loses them.
 
@@ -41,11 +41,14 @@ write goes at once, alone; the writes that arrive meanwhile form the next statem
 is answered after that statement has committed (E1). A row whose id is already taken is left
 out by ``ON CONFLICT DO NOTHING`` (the other rows are written) and its caller then takes the
 single-row path: a retry gets the stored row, another request's id :class:`CheckpointExists`.
-Rows with the same key never share a statement. Interrupts, decisions and deletes keep a
-transaction each; a claim, the pending row with its event, is one statement in autocommit.
+Rows with the same key never share a statement. A row Postgres refuses fails its statement
+as a whole; the group is then written row by row, so that row fails alone.
+
 Round trips are what a call costs the sidecar's CPU (each is a wake of the event loop and a
-protocol exchange), so the event lock goes in the statement of the event, and a new pending
-row and its event are one statement.
+protocol exchange, counted in tests/store/test_postgres_round_trips.py). Interrupts,
+decisions and deletes keep a transaction each, but the event lock goes in the statement of
+the event and a new pending row and its event are one statement; a claim (the look for its
+token's earlier claim, the claim, its event) is one statement in autocommit.
 
 Connection failures, timeouts and a busy database raise
 :class:`~checkpointd.store.base.StoreUnavailable` (retriable) with a short message that names
