@@ -111,7 +111,8 @@ async def test_record_and_claim_round_trips(
 
 async def test_a_bad_row_in_a_group_fails_alone(pg_dsn: str, pg_schema: str) -> None:
     """A row Postgres refuses (a NUL character, which the servicers refuse before it gets
-    here) fails its own put; the other rows of its group are written."""
+    here) fails its own put; the other rows of its group are written. The same for a group
+    of idempotency results."""
     store = PostgresStore(pg_dsn, schema=pg_schema, max_pool_size=2)
     await store.open()
     try:
@@ -126,6 +127,19 @@ async def test_a_bad_row_in_a_group_fails_alone(pg_dsn: str, pg_schema: str) -> 
             assert stored is not None
             assert stored.checkpoint_id == records[i].checkpoint_id
         assert await store.get_latest_checkpoint(NS, "run-3") is None
+        results = ['{"n": 1}'] * 6
+        results[2] = '"a\x00b"'
+        written = await asyncio.gather(
+            *(
+                store.put_idempotent(NS, f"request-{i}", "run-0", f"k{i}", r, T0)
+                for i, r in enumerate(results)
+            ),
+            return_exceptions=True,
+        )
+        assert isinstance(written[2], StoreError)
+        assert [await store.get_idempotent(NS, "run-0", f"k{i}") for i in range(6)] == [
+            None if i == 2 else '{"n": 1}' for i in range(6)
+        ]
     finally:
         await store.close()
 

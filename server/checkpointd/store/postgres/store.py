@@ -918,7 +918,7 @@ class PostgresStore:
             return self._translate(exc) or StoreError("the checkpoint could not be written")
         return None if row is None else _checkpoint_from_row(row)
 
-    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool]:
+    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
         """Upsert a group of idempotency results in one statement (one row: the one-row
         upsert); for each, whether its request id was recorded by this statement (True
         without one). A later row of the group with the request id of an earlier one is left
@@ -933,18 +933,40 @@ class PostgresStore:
                 seen.add(request)
             rows.append(args)
         fresh: set[tuple[object, object]] = set()
+        failed: dict[int, Exception] = {}
         async with self._connection() as conn:
             if len(rows) > 1:
                 columns = [list(column) for column in zip(*rows, strict=True)]
-                recorded = await conn.fetch(self._sql.put_idempotents, *columns)
-                fresh = {(row["namespace"], row["request_id"]) for row in recorded}
-            elif rows[0][5]:
-                if await conn.fetchval(self._sql.put_idempotent_once, *rows[0]):
-                    fresh = {(rows[0][0], rows[0][5])}
-            else:
-                await conn.execute(self._sql.put_idempotent, *rows[0][:5])
+                try:
+                    recorded = await conn.fetch(self._sql.put_idempotents, *columns)
+                    fresh = {(row["namespace"], row["request_id"]) for row in recorded}
+                except _ROW_ERRORS:
+                    # A row Postgres refuses failed the statement (nothing was written): each
+                    # row alone, so that one fails alone.
+                    for args in rows:
+                        try:
+                            if await self._put_idempotent_alone(conn, args):
+                                fresh.add((args[0], args[5]))
+                        except _ROW_ERRORS as exc:
+                            failed[id(args)] = self._translate(exc) or StoreError(
+                                "the idempotency result could not be written"
+                            )
+            elif await self._put_idempotent_alone(conn, rows[0]):
+                fresh = {(rows[0][0], rows[0][5])}
         kept = {id(args) for args in rows}
-        return [not args[5] or (id(args) in kept and (args[0], args[5]) in fresh) for args in batch]
+        return [
+            failed.get(id(args))
+            or (not args[5] or (id(args) in kept and (args[0], args[5]) in fresh))
+            for args in batch
+        ]
+
+    async def _put_idempotent_alone(self, conn: _Conn, args: tuple[object, ...]) -> bool:
+        """One idempotency row by the one-row upsert; whether its request id was recorded by
+        it (False without one)."""
+        if args[5]:
+            return bool(await conn.fetchval(self._sql.put_idempotent_once, *args))
+        await conn.execute(self._sql.put_idempotent, *args[:5])
+        return False
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
         """Return the cached JSON text, or None when there is none."""
