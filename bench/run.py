@@ -727,6 +727,14 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def idle_mcpu(pid: int, seconds: float) -> float:
+    """The server's CPU over ``seconds`` of doing nothing (no call, no watcher), in
+    milli-CPUs (1 mCPU: a thousandth of one CPU's time), from /proc/<pid>/stat."""
+    start = cpu.process_cpu_s(pid)
+    time.sleep(seconds)
+    return round((cpu.process_cpu_s(pid) - start) / seconds * 1000, 2)
+
+
 async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[Any], list[Any]]:
     """Open ``streams`` WatchInterrupts calls over ``channels`` channels; wait for each to
     deliver its first message (the end of the empty snapshot)."""
@@ -742,8 +750,11 @@ async def _open_watches(target: str, streams: int, channels: int) -> tuple[list[
     return opened, calls
 
 
-def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
-    """The server's RSS idle (after a few calls) and with ``streams`` open watch streams."""
+def measure_rss(
+    backend: str, stores: Stores, streams: int, idle_seconds: float = 10.0
+) -> dict[str, Any]:
+    """The server's CPU over ``idle_seconds`` and RSS idle (after a few calls, no watcher)
+    and its RSS with ``streams`` open watch streams."""
     # Every stream comes from this one process, which the per-client limit would refuse
     # (over a Unix socket all clients are one peer); the figure is memory, not the limit.
     no_watch_limits = ("--max-watch-streams", "0", "--max-watch-streams-per-peer", "0")
@@ -758,6 +769,7 @@ def measure_rss(backend: str, stores: Stores, streams: int) -> dict[str, Any]:
         time.sleep(0.5)
         row: dict[str, Any] = {
             "backend": backend,
+            "idle_cpu_mcpu": idle_mcpu(pid, idle_seconds),
             "idle_rss_mb": round(rss_mb(pid), 1),
             "watch_streams": streams,
             "watch_rss_mb": None,
@@ -881,6 +893,8 @@ def targets(
                 name = f"{op} p50 at {large['rows']} rows / at {small['rows']}"
                 add(name, backend, ratio, 1.2, higher=False)
     for r in rss:
+        add("server idle mCPU (no watcher)", r["backend"], r.get("idle_cpu_mcpu"), 2.0, False)
+        add("server idle RSS MB (no watcher)", r["backend"], r["idle_rss_mb"], 50.0, False)
         name = f"server RSS MB with {r['watch_streams']} watch streams"
         add(name, r["backend"], r["watch_rss_mb"], 100.0, higher=False)
     for g in graph:
@@ -979,6 +993,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-rss", action="store_true", help="skip the server RSS figures")
     parser.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=10.0,
+        help="the window of the idle CPU figure (10 ms clock ticks: 10 s reads 0.1 mCPU)",
+    )
+    parser.add_argument(
         "--multi-process", default="8x4", help="processes x threads of the multi-process case"
     )
     parser.add_argument(
@@ -1072,10 +1092,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.no_scale:
                     scale += scale_series(backend, stores, args.scale_points, args.scale_ops)
                 if not args.no_rss:
-                    rss.append(measure_rss(backend, stores, args.watch_streams))
+                    rss.append(measure_rss(backend, stores, args.watch_streams, args.idle_seconds))
                     r = rss[-1]
                     print(
-                        f"  rss {backend:<8} idle {r['idle_rss_mb']} MB, with {r['watch_streams']} "
+                        f"  rss {backend:<8} idle {r['idle_cpu_mcpu']} mCPU, "
+                        f"{r['idle_rss_mb']} MB, with {r['watch_streams']} "
                         f"watch streams {r['watch_rss_mb']} MB {r['watch_error'] or ''}",
                         flush=True,
                     )

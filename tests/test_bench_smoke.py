@@ -79,6 +79,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             "--scale-rows=100,200",
             "--scale-ops=3",
             "--watch-streams=20",
+            "--idle-seconds=0.5",
             "--multi-process=2x2",
             "--graph-turns=12",
             "--graph-reads=3",
@@ -147,10 +148,12 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         (rss,) = [r for r in report["rss"] if r["backend"] == backend]
         assert rss["watch_error"] is None
         assert rss["idle_rss_mb"] > 0
+        assert rss["idle_cpu_mcpu"] >= 0
         assert rss["watch_rss_mb"] > 0
     assert {t["result"] for t in report["targets"]} <= {"PASS", "MISS"}
     # Per backend: put p50, get_last and Health/Check against the echo, record + claim, the
-    # multi-process ops/s and errors, two scale ratios, RSS, the graph's last turns against
-    # in-process, its flatness and get_state (the 32-writer targets need --concurrency 32).
-    assert len(report["targets"]) == 2 * 12
+    # multi-process ops/s and errors, two scale ratios, idle CPU and RSS, RSS with watchers,
+    # the graph's last turns against in-process, its flatness and get_state (the 32-writer
+    # targets need --concurrency 32).
+    assert len(report["targets"]) == 2 * 14
     assert _bench_schemas(pg_dsn) <= schemas_before

@@ -279,6 +279,32 @@ def test_i5_events_written_through_one_server_reach_watchers_on_another(
     assert all(e.event_time.seconds > 0 for e in events)
 
 
+def test_i5_watchers_opened_on_an_idle_server_get_another_servers_events(
+    sidecar_factory: Callable[..., Sidecar],
+) -> None:
+    """A server with no watcher follows nobody's commits (its reader only moves its cursor
+    on); a watcher opened on it still gets what another server recorded before (in its
+    snapshot) and after (live), and so does a watcher resuming after the server went idle
+    again."""
+    server_a, server_b = sidecar_factory(), sidecar_factory()
+    with CheckpointdClient(server_b.target, retry=NO_RETRY) as via_b:
+        before = _record(via_b)
+        with watching(server_a.target) as stream:
+            rows, _ = stream.snapshot()
+            assert [row.execution_id for row in rows] == [before]
+            live = _record(via_b)
+            (added,) = stream.events_until(lambda e: e.pending.execution_id == live)
+        assert KINDS[added.type] == "added"
+        while_idle = _record(via_b)  # no watcher on A now
+        with watching(server_a.target, after_cursor=added.cursor) as resumed:
+            later = _record(via_b)
+            events = resumed.events_until(lambda e: e.pending.execution_id == later)
+    assert [(KINDS[e.type], e.pending.execution_id) for e in events] == [
+        ("added", while_idle),
+        ("added", later),
+    ]
+
+
 def test_i5_resume_after_server_kill_delivers_the_outbox_exactly_once(
     sidecar_factory: Callable[..., Sidecar], store_spec: StoreSpec
 ) -> None:

@@ -19,6 +19,9 @@ import pytest
 from checkpointd.domain import (
     RUN_END,
     CheckpointStatus,
+    DecisionOutcome,
+    DecisionRecord,
+    DecisionStatus,
     PendingFilter,
 )
 from checkpointd.store.base import StoreError, StoreUnavailable
@@ -497,3 +500,53 @@ async def test_non_positive_limits_are_refused(store: SQLiteStore) -> None:
     """A listing with a limit below one is a caller bug here (Postgres lists nothing)."""
     with pytest.raises(ValueError, match="limit"):
         await store.list_checkpoints(NS, "x", after_sequence=None, descending=False, limit=0)
+
+
+class _CountingQueue:
+    """Stands in for an aiosqlite connection's queue on the event loop's side (its thread
+    keeps reading the real one): names the connection of every function queued."""
+
+    def __init__(self, real: Any, name: str, hops: list[str]) -> None:
+        self.real, self._name, self._hops = real, name, hops
+
+    def put_nowait(self, item: Any) -> None:
+        self._hops.append(self._name)
+        self.real.put_nowait(item)
+
+
+@contextlib.contextmanager
+def thread_hops(store: SQLiteStore) -> Iterator[list[str]]:
+    """Record every function queued on the store's connections' threads (one thread hop
+    each): the name of the connection, in order."""
+    hops: list[str] = []
+    conns = {"writer": store._writer, "reader": store._reader}
+    for name, conn in conns.items():
+        assert conn is not None
+        conn._tx = _CountingQueue(conn._tx, name, hops)  # type: ignore[assignment]
+    try:
+        yield hops
+    finally:
+        for conn in conns.values():
+            assert conn is not None
+            conn._tx = conn._tx.real  # type: ignore[attr-defined]
+
+
+async def test_record_claim_and_decisions_are_one_thread_hop_each(store: SQLiteStore) -> None:
+    """Each of record_interrupt, claim_interrupt, submit_decision, lease_decision and
+    report_resume is one transaction, run as one function on the writer's thread."""
+    decision = DecisionRecord(
+        approved=True, metadata_json="{}", decided_by="bot", reason=None, decided_at=T0
+    )
+    await interrupt(store, "warm")
+    with thread_hops(store) as hops:
+        recorded = await interrupt(store, "e")
+        assert hops == ["writer"]
+        checkpoint_id = recorded.checkpoint.checkpoint_id
+        applied = await store.submit_decision(NS, "r1", "e", decision)
+        assert applied.outcome is DecisionOutcome.APPLIED
+        until = T0 + timedelta(seconds=30)
+        assert (await store.lease_decision(NS, "e", checkpoint_id, "a", until, T0)).pending
+        status = DecisionStatus.RESUMED
+        assert (await store.report_resume(NS, "e", checkpoint_id, "a", status, None, T0)).pending
+        assert await store.claim_interrupt(NS, "e", "token", T0) is not None
+        assert hops == ["writer"] * 5

@@ -36,6 +36,7 @@ from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
 from checkpointd.store.postgres.graph_retention import PostgresRetention
 from checkpointd.store.postgres.graph_sql import GraphSql
+from checkpointd.store.rows import pending_from_row
 
 __all__ = ["PostgresGraphStore"]
 
@@ -73,6 +74,14 @@ class PostgresGraphStore:
         self._sql = GraphSql(access.quoted_schema)
         self._retention = PostgresRetention(access, self._sql, self._remove_pauses)
         self._pending_sql = PendingSql(access.quoted_schema)
+        # put_writes: its writes (replacing or keeping the first) with the task's rows.
+        self._writes_then_task_rows = {
+            replace: f"WITH written AS ({writes}) {self._pending_sql.of_task}"
+            for replace, writes in (
+                (True, self._sql.upsert_writes),
+                (False, self._sql.insert_writes),
+            )
+        }
 
     async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
         """A deleted thread's pauses and decisions go with it (G10), retention's too."""
@@ -130,26 +139,21 @@ class PostgresGraphStore:
         *,
         fingerprint: str = "",
     ) -> None:
-        """Upsert the checkpoint and insert its new values, in one transaction."""
+        """Upsert the checkpoint and insert its new values (one statement), in one
+        transaction."""
         cp = checkpoint
-        blobs = [
-            (
-                namespace,
-                cp.thread_id,
-                cp.checkpoint_ns,
-                v.channel,
-                v.version,
-                v.value.type,
-                v.value.data,
+        blobs: tuple[list[Any], ...] = ()
+        if new_values:
+            blobs = (
+                [v.channel for v in new_values],
+                [v.version for v in new_values],
+                [v.value.type for v in new_values],
+                [v.value.data for v in new_values],
             )
-            for v in new_values
-        ]
 
         async def apply(conn: Any) -> int:
-            if blobs:
-                await conn.executemany(self._sql.insert_blob, blobs)
             await conn.execute(
-                self._sql.upsert_checkpoint,
+                self._sql.upsert_checkpoint_with_blobs if blobs else self._sql.upsert_checkpoint,
                 namespace,
                 cp.thread_id,
                 cp.checkpoint_ns,
@@ -161,6 +165,7 @@ class PostgresGraphStore:
                 json.dumps(cp.channel_versions, sort_keys=True),
                 cp.run_id,
                 times.utc_in(now),
+                *blobs,
             )
             await graph_interrupts.end_checkpoint(
                 self._pending(conn, namespace),
@@ -190,29 +195,37 @@ class PostgresGraphStore:
     ) -> None:
         """Store pending writes: special ones (all idx negative) replace, others keep the
         first."""
-        sql = self._sql
-        statement = sql.upsert_write if all(w.idx < 0 for w in writes) else sql.insert_write
-        rows = [
-            (
-                namespace,
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                w.task_id,
-                w.idx,
-                w.task_path,
-                w.channel,
-                w.value.type,
-                w.value.data,
-            )
-            for w in writes
-        ]
+        replace = all(w.idx < 0 for w in writes)
+        if replace:
+            # One statement may not update a row twice: the last write of a key is the one
+            # that stands, as when they replaced each other one by one.
+            writes = list({(w.task_id, w.idx): w for w in writes}.values())
+        place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+        key = (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id)
+        columns = (
+            [w.task_id for w in writes],
+            [w.idx for w in writes],
+            [w.task_path for w in writes],
+            [w.channel for w in writes],
+            [w.value.type for w in writes],
+            [w.value.data for w in writes],
+        )
+        statement = self._writes_then_task_rows[replace]
 
         async def apply(conn: Any) -> int:
-            if rows:
-                await conn.executemany(statement, rows)
-            place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
-            await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
+            task_rows = None
+            if writes:
+                # The writes and the task's pending rows (locked) in one statement.
+                found = await conn.fetch(statement, *key, *columns)
+                task_rows = [pending_from_row(row, times.utc_out) for row in found]
+            ops = PostgresPendingOps(
+                conn,
+                self._pending_sql,
+                namespace,
+                self._access.append_event,
+                task_rows=task_rows,
+            )
+            await graph_interrupts.sync_task(ops, place, interrupts, now)
             return 0
 
         await self._transaction(

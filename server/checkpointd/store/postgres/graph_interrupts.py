@@ -60,19 +60,30 @@ class PostgresPendingOps:
     """:class:`~checkpointd.store.graph_interrupts.PendingOps` on one transaction."""
 
     def __init__(
-        self, conn: Any, sql: PendingSql, namespace: str, append_event: AppendEvent
+        self,
+        conn: Any,
+        sql: PendingSql,
+        namespace: str,
+        append_event: AppendEvent,
+        *,
+        task_rows: list[PendingRecord] | None = None,
     ) -> None:
         self._conn = conn
         self._sql = sql
         self._namespace = namespace
         self._append_event = append_event
         self._skipped: set[str] = set()
+        # The task's rows, already read (and locked) by the statement that wrote its writes.
+        self._task_rows = task_rows
 
     async def _rows(self, query: str, *params: Any) -> list[PendingRecord]:
         found = await self._conn.fetch(query, *params)
         return [rows.pending_from_row(row, times.utc_out) for row in found]
 
     async def of_task(self, place: TaskPlace) -> list[PendingRecord]:
+        if self._task_rows is not None:
+            known, self._task_rows = self._task_rows, None
+            return known
         return await self._rows(
             self._sql.of_task,
             self._namespace,

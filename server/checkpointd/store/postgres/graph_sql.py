@@ -52,22 +52,37 @@ class GraphSql:
                 body_type = EXCLUDED.body_type, body_data = EXCLUDED.body_data,
                 metadata = EXCLUDED.metadata, channel_versions = EXCLUDED.channel_versions,
                 run_id = EXCLUDED.run_id, written_at = EXCLUDED.written_at"""
-        self.insert_blob = f"""
-            INSERT INTO {s}.graph_blobs (namespace, thread_id, checkpoint_ns, channel, version,
-                value_type, value_data)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
-            ON CONFLICT DO NOTHING"""
-        write_insert = f"""
-            INSERT INTO {s}.graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id,
-                task_id, idx, task_path, channel, value_type, value_data)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-            ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) """
+        # The checkpoint with its new values in one statement (one round trip): the values
+        # as arrays ($12: channels, $13: versions, $14: types, $15: data), a value whose
+        # (channel, version) is already stored left as it is.
+        self.upsert_checkpoint_with_blobs = f"""
+            WITH blobs AS (
+                INSERT INTO {s}.graph_blobs (namespace, thread_id, checkpoint_ns, channel,
+                    version, value_type, value_data)
+                SELECT $1, $2, $3, u.channel, u.version, u.value_type, u.value_data
+                FROM unnest($12::text[], $13::text[], $14::text[], $15::bytea[])
+                    AS u (channel, version, value_type, value_data)
+                ON CONFLICT DO NOTHING
+            )
+            {self.upsert_checkpoint.strip()}"""
         # langgraph-checkpoint-postgres' rule: special writes replace, others keep the first.
-        self.upsert_write = write_insert + (
+        write_update = (
             "DO UPDATE SET channel = EXCLUDED.channel, value_type = EXCLUDED.value_type, "
             "value_data = EXCLUDED.value_data"
         )
-        self.insert_write = write_insert + "DO NOTHING"
+        # A call's writes as arrays ($6: task ids, $7: idx, $8: task paths, $9: channels,
+        # $10: types, $11: data; $5 is left to the statement they are put in front of).
+        writes_insert = f"""
+            INSERT INTO {s}.graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id,
+                task_id, idx, task_path, channel, value_type, value_data)
+            SELECT $1, $2, $3, $4, u.task_id, u.idx, u.task_path, u.channel, u.value_type,
+                   u.value_data
+            FROM unnest($6::text[], $7::integer[], $8::text[], $9::text[], $10::text[],
+                        $11::bytea[])
+                AS u (task_id, idx, task_path, channel, value_type, value_data)
+            ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) """
+        self.upsert_writes = writes_insert + write_update
+        self.insert_writes = writes_insert + "DO NOTHING"
         self.get_checkpoint = (
             f"SELECT {tuple_columns} FROM {s}.graph_checkpoints AS c "
             f"WHERE c.{key.replace(' AND ', ' AND c.')} AND c.checkpoint_id = $4"

@@ -244,27 +244,52 @@ class Sql:
         # The claim (contract I3): one statement takes the row and files it under the token.
         # Concurrent DELETEs of one row serialize on its row lock; the losers re-check it
         # after the winner commits, find it gone, and return nothing.
-        self.claim_with_token = f"""
-            WITH taken AS (
-                DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2
-                    AND {fastaiagent}
-                RETURNING {pcols}
-            ), kept AS (
-                INSERT INTO {claims} (
-                    namespace, execution_id, claim_token, chain_name, node_id, reason,
-                    context_json, agent_path, created_at, checkpoint_id, sequence, claimed_at,
-                    interrupt_id, checkpoint_ns
-                )
-                SELECT $1, execution_id, $3::text, chain_name, node_id, reason, context_json,
-                       agent_path, created_at, checkpoint_id, sequence, $4::timestamptz,
-                       interrupt_id, checkpoint_ns
-                FROM taken
+        take = f"DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2 AND {fastaiagent}"
+        keep = f"""
+            INSERT INTO {claims} (
+                namespace, execution_id, claim_token, chain_name, node_id, reason,
+                context_json, agent_path, created_at, checkpoint_id, sequence, claimed_at,
+                interrupt_id, checkpoint_ns
             )
-            SELECT {pcols} FROM taken"""
+            SELECT $1, execution_id, $3::text, chain_name, node_id, reason, context_json,
+                   agent_path, created_at, checkpoint_id, sequence, $4::timestamptz,
+                   interrupt_id, checkpoint_ns
+            FROM taken"""
         self.claim_by_token = (
             f"SELECT {pcols} FROM {claims} "
             "WHERE namespace = $1 AND execution_id = $2 AND claim_token = $3"
         )
+        # A pending row written or claimed (``taken``) with its event, in one statement (one
+        # round trip; a claim runs it in autocommit, one transaction): the event lock is taken
+        # once the row is written or locked by the delete, as last as in a transaction (see
+        # the store's module docstring), and only when there is a row; the event's cursor is
+        # drawn after the lock.
+        taken_cols = ", ".join(f"t.{c}" for c in pcols.split(", "))
+
+        def with_event(ctes: str, first: int, then: str = "") -> str:
+            lock, kind, channel = f"${first}", f"${first + 1}", f"${first + 2}"
+            return f"""
+            WITH {ctes}, locked AS MATERIALIZED (
+                SELECT pg_advisory_xact_lock({lock}::bigint) FROM taken
+            ), added AS (
+                INSERT INTO {events} ({EVENT_INSERT_COLUMNS}, decision_json)
+                SELECT $1, {kind}::text, {taken_cols}, NULL FROM taken AS t, locked
+                RETURNING cursor
+            )
+            SELECT {pcols}, (SELECT count(pg_notify({channel}::text, '')) FROM added)
+            FROM taken{then}"""
+
+        self.claim_with_event = with_event(f"taken AS ({take} RETURNING {pcols})", first=3)
+        # With a token: the token's earlier claim, when the statement's snapshot has one (a
+        # retry), is the answer and nothing is taken.
+        self.claim_with_token_and_event = with_event(
+            f"earlier AS ({self.claim_by_token}), "
+            f"taken AS ({take} AND NOT EXISTS (SELECT 1 FROM earlier) RETURNING {pcols}), "
+            f"kept AS ({keep})",
+            first=5,
+            then=f" UNION ALL SELECT {pcols}, 0 FROM earlier",
+        )
+        self.insert_pending_with_event = with_event(f"taken AS ({self.insert_pending})", first=13)
         self.purge_claims = f"""
             WITH doomed AS (
                 SELECT ctid FROM {claims} WHERE claimed_at < $1 LIMIT $2
@@ -286,10 +311,14 @@ class Sql:
             SELECT (SELECT count(*) FROM doomed) AS candidates,
                    (SELECT count(*) FROM gone) AS deleted"""
         # The NOTIFY rides on the insert (one round trip); Postgres sends it at commit.
+        # The event lock ($16, see the store's module docstring) is taken in the same
+        # statement, one round trip for both: the event row is formed from the lock's
+        # (materialized) row, so its cursor is drawn only once the lock is held.
         self.insert_event = f"""
-            WITH added AS (
+            WITH locked AS MATERIALIZED (SELECT pg_advisory_xact_lock($16::bigint)),
+            added AS (
                 INSERT INTO {events} ({EVENT_INSERT_COLUMNS}, decision_json)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15)
+                SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $15 FROM locked
                 RETURNING cursor
             )
             SELECT pg_notify($14, '') FROM added"""

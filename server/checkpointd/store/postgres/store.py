@@ -22,11 +22,15 @@ nothing may rely on the session outliving a transaction: every statement runs un
 unless a statement cache size is given (asyncpg with ``statement_cache_size=0`` sends its
 Parse again in the same Sync as the Bind, so the pooler cannot split them; PgBouncer 1.21+
 with ``max_prepared_statements`` can keep named statements, and then a cache is worth
-turning on), connections are handed back without asyncpg's session reset (there is no
-session of ours to reset), and the migration lock is the transaction-level advisory lock it
-already is. ``LISTEN`` needs a session, so the notifier connects to ``listen_dsn`` (a direct
+turning on) and the migration lock is the transaction-level advisory lock it already is.
+``LISTEN`` needs a session, so the notifier connects to ``listen_dsn`` (a direct
 connection to Postgres) or, without one, polls the outbox every ``poll_interval`` seconds;
 the outbox is read by cursor either way, so polling delays events and never loses them.
+
+Connections go back to the pool without asyncpg's session reset (a query on every release):
+the store sets no session state (no ``SET``, no ``LISTEN`` on a pooled connection, no session
+advisory lock, no cursor outside a transaction), so there is nothing to reset, and a call costs
+only its own round trips. An unfinished transaction is still rolled back.
 
 Group commit (:mod:`checkpointd.store.group_commit`): concurrent ``put_checkpoint`` calls
 are written by one multi-row ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING``
@@ -37,8 +41,14 @@ write goes at once, alone; the writes that arrive meanwhile form the next statem
 is answered after that statement has committed (E1). A row whose id is already taken is left
 out by ``ON CONFLICT DO NOTHING`` (the other rows are written) and its caller then takes the
 single-row path: a retry gets the stored row, another request's id :class:`CheckpointExists`.
-Rows with the same key never share a statement. Interrupts, claims and deletes keep a
-transaction each.
+Rows with the same key never share a statement. A row Postgres refuses fails its statement
+as a whole; the group is then written row by row, so that row fails alone.
+
+Round trips are what a call costs the sidecar's CPU (each is a wake of the event loop and a
+protocol exchange, counted in tests/store/test_postgres_round_trips.py). Interrupts,
+decisions and deletes keep a transaction each, but the event lock goes in the statement of
+the event and a new pending row and its event are one statement; a claim (the look for its
+token's earlier claim, the claim, its event) is one statement in autocommit.
 
 Connection failures, timeouts and a busy database raise
 :class:`~checkpointd.store.base.StoreUnavailable` (retriable) with a short message that names
@@ -117,6 +127,12 @@ _PURGE_BATCH: Final = 1000
 _RACE_ATTEMPTS: Final = 5
 #: Migrations may wait for another replica's migration and may build indexes.
 _MIN_MIGRATION_TIMEOUT: Final = 60.0
+#: What one row's values can make a multi-row statement fail with (a value or a constraint
+#: Postgres refuses), as opposed to the connection or the database failing.
+_ROW_ERRORS: Final = (
+    asyncpg.exceptions.DataError,
+    asyncpg.exceptions.IntegrityConstraintViolationError,
+)
 #: asyncpg's own default: prepared statements kept per connection.
 _DEFAULT_STATEMENT_CACHE: Final = 100
 
@@ -246,9 +262,11 @@ class PostgresStore:
                 command_timeout=self._timeout,
                 server_settings=server_settings,
                 statement_cache_size=self._statement_cache_size,
-                # Behind a transaction pooler the session is not ours: asyncpg's reset (a
-                # query on every release) would only cost a round trip.
-                reset=_keep_session if self._pooled else None,
+                # The store leaves no session state behind (no SET, no LISTEN, no session
+                # lock, no cursor outside a transaction; and behind a transaction pooler the
+                # session is not ours): asyncpg's reset query on every release would only
+                # cost a round trip per call.
+                reset=_keep_session,
             )
         except Exception as exc:
             raise StoreUnavailable(
@@ -584,11 +602,14 @@ class PostgresStore:
                 pending, checkpoint_id=stored.checkpoint_id, sequence=stored.sequence
             )
             new_row = pending_params(proposed, times.utc_in)
+            event = (self._event_lock, EventKind.ADDED.value, self._channel)
             for _ in range(_RACE_ATTEMPTS):
-                row = await conn.fetchrow(self._sql.insert_pending, namespace, *new_row)
+                # The row and its ``added`` event in one statement.
+                row = await conn.fetchrow(
+                    self._sql.insert_pending_with_event, namespace, *new_row, *event
+                )
                 if row is not None:
                     added = _pending_from_row(row)
-                    await self._append_event(conn, namespace, EventKind.ADDED, added)
                     return RecordInterruptResult(stored, added, pending_created=True)
                 # I2: the execution already has a pending row; it stays, the checkpoint too.
                 row = await conn.fetchrow(
@@ -626,32 +647,35 @@ class PostgresStore:
         """Atomically take the execution's pending row; exactly one caller gets it (I3).
 
         A non-empty ``claim_token`` files the claimed row under that token, so a retry with
-        the same token gets the same row back until :meth:`purge_claims` forgets it.
+        the same token gets the same row back until :meth:`purge_claims` forgets it. The look
+        for that row, the claim and its ``claimed`` event are one statement (one transaction,
+        one round trip); only a claim that takes nothing looks again.
         """
         now = times.utc_in(now)
         async with self._connection() as conn:
-            if claim_token:
-                row = await conn.fetchrow(
-                    self._sql.claim_by_token, namespace, execution_id, claim_token
-                )
+            # The claim and its event (and, with a token, the look for the token's earlier
+            # claim) are one statement, so one transaction in autocommit.
+            event = (self._event_lock, EventKind.CLAIMED.value, self._channel)
+            try:
+                if claim_token:
+                    row = await conn.fetchrow(
+                        self._sql.claim_with_token_and_event,
+                        namespace,
+                        execution_id,
+                        claim_token,
+                        now,
+                        *event,
+                    )
+                else:
+                    row = await conn.fetchrow(
+                        self._sql.claim_with_event, namespace, execution_id, *event
+                    )
                 if row is not None:
                     return _pending_from_row(row)
-            try:
-                async with conn.transaction():
-                    if claim_token:
-                        row = await conn.fetchrow(
-                            self._sql.claim_with_token, namespace, execution_id, claim_token, now
-                        )
-                    else:
-                        row = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
-                    if row is not None:
-                        claimed = _pending_from_row(row)
-                        await self._append_event(conn, namespace, EventKind.CLAIMED, claimed)
-                        return claimed
             except asyncpg.exceptions.UniqueViolationError:
                 # This token already holds an earlier claim of this execution, filed by a
-                # concurrent retry after our first look: everything rolled back, and the
-                # look below returns that claim.
+                # concurrent retry after the statement's snapshot: everything rolled back, and
+                # the look below returns that claim.
                 pass
             if not claim_token:
                 return None
@@ -864,22 +888,37 @@ class PostgresStore:
 
     async def _insert_checkpoints(
         self, batch: list[tuple[object, ...]]
-    ) -> list[CheckpointRecord | None]:
-        """Write a group of checkpoint rows in one statement; None for a row whose id was
-        already taken (nothing of it was written). A group of one uses the one-row INSERT."""
+    ) -> list[CheckpointRecord | Exception | None]:
+        """Write a group of checkpoint rows in one statement (one round trip); None for a row
+        whose id was already taken (nothing of it was written). A group of one uses the
+        one-row INSERT. When a row's data fails the statement (a value Postgres refuses),
+        nothing of it was written, and each row is written alone: the bad one fails alone."""
         if len(batch) == 1:
             async with self._connection() as conn:
                 row = await conn.fetchrow(self._sql.insert_checkpoint, *batch[0])
             return [None if row is None else _checkpoint_from_row(row)]
         columns = [list(column) for column in zip(*batch, strict=True)]
         async with self._connection() as conn:
-            rows = await conn.fetch(self._sql.insert_checkpoints, *columns)
+            try:
+                rows = await conn.fetch(self._sql.insert_checkpoints, *columns)
+            except _ROW_ERRORS:
+                return [await self._insert_alone(conn, args) for args in batch]
         written = {
             (row["namespace"], row["checkpoint_id"]): _checkpoint_from_row(row) for row in rows
         }
         return [written.get((args[0], args[2])) for args in batch]
 
-    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool]:
+    async def _insert_alone(
+        self, conn: _Conn, args: tuple[object, ...]
+    ) -> CheckpointRecord | Exception | None:
+        """One row of a group whose statement failed on a row's data: its own outcome."""
+        try:
+            row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
+        except _ROW_ERRORS as exc:
+            return self._translate(exc) or StoreError("the checkpoint could not be written")
+        return None if row is None else _checkpoint_from_row(row)
+
+    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
         """Upsert a group of idempotency results in one statement (one row: the one-row
         upsert); for each, whether its request id was recorded by this statement (True
         without one). A later row of the group with the request id of an earlier one is left
@@ -894,18 +933,40 @@ class PostgresStore:
                 seen.add(request)
             rows.append(args)
         fresh: set[tuple[object, object]] = set()
+        failed: dict[int, Exception] = {}
         async with self._connection() as conn:
             if len(rows) > 1:
                 columns = [list(column) for column in zip(*rows, strict=True)]
-                recorded = await conn.fetch(self._sql.put_idempotents, *columns)
-                fresh = {(row["namespace"], row["request_id"]) for row in recorded}
-            elif rows[0][5]:
-                if await conn.fetchval(self._sql.put_idempotent_once, *rows[0]):
-                    fresh = {(rows[0][0], rows[0][5])}
-            else:
-                await conn.execute(self._sql.put_idempotent, *rows[0][:5])
+                try:
+                    recorded = await conn.fetch(self._sql.put_idempotents, *columns)
+                    fresh = {(row["namespace"], row["request_id"]) for row in recorded}
+                except _ROW_ERRORS:
+                    # A row Postgres refuses failed the statement (nothing was written): each
+                    # row alone, so that one fails alone.
+                    for args in rows:
+                        try:
+                            if await self._put_idempotent_alone(conn, args):
+                                fresh.add((args[0], args[5]))
+                        except _ROW_ERRORS as exc:
+                            failed[id(args)] = self._translate(exc) or StoreError(
+                                "the idempotency result could not be written"
+                            )
+            elif await self._put_idempotent_alone(conn, rows[0]):
+                fresh = {(rows[0][0], rows[0][5])}
         kept = {id(args) for args in rows}
-        return [not args[5] or (id(args) in kept and (args[0], args[5]) in fresh) for args in batch]
+        return [
+            failed.get(id(args))
+            or (not args[5] or (id(args) in kept and (args[0], args[5]) in fresh))
+            for args in batch
+        ]
+
+    async def _put_idempotent_alone(self, conn: _Conn, args: tuple[object, ...]) -> bool:
+        """One idempotency row by the one-row upsert; whether its request id was recorded by
+        it (False without one)."""
+        if args[5]:
+            return bool(await conn.fetchval(self._sql.put_idempotent_once, *args))
+        await conn.execute(self._sql.put_idempotent, *args[:5])
+        return False
 
     async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
         """Return the cached JSON text, or None when there is none."""
@@ -1018,9 +1079,14 @@ class PostgresStore:
         module docstring). Taking it last means its holder never waits for anything else,
         so it cannot deadlock with the row locks other writers hold.
         """
-        await conn.execute(self._sql.advisory_lock, self._event_lock)
         params = event_params(namespace, kind, pending, times.utc_in)
-        await conn.execute(self._sql.insert_event, *params, self._channel, decision_json(pending))
+        await conn.execute(
+            self._sql.insert_event,
+            *params,
+            self._channel,
+            decision_json(pending),
+            self._event_lock,
+        )
 
     # --- interrupt events ----------------------------------------------------------------
 
@@ -1160,5 +1226,6 @@ class PostgresStore:
 
 
 async def _keep_session(_: object) -> None:
-    """The pool's reset behind a transaction pooler: nothing beyond asyncpg's own rollback of
-    an unfinished transaction (which it does before calling this)."""
+    """The pool's reset: nothing beyond asyncpg's own rollback of an unfinished transaction
+    (which it does before calling this). The store sets no session state, so asyncpg's
+    default (``RESET ALL``, ``UNLISTEN *``... on every release) would only add a round trip."""

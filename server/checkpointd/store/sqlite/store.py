@@ -793,18 +793,20 @@ class SQLiteStore:
         self, namespace: str, execution_id: str, claim_token: str, now: datetime
     ) -> PendingRecord | None:
         """Take the execution's pending row; exactly one caller among all processes gets it.
-        A retry with the same non-empty token gets the same row again."""
+        A retry with the same non-empty token gets the same row again. One transaction (one
+        thread hop), which looks for the token's earlier claim first: writers are serialized,
+        so it sees any concurrent retry's claim."""
         now_us = times.to_us(now)
         by_token = (namespace, execution_id, claim_token)
 
         async def claim(conn: Statements) -> PendingRecord | None:
+            if claim_token:
+                earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
+                if earlier:
+                    return _pending_from_row(earlier[0])
             rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
             if not rows:
-                if not claim_token:
-                    return None
-                # Writers are serialized, so this lookup sees any concurrent retry's claim.
-                earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
-                return _pending_from_row(earlier[0]) if earlier else None
+                return None
             pending = _pending_from_row(rows[0])
             await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
             if claim_token:
@@ -817,10 +819,6 @@ class SQLiteStore:
             return pending
 
         async with self._call():
-            if claim_token:
-                earlier = await self._rows(sql.CLAIM_BY_TOKEN, by_token)
-                if earlier:
-                    return _pending_from_row(earlier[0])
             return await self._write(claim)
 
     # --- decisions -----------------------------------------------------------------------
