@@ -141,6 +141,11 @@ def test_g15_a_js_worker_resumes_a_js_graph_decided_from_python_once(
         assert wait_for(client, thread, ids["b"], "resumed").attempts == 1
         assert list(client.iter_pending_interrupts()) == []
     wait_until_logged(tmp_path / f"{thread}.log", ["a:true:ana", "b:false:bo", "ship"])
+    answers = {n: json.loads((tmp_path / f"{thread}.{n}.json").read_text()) for n in "ab"}
+    assert answers == {
+        "a": {"approved": True, "decided_by": "ana", "reason": None, "metadata": {"limit": 10}},
+        "b": {"approved": False, "decided_by": "bo", "reason": "too big", "metadata": {}},
+    }
     with CheckpointdSaver(sidecar.target, namespace=sidecar.namespace) as saver:
         found = saver.get_tuple({"configurable": {"thread_id": thread}})
         assert found is not None
@@ -178,6 +183,33 @@ def test_g15_a_js_worker_killed_mid_resume_is_taken_over_by_another(
         assert wait_for(client, thread, ids["b"], "resumed").attempts == 1
         assert list(client.iter_pending_interrupts()) == []
     wait_until_logged(tmp_path / f"{thread}.log", ["a:true:ana", "b:true:bo", "ship"])
+
+
+def test_g15_a_thread_resumed_by_a_worker_that_died_before_reporting_is_not_run_again(
+    node: str, sidecar: SharedSidecar, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """A JS worker that resumed the thread and was killed before its report leaves the
+    decision resuming with no pause in the inbox; the next JS worker finds it among the open
+    decisions, takes it over once the lease runs out (attempts 2) and reports it resumed
+    without running the node again, as the thread no longer waits on that interrupt."""
+    thread = f"js-{uuid.uuid4().hex[:8]}"
+    ids = pause_js(node, sidecar, tmp_path, thread)
+    doomed = start_js(processes, node, sidecar, tmp_path, "--die-before-report")
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.submit_decision(thread, interrupt_id=ids["a"], approved=True, decided_by="ana")
+        assert doomed.wait(TIMEOUT_S) == -signal.SIGKILL
+        assert lines(tmp_path / f"{thread}.log") == ["a:true:ana"]
+        held = decision_of(client, thread, ids["a"]).decision
+        assert held is not None
+        assert (held.status, held.attempts) == ("resuming", 1)
+        assert [p.interrupt_id for p in client.iter_pending_interrupts()] == [ids["b"]]
+
+        start_js(processes, node, sidecar, tmp_path)
+        assert wait_for(client, thread, ids["a"], "resumed").attempts == 2
+        assert lines(tmp_path / f"{thread}.log") == ["a:true:ana"]
+        client.submit_decision(thread, interrupt_id=ids["b"], approved=False, decided_by="bo")
+        assert wait_for(client, thread, ids["b"], "resumed").attempts == 1
+    wait_until_logged(tmp_path / f"{thread}.log", ["a:true:ana", "b:false:bo", "ship"])
 
 
 def test_g16_python_and_js_graphs_share_a_namespace_and_each_worker_resumes_its_own(

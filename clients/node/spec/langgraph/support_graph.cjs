@@ -8,11 +8,13 @@
  *   node spec/langgraph/support_graph.cjs list --target T --namespace NS --thread THREAD
  *
  * The graph "js-support": `a` and `b` run in parallel, each calls interrupt() and, once
- * resumed, appends "<node>:<approved>:<decided_by>" to D/<thread>.log; then `ship` appends
+ * resumed, appends "<node>:<approved>:<decided_by>" to D/<thread>.log and writes the value
+ * interrupt() returned to D/<thread>.<node>.json; then `ship` appends
  * "ship". `pause` runs the thread up to its two interrupts and prints their ids as JSON by
  * node. `work` runs a worker (2 s leases) until SIGTERM (or a kill); with --block, a node that
  * got its resume value writes D/<thread>.entered and then hangs, so that a test can kill the
- * worker mid-resume. `list` prints the thread ids of the checkpoints that list() returns for
+ * worker mid-resume; with --die-before-report it kills itself (SIGKILL) when it is about to
+ * report a resume, the graph having run. `list` prints the thread ids of the checkpoints that list() returns for
  * THREAD and across threads (or the error of the latter).
  */
 const fs = require('node:fs');
@@ -36,6 +38,7 @@ function build(saver, directory, block) {
       await new Promise(() => setInterval(() => {}, 60_000)); // hangs until the test kills it
     }
     fs.appendFileSync(path.join(directory, `${thread}.log`), `${name}:${answer.approved}:${answer.decided_by}\n`);
+    fs.writeFileSync(path.join(directory, `${thread}.${name}.json`), JSON.stringify(answer));
     return { log: [`${name}:${answer.approved}`] };
   };
   const ship = (state, config) => {
@@ -69,6 +72,7 @@ async function main() {
       dir: { type: 'string', default: '.' },
       name: { type: 'string' },
       block: { type: 'boolean', default: false },
+      'die-before-report': { type: 'boolean', default: false },
     },
   });
   const saver = new CheckpointdSaver({ target: args.target, namespace: args.namespace, graphName: GRAPH_NAME });
@@ -92,6 +96,9 @@ async function main() {
     process.stdout.write(`${JSON.stringify({ own, across })}\n`);
     await saver.end();
     return;
+  }
+  if (args['die-before-report']) {
+    saver.client.reportResume = async () => process.kill(process.pid, 'SIGKILL');
   }
   const worker = new GraphResumeWorker({
     client: saver.client, graphs: { [GRAPH_NAME]: graph }, leaseSeconds: 2, name: args.name,

@@ -42,7 +42,6 @@
 const crypto = require('node:crypto');
 const os = require('node:os');
 const { CheckpointdClient, CheckpointdError, ErrorReason } = require('..');
-const json = require('../json');
 
 /** Milliseconds before trying again after the server could not be reached. */
 const RETRY_MS = 2_000;
@@ -66,13 +65,17 @@ const QUIET_LOGGER = {
   warn: (...args) => console.warn(...args),
 };
 
-/** What interrupt() returns in the node once the decision is carried out. */
+/**
+ * What interrupt() returns in the node once the decision is carried out. The metadata is read
+ * with JSON.parse (integers above 2^53 rounded), not the client's BigInt-safe json.parse:
+ * LangGraph.js's serializer cannot store a BigInt in the thread's resume write.
+ */
 function resumeValue(decision) {
   return {
     approved: decision.approved,
     decided_by: decision.decided_by,
     reason: decision.reason ?? null,
-    metadata: decision.metadata_json ? json.parse(decision.metadata_json) : {},
+    metadata: decision.metadata_json ? JSON.parse(decision.metadata_json) : {},
   };
 }
 
