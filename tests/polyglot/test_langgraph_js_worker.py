@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.langgraph import CheckpointdSaver
@@ -297,5 +298,5 @@ const client = new CheckpointdClient({ namespace: process.argv[1] });
 """
 
 
-def _thread(thread: str) -> dict[str, dict[str, str]]:
+def _thread(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread}}
