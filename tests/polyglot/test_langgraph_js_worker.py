@@ -186,6 +186,24 @@ def test_g15_a_js_worker_killed_mid_resume_is_taken_over_by_another(
     wait_until_logged(tmp_path / f"{thread}.log", ["a:true:ana", "b:true:bo", "ship"])
 
 
+def test_g15_a_graph_that_fails_on_resume_is_reported_resume_failed(
+    node: str, sidecar: SharedSidecar, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """A resumed node that throws: the worker reports resume_failed with the error's text
+    after one attempt; the failed task's pause leaves the inbox, the other stays."""
+    thread = f"js-{uuid.uuid4().hex[:8]}"
+    ids = pause_js(node, sidecar, tmp_path, thread)
+    start_js(processes, node, sidecar, tmp_path, "--fail")
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.submit_decision(thread, interrupt_id=ids["a"], approved=True, decided_by="ana")
+        failed = wait_for(client, thread, ids["a"], "resume_failed")
+        assert (failed.attempts, failed.error) == (1, "Error: a refuses ana")
+        # The failed task ran past its pause (G10); the other waits, undecided.
+        pending = {p.interrupt_id: p.decision for p in client.iter_pending_interrupts()}
+        assert pending == {ids["b"]: None}
+    assert lines(tmp_path / f"{thread}.log") == []
+
+
 def test_g15_a_thread_resumed_by_a_worker_that_died_before_reporting_is_not_run_again(
     node: str, sidecar: SharedSidecar, tmp_path: Path, processes: list[subprocess.Popen[str]]
 ) -> None:

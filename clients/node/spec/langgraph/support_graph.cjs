@@ -14,7 +14,7 @@
  * node. `work` runs a worker (2 s leases) until SIGTERM (or a kill); with --block, a node that
  * got its resume value writes D/<thread>.entered and then hangs, so that a test can kill the
  * worker mid-resume; with --die-before-report it kills itself (SIGKILL) when it is about to
- * report a resume, the graph having run. `list` prints the thread ids of the checkpoints that list() returns for
+ * report a resume, the graph having run; with --fail a resumed node throws. `list` prints the thread ids of the checkpoints that list() returns for
  * THREAD and across threads (or the error of the latter).
  */
 const fs = require('node:fs');
@@ -29,10 +29,11 @@ const State = Annotation.Root({
   log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
 });
 
-function build(saver, directory, block) {
+function build(saver, directory, block, fail) {
   const asker = (name) => async (state, config) => {
     const answer = interrupt({ reason: `approve-${name}`, node: name });
     const thread = config.configurable.thread_id;
+    if (fail) throw new Error(`${name} refuses ${answer.decided_by}`);
     if (block) {
       fs.writeFileSync(path.join(directory, `${thread}.entered`), String(process.pid));
       await new Promise(() => setInterval(() => {}, 60_000)); // hangs until the test kills it
@@ -72,11 +73,12 @@ async function main() {
       dir: { type: 'string', default: '.' },
       name: { type: 'string' },
       block: { type: 'boolean', default: false },
+      fail: { type: 'boolean', default: false },
       'die-before-report': { type: 'boolean', default: false },
     },
   });
   const saver = new CheckpointdSaver({ target: args.target, namespace: args.namespace, graphName: GRAPH_NAME });
-  const graph = build(saver, args.dir, args.block);
+  const graph = build(saver, args.dir, args.block, args.fail);
   if (phase === 'pause') {
     const config = { configurable: { thread_id: args.thread } };
     const result = await graph.invoke({ log: [] }, config);

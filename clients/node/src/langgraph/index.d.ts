@@ -1,4 +1,4 @@
-// Types of the LangGraph.js saver (./index.js): a BaseCheckpointSaver with string versions.
+// Types of the LangGraph.js saver and resume worker (./index.js, ./resume_worker.js).
 import type { RunnableConfig } from '@langchain/core/runnables';
 import type {
   BaseCheckpointSaver,
