@@ -1,7 +1,7 @@
 // A LangGraph.js graph whose checkpoints live in checkpointd: pause for a person, resume.
 const crypto = require('node:crypto');
 const { Annotation, START, StateGraph, interrupt } = require('@langchain/langgraph');
-const { CheckpointdSaver, GraphResumeWorker } = require('../src/langgraph'); // from clients/node
+const { CheckpointdSaver, GraphResumeWorker } = require('checkpointd-client/langgraph');
 
 const Order = Annotation.Root({
   amount: Annotation(),
