@@ -404,6 +404,9 @@ def test_the_langgraph_subpath_resolves_from_commonjs_esm_and_typescript(
         "import { CheckpointdSaver } from 'checkpointd-client/langgraph';\n"
         "export const saver: typeof CheckpointdSaver = CheckpointdSaver;\n"
         "export const base: BaseCheckpointSaver = new CheckpointdSaver({ namespace: 'n' });\n"
+        "import { GraphResumeWorker } from 'checkpointd-client/langgraph';\n"
+        "export const worker: GraphResumeWorker =\n"
+        "  new GraphResumeWorker({ namespace: 'n', resolver: () => undefined }).start();\n"
     )
     (consumer.directory / "langgraph.cts").write_text(
         "import checkpoint = require('@langchain/langgraph-checkpoint');\n"

@@ -1,10 +1,15 @@
 """The graph wing at the store level, on both backends: it shares the store's connections,
-satisfies the GraphStore protocol, and forgets request ids past the retention (G6)."""
+satisfies the GraphStore protocol, forgets request ids past the retention (G6), and orders
+a checkpoint's writes bytewise whatever the database's collation (G3)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import pytest
 
 from checkpointd.app import build_graph_store
@@ -16,12 +21,15 @@ from checkpointd.store.graph import (
     GraphListQuery,
     GraphPosition,
     GraphStore,
+    GraphWrite,
     TypedValue,
 )
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.protocols import signature_mismatches
 from tests.support.records import NS, T0
+from tests.support.sidecar import StoreSpec
+from tests.support.stores import open_store
 
 
 def _checkpoint(checkpoint_id: str) -> GraphCheckpoint:
@@ -116,3 +124,67 @@ async def test_b1_a_graph_page_stops_at_its_byte_budget_and_the_next_goes_on(
     assert not rest.more
     one = await graph.list_tuples(NS, query, after=None, limit=100, max_bytes=1)
     assert len(one.tuples) == 1
+
+
+#: Task paths and ids whose code point order differs from a language collation's ('B' < 'a'
+#: < 'é' bytewise; '_', case and accents are weighed otherwise by en-US).
+_TASKS = [("~__pregel_pull, b", "B"), ("~__pregel_pull, b", "a"), ("~__pregel_pull, b", "_z"),
+          ("~__pregel_pull, B", "é"), ("~__pregel_pull, B", "Z"), ("_pull", "b")]  # fmt: skip
+
+
+@pytest.fixture
+async def collated_store(
+    backend: str, store_spec: StoreSpec, pg_dsn_or_none: str | None
+) -> AsyncIterator[SQLiteStore | PostgresStore]:
+    """A store whose text columns sort by a language's rules where the backend has them: on
+    Postgres a database of its own created with the ICU collation en-US (dropped after the
+    test); on SQLite the usual file (its columns have no other collation than BINARY)."""
+    if backend == "sqlite":
+        opened: SQLiteStore | PostgresStore = open_store(store_spec)
+        await opened.open()
+        try:
+            yield opened
+        finally:
+            await opened.close()
+        return
+    assert pg_dsn_or_none is not None
+    database = f"cpt_collated_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(pg_dsn_or_none, timeout=10)
+    try:
+        await admin.execute(
+            f'CREATE DATABASE "{database}" TEMPLATE template0 ENCODING UTF8 '
+            "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+        )
+        dsn = urlunsplit(urlsplit(pg_dsn_or_none)._replace(path=f"/{database}"))
+        opened = PostgresStore(dsn, schema="cpt_collated")
+        await opened.open()
+        try:
+            yield opened
+        finally:
+            await opened.close()
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        await admin.close()
+
+
+@pytest.fixture
+def pg_dsn_or_none(backend: str, request: pytest.FixtureRequest) -> str | None:
+    return None if backend == "sqlite" else str(request.getfixturevalue("pg_dsn"))
+
+
+async def test_g3_pending_writes_come_in_code_point_order_whatever_the_collation(
+    collated_store: SQLiteStore | PostgresStore,
+) -> None:
+    """A checkpoint's writes are read back by (task_path, task_id, idx), the texts compared
+    bytewise as LangGraph's writes sort key does, on a Postgres database whose collation
+    orders them otherwise."""
+    graph = build_graph_store(collated_store)
+    await graph.put_checkpoint(NS, "r1", _checkpoint("c1"), [], T0)
+    value = TypedValue("json", b"1")
+    for n, (path, task) in enumerate(_TASKS):
+        writes = [GraphWrite(task, path, idx, "ch", value) for idx in (1, 0)]
+        await graph.put_writes(NS, f"w{n}", "t", "", "c1", writes, T0, task_id=task)
+    found = await graph.get_tuple(NS, "t", "", "c1")
+    assert found is not None
+    read = [(w.task_path, w.task_id, w.idx) for w in found.pending_writes]
+    assert read == sorted((path, task, idx) for path, task in _TASKS for idx in (0, 1))

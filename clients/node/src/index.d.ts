@@ -327,6 +327,24 @@ export interface SubmitDecisionOptions extends WriteOptions {
   interruptId?: string;
 }
 
+export interface LeaseDecisionOptions extends WriteOptions {
+  /** The token this worker holds the lease by: the same one renews it. */
+  leaseToken: string;
+  /** How long the lease lasts unless renewed; 0: the server's default. */
+  leaseSeconds?: number;
+  /** One pause of a graph thread (the decided event's interrupt_id); default the run's one pause. */
+  interruptId?: string;
+}
+
+export interface ReportResumeOptions extends WriteOptions {
+  /** The token the lease is held by. */
+  leaseToken: string;
+  /** Absent: RESUMED; the error's text: RESUME_FAILED. */
+  error?: string | null;
+  /** One pause of a graph thread; default the run's one pause. */
+  interruptId?: string;
+}
+
 export interface ListDecisionsOptions extends CallOptions {
   /** Only the decisions no worker reported on yet. */
   openOnly?: boolean;
@@ -440,6 +458,13 @@ export declare class CheckpointdClient {
   claimInterrupt(executionId: string, options?: ClaimInterruptOptions): Promise<PendingInterrupt>;
   /** Decide an execution's pending interrupt (contract K1); returns it with its decision. */
   submitDecision(executionId: string, options: SubmitDecisionOptions): Promise<PendingInterrupt>;
+  /**
+   * Take or renew the lease on a decision, to carry it out (contract K2); FAILED_PRECONDITION
+   * (LEASE_HELD, DECISION_CLOSED) or NOT_FOUND (NO_DECISION) otherwise.
+   */
+  leaseDecision(executionId: string, checkpointId: string, options: LeaseDecisionOptions): Promise<PendingInterrupt>;
+  /** Report a leased decision carried out, or failed with `error` (K2); the holder only. */
+  reportResume(executionId: string, checkpointId: string, options: ReportResumeOptions): Promise<PendingInterrupt>;
   /** One page of decided pauses, oldest first. */
   listDecisions(options?: ListDecisionsOptions): Promise<ListDecisionsResponse>;
   /** One page of pending interrupts, newest first. */

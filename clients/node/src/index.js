@@ -386,6 +386,49 @@ class CheckpointdClient {
     return this.call(this.interrupts, 'ListDecisions', request, { timeoutMs });
   }
 
+  /**
+   * Take, or renew, the lease on the decision of a pause, to carry it out (contract K2).
+   * Name the pause as the "decided" event does (executionId, checkpointId, interruptId for a
+   * graph's). The same leaseToken renews; another one while the lease runs is
+   * FAILED_PRECONDITION (LEASE_HELD, metadata lease_expires_at); a reported decision is
+   * FAILED_PRECONDITION (DECISION_CLOSED); no decision is NOT_FOUND (NO_DECISION). Returns the
+   * pending interrupt with its decision (status DECISION_STATUS_RESUMING, attempts).
+   */
+  async leaseDecision(executionId, checkpointId, { leaseToken, leaseSeconds = 0, interruptId = '', requestId = newId(), timeoutMs } = {}) {
+    if (!leaseToken) throw new TypeError('leaseDecision needs a leaseToken');
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      execution_id: executionId,
+      checkpoint_id: checkpointId,
+      lease_token: leaseToken,
+      lease_seconds: leaseSeconds,
+      interrupt_id: interruptId,
+    };
+    return (await this.call(this.interrupts, 'LeaseDecision', request, { timeoutMs })).pending;
+  }
+
+  /**
+   * Report a leased decision carried out (no `error`: RESUMED) or failed (`error`, the text:
+   * RESUME_FAILED) (contract K2). Only the current lease holder may report (LEASE_LOST
+   * otherwise); a report is final, a retry of it gets the stored decision again.
+   */
+  async reportResume(executionId, checkpointId, { leaseToken, error = null, interruptId = '', requestId = newId(), timeoutMs } = {}) {
+    if (!leaseToken) throw new TypeError('reportResume needs a leaseToken');
+    const failed = error !== null && error !== undefined;
+    const request = {
+      namespace: this.namespace,
+      request_id: requestId,
+      execution_id: executionId,
+      checkpoint_id: checkpointId,
+      lease_token: leaseToken,
+      outcome: failed ? 'RESUME_OUTCOME_RESUME_FAILED' : 'RESUME_OUTCOME_RESUMED',
+      error: failed ? String(error) : '',
+      interrupt_id: interruptId,
+    };
+    return (await this.call(this.interrupts, 'ReportResume', request, { timeoutMs })).pending;
+  }
+
   /** Return one page of pending interrupts, newest first: { pending_interrupts, next_page_token }. */
   async listPendingInterrupts({ pageSize = 0, pageToken = '', chainName, reason, agentPathPrefix, timeoutMs } = {}) {
     const request = {

@@ -287,6 +287,30 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     await rejectsWith(client.submitDecision('run-k1', { approved: true, decidedBy: '' }), 'INVALID_ARGUMENT', 'INVALID_FIELD');
   });
 
+  test('K2 leaseDecision / reportResume: one holder at a time, renewals, a final report by the holder only', async () => {
+    const recorded = await client.recordInterrupt(...pause('run-k2', 'manager_approval', { amount: 7 }));
+    const checkpointId = recorded.checkpoint.checkpoint_id;
+    await rejectsWith(client.leaseDecision('run-k2', checkpointId, { leaseToken: 'w1' }), 'NOT_FOUND', 'NO_DECISION');
+    await client.submitDecision('run-k2', { approved: true, decidedBy: 'node-bot' });
+    const leased = await client.leaseDecision('run-k2', checkpointId, { leaseToken: 'w1', leaseSeconds: 30 });
+    assert.equal(leased.decision.status, 'DECISION_STATUS_RESUMING');
+    assert.equal(leased.decision.attempts, 1);
+    const renewed = await client.leaseDecision('run-k2', checkpointId, { leaseToken: 'w1', leaseSeconds: 30 });
+    assert.equal(renewed.decision.attempts, 1);
+    await assert.rejects(client.leaseDecision('run-k2', checkpointId, { leaseToken: 'w2' }), (err) => {
+      assert.equal(err.reason, 'LEASE_HELD');
+      assert.ok(err.metadata.lease_expires_at);
+      return true;
+    });
+    await rejectsWith(client.reportResume('run-k2', checkpointId, { leaseToken: 'w2' }), 'FAILED_PRECONDITION', 'LEASE_LOST');
+    const reported = await client.reportResume('run-k2', checkpointId, { leaseToken: 'w1' });
+    assert.equal(reported.decision.status, 'DECISION_STATUS_RESUMED');
+    assert.deepEqual(await client.reportResume('run-k2', checkpointId, { leaseToken: 'w1' }), reported);
+    await rejectsWith(client.reportResume('run-k2', checkpointId, { leaseToken: 'w1', error: 'boom' }), 'FAILED_PRECONDITION', 'DECISION_CLOSED');
+    await rejectsWith(client.leaseDecision('run-k2', checkpointId, { leaseToken: 'w3' }), 'FAILED_PRECONDITION', 'DECISION_CLOSED');
+    await assert.rejects(client.leaseDecision('run-k2', checkpointId, {}), TypeError);
+  });
+
   test('I5 watch: snapshot, marker, live events; a reconnect from a cursor replays exactly the rest', { timeout: 60_000 }, async () => {
     const ns = `${NAMESPACE}-watch`;
     const watcher = new CheckpointdClient({ target: TARGET, namespace: ns });

@@ -46,3 +46,23 @@ test('G8 a value JSON cannot hold is shown as its inspect text', () => {
     assert.deepEqual(JSON.parse(described.context_json), { value: shown });
   }
 });
+
+test('G15 the resume value is the Python worker\'s shape; a worker refuses options it cannot run with', () => {
+  const { GraphResumeWorker, resumeValue } = require('../src/langgraph');
+  const decision = { approved: false, decided_by: 'ana', reason: 'too big', metadata_json: '{"limit":12,"to":["x"]}' };
+  assert.deepEqual(resumeValue(decision), {
+    approved: false, decided_by: 'ana', reason: 'too big', metadata: { limit: 12, to: ['x'] },
+  });
+  assert.deepEqual(resumeValue({ approved: true, decided_by: 'bo', metadata_json: '' }), {
+    approved: true, decided_by: 'bo', reason: null, metadata: {},
+  });
+  const client = { namespace: 'support', close() {} };
+  assert.throws(() => new GraphResumeWorker({ client }), /needs graphs, a resolver, or both/);
+  assert.throws(() => new GraphResumeWorker({ client, graphs: { g: {} }, leaseSeconds: 0 }), RangeError);
+  assert.throws(() => new GraphResumeWorker({ client, graphs: { g: {} }, concurrency: 0 }), RangeError);
+  assert.throws(() => new GraphResumeWorker({ client, graphs: { g: {} }, namespace: 'other' }), /not the client's/);
+  const worker = new GraphResumeWorker({ client, resolver: () => null, workerId: 'w-1' });
+  assert.equal(worker.name, 'w-1');
+  assert.equal(worker.namespace, 'support');
+  assert.equal(worker.leaseSeconds, 30);
+});

@@ -1,4 +1,4 @@
-// Types of the LangGraph.js saver (./index.js): a BaseCheckpointSaver with string versions.
+// Types of the LangGraph.js saver and resume worker (./index.js, ./resume_worker.js).
 import type { RunnableConfig } from '@langchain/core/runnables';
 import type {
   BaseCheckpointSaver,
@@ -80,3 +80,92 @@ export declare class CheckpointdSaver extends BaseCheckpointSaver {
    */
   getNextVersion(current: number | undefined): number;
 }
+
+/** A pending interrupt as the Node client returns it (field names as in the .proto files). */
+export interface PendingInterruptRow {
+  execution_id: string;
+  chain_name: string;
+  node_id: string;
+  reason: string;
+  context_json: string;
+  checkpoint_id: string;
+  checkpoint_ns: string;
+  interrupt_id: string;
+  decision: {
+    approved: boolean;
+    metadata_json: string;
+    decided_by: string;
+    reason?: string | null;
+    status: string;
+    attempts: number;
+    error: string;
+  } | null;
+  [field: string]: unknown;
+}
+
+/** What interrupt() returns in a node once its decision is carried out. */
+export interface ResumeValue {
+  approved: boolean;
+  decided_by: string;
+  reason: string | null;
+  metadata: Record<string, unknown>;
+}
+
+/** A compiled LangGraph.js graph, as far as the worker uses it. */
+export interface ResumableGraph {
+  getState(config: RunnableConfig): Promise<{ tasks?: ReadonlyArray<{ interrupts?: ReadonlyArray<{ id?: string }> }> }>;
+  invoke(input: unknown, config?: RunnableConfig): Promise<unknown>;
+}
+
+export interface GraphResumeWorkerOptions extends CheckpointdSaverClientOptions {
+  /** Compiled graphs by graph name (the chain name of their pauses: the saver's graphName). */
+  graphs?: Record<string, ResumableGraph>;
+  /** Finds or builds the graph of a pause whose graph name is not in `graphs`. */
+  resolver?: (pending: PendingInterruptRow) => ResumableGraph | undefined | null;
+  /** A CheckpointdClient to share (left open by close()); otherwise the worker opens one. */
+  client?: CheckpointdSaverOptions['client'];
+  /** The namespace to serve; default the client's, "default". */
+  namespace?: string;
+  /** Names the worker in lease tokens and logs; default "<host>-<pid>". */
+  name?: string;
+  /** The same as name. */
+  workerId?: string;
+  /** How long a lease lasts unless renewed (every third of it), 1 to 3600; default 30. */
+  leaseSeconds?: number;
+  /** Resumes at once; default 4. */
+  concurrency?: number;
+  /** Where the worker logs; default warnings to console.warn. */
+  logger?: { debug(message: string): void; info(message: string): void; warn(message: string): void };
+  /** Deadline of each call in milliseconds; default 10 s. */
+  timeoutMs?: number;
+}
+
+/**
+ * Watches a namespace for decided LangGraph.js pauses and resumes each exactly once (contract
+ * G11): leases the decision, resumes the thread with
+ * `new Command({ resume: { [interruptId]: ResumeValue } })` unless it no longer waits on that
+ * interrupt, reports resumed or resume_failed; takes a decision over when a killed worker's
+ * lease runs out.
+ */
+export declare class GraphResumeWorker {
+  constructor(options: GraphResumeWorkerOptions);
+  /** Names the worker in lease tokens and logs. */
+  readonly name: string;
+  readonly leaseSeconds: number;
+  readonly concurrency: number;
+  /** The namespace the worker serves. */
+  readonly namespace: string;
+  /** The client the worker calls through. */
+  readonly client: NonNullable<CheckpointdSaverOptions['client']>;
+  /** Runs until stop(); resolves once the resumes in progress have finished and reported. */
+  run(): Promise<void>;
+  /** Starts run() in the background. */
+  start(): this;
+  /** Stops watching; resolves when the resumes in progress have finished and reported. */
+  stop(): Promise<void>;
+  /** stop(), then closes the channel if the worker opened it. */
+  close(): Promise<void>;
+}
+
+/** The resume value of a decision (a Decision as the Node client returns it). */
+export declare function resumeValue(decision: NonNullable<PendingInterruptRow['decision']>): ResumeValue;

@@ -1,6 +1,7 @@
 'use strict';
 /**
- * A LangGraph.js checkpoint saver on checkpointd's GraphService.
+ * A LangGraph.js checkpoint saver on checkpointd's GraphService, and the worker that resumes
+ * its graphs' decided pauses (GraphResumeWorker, ./resume_worker.js).
  *
  *   const { CheckpointdSaver } = require('checkpointd-client/langgraph');
  *   const saver = new CheckpointdSaver({ namespace: 'support-bot', graphName: 'refunds' });
@@ -277,4 +278,6 @@ class CheckpointdSaver extends BaseCheckpointSaver {
   }
 }
 
-module.exports = { CheckpointdSaver };
+const { GraphResumeWorker, resumeValue } = require('./resume_worker');
+
+module.exports = { CheckpointdSaver, GraphResumeWorker, resumeValue };

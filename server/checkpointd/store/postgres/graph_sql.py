@@ -18,7 +18,8 @@ CHECKPOINT_COLUMNS: Final = (
 )
 # A checkpoint row with the values of exactly the versions it names (one primary-key lookup
 # each: LATERAL ... LIMIT 1 keeps the planner from hashing the thread's every value) and its pending
-# writes: one statement, one round trip.
+# writes: one statement, one round trip. The writes come in LangGraph's writes sort key order,
+# the texts bytewise (code point order, as SQLite's BINARY), whatever the database's collation.
 TUPLE_COLUMNS: Final = f"""{CHECKPOINT_COLUMNS},
     ARRAY(SELECT ROW(v.key, v.value, b.value_type, b.value_data)
           FROM jsonb_each_text(c.channel_versions) AS v
@@ -33,7 +34,7 @@ TUPLE_COLUMNS: Final = f"""{CHECKPOINT_COLUMNS},
           FROM {{s}}.graph_writes AS w
           WHERE w.namespace = c.namespace AND w.thread_id = c.thread_id
             AND w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id
-          ORDER BY w.task_path, w.task_id, w.idx) AS writes"""
+          ORDER BY w.task_path COLLATE "C", w.task_id COLLATE "C", w.idx) AS writes"""
 
 
 class GraphSql:
