@@ -42,6 +42,11 @@ class WriteServiceStub:
     or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
     correlation_id (contract S1).
 
+    Several items may travel in one WriteRequest (its items) and their answers in one
+    WriteResponse (its results), so the cost of a stream message is paid once for all of
+    them (contract S3); a message without items is one item, answered by a message of its
+    own, exactly as before batches existed.
+
     Items are handled concurrently and answered as each finishes, not in the order sent.
     Each item is handled exactly as the unary RPC of its request would be: the same
     validation, authorization (per item: a read-only token gets PERMISSION_DENIED
@@ -80,6 +85,11 @@ class WriteServiceAsyncStub(WriteServiceStub):
     """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt
     or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
     correlation_id (contract S1).
+
+    Several items may travel in one WriteRequest (its items) and their answers in one
+    WriteResponse (its results), so the cost of a stream message is paid once for all of
+    them (contract S3); a message without items is one item, answered by a message of its
+    own, exactly as before batches existed.
 
     Items are handled concurrently and answered as each finishes, not in the order sent.
     Each item is handled exactly as the unary RPC of its request would be: the same
@@ -122,6 +132,11 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt
         or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
         correlation_id (contract S1).
+
+        Several items may travel in one WriteRequest (its items) and their answers in one
+        WriteResponse (its results), so the cost of a stream message is paid once for all of
+        them (contract S3); a message without items is one item, answered by a message of its
+        own, exactly as before batches existed.
 
         Items are handled concurrently and answered as each finishes, not in the order sent.
         Each item is handled exactly as the unary RPC of its request would be: the same
