@@ -87,6 +87,7 @@ _Event = bytes | _Headers | _End
 _POLL_SECONDS: Final = 0.05
 _NO_DEADLINE: Final = 10 * 365 * 24 * 3600.0
 _serials = itertools.count(1)
+_messages = itertools.count(1)
 
 
 class ProxiedStream:
@@ -156,7 +157,10 @@ class ProxiedStream:
                 message = write_service_pb2.WriteRequest.FromString(raw)
                 batched = len(message.items) > 0
                 items: list[Any] = list(message.items) if batched else [message]
-                kept = [item for item in items if self._item(item, batched, metadata, context)]
+                serial = next(_messages)
+                kept = [
+                    item for item in items if self._item(item, batched, serial, metadata, context)
+                ]
                 if len(kept) == len(items):
                     yield raw
                 elif kept:
@@ -168,6 +172,7 @@ class ProxiedStream:
         self,
         item: Any,
         batched: bool,
+        message: int,
         metadata: tuple[tuple[str, Any], ...],
         context: grpc.ServicerContext,
     ) -> bool:
@@ -187,6 +192,7 @@ class ProxiedStream:
                 rule.kind.value if rule is not None else self._stream_fault,
                 forwarded,
                 stream=self.serial,
+                message=message,
             )
         )
         if rule is not None and rule.kind is Kind.FAIL:
