@@ -153,10 +153,12 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         try:
             while True:
                 await outbox.ready.wait()
-                closed = outbox.closed  # read before taking: what is taken is all there is
+                # Read before taking: once closed, what is taken is all there is. Answers
+                # that finish while a message is written leave together in the next.
+                closed = outbox.closed
                 for message in outbox.take():
                     await context.write(message)
-                if closed and not outbox.ready.is_set():
+                if closed:
                     break
             await reader  # raises what ended the reading, if anything did
         finally:
