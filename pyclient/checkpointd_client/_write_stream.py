@@ -7,7 +7,8 @@ arrives, in whatever order. Every write queued while the previous message was be
 leaves in the next message, as one batch (``WriteRequest.items``, contract S3; at most
 :data:`BATCH_MAX_ITEMS` items and about :data:`BATCH_MAX_BYTES`), so grpc.aio's cost per
 message is paid once per batch, and the server hands the batch to its store's group commit
-together and answers it in one message.
+together and answers it in one message. A server that does not say in its headers that it
+takes batches (:data:`BATCH_HEADER`) gets one item per message.
 
 A stream that breaks fails the writes it had not answered with ``UnavailableError``; the
 client's retry loop sends them again, with the same request ids and claim tokens, on a new
@@ -51,10 +52,12 @@ if TYPE_CHECKING:
     from checkpointd_client.v1 import write_service_pb2
 
 __all__ = [
+    "BATCH_HEADER",
     "BATCH_MAX_BYTES",
     "BATCH_MAX_ITEMS",
     "AsyncWriteStream",
     "StreamUnsupported",
+    "batch_limit",
     "batch_of",
     "deadline_passed",
     "result_of",
@@ -132,6 +135,22 @@ def accepted(headers: Sequence[tuple[str, str | bytes]] | None) -> bool:
     return any(tuple(entry) == ACCEPTED_HEADER for entry in headers or ())
 
 
+#: The response header entry by which a server says it takes batches, and of how many items
+#: at most (S3). A server without it predates batches: it would ignore ``items`` and answer
+#: the message as an item with no request, so it gets one item per message.
+BATCH_HEADER: Final = "checkpointd-write-batch"
+
+
+def batch_limit(headers: Sequence[tuple[str, str | bytes]] | None) -> int:
+    """The most items a stream with these response headers takes in one message: 0 when the
+    server does not take batches, never more than :data:`BATCH_MAX_ITEMS`."""
+    for key, value in headers or ():
+        if key == BATCH_HEADER:
+            text = value.decode() if isinstance(value, bytes) else value
+            return min(int(text), BATCH_MAX_ITEMS) if text.isdigit() else 0
+    return 0
+
+
 class StreamUnsupported(Exception):
     """The server has no Write stream: send the call unary."""
 
@@ -142,14 +161,20 @@ Queued = tuple[int, Message, int]
 Answer = Union["write_service_pb2.WriteResponse", "write_service_pb2.WriteResult"]
 
 
-def batch_of(queued: collections.deque[Queued]) -> write_service_pb2.WriteRequest:
-    """One message with the oldest queued writes as its items (contract S3), taken off the
-    queue: at most :data:`BATCH_MAX_ITEMS`, and no more than :data:`BATCH_MAX_BYTES` of
-    requests past the first."""
+def batch_of(queued: collections.deque[Queued], limit: int) -> write_service_pb2.WriteRequest:
+    """One message with the oldest queued writes, taken off the queue: as its items (contract
+    S3), at most ``limit`` (:func:`batch_limit`) and no more than :data:`BATCH_MAX_BYTES` of
+    requests past the first; or, when ``limit`` is 0, the oldest alone as the message's own
+    item, for a server that predates batches."""
     message: write_service_pb2.WriteRequest = write_service()[0].WriteRequest()
+    if limit == 0:
+        correlation_id, request, _ = queued.popleft()
+        message.correlation_id = correlation_id
+        getattr(message, ITEM_FIELDS[type(request)]).CopyFrom(request)
+        return message
     items = message.items
     size = 0
-    while queued and len(items) < BATCH_MAX_ITEMS:
+    while queued and len(items) < limit:
         correlation_id, request, request_size = queued[0]
         size += request_size
         if items and size > BATCH_MAX_BYTES:
@@ -260,13 +285,14 @@ class _Stream:
         headers = await self.call.initial_metadata()
         if not accepted(headers) or self.call.done():
             return
+        limit = batch_limit(headers)
         # grpc.aio asks for the next message once the previous one is written: every write
         # queued meanwhile goes in it (S3). No timer: a write to an idle stream leaves at once.
         while True:
             await self._wake.wait()
             if self.ended:
                 return
-            message = batch_of(self.queued)
+            message = batch_of(self.queued, limit)
             if not self.queued:
                 self._wake.clear()
             yield message

@@ -29,6 +29,7 @@ from checkpointd_client._write_stream import (
     RoutedRpc,
     StreamUnsupported,
     UnaryCall,
+    batch_limit,
     batch_of,
     deadline_passed,
     result_of,
@@ -82,12 +83,15 @@ class _Stream:
         # gRPC asks for the next message once the previous one is sent: every write queued
         # meanwhile goes in it (S3). No timer: a write to an idle stream leaves at once.
         carry: collections.deque[Queued] = collections.deque()
+        limit: int | None = None  # from the headers, read once the first write is queued
         while True:
             if not carry:
                 first = self.queue.get()
                 if first is None:
                     return
                 carry.append(first)
+            if limit is None:
+                limit = batch_limit(self.call.initial_metadata())
             while len(carry) < BATCH_MAX_ITEMS:
                 try:
                     queued = self.queue.get_nowait()
@@ -96,7 +100,7 @@ class _Stream:
                 if queued is None:
                     return
                 carry.append(queued)
-            yield batch_of(carry)
+            yield batch_of(carry, limit)
 
     def _answered(self, correlation_id: int, answer: Answer) -> None:
         with self.lock:

@@ -2,8 +2,9 @@
 results. Each batched item is answered exactly as its unary call and as a message of its
 own would be; a message of one item (a client that predates batches) is answered by a
 message of its own; a batch over the item limit is refused item by item and writes nothing;
-the Python clients send the writes queued together in one message, and a batch whose answer
-is lost is sent again on a new stream without writing anything twice.
+the Python clients send the writes queued together in one message, one item per message to a
+server that does not say it takes batches, and a batch whose answer is lost is sent again on
+a new stream without writing anything twice.
 """
 
 from __future__ import annotations
@@ -231,6 +232,35 @@ async def test_s3_the_writes_of_concurrent_callers_travel_in_batches(
         assert proxy.streams_opened() == 1
     assert len(calls) == 2 * WRITERS
     assert len({call.message for call in calls}) < len(calls)
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as check:
+        stored = [
+            c.checkpoint_id for n in range(WRITERS) for c in check.iter_checkpoints(f"{run}-{n}")
+        ]
+    assert sorted(stored) == sorted(ids)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_s3_a_server_that_does_not_say_it_takes_batches_gets_one_item_per_message(
+    sidecar: SharedSidecar, kind: str
+):
+    """Through a proxy that strips the header entry by which the server says it takes
+    batches (as a server that predates them sends no such entry, and would ignore
+    ``items``), 32 concurrent callers still share one stream, but each message carries one
+    item, and every write is acknowledged and stored."""
+    from checkpointd_client._write_stream import BATCH_HEADER, batch_limit
+
+    assert batch_limit(None) == batch_limit([("checkpointd-write-stream", "open")]) == 0
+    assert batch_limit([(BATCH_HEADER, "64")]) == 64
+    assert batch_limit([(BATCH_HEADER, b"100000")]) == 256
+    assert batch_limit([(BATCH_HEADER, "many")]) == 0
+    run = f"run-{uuid.uuid4().hex[:8]}"
+    with GrpcFaultProxy(
+        sidecar.target, write_stream=True, write_batches=False, max_workers=8
+    ) as proxy:
+        ids = await _put_all(kind, proxy.target, sidecar.namespace, run, retry=NO_RETRY)
+        calls = proxy.calls("PutCheckpoint")
+        assert proxy.streams_opened() == 1
+    assert len(calls) == len({call.message for call in calls}) == 2 * WRITERS
     with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as check:
         stored = [
             c.checkpoint_id for n in range(WRITERS) for c in check.iter_checkpoints(f"{run}-{n}")

@@ -17,6 +17,9 @@ a batched answer comes back without the results a rule keeps back. Per item:
 * withhold replies: forwarded; its reply and every later reply of the stream are held until
   the caller gives the stream up, as a stream that wedged.
 
+A proxy made with ``write_batches=False`` strips the header entry by which the server says
+it takes batches, so clients see a server that predates them.
+
 Per stream: a black hole forwards every item but no reply (and, unless told, not the headers
 either); :meth:`ProxiedStream.end` ends a stream ``UNAVAILABLE`` at once (recycling).
 """
@@ -40,6 +43,8 @@ from tests.support.grpc_fault_rules import Kind, ProxiedCall, Rule, clean
 __all__ = ["ITEM_METHODS", "WRITE_METHOD", "ProxiedStream", "StreamFault", "Upstream"]
 
 WRITE_METHOD: Final = "/checkpointd.v1.WriteService/Write"
+#: The header entry by which a server says it takes batches (stripped when told to).
+BATCH_HEADER: Final = "checkpointd-write-batch"
 #: The unary method each kind of item stands for: the rules and records name it.
 ITEM_METHODS: Final = {
     "put_checkpoint": "/checkpointd.v1.CheckpointService/PutCheckpoint",
@@ -58,6 +63,9 @@ class Upstream(Protocol):
 
     @property
     def closing(self) -> threading.Event: ...
+
+    @property
+    def write_batches(self) -> bool: ...
 
     def take_rule(self, method: str, *, item: bool = False) -> Rule | None: ...
 
@@ -134,7 +142,13 @@ class ProxiedStream:
             if isinstance(event, _Headers):
                 # None from upstream (a trailers-only refusal): none to the caller either.
                 if event.metadata and (self._fault is None or self._fault.headers):
-                    context.send_initial_metadata(event.metadata)
+                    context.send_initial_metadata(
+                        tuple(
+                            (key, value)
+                            for key, value in event.metadata
+                            if self._proxy.write_batches or key != BATCH_HEADER
+                        )
+                    )
             elif isinstance(event, _End):
                 call.cancel()
                 context.set_trailing_metadata(event.trailing)

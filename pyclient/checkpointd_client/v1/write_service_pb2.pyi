@@ -60,7 +60,8 @@ class WriteRequest(_message.Message):
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteItem]:
         """A batch: each item is handled and answered as a message of its own would be, and its
-        answer comes in a WriteResponse's results. At most 256 items in one message; a message
+        answer comes in a WriteResponse's results. Only for a server whose headers carry
+        `checkpointd-write-batch` (see Write). At most 256 items in one message; a message
         with more gets INVALID_ARGUMENT (field "items") for each of its items, and none is
         applied. A message with items and a request set too gets INVALID_ARGUMENT (field
         "request") for its own correlation_id; its items are handled.

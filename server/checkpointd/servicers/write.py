@@ -43,8 +43,14 @@ MAX_ITEMS_IN_FLIGHT: Final = 256
 #: Items in one batched WriteRequest; a message with more gets INVALID_ARGUMENT (field
 #: "items") for each of its items, none applied. At most what the stream handles at once.
 MAX_ITEMS_PER_MESSAGE: Final = MAX_ITEMS_IN_FLIGHT
-#: The response headers that say the stream is taken: clients write items only after them.
-ACCEPTED_HEADERS: Final = (("checkpointd-write-stream", "open"),)
+#: The response headers that say the stream is taken (clients write items only after them)
+#: and that it takes batches of up to MAX_ITEMS_PER_MESSAGE items (S3): a server that
+#: predates batches would ignore ``items`` and answer such a message as an empty item.
+BATCH_HEADER: Final = "checkpointd-write-batch"
+ACCEPTED_HEADERS: Final = (
+    ("checkpointd-write-stream", "open"),
+    (BATCH_HEADER, str(MAX_ITEMS_PER_MESSAGE)),
+)
 
 _SHUTDOWN_MESSAGE: Final = (
     "the server is shutting down; send the writes not answered again, with the same "
