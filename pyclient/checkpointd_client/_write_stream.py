@@ -2,9 +2,13 @@
 ``WriteService.Write`` stream (contract S1).
 
 A write is queued on the open stream at once (no timer: the first write after an idle
-moment leaves immediately) and answered when the server's WriteResponse with its
-correlation id arrives, in whatever order. Writes made while others are in flight travel
-together, so the server hands them to its store's group commit together.
+moment leaves immediately) and answered when the server's answer with its correlation id
+arrives, in whatever order. Every write queued while the previous message was being written
+leaves in the next message, as one batch (``WriteRequest.items``, contract S3; at most
+:data:`BATCH_MAX_ITEMS` items and about :data:`BATCH_MAX_BYTES`), so grpc.aio's cost per
+message is paid once per batch, and the server hands the batch to its store's group commit
+together and answers it in one message. A server that does not say in its headers that it
+takes batches (:data:`BATCH_HEADER`) gets one item per message.
 
 A stream that breaks fails the writes it had not answered with ``UnavailableError``; the
 client's retry loop sends them again, with the same request ids and claim tokens, on a new
@@ -21,11 +25,12 @@ go unary too, since a stream carries one set of metadata, and so do requests abo
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, Union, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -48,14 +53,18 @@ if TYPE_CHECKING:
     from checkpointd_client.v1 import write_service_pb2
 
 __all__ = [
+    "BATCH_HEADER",
+    "BATCH_MAX_BYTES",
+    "BATCH_MAX_ITEMS",
     "AsyncWriteStream",
     "StreamUnsupported",
+    "batch_limit",
+    "batch_of",
     "deadline_passed",
-    "item_of",
     "result_of",
     "stopped_answering",
     "stream_failure",
-    "streamable",
+    "stream_size",
 ]
 
 Metadata = Sequence[tuple[str, str | bytes]]
@@ -98,10 +107,23 @@ def write_service() -> tuple[ModuleType, ModuleType]:
 STREAM_ITEM_MAX_BYTES: Final = 1024 * 1024
 
 
-def streamable(request: Message, metadata: Metadata, stream_metadata: Metadata) -> bool:
-    """Whether a call may go on the stream: no metadata of its own (a stream carries one
-    set) and not large (:data:`STREAM_ITEM_MAX_BYTES`)."""
-    return tuple(metadata) == tuple(stream_metadata) and request.ByteSize() <= STREAM_ITEM_MAX_BYTES
+#: Items in one batched message: the server refuses a message with more (its
+#: MAX_ITEMS_PER_MESSAGE), so the client never sends one.
+BATCH_MAX_ITEMS: Final = 256
+#: Bytes of requests in one batched message, past its first item: the sum stays far below
+#: the transport limit of any server (--max-message-bytes plus 16 MiB), so a batch is never
+#: refused as a whole for its size.
+BATCH_MAX_BYTES: Final = STREAM_ITEM_MAX_BYTES
+
+
+def stream_size(request: Message, metadata: Metadata, stream_metadata: Metadata) -> int | None:
+    """The size of a call that may go on the stream: no metadata of its own (a stream
+    carries one set) and not large (:data:`STREAM_ITEM_MAX_BYTES`); None for one that may
+    not."""
+    if tuple(metadata) != tuple(stream_metadata):
+        return None
+    size = request.ByteSize()
+    return size if size <= STREAM_ITEM_MAX_BYTES else None
 
 
 #: The response header entry a server sends as it takes a stream (see write_service.proto).
@@ -114,21 +136,60 @@ def accepted(headers: Sequence[tuple[str, str | bytes]] | None) -> bool:
     return any(tuple(entry) == ACCEPTED_HEADER for entry in headers or ())
 
 
+#: The response header entry by which a server says it takes batches, and of how many items
+#: at most (S3). A server without it predates batches: it would ignore ``items`` and answer
+#: the message as an item with no request, so it gets one item per message.
+BATCH_HEADER: Final = "checkpointd-write-batch"
+
+
+def batch_limit(headers: Sequence[tuple[str, str | bytes]] | None) -> int:
+    """The most items a stream with these response headers takes in one message: 0 when the
+    server does not take batches, never more than :data:`BATCH_MAX_ITEMS`."""
+    for key, value in headers or ():
+        if key == BATCH_HEADER:
+            text = value.decode() if isinstance(value, bytes) else value
+            return min(int(text), BATCH_MAX_ITEMS) if text.isdigit() else 0
+    return 0
+
+
 class StreamUnsupported(Exception):
     """The server has no Write stream: send the call unary."""
 
 
-def item_of(correlation_id: int, request: Message) -> write_service_pb2.WriteRequest:
-    """The stream item carrying ``request``."""
-    item: write_service_pb2.WriteRequest = write_service()[0].WriteRequest(
-        correlation_id=correlation_id
-    )
-    getattr(item, ITEM_FIELDS[type(request)]).CopyFrom(request)
-    return item
+#: A write waiting to be sent: its correlation id, its request and the request's size.
+Queued = tuple[int, Message, int]
+#: The answer to one item: a WriteResponse of its own, or a WriteResult of a batch.
+Answer = Union["write_service_pb2.WriteResponse", "write_service_pb2.WriteResult"]
 
 
-def result_of(response: write_service_pb2.WriteResponse, request: Message) -> Message:
-    """The unary response inside ``response``, or its error raised as the unary call would."""
+def batch_of(queued: collections.deque[Queued], limit: int) -> write_service_pb2.WriteRequest:
+    """One message with the oldest queued writes, taken off the queue: as its items (contract
+    S3), at most ``limit`` (:func:`batch_limit`) and no more than :data:`BATCH_MAX_BYTES` of
+    requests past the first; or, when ``limit`` is 0, the oldest alone as the message's own
+    item, for a server that predates batches."""
+    message: write_service_pb2.WriteRequest = write_service()[0].WriteRequest()
+    if limit == 0:
+        correlation_id, request, _ = queued.popleft()
+        message.correlation_id = correlation_id
+        getattr(message, ITEM_FIELDS[type(request)]).CopyFrom(request)
+        return message
+    items = message.items
+    size = 0
+    while queued and len(items) < limit:
+        correlation_id, request, request_size = queued[0]
+        size += request_size
+        if items and size > BATCH_MAX_BYTES:
+            break
+        queued.popleft()
+        getattr(items.add(correlation_id=correlation_id), ITEM_FIELDS[type(request)]).CopyFrom(
+            request
+        )
+    return message
+
+
+def result_of(response: Answer, request: Message) -> Message:
+    """The unary response inside ``response`` (a WriteResponse, or a WriteResult of a batch:
+    the same fields), or its error raised as the unary call would."""
     kind = response.WhichOneof("result")
     if kind == "error":
         raise error_from_status(response.error.code, response.error.SerializeToString())
@@ -180,12 +241,14 @@ def stopped_answering() -> UnavailableError:
 
 
 class _Stream:
-    """One open Write stream: a queue of items to send and the futures of the unanswered."""
+    """One open Write stream: the writes queued to send and the futures of the unanswered."""
 
     # The stub is typed for blocking channels; on an aio channel Write takes async iterators.
     def __init__(self, stub: Any, metadata: Metadata, health: StreamHealth) -> None:
-        self.queue: asyncio.Queue[write_service_pb2.WriteRequest | None] = asyncio.Queue()
-        self.pending: dict[int, asyncio.Future[write_service_pb2.WriteResponse]] = {}
+        self.queued: collections.deque[Queued] = collections.deque()
+        self._wake = asyncio.Event()
+        """Set while writes are queued or the stream ended: the sender has something to do."""
+        self.pending: dict[int, asyncio.Future[Answer]] = {}
         self.ended = False
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
@@ -199,11 +262,20 @@ class _Stream:
             self._read(), context=contextvars.Context()
         )
 
+    def send(self, correlation_id: int, request: Message, size: int) -> None:
+        """Queue a write: it leaves in the next message the sender writes."""
+        self.queued.append((correlation_id, request, size))
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Send nothing more: the sender ends the requests."""
+        self.ended = True
+        self._wake.set()
+
     def abandon(self, error: BaseException) -> None:
         """Fail every unanswered item with ``error`` and cancel the stream: nothing useful
         is left on it."""
-        self.ended = True
-        self.queue.put_nowait(None)
+        self.stop()
         for future in self.pending.values():
             if not future.done():
                 future.set_exception(error)
@@ -220,8 +292,22 @@ class _Stream:
         headers = await self.call.initial_metadata()
         if not accepted(headers) or self.call.done():
             return
-        while (item := await self.queue.get()) is not None:
-            yield item
+        limit = batch_limit(headers)
+        # grpc.aio asks for the next message once the previous one is written: every write
+        # queued meanwhile goes in it (S3). No timer: a write to an idle stream leaves at once.
+        while True:
+            await self._wake.wait()
+            if self.ended:
+                return
+            message = batch_of(self.queued, limit)
+            if not self.queued:
+                self._wake.clear()
+            yield message
+
+    def _answered(self, correlation_id: int, answer: Answer) -> None:
+        future = self.pending.pop(correlation_id, None)
+        if future is not None and not future.done():
+            future.set_result(answer)
 
     async def _read(self) -> None:
         failure: BaseException | None = None
@@ -229,14 +315,15 @@ class _Stream:
             async for response in self.call:
                 self.answers += 1
                 self._health.answered()
-                future = self.pending.pop(response.correlation_id, None)
-                if future is not None and not future.done():
-                    future.set_result(response)
+                if response.results:  # the answers to batched items (S3)
+                    for result in response.results:
+                        self._answered(result.correlation_id, result)
+                else:
+                    self._answered(response.correlation_id, response)
         except (grpc.RpcError, asyncio.CancelledError) as exc:
             failure = exc
         finally:
-            self.ended = True
-            self.queue.put_nowait(None)
+            self.stop()
             error = stream_failure(failure)
             for future in self.pending.values():
                 if not future.done():
@@ -276,38 +363,44 @@ class AsyncWriteStream:
 
         # ``timeout`` is the keyword of the gRPC call this stands in for.
         async def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:  # noqa: ASYNC109
-            if not self._streams(request, metadata):
+            size = self._streams(request, metadata)
+            if size is None:
                 return await unary(request, timeout=timeout, metadata=metadata)
             try:
-                return await self._send(request, timeout)
+                return await self._send(request, size, timeout)
             except StreamUnsupported:
                 self.unsupported = True
                 return await unary(request, timeout=timeout, metadata=metadata)
 
         return cast(RoutedRpc, routed)
 
-    def _streams(self, request: Message, metadata: Metadata) -> bool:
-        """Whether this call goes on the stream: it may (:func:`streamable`), the server has
-        the stream, and one is open or may be opened now (S2)."""
-        if self.unsupported or not streamable(request, metadata, self._metadata):
-            return False
+    def _streams(self, request: Message, metadata: Metadata) -> int | None:
+        """The size of the request when this call goes on the stream: it may
+        (:func:`stream_size`), the server has the stream, and one is open or may be opened
+        now (S2); None when it goes unary."""
+        if self.unsupported:
+            return None
+        size = stream_size(request, metadata, self._metadata)
+        if size is None:
+            return None
         stream = self._stream
-        return (stream is not None and not stream.ended) or self.health.may_open()
+        if (stream is not None and not stream.ended) or self.health.may_open():
+            return size
+        return None
 
-    async def _send(self, request: Message, seconds: float) -> Message:
+    async def _send(self, request: Message, size: int, seconds: float) -> Message:
         stream = self._stream
         if stream is None or stream.ended:
             stub = write_service()[1].WriteServiceStub(self._channel())
             stream = self._stream = _Stream(stub, self._metadata, self.health)
         correlation_id = next(self._ids)
-        future: asyncio.Future[write_service_pb2.WriteResponse] = (
-            asyncio.get_running_loop().create_future()
-        )
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         stream.pending[correlation_id] = future
         answers = stream.answers
-        stream.queue.put_nowait(item_of(correlation_id, request))
+        stream.send(correlation_id, request, size)
         try:
-            response = await asyncio.wait_for(asyncio.shield(future), seconds)
+            async with asyncio.timeout(seconds):
+                response = await future
         except TimeoutError:
             stream.pending.pop(correlation_id, None)
             if stream.answers == answers:  # not one answer since this item left: stuck
@@ -330,5 +423,5 @@ class AsyncWriteStream:
         """End the stream (the channel's close cancels what is in flight)."""
         stream, self._stream = self._stream, None
         if stream is not None and not stream.ended:
-            stream.queue.put_nowait(None)
+            stream.stop()
             stream.call.cancel()

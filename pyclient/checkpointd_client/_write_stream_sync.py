@@ -1,12 +1,15 @@
 """The blocking client's Write stream: the writes of every thread of one client share one
 ``WriteService.Write`` stream (contract S1). The rules are those of
 :mod:`checkpointd_client._write_stream`; here a thread waits on a future, gRPC sends the
-queued items from its own thread, and a reader thread hands out the answers. A stream that
+queued items from its own thread (every item queued while the previous message was being
+written goes in the next, as one batch: contract S3), and a reader thread hands out the
+answers. A stream that
 stops answering is replaced as there (contract S2), under the owner's lock.
 """
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import itertools
 import queue
@@ -20,16 +23,20 @@ from google.protobuf.message import Message
 
 from checkpointd_client._stream_health import StreamHealth
 from checkpointd_client._write_stream import (
+    BATCH_MAX_ITEMS,
+    Answer,
     Metadata,
+    Queued,
     RoutedRpc,
     StreamUnsupported,
     UnaryCall,
+    batch_limit,
+    batch_of,
     deadline_passed,
-    item_of,
     result_of,
     stopped_answering,
     stream_failure,
-    streamable,
+    stream_size,
     write_service,
 )
 
@@ -51,8 +58,9 @@ class _Stream:
         health: StreamHealth,
     ) -> None:
         self.lock = lock
-        self.queue: queue.SimpleQueue[write_service_pb2.WriteRequest | None] = queue.SimpleQueue()
-        self.pending: dict[int, futures.Future[write_service_pb2.WriteResponse]] = {}
+        self.queue: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
+        """The writes to send; None ends the requests."""
+        self.pending: dict[int, futures.Future[Answer]] = {}
         self.ended = False
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
@@ -79,8 +87,33 @@ class _Stream:
         self.call.cancel()
 
     def _requests(self) -> Iterator[write_service_pb2.WriteRequest]:
-        while (item := self.queue.get()) is not None:
-            yield item
+        # gRPC asks for the next message once the previous one is sent: every write queued
+        # meanwhile goes in it (S3). No timer: a write to an idle stream leaves at once.
+        carry: collections.deque[Queued] = collections.deque()
+        limit: int | None = None  # from the headers, read once the first write is queued
+        while True:
+            if not carry:
+                first = self.queue.get()
+                if first is None:
+                    return
+                carry.append(first)
+            if limit is None:
+                limit = batch_limit(self.call.initial_metadata())
+            while len(carry) < BATCH_MAX_ITEMS:
+                try:
+                    queued = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                if queued is None:
+                    return
+                carry.append(queued)
+            yield batch_of(carry, limit)
+
+    def _answered(self, correlation_id: int, answer: Answer) -> None:
+        with self.lock:
+            future = self.pending.pop(correlation_id, None)
+        if future is not None and not future.done():
+            future.set_result(answer)
 
     def _read(self) -> None:
         failure: BaseException | None = None
@@ -89,9 +122,11 @@ class _Stream:
                 self._health.answered()
                 with self.lock:
                     self.answers += 1
-                    future = self.pending.pop(response.correlation_id, None)
-                if future is not None and not future.done():
-                    future.set_result(response)
+                if response.results:  # the answers to batched items (S3)
+                    for result in response.results:
+                        self._answered(result.correlation_id, result)
+                else:
+                    self._answered(response.correlation_id, response)
         except grpc.RpcError as exc:
             failure = exc
         finally:
@@ -138,26 +173,33 @@ class WriteStream:
         unary = cast(UnaryCall, rpc)
 
         def routed(request: Message, *, timeout: float, metadata: Metadata) -> Any:
-            if not self._streams(request, metadata):
+            size = self._streams(request, metadata)
+            if size is None:
                 return unary(request, timeout=timeout, metadata=metadata)
             try:
-                return self._send(request, timeout)
+                return self._send(request, size, timeout)
             except StreamUnsupported:
                 self.unsupported = True
                 return unary(request, timeout=timeout, metadata=metadata)
 
         return cast(RoutedRpc, routed)
 
-    def _streams(self, request: Message, metadata: Metadata) -> bool:
-        """Whether this call goes on the stream: it may (:func:`streamable`), the server has
-        the stream, and one is open or may be opened now (S2)."""
-        if self.unsupported or not streamable(request, metadata, self._metadata):
-            return False
+    def _streams(self, request: Message, metadata: Metadata) -> int | None:
+        """The size of the request when this call goes on the stream: it may
+        (:func:`stream_size`), the server has the stream, and one is open or may be opened
+        now (S2); None when it goes unary."""
+        if self.unsupported:
+            return None
+        size = stream_size(request, metadata, self._metadata)
+        if size is None:
+            return None
         stream = self._stream
-        return (stream is not None and not stream.ended) or self.health.may_open()
+        if (stream is not None and not stream.ended) or self.health.may_open():
+            return size
+        return None
 
-    def _send(self, request: Message, timeout: float) -> Message:
-        future: futures.Future[write_service_pb2.WriteResponse] = futures.Future()
+    def _send(self, request: Message, size: int, timeout: float) -> Message:
+        future: futures.Future[Answer] = futures.Future()
         with self._lock:
             stream = self._stream
             if stream is None or stream.ended:
@@ -166,7 +208,7 @@ class WriteStream:
             correlation_id = next(self._ids)
             stream.pending[correlation_id] = future
             answers = stream.answers
-            stream.queue.put(item_of(correlation_id, request))
+            stream.queue.put((correlation_id, request, size))
         try:
             response = future.result(timeout)
         except futures.TimeoutError:

@@ -53,10 +53,12 @@ def test_s1_the_server_marks_the_headers_of_a_stream_it_takes(sidecar: SharedSid
     """The headers of an accepted stream carry the entry the clients wait for before their
     first item, and they arrive before any item is sent; the server's and the asyncio
     client's names of that entry are the same."""
-    from checkpointd.servicers.write import ACCEPTED_HEADERS
+    from checkpointd.servicers.write import ACCEPTED_HEADERS, BATCH_HEADER
+    from checkpointd_client import _write_stream
     from checkpointd_client._write_stream import ACCEPTED_HEADER, accepted
 
-    assert ACCEPTED_HEADERS == (ACCEPTED_HEADER,)
+    assert ACCEPTED_HEADERS == (ACCEPTED_HEADER, (BATCH_HEADER, "256"))
+    assert _write_stream.BATCH_HEADER == BATCH_HEADER
     headers_seen = threading.Event()
 
     def requests() -> Iterator[write_service_pb2.WriteRequest]:

@@ -85,11 +85,15 @@ class GrpcFaultProxy:
         listen: str = "unix",
         max_workers: int = 32,
         write_stream: bool = False,
+        write_batches: bool = True,
     ) -> None:
         _check_loopback(upstream)
         self.upstream = upstream
         self.write_stream = write_stream
         """Whether the Write stream is proxied (else UNIMPLEMENTED, as other streams)."""
+        self.write_batches = write_batches
+        """Whether the Write stream's headers say it takes batches (else the proxy strips
+        the entry, and the stream looks like one of a server that predates batches)."""
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._calls: list[ProxiedCall] = []

@@ -58,6 +58,9 @@ class ProxiedCall:
     """Whether the call reached the upstream server."""
     stream: int | None = None
     """The number of the Write stream that carried it; None for a unary call."""
+    message: int | None = None
+    """The number of the Write stream message that carried it (the items of one batch share
+    it, contract S3); None for a unary call."""
 
 
 def matches(method: str, suffix: str) -> bool:

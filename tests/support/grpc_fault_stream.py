@@ -2,10 +2,12 @@
 misbehaves per stream or per item as a test scripted (see :class:`GrpcFaultProxy`).
 
 The caller's metadata goes upstream, the server's headers (``checkpointd-write-stream:
-open`` included), items, status and trailers come back unchanged. Each item is parsed only to
-learn its correlation id and kind, so a rule written for a unary method (``PutCheckpoint``)
-applies to the items of that kind, and each item is recorded as a :class:`ProxiedCall` of its
-unary method with the number of the stream that carried it. Per item:
+open`` included), items, status and trailers come back unchanged. Each item, alone in its
+message or one of a batch (``items``, contract S3), is parsed only to learn its correlation id
+and kind, so a rule written for a unary method (``PutCheckpoint``) applies to the items of that
+kind, and each item is recorded as a :class:`ProxiedCall` of its unary method with the number
+of the stream that carried it. A batch goes upstream without the items a rule keeps back, and
+a batched answer comes back without the results a rule keeps back. Per item:
 
 * fail: answered with the rule's error Status, not forwarded (as a unary call refused);
 * lose reply: forwarded; its reply is dropped and the stream ends ``UNAVAILABLE``, as a
@@ -14,6 +16,9 @@ unary method with the number of the stream that carried it. Per item:
 * drop reply: forwarded; its reply is dropped, the stream goes on answering the others;
 * withhold replies: forwarded; its reply and every later reply of the stream are held until
   the caller gives the stream up, as a stream that wedged.
+
+A proxy made with ``write_batches=False`` strips the header entry by which the server says
+it takes batches, so clients see a server that predates them.
 
 Per stream: a black hole forwards every item but no reply (and, unless told, not the headers
 either); :meth:`ProxiedStream.end` ends a stream ``UNAVAILABLE`` at once (recycling).
@@ -38,6 +43,8 @@ from tests.support.grpc_fault_rules import Kind, ProxiedCall, Rule, clean
 __all__ = ["ITEM_METHODS", "WRITE_METHOD", "ProxiedStream", "StreamFault", "Upstream"]
 
 WRITE_METHOD: Final = "/checkpointd.v1.WriteService/Write"
+#: The header entry by which a server says it takes batches (stripped when told to).
+BATCH_HEADER: Final = "checkpointd-write-batch"
 #: The unary method each kind of item stands for: the rules and records name it.
 ITEM_METHODS: Final = {
     "put_checkpoint": "/checkpointd.v1.CheckpointService/PutCheckpoint",
@@ -56,6 +63,9 @@ class Upstream(Protocol):
 
     @property
     def closing(self) -> threading.Event: ...
+
+    @property
+    def write_batches(self) -> bool: ...
 
     def take_rule(self, method: str, *, item: bool = False) -> Rule | None: ...
 
@@ -85,6 +95,7 @@ _Event = bytes | _Headers | _End
 _POLL_SECONDS: Final = 0.05
 _NO_DEADLINE: Final = 10 * 365 * 24 * 3600.0
 _serials = itertools.count(1)
+_messages = itertools.count(1)
 
 
 class ProxiedStream:
@@ -131,7 +142,13 @@ class ProxiedStream:
             if isinstance(event, _Headers):
                 # None from upstream (a trailers-only refusal): none to the caller either.
                 if event.metadata and (self._fault is None or self._fault.headers):
-                    context.send_initial_metadata(event.metadata)
+                    context.send_initial_metadata(
+                        tuple(
+                            (key, value)
+                            for key, value in event.metadata
+                            if self._proxy.write_batches or key != BATCH_HEADER
+                        )
+                    )
             elif isinstance(event, _End):
                 call.cancel()
                 context.set_trailing_metadata(event.trailing)
@@ -151,40 +168,61 @@ class ProxiedStream:
         """The caller's items that go upstream, each recorded and its rule applied."""
         try:
             for raw in requests:
-                item = write_service_pb2.WriteRequest.FromString(raw)
-                kind = item.WhichOneof("request") or ""
-                method = ITEM_METHODS.get(kind, WRITE_METHOD)
-                inner = getattr(item, kind).SerializeToString() if kind else b""
-                rule = self._proxy.take_rule(method, item=True)
-                forwarded = rule is None or rule.kind not in (Kind.FAIL, Kind.STALL)
-                self._proxy.record(
-                    ProxiedCall(
-                        method,
-                        inner,
-                        metadata,
-                        _deadline(context),
-                        rule.kind.value if rule is not None else self._stream_fault,
-                        forwarded,
-                        stream=self.serial,
-                    )
-                )
-                if rule is not None and rule.kind is Kind.FAIL:
-                    self._out.put(
-                        _failed(item.correlation_id, rule.code, rule.details, rule.reason)
-                    )
-                    continue
-                with self._lock:
-                    marks = {
-                        Kind.LOSE_REPLY: self._lose,
-                        Kind.DROP_REPLY: self._drop,
-                        Kind.WITHHOLD: self._withhold,
-                    }
-                    if rule is not None and rule.kind in marks:
-                        marks[rule.kind].add(item.correlation_id)
-                if forwarded:
+                message = write_service_pb2.WriteRequest.FromString(raw)
+                batched = len(message.items) > 0
+                items: list[Any] = list(message.items) if batched else [message]
+                serial = next(_messages)
+                kept = [
+                    item for item in items if self._item(item, batched, serial, metadata, context)
+                ]
+                if len(kept) == len(items):
                     yield raw
+                elif kept:
+                    yield write_service_pb2.WriteRequest(items=kept).SerializeToString()
         except grpc.RpcError:
             return  # the caller cancelled: the upstream call is cancelled with it
+
+    def _item(
+        self,
+        item: Any,
+        batched: bool,
+        message: int,
+        metadata: tuple[tuple[str, Any], ...],
+        context: grpc.ServicerContext,
+    ) -> bool:
+        """Record one item (a WriteRequest or a WriteItem of a batch) and apply its rule;
+        whether it goes upstream."""
+        kind = item.WhichOneof("request") or ""
+        method = ITEM_METHODS.get(kind, WRITE_METHOD)
+        inner = getattr(item, kind).SerializeToString() if kind else b""
+        rule = self._proxy.take_rule(method, item=True)
+        forwarded = rule is None or rule.kind not in (Kind.FAIL, Kind.STALL)
+        self._proxy.record(
+            ProxiedCall(
+                method,
+                inner,
+                metadata,
+                _deadline(context),
+                rule.kind.value if rule is not None else self._stream_fault,
+                forwarded,
+                stream=self.serial,
+                message=message,
+            )
+        )
+        if rule is not None and rule.kind is Kind.FAIL:
+            self._out.put(
+                _failed(item.correlation_id, rule.code, rule.details, rule.reason, batched)
+            )
+            return False
+        with self._lock:
+            marks = {
+                Kind.LOSE_REPLY: self._lose,
+                Kind.DROP_REPLY: self._drop,
+                Kind.WITHHOLD: self._withhold,
+            }
+            if rule is not None and rule.kind in marks:
+                marks[rule.kind].add(item.correlation_id)
+        return forwarded
 
     # --- the upstream side --------------------------------------------------------------
 
@@ -200,23 +238,31 @@ class ProxiedStream:
             self._out.put(_End(code, call.details() or "", clean(call.trailing_metadata())))
 
     def _reply(self, raw: bytes) -> None:
-        """Pass one upstream answer to the caller, or not, as the rules say."""
-        correlation_id = write_service_pb2.WriteResponse.FromString(raw).correlation_id
+        """Pass one upstream answer to the caller, or not, as the rules say; of a batched
+        answer, the results the rules let through."""
+        response = write_service_pb2.WriteResponse.FromString(raw)
+        batched = len(response.results) > 0
+        answers: list[Any] = list(response.results) if batched else [response]
+        kept: list[Any] = []
+        lost = False
         with self._lock:
             if self._fault is not None:
                 return  # a black hole
-            if correlation_id in self._withhold:
-                self._wedged = True
-            if self._wedged:
-                self.held.append(raw)
-                return
-            if correlation_id in self._drop:
-                return
-            lost = correlation_id in self._lose
-        if lost:
+            for answer in answers:
+                if answer.correlation_id in self._withhold:
+                    self._wedged = True
+                if self._wedged:
+                    self.held.append(answer.SerializeToString())
+                elif answer.correlation_id in self._lose:
+                    lost = True
+                elif answer.correlation_id not in self._drop:
+                    kept.append(answer)
+        if lost:  # the whole message is lost with the connection
             self.end("fault proxy: reply lost")
-            return
-        self._out.put(raw)
+        elif len(kept) == len(answers):
+            self._out.put(raw)
+        elif kept:
+            self._out.put(write_service_pb2.WriteResponse(results=kept).SerializeToString())
 
 
 def _deadline(context: grpc.ServicerContext) -> float | None:
@@ -226,13 +272,23 @@ def _deadline(context: grpc.ServicerContext) -> float | None:
     return None if remaining is None or remaining > _NO_DEADLINE else remaining
 
 
-def _failed(correlation_id: int, code: grpc.StatusCode, details: str, reason: str) -> bytes:
-    """The answer of an item refused by a fail rule, as the server words an error."""
-    answer = write_service_pb2.WriteResponse(correlation_id=correlation_id)
+def _failed(
+    correlation_id: int, code: grpc.StatusCode, details: str, reason: str, batched: bool
+) -> bytes:
+    """The answer of an item refused by a fail rule, as the server words an error (a result
+    of a batched answer for an item of a batch)."""
+    answer: Any = (
+        write_service_pb2.WriteResult(correlation_id=correlation_id)
+        if batched
+        else write_service_pb2.WriteResponse(correlation_id=correlation_id)
+    )
     answer.error.code = code.value[0]
     answer.error.message = details
     if reason:
         detail = any_pb2.Any()
         detail.Pack(error_details_pb2.ErrorInfo(reason=reason, domain="checkpointd.v1"))
         answer.error.details.append(detail)
-    return answer.SerializeToString()
+    if batched:
+        return write_service_pb2.WriteResponse(results=[answer]).SerializeToString()
+    encoded: bytes = answer.SerializeToString()
+    return encoded

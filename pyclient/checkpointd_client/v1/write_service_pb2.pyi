@@ -6,8 +6,10 @@ isort:skip_file
 from checkpointd_client.v1 import checkpoint_service_pb2 as _checkpoint_service_pb2
 from checkpointd_client.v1 import idempotency_service_pb2 as _idempotency_service_pb2
 from checkpointd_client.v1 import interrupt_service_pb2 as _interrupt_service_pb2
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.rpc import status_pb2 as _status_pb2
 import builtins as _builtins
 import sys
@@ -22,7 +24,72 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class WriteRequest(_message.Message):
-    """WriteRequest is one item of a Write stream."""
+    """WriteRequest is one message of a Write stream: one item (correlation_id and request), or a
+    batch of items (items, contract S3). Clients that send several items at once put them in
+    one message's items, so the per-message cost of the stream is paid once for all of them.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
+    PUT_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    PUT_IDEMPOTENCY_RESULT_FIELD_NUMBER: _builtins.int
+    RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
+    CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
+    ITEMS_FIELD_NUMBER: _builtins.int
+    correlation_id: _builtins.int
+    """Chosen by the client to match the answer to this item; it should be unique among the
+    items of the stream still waiting for an answer. The server only copies it.
+    """
+    @_builtins.property
+    def put_checkpoint(self) -> _checkpoint_service_pb2.PutCheckpointRequest:
+        """A PutCheckpoint call."""
+
+    @_builtins.property
+    def put_idempotency_result(self) -> _idempotency_service_pb2.PutIdempotencyResultRequest:
+        """A PutIdempotencyResult call."""
+
+    @_builtins.property
+    def record_interrupt(self) -> _interrupt_service_pb2.RecordInterruptRequest:
+        """A RecordInterrupt call."""
+
+    @_builtins.property
+    def claim_interrupt(self) -> _interrupt_service_pb2.ClaimInterruptRequest:
+        """A ClaimInterrupt call."""
+
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteItem]:
+        """A batch: each item is handled and answered as a message of its own would be, and its
+        answer comes in a WriteResponse's results. Only for a server whose headers carry
+        `checkpointd-write-batch` (see Write). At most 256 items in one message; a message
+        with more gets INVALID_ARGUMENT (field "items") for each of its items, and none is
+        applied. A message with items and a request set too gets INVALID_ARGUMENT (field
+        "request") for its own correlation_id; its items are handled.
+        """
+
+    def __init__(
+        self,
+        *,
+        correlation_id: _builtins.int = ...,
+        put_checkpoint: _checkpoint_service_pb2.PutCheckpointRequest | None = ...,
+        put_idempotency_result: _idempotency_service_pb2.PutIdempotencyResultRequest | None = ...,
+        record_interrupt: _interrupt_service_pb2.RecordInterruptRequest | None = ...,
+        claim_interrupt: _interrupt_service_pb2.ClaimInterruptRequest | None = ...,
+        items: _abc.Iterable[Global___WriteItem] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "items", b"items", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt"]  # noqa: Y015
+    _WhichOneofArgType_request: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_request) -> _WhichOneofReturnType_request | None: ...
+
+Global___WriteRequest: _TypeAlias = WriteRequest  # noqa: Y015
+
+@_typing.final
+class WriteItem(_message.Message):
+    """WriteItem is one write of a batched WriteRequest."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -32,9 +99,7 @@ class WriteRequest(_message.Message):
     RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
     CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
     correlation_id: _builtins.int
-    """Chosen by the client to match the answer to this item; it should be unique among the
-    items of the stream still waiting for an answer. The server only copies it.
-    """
+    """Chosen by the client to match the answer to this item, as WriteRequest.correlation_id."""
     @_builtins.property
     def put_checkpoint(self) -> _checkpoint_service_pb2.PutCheckpointRequest:
         """A PutCheckpoint call."""
@@ -68,11 +133,78 @@ class WriteRequest(_message.Message):
     _WhichOneofArgType_request: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_request) -> _WhichOneofReturnType_request | None: ...
 
-Global___WriteRequest: _TypeAlias = WriteRequest  # noqa: Y015
+Global___WriteItem: _TypeAlias = WriteItem  # noqa: Y015
 
 @_typing.final
 class WriteResponse(_message.Message):
-    """WriteResponse answers one WriteRequest."""
+    """WriteResponse answers one item sent without a batch (correlation_id and result), or items
+    sent in batches (results). The server answers batched items that finish together, such as
+    the writes of one group commit, in one message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CORRELATION_ID_FIELD_NUMBER: _builtins.int
+    PUT_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    PUT_IDEMPOTENCY_RESULT_FIELD_NUMBER: _builtins.int
+    RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
+    CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    RESULTS_FIELD_NUMBER: _builtins.int
+    correlation_id: _builtins.int
+    """The correlation_id of the item answered; 0 in a message with results."""
+    @_builtins.property
+    def put_checkpoint(self) -> _checkpoint_service_pb2.PutCheckpointResponse:
+        """The answer to a put_checkpoint item."""
+
+    @_builtins.property
+    def put_idempotency_result(self) -> _idempotency_service_pb2.PutIdempotencyResultResponse:
+        """The answer to a put_idempotency_result item."""
+
+    @_builtins.property
+    def record_interrupt(self) -> _interrupt_service_pb2.RecordInterruptResponse:
+        """The answer to a record_interrupt item."""
+
+    @_builtins.property
+    def claim_interrupt(self) -> _interrupt_service_pb2.ClaimInterruptResponse:
+        """The answer to a claim_interrupt item."""
+
+    @_builtins.property
+    def error(self) -> _status_pb2.Status:
+        """The item failed: the status the unary RPC would have ended with, its ErrorInfo
+        (domain "checkpointd.v1", reason and metadata) in details.
+        """
+
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteResult]:
+        """The answers to items sent in WriteRequest.items, in any order and from any of the
+        stream's messages: each batched item is answered once, in the results of one message.
+        """
+
+    def __init__(
+        self,
+        *,
+        correlation_id: _builtins.int = ...,
+        put_checkpoint: _checkpoint_service_pb2.PutCheckpointResponse | None = ...,
+        put_idempotency_result: _idempotency_service_pb2.PutIdempotencyResultResponse | None = ...,
+        record_interrupt: _interrupt_service_pb2.RecordInterruptResponse | None = ...,
+        claim_interrupt: _interrupt_service_pb2.ClaimInterruptResponse | None = ...,
+        error: _status_pb2.Status | None = ...,
+        results: _abc.Iterable[Global___WriteResult] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "error"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___WriteResponse: _TypeAlias = WriteResponse  # noqa: Y015
+
+@_typing.final
+class WriteResult(_message.Message):
+    """WriteResult answers one WriteItem."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -102,9 +234,7 @@ class WriteResponse(_message.Message):
 
     @_builtins.property
     def error(self) -> _status_pb2.Status:
-        """The item failed: the status the unary RPC would have ended with, its ErrorInfo
-        (domain "checkpointd.v1", reason and metadata) in details.
-        """
+        """The item failed, as WriteResponse.error."""
 
     def __init__(
         self,
@@ -124,4 +254,4 @@ class WriteResponse(_message.Message):
     _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
-Global___WriteResponse: _TypeAlias = WriteResponse  # noqa: Y015
+Global___WriteResult: _TypeAlias = WriteResult  # noqa: Y015

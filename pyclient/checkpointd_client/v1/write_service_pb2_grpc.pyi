@@ -42,6 +42,11 @@ class WriteServiceStub:
     or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
     correlation_id (contract S1).
 
+    Several items may travel in one WriteRequest (its items) and their answers in one
+    WriteResponse (its results), so the cost of a stream message is paid once for all of
+    them (contract S3); a message without items is one item, answered by a message of its
+    own, exactly as before batches existed.
+
     Items are handled concurrently and answered as each finishes, not in the order sent.
     Each item is handled exactly as the unary RPC of its request would be: the same
     validation, authorization (per item: a read-only token gets PERMISSION_DENIED
@@ -52,6 +57,10 @@ class WriteServiceStub:
     A server that takes the stream sends its response headers at once, with the metadata
     entry `checkpointd-write-stream: open`; clients write items after them. A refused stream
     (a trailers-only answer, such as UNIMPLEMENTED) has no such entry, and is not written to.
+    A server that takes batches says so in the same headers with the entry
+    `checkpointd-write-batch`, whose value is the most items it takes in one message (256);
+    a server without it predates batches and would ignore `items`, answering such a message
+    as an item with no request: send it one item per message.
 
     The stream itself ends with a status only for what concerns every item: a missing or
     unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE
@@ -81,6 +90,11 @@ class WriteServiceAsyncStub(WriteServiceStub):
     or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
     correlation_id (contract S1).
 
+    Several items may travel in one WriteRequest (its items) and their answers in one
+    WriteResponse (its results), so the cost of a stream message is paid once for all of
+    them (contract S3); a message without items is one item, answered by a message of its
+    own, exactly as before batches existed.
+
     Items are handled concurrently and answered as each finishes, not in the order sent.
     Each item is handled exactly as the unary RPC of its request would be: the same
     validation, authorization (per item: a read-only token gets PERMISSION_DENIED
@@ -91,6 +105,10 @@ class WriteServiceAsyncStub(WriteServiceStub):
     A server that takes the stream sends its response headers at once, with the metadata
     entry `checkpointd-write-stream: open`; clients write items after them. A refused stream
     (a trailers-only answer, such as UNIMPLEMENTED) has no such entry, and is not written to.
+    A server that takes batches says so in the same headers with the entry
+    `checkpointd-write-batch`, whose value is the most items it takes in one message (256);
+    a server without it predates batches and would ignore `items`, answering such a message
+    as an item with no request: send it one item per message.
 
     The stream itself ends with a status only for what concerns every item: a missing or
     unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE
@@ -123,6 +141,11 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
         correlation_id (contract S1).
 
+        Several items may travel in one WriteRequest (its items) and their answers in one
+        WriteResponse (its results), so the cost of a stream message is paid once for all of
+        them (contract S3); a message without items is one item, answered by a message of its
+        own, exactly as before batches existed.
+
         Items are handled concurrently and answered as each finishes, not in the order sent.
         Each item is handled exactly as the unary RPC of its request would be: the same
         validation, authorization (per item: a read-only token gets PERMISSION_DENIED
@@ -133,6 +156,10 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         A server that takes the stream sends its response headers at once, with the metadata
         entry `checkpointd-write-stream: open`; clients write items after them. A refused stream
         (a trailers-only answer, such as UNIMPLEMENTED) has no such entry, and is not written to.
+        A server that takes batches says so in the same headers with the entry
+        `checkpointd-write-batch`, whose value is the most items it takes in one message (256);
+        a server without it predates batches and would ignore `items`, answering such a message
+        as an item with no request: send it one item per message.
 
         The stream itself ends with a status only for what concerns every item: a missing or
         unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE

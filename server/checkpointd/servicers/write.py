@@ -1,4 +1,4 @@
-"""WriteService: the four hot writes of many callers over one stream (contract S1).
+"""WriteService: the four hot writes of many callers over one stream (contracts S1, S3).
 
 Each item goes through the unary servicer method of its request (the same validation and
 store call) after the same checks the unary call gets from the layers around it: the size
@@ -6,6 +6,12 @@ limit of the request guard and, when tokens are configured, the token's access a
 (:data:`checkpointd.auth.ITEM_GATE`). Items run concurrently, so the writes of many callers
 reach the store's group commit together; each is answered as it finishes, with its response
 or the ``google.rpc.Status`` the unary call would have ended with.
+
+A message carries one item or a batch (``items``, S3). Batched items are answered in the
+``results`` of a shared WriteResponse: every answer that is ready when the writer comes
+round (the items of one group commit finish together, and answers pile up while the previous
+message is written) leaves in one message, so grpc.aio's per-message cost is paid once for
+them. A message of one item is answered by a message of its own, as before batches existed.
 """
 
 from __future__ import annotations
@@ -28,14 +34,23 @@ from checkpointd.servicers.interrupts import InterruptServicer
 from checkpointd_client.v1 import write_service_pb2 as svc
 from checkpointd_client.v1 import write_service_pb2_grpc as svc_grpc
 
-__all__ = ["MAX_ITEMS_IN_FLIGHT", "WRITE_METHOD", "WriteServicer"]
+__all__ = ["MAX_ITEMS_IN_FLIGHT", "MAX_ITEMS_PER_MESSAGE", "WRITE_METHOD", "WriteServicer"]
 
 WRITE_METHOD: Final = "/checkpointd.v1.WriteService/Write"
 #: Items of one stream handled at once; the stream reads no further item until one finishes,
 #: so a client that sends faster than the store writes is slowed by HTTP/2 flow control.
 MAX_ITEMS_IN_FLIGHT: Final = 256
-#: The response headers that say the stream is taken: clients write items only after them.
-ACCEPTED_HEADERS: Final = (("checkpointd-write-stream", "open"),)
+#: Items in one batched WriteRequest; a message with more gets INVALID_ARGUMENT (field
+#: "items") for each of its items, none applied. At most what the stream handles at once.
+MAX_ITEMS_PER_MESSAGE: Final = MAX_ITEMS_IN_FLIGHT
+#: The response headers that say the stream is taken (clients write items only after them)
+#: and that it takes batches of up to MAX_ITEMS_PER_MESSAGE items (S3): a server that
+#: predates batches would ignore ``items`` and answer such a message as an empty item.
+BATCH_HEADER: Final = "checkpointd-write-batch"
+ACCEPTED_HEADERS: Final = (
+    ("checkpointd-write-stream", "open"),
+    (BATCH_HEADER, str(MAX_ITEMS_PER_MESSAGE)),
+)
 
 _SHUTDOWN_MESSAGE: Final = (
     "the server is shutting down; send the writes not answered again, with the same "
@@ -43,6 +58,44 @@ _SHUTDOWN_MESSAGE: Final = (
 )
 
 Unary = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Message]]
+#: What the reader hands an item task: a message of one item, or an item of a batch.
+Item = svc.WriteRequest | svc.WriteItem
+
+
+class _Outbox:
+    """The answers of one stream not yet written: whole messages (answers to single items)
+    and the results of batched items, gathered into one WriteResponse until the writer takes
+    them. ``ready`` is set while there is something to write or the reading has ended."""
+
+    def __init__(self) -> None:
+        self.singles: list[svc.WriteResponse] = []
+        self.batch = svc.WriteResponse()
+        self.ready = asyncio.Event()
+        self.closed = False
+
+    def result(self, correlation_id: int) -> svc.WriteResult:
+        """A new result in the batch being gathered, to be filled in at once."""
+        self.ready.set()
+        result: svc.WriteResult = self.batch.results.add(correlation_id=correlation_id)
+        return result
+
+    def single(self, answer: svc.WriteResponse) -> None:
+        self.singles.append(answer)
+        self.ready.set()
+
+    def close(self) -> None:
+        """No answer follows: the writer ends once it has written what is here."""
+        self.closed = True
+        self.ready.set()
+
+    def take(self) -> list[svc.WriteResponse]:
+        """The messages to write now, the gathered batch last; empties the outbox."""
+        taken, self.singles = self.singles, []
+        if self.batch.results:
+            taken.append(self.batch)
+            self.batch = svc.WriteResponse()
+        self.ready.clear()
+        return taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +154,18 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         # Headers at once: the asyncio client writes its first item only after them (see
         # checkpointd_client._write_stream), so it never writes to a stream already refused.
         await context.send_initial_metadata(ACCEPTED_HEADERS)
-        answers: asyncio.Queue[svc.WriteResponse | None] = asyncio.Queue()
-        reader = asyncio.create_task(self._read(request_iterator, context, answers))
+        outbox = _Outbox()
+        reader = asyncio.create_task(self._read(request_iterator, context, outbox))
         try:
             while True:
-                answer = await answers.get()
-                if answer is None:
+                await outbox.ready.wait()
+                # Read before taking: once closed, what is taken is all there is. Answers
+                # that finish while a message is written leave together in the next.
+                closed = outbox.closed
+                for message in outbox.take():
+                    await context.write(message)
+                if closed:
                     break
-                await context.write(answer)
             await reader  # raises what ended the reading, if anything did
         finally:
             reader.cancel()
@@ -121,18 +178,23 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         self,
         requests: AsyncIterator[svc.WriteRequest],
         context: grpc.aio.ServicerContext[Any, Any],
-        answers: asyncio.Queue[svc.WriteResponse | None],
+        outbox: _Outbox,
     ) -> None:
-        """Start an item task per request until the client half-closes or the server closes;
-        then wait for the tasks and put the end mark (None) after their answers."""
+        """Start an item task per item read until the client half-closes or the server
+        closes; then wait for the tasks and close the outbox after their answers."""
         slots = asyncio.Semaphore(MAX_ITEMS_IN_FLIGHT)
         running: set[asyncio.Task[None]] = set()
 
-        async def handle(item: svc.WriteRequest) -> None:
+        async def handle(item: Item, batched: bool) -> None:
             try:
-                answers.put_nowait(await self._answer(item, context))
+                await self._answer(item, context, outbox, batched=batched)
             finally:
                 slots.release()
+
+        def start(item: Item, batched: bool) -> None:
+            task = asyncio.create_task(handle(item, batched))
+            running.add(task)
+            task.add_done_callback(running.discard)
 
         iterator = aiter(requests)
         stop = asyncio.ensure_future(self._closing.wait())
@@ -144,24 +206,60 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
                 if not nxt.done():
                     nxt.cancel()  # shutting down: no further item is read
                     break
-                item = nxt.result()
-                if item is None:
+                message = nxt.result()
+                if message is None:
                     break  # the client half-closed: answer what is in flight, then end
-                task = asyncio.create_task(handle(item))
-                running.add(task)
-                task.add_done_callback(running.discard)
+                if not message.items:
+                    start(message, False)
+                    continue
+                slots.release()  # each item of the batch takes its own slot
+                self._refuse_extras(message, outbox)
+                if len(message.items) > MAX_ITEMS_PER_MESSAGE:
+                    continue
+                for item in message.items:
+                    await slots.acquire()
+                    start(item, True)
             if running:
                 await asyncio.wait(set(running))
         finally:
             stop.cancel()
-            answers.put_nowait(None)
+            outbox.close()
+
+    def _refuse_extras(self, message: svc.WriteRequest, outbox: _Outbox) -> None:
+        """Answer what a batched message holds besides its items (S3): a request of its own
+        (INVALID_ARGUMENT for its correlation_id), and more items than one message may carry
+        (INVALID_ARGUMENT for each item, none applied)."""
+        if message.WhichOneof("request") is not None:
+            error = error_status(
+                InvalidField("request", "must be unset in a message with items"),
+                method=WRITE_METHOD,
+            )
+            outbox.single(svc.WriteResponse(correlation_id=message.correlation_id, error=error))
+            self.items_handled += 1
+        count = len(message.items)
+        if count > MAX_ITEMS_PER_MESSAGE:
+            error = error_status(
+                InvalidField("items", f"at most {MAX_ITEMS_PER_MESSAGE} items in one message"),
+                method=WRITE_METHOD,
+            )
+            for item in message.items:
+                outbox.result(item.correlation_id).error.CopyFrom(error)
+            self.items_handled += count
 
     async def _answer(
-        self, item: svc.WriteRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> svc.WriteResponse:
-        """The answer to one item: its unary method's response, or the status it fails with."""
+        self,
+        item: Item,
+        context: grpc.aio.ServicerContext[Any, Any],
+        outbox: _Outbox,
+        *,
+        batched: bool,
+    ) -> None:
+        """Answer one item: its unary method's response, or the status it fails with; in the
+        outbox's batch when it came in one, else as a message of its own."""
         kind = item.WhichOneof("request")
         route = self._routes.get(kind or "")
+        field: str  # the answer's field the outcome goes in: the kind, or "error"
+        response: Message
         try:
             if route is None:
                 raise InvalidField(
@@ -180,13 +278,15 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             if size > self._max_message_bytes:
                 raise MessageTooLarge(size, self._max_message_bytes)
             response = await route.call(request, context)
+            field = kind
         except Exception as exc:
             method = route.method if route is not None else WRITE_METHOD
-            answer = svc.WriteResponse(
-                correlation_id=item.correlation_id, error=error_status(exc, method=method)
-            )
+            field, response = "error", error_status(exc, method=method)
+        answer: svc.WriteResult | svc.WriteResponse
+        if batched:
+            answer = outbox.result(item.correlation_id)
         else:
             answer = svc.WriteResponse(correlation_id=item.correlation_id)
-            getattr(answer, kind).CopyFrom(response)
+            outbox.single(answer)
+        getattr(answer, field).CopyFrom(response)
         self.items_handled += 1
-        return answer
