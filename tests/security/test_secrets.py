@@ -148,10 +148,16 @@ def test_e2_listen_dsn_password_is_never_printed(store_spec: StoreSpec):
 
     server = Sidecar(store_spec, extra_args=["--pg-listen-dsn", listen]).start()
     try:
-        deadline = time.monotonic() + 30
-        while "cannot LISTEN" not in server.log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
         with CheckpointdClient(server.target) as client:
+            # The server listens only while a watch stream is open (an idle one polls nothing).
+            with client.watch_interrupts(reconnect=False, timeout=60) as watch:
+                next(iter(watch))
+                deadline = time.monotonic() + 30
+                while (
+                    "cannot LISTEN" not in server.log_path.read_text()
+                    and time.monotonic() < deadline
+                ):
+                    time.sleep(0.05)
             client.put_checkpoint(checkpoint(f"run-{uuid.uuid4().hex[:8]}"))
         assert server.stop() == 0
         text = server.log_path.read_text()
