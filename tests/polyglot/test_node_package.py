@@ -1,6 +1,7 @@
 """The Node.js client as npm ships it: ``npm pack`` of clients/node installed into a fresh
 project outside the repository, then used from CommonJS, from an ES module and from
-TypeScript (``tsc --strict`` against the exports map's ``types`` conditions).
+TypeScript (``tsc --strict`` against the exports map's ``types`` conditions), and running the
+LangGraph.js quickstart: a graph paused, decided and resumed once.
 
 The project lies in a temporary folder, where the repository's proto/ cannot be reached:
 the calls to a real server (a shared one per backend) prove that the package carries the
@@ -16,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +25,10 @@ from typing import Any
 import pytest
 
 from tests.support.shared_server import SharedSidecar
+from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT, ROOT, _node_unavailable
+from .test_node_readme import run_quickstart
 
 pytestmark = [pytest.mark.shared_server, pytest.mark.xdist_group("node-package")]
 
@@ -33,8 +37,8 @@ NPM_TIMEOUT_S = 180
 NODE_TIMEOUT_S = 60
 TSC = NODE_CLIENT / "node_modules" / ".bin" / "tsc"
 LANGGRAPH_SOURCE = NODE_CLIENT / "src" / "langgraph" / "index.js"
-#: What a LangGraph.js project has beside the client: the saver's peer dependency and its own.
-LANGGRAPH_PEERS = ("@langchain/langgraph-checkpoint", "@langchain/core")
+#: What a LangGraph.js project has beside the client: LangGraph.js and the saver's peers.
+LANGGRAPH_PEERS = ("@langchain/langgraph", "@langchain/langgraph-checkpoint", "@langchain/core")
 
 #: What the tarball holds besides package.json and README.md: the client's modules, their
 #: types and ES module entries, and the protocol.
@@ -420,3 +424,18 @@ def test_the_langgraph_subpath_resolves_from_commonjs_esm_and_typescript(
     source = declarations / "index.ts"
     source.write_text((consumer.installed / "src" / "langgraph" / "index.d.ts").read_text())
     assert _tsc(consumer, "langgraph.mts", "langgraph.cts", "declarations/langgraph/index.ts") == []
+
+
+@pytest.mark.skipif(
+    not LANGGRAPH_SOURCE.exists(), reason="src/langgraph/index.js (CheckpointdSaver) is not here"
+)
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_g15_the_packed_package_runs_the_langgraph_quickstart(
+    node: str, langgraph_consumer: Consumer, sidecar_factory: Callable[..., Sidecar]
+) -> None:
+    """The README's LangGraph.js quickstart, copied into the fresh project beside the packed
+    client: a graph pauses in the inbox and the worker resumes it once decided, with nothing
+    from the repository (its own server: the quickstart writes the default namespace)."""
+    script = langgraph_consumer.directory / "langgraph_quickstart.js"
+    shutil.copyfile(NODE_CLIENT / "examples" / "langgraph_quickstart.js", script)
+    run_quickstart(node, script, langgraph_consumer.directory, sidecar_factory().target)

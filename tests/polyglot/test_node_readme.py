@@ -8,6 +8,7 @@ import json
 import os
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -28,51 +29,58 @@ def test_node_readme_langgraph_quickstart_is_the_example_file() -> None:
     assert EXAMPLE.read_text() in blocks
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
-def test_g15_langgraph_js_quickstart_pauses_and_its_worker_resumes_once_decided(
-    node: str, sidecar: Sidecar
-) -> None:
-    """Run as the README says (from clients/node, $CHECKPOINTD_TARGET set), the quickstart
+def run_quickstart(node: str, script: Path, cwd: Path, target: str) -> None:
+    """Run the quickstart ``script`` from ``cwd`` against ``target`` as its README says: it
     prints the pause and the CLI command that decides it; the decision, made with the Python
-    client by the interrupt id it printed, is carried out by its worker, and it prints the
-    graph's log and exits."""
-    env = {**os.environ, "CHECKPOINTD_TARGET": sidecar.target}
+    client by the interrupt id it printed, is carried out by its worker, once, and it prints
+    the graph's log and exits."""
+    env = {**os.environ, "CHECKPOINTD_TARGET": target}
     env.pop("CHECKPOINTD_TOKEN", None)
-    script = subprocess.Popen(
-        [node, "examples/langgraph_quickstart.js"],
-        cwd=NODE_CLIENT,
+    process = subprocess.Popen(
+        [node, str(script)],
+        cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
     try:
-        assert script.stdout is not None
-        paused = script.stdout.readline()
+        assert process.stdout is not None
+        paused = process.stdout.readline()
         found = re.match(r"paused: thread (\S+), interrupt (\S+), waiting for (.*)$", paused)
-        assert found, paused + (script.stderr.read() if script.stderr else "")
+        assert found, paused + (process.stderr.read() if process.stderr else "")
         thread, interrupt_id = found.group(1), found.group(2)
         assert json.loads(found.group(3)) == {"amount": 500}
-        assert script.stdout.readline().startswith("decide it on http://127.0.0.1:7471/")
-        command = script.stdout.readline().split()
+        assert process.stdout.readline().startswith("decide it on http://127.0.0.1:7471/")
+        command = process.stdout.readline().split()
         assert command == [
             "checkpointd", "interrupts", "decide", thread,
             "--interrupt-id", interrupt_id, "--approve",
         ]  # fmt: skip
-        with CheckpointdClient(sidecar.target) as client:
+        with CheckpointdClient(target) as client:
             [row] = client.list_pending_interrupts(chain_name="orders").pending_interrupts
             assert (row.execution_id, row.interrupt_id) == (thread, interrupt_id)
             client.submit_decision(
                 thread, interrupt_id=interrupt_id, approved=True, decided_by="maria"
             )
-            rest, errors = script.communicate(timeout=TIMEOUT_S)
-            assert script.returncode == 0, errors
+            rest, errors = process.communicate(timeout=TIMEOUT_S)
+            assert process.returncode == 0, errors
             assert rest.splitlines() == ['resumed: ["approved by maria"]']
             [decided] = client.list_decisions().pending_interrupts
             assert decided.decision is not None
             assert (decided.decision.status, decided.decision.attempts) == ("resumed", 1)
             assert client.list_pending_interrupts().pending_interrupts == []
     finally:
-        if script.poll() is None:
-            script.kill()
-            script.wait()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+def test_g15_langgraph_js_quickstart_pauses_and_its_worker_resumes_once_decided(
+    node: str, sidecar: Sidecar
+) -> None:
+    """Run as the README says (from clients/node, $CHECKPOINTD_TARGET set), the quickstart
+    pauses, and its worker carries out the decision made by the interrupt id it printed
+    (the same from the packed package: tests/polyglot/test_node_package.py)."""
+    run_quickstart(node, EXAMPLE, NODE_CLIENT, sidecar.target)
