@@ -151,9 +151,9 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert rss["idle_cpu_mcpu"] >= 0
         assert rss["watch_rss_mb"] > 0
     assert {t["result"] for t in report["targets"]} <= {"PASS", "MISS"}
-    # Per backend: put p50, get_last and Health/Check against the echo, record + claim, the
-    # multi-process ops/s and errors, two scale ratios, idle CPU and RSS, RSS with watchers,
-    # the graph's last turns against in-process, its flatness and get_state (the 32-writer
-    # targets need --concurrency 32).
-    assert len(report["targets"]) == 2 * 14
+    # Per backend: put p50 and CPU at one caller, get_last and Health/Check against the echo,
+    # record + claim, the multi-process ops/s and errors, two scale ratios, idle CPU and RSS,
+    # RSS with watchers, the graph's last turns against in-process, its flatness and
+    # get_state (the 32-writer targets need --concurrency 32).
+    assert len(report["targets"]) == 2 * 15
     assert _bench_schemas(pg_dsn) <= schemas_before
