@@ -540,6 +540,16 @@ class WatchHub:
                 raise StoreUnavailable("the watch reader cannot reach the store yet") from None
         if self._closing or self._cursor is None:
             raise ShuttingDown()
+        if not self._registered:
+            # An idle hub moves its cursor on only once a poll interval. Bring it to the
+            # store's newest event now, so that a stream catches up from the store by itself
+            # (in pages, at its own pace) and registers at the head, instead of being handed
+            # the whole lag in one batch, more than its buffer holds.
+            page = await self.store.read_events(
+                after_cursor=self._cursor, up_to_cursor=self._cursor, limit=0, namespace=None
+            )
+            if not self._registered and self._cursor is not None:
+                self._cursor = max(self._cursor, page.latest_cursor)
         return self._cursor
 
     # --- registration ------------------------------------------------------------------------
@@ -637,7 +647,7 @@ class WatchHub:
                     after_cursor=cursor, up_to_cursor=cursor, limit=0, namespace=None
                 )
                 if self.registered_count() == 0:
-                    self._cursor = max(cursor, page.latest_cursor)
+                    self._cursor = max(self._cursor or 0, cursor, page.latest_cursor)
                     return
                 continue  # a stream registered meanwhile: read the rows after all
             page = await self.store.read_events(

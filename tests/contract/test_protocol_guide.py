@@ -19,6 +19,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from checkpointd.servicers.write import MAX_ITEMS_PER_MESSAGE
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import checkpoint_service_pb2 as csvc
 from checkpointd_client.v1 import checkpoint_service_pb2_grpc as csvc_grpc
@@ -152,9 +153,29 @@ def _write_item_error(stubs: Stubs, item: wsvc.WriteRequest) -> status_pb2.Statu
     return status_pb2.Status.FromString(answer.error.SerializeToString())
 
 
+def _oversize_batch_error(stubs: Stubs) -> status_pb2.Status:
+    """The status of each item of a Write message one item over the batch limit (S3): every
+    item is refused alike, none is written."""
+    items = [
+        wsvc.WriteItem(
+            correlation_id=n,
+            put_idempotency_result=isvc.PutIdempotencyResultRequest(
+                execution_id="e", key=f"k{n}", result_json="{}"
+            ),
+        )
+        for n in range(1, MAX_ITEMS_PER_MESSAGE + 2)
+    ]
+    (answer,) = list(stubs.write.Write(iter([wsvc.WriteRequest(items=items)]), timeout=TIMEOUT))
+    statuses = {r.error.SerializeToString() for r in answer.results}
+    assert len(answer.results) == len(items), answer
+    assert len(statuses) == 1, answer
+    return status_pb2.Status.FromString(statuses.pop())
+
+
 #: One request per documented `field` value that breaks a rule of exactly that field.
 BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "request": lambda s: _write_item_error(s, wsvc.WriteRequest(correlation_id=1)),
+    "items": _oversize_batch_error,
     "namespace": lambda s: s.checkpoints.GetLatestCheckpoint(
         csvc.GetLatestCheckpointRequest(namespace="-bad", execution_id="e"), timeout=TIMEOUT
     ),
