@@ -50,8 +50,8 @@ compile:
 test: install compile ## Run the test suite (both backends), in TEST_WORKERS processes.
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-test-reliability: install compile ## The fault suites, fastaiagent's own suites and the memory bounds behind PgBouncer at full size: crashes, outages, lost replies, fuzz (long; README).
-	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer tests/contract/test_bounds.py
+test-reliability: install compile ## The fault suites, fastaiagent's own suites and end-to-end flows on every backend, and the memory bounds behind PgBouncer, at full size: crashes, outages, lost replies, fuzz (long; README).
+	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer tests/contract/test_bounds.py tests/e2e/test_fastaiagent_e2e.py
 
 lint: install ## ruff, the README's settings table, the generated sync client, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .

@@ -5,8 +5,9 @@ Every phase (start a run, resume it, fork it, look at the store) is a separate
 in memory: it has to come back out of the store. The scenarios themselves live in
 ``scenarios.py``; this module drives them and asserts on each phase's JSON report.
 
-The store under test is the ``checkpointer_spec`` fixture: a checkpointd server on each
-backend, reached through ``checkpointd_client.fastaiagent.SidecarCheckpointer``. The
+The store under test is the ``checkpointer_spec`` fixture: a checkpointd server (SQLite in
+``make test``, each backend at full size), reached through
+``checkpointd_client.fastaiagent.SidecarCheckpointer``. The
 ``reference_spec`` fixture is fastaiagent's own SQLiteCheckpointer: the comparison tests run
 the same flows on it, and one test shows where it goes wrong and we do not (C4).
 """
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 from fastaiagent.checkpointers import SQLiteCheckpointer
 
+from tests.conftest import BACKENDS
 from tests.support.shared import built_once
 from tests.support.sidecar import Sidecar
 
@@ -65,6 +67,18 @@ class CheckpointerSpec:
         """The checkpointd server of the ``sidecar`` fixture, in a namespace of the test's own
         (on a shared server, one under the test's namespace)."""
         return cls(f"sidecar-{sidecar.backend}", sidecar.target, f"{sidecar.namespace}-e2e")
+
+
+#: ``make test`` runs these flows on SQLite; ``make test-reliability`` (full size) on both
+#: backends. What differs between the backends is what the adapter's calls do, and that is
+#: the contract suite's, which runs on every backend in both.
+FULL = os.environ.get("CHECKPOINTD_RELIABILITY", "reduced").strip().lower() == "full"
+
+
+@pytest.fixture(params=BACKENDS if FULL else [p for p in BACKENDS if p.id == "sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite, and at full size Postgres too."""
+    return str(request.param)
 
 
 @pytest.fixture
