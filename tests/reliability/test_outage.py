@@ -171,8 +171,12 @@ class Load:
     def _follow(self) -> None:
         try:
             for item in self.watch:
-                if isinstance(item, SnapshotComplete) and self.snapshot_cursor is None:
+                if isinstance(item, SnapshotComplete):
+                    # A stream that ends before its first event reconnects from cursor 0, that
+                    # is with a fresh snapshot (P4): what happened up to its cursor is in its
+                    # rows, and the events to expect are the ones after it.
                     self.snapshot_cursor = item.cursor
+                    self.events.clear()
                 elif isinstance(item, InterruptEvent):
                     self.events.append(item.cursor)
         except BaseException as exc:
