@@ -2,9 +2,7 @@
 every open WatchInterrupts stream.
 
 The hub's reader waits on the store's :class:`~checkpointd.store.base.EventNotifier` (Postgres
-``LISTEN/NOTIFY``, SQLite ``PRAGMA data_version``; both with a fallback poll) while a stream
-is registered, and otherwise only for a registration or ``poll_interval`` (an idle sidecar
-polls nothing every 50 ms: it moves its cursor on once a ``poll_interval``), reads the
+``LISTEN/NOTIFY``, SQLite ``PRAGMA data_version``; both with a fallback poll), reads the
 events after its cursor in batches (one read per batch, whatever the number of watchers), and
 appends each event to the bounded queue of every registered watcher of its namespace whose
 filters it matches. Appending never waits: a watcher whose queue is full is failed with
@@ -457,8 +455,6 @@ class WatchHub:
         self._streams: set[Watch] = set()
         self._by_namespace: dict[str, set[Watch]] = {}
         self._registered = 0
-        self._listened = asyncio.Event()
-        """Set when a stream registers: wakes a reader that waits idle."""
         self._closing = False
         self._reader: asyncio.Task[None] | None = None
 
@@ -540,16 +536,6 @@ class WatchHub:
                 raise StoreUnavailable("the watch reader cannot reach the store yet") from None
         if self._closing or self._cursor is None:
             raise ShuttingDown()
-        if not self._registered:
-            # An idle hub moves its cursor on only once a poll interval. Bring it to the
-            # store's newest event now, so that a stream catches up from the store by itself
-            # (in pages, at its own pace) and registers at the head, instead of being handed
-            # the whole lag in one batch, more than its buffer holds.
-            page = await self.store.read_events(
-                after_cursor=self._cursor, up_to_cursor=self._cursor, limit=0, namespace=None
-            )
-            if not self._registered and self._cursor is not None:
-                self._cursor = max(self._cursor, page.latest_cursor)
         return self._cursor
 
     # --- registration ------------------------------------------------------------------------
@@ -557,7 +543,6 @@ class WatchHub:
     def _register(self, stream: Watch) -> None:
         self._by_namespace.setdefault(stream.namespace, set()).add(stream)
         self._registered += 1
-        self._listened.set()
 
     def _unregister(self, stream: Watch) -> None:
         streams = self._by_namespace.get(stream.namespace)
@@ -600,10 +585,7 @@ class WatchHub:
                         )
                         self._cursor = page.latest_cursor
                         self._ready.set()
-                    if self._registered:
-                        await notifier.wait(self.poll_interval)
-                    else:
-                        await self._wait_idle()
+                    await notifier.wait(self.poll_interval)
                     await self._read_available()
                 except StoreError as exc:
                     now = loop.time()
@@ -623,19 +605,6 @@ class WatchHub:
             with contextlib.suppress(Exception):
                 await notifier.close()
 
-    async def _wait_idle(self) -> None:
-        """With no stream registered: return when one registers, or after ``poll_interval``
-        (the cursor moves on then). The notifier is not asked meanwhile, so a backend that
-        polls for other processes' commits (SQLite's ``data_version``) does not poll while no
-        one listens; what it would have seen, it reports at the next wait (a change since
-        its previous return), so nothing is missed."""
-        self._listened.clear()
-        if self._registered:
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.poll_interval):
-                await self._listened.wait()
-
     async def _read_available(self) -> None:
         """Read and hand out every event after the hub's cursor, one batch per read."""
         while True:
@@ -647,7 +616,7 @@ class WatchHub:
                     after_cursor=cursor, up_to_cursor=cursor, limit=0, namespace=None
                 )
                 if self.registered_count() == 0:
-                    self._cursor = max(self._cursor or 0, cursor, page.latest_cursor)
+                    self._cursor = max(cursor, page.latest_cursor)
                     return
                 continue  # a stream registered meanwhile: read the rows after all
             page = await self.store.read_events(
