@@ -118,7 +118,19 @@ class PgBouncer:
             ]
         )
 
-    def start(self, timeout: float = 20.0) -> PgBouncer:
+    def start(self, timeout: float = 20.0, attempts: int = 3) -> PgBouncer:
+        """Start PgBouncer (see :meth:`_start_once`), on a fresh port up to ``attempts``
+        times: the free port it was given can be taken by another process before it binds
+        it, and a start can fail without a word in its log."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once(timeout)
+            except RuntimeError:
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout: float) -> PgBouncer:
         """Write the ini, start the process and wait until it accepts connections."""
         assert self.process is None or self.process.poll() is not None, "already running"
         self.port = _free_port()
