@@ -98,6 +98,48 @@ class _Outbox:
         return taken
 
 
+class _Reading:
+    """A stream's reading of its messages, which the server's close interrupts.
+
+    The reader task awaits each message itself (no task and no wait per message: at one
+    caller that is two turns of the event loop a write). :meth:`stop` cancels that await
+    when it is under way; :meth:`next` then answers None, as at the client's half-close. A
+    message the cancelled read had already taken off the stream is never answered, like any
+    write in flight when the server stops: its client sends it again (same request id)."""
+
+    def __init__(self, messages: AsyncIterator[svc.WriteRequest]) -> None:
+        self._messages = messages
+        self._task: asyncio.Task[Any] | None = None  # set while a read is under way
+        self._stopped = False
+
+    async def next(self) -> svc.WriteRequest | None:
+        """The next message; None once the client half-closed or :meth:`stop` was called."""
+        if self._stopped:
+            return None
+        task = self._task = asyncio.current_task()
+        try:
+            return await anext(self._messages, None)
+        except asyncio.CancelledError:
+            # Ours only: a cancel of the stream itself (its call ended) goes on up.
+            if self.stopped() and task is not None and task.uncancel() == 0:
+                return None
+            raise
+        finally:
+            self._task = None
+
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopped
+
+    def stop(self) -> None:
+        """Read no further message; interrupt the read under way, if any."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._task is not None:
+            self._task.cancel()
+
+
 @dataclass(frozen=True, slots=True)
 class _Route:
     method: str
@@ -133,6 +175,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             ),
         }
         self._closing = asyncio.Event()
+        self._readers: set[_Reading] = set()
         self.streams_opened = 0
         """Write streams opened since start (tests observe coalescing by it)."""
         self.items_handled = 0
@@ -142,6 +185,8 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         """Stop reading new items: open streams answer what they have read, then end with
         UNAVAILABLE (SHUTTING_DOWN) so their clients send the rest elsewhere or later."""
         self._closing.set()
+        for reading in self._readers:
+            reading.stop()
 
     # Written with context.write rather than as a generator: responses go out as items
     # finish, from one writer, while the reader goes on; the stubs only know the generator.
@@ -196,19 +241,18 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             running.add(task)
             task.add_done_callback(running.discard)
 
-        iterator = aiter(requests)
-        stop = asyncio.ensure_future(self._closing.wait())
+        reading = _Reading(aiter(requests))
+        if self._closing.is_set():
+            reading.stop()
+        self._readers.add(reading)
         try:
-            while not self._closing.is_set():
+            while True:
                 await slots.acquire()
-                nxt = asyncio.ensure_future(anext(iterator, None))
-                await asyncio.wait((nxt, stop), return_when=asyncio.FIRST_COMPLETED)
-                if not nxt.done():
-                    nxt.cancel()  # shutting down: no further item is read
-                    break
-                message = nxt.result()
+                message = await reading.next()
                 if message is None:
-                    break  # the client half-closed: answer what is in flight, then end
+                    # The client half-closed, or the server closes: answer what is in
+                    # flight, then end.
+                    break
                 if not message.items:
                     start(message, False)
                     continue
@@ -222,7 +266,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             if running:
                 await asyncio.wait(set(running))
         finally:
-            stop.cancel()
+            self._readers.discard(reading)
             outbox.close()
 
     def _refuse_extras(self, message: svc.WriteRequest, outbox: _Outbox) -> None:

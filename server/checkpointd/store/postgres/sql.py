@@ -111,7 +111,7 @@ class Sql:
             WHERE $4::text IS NULL
                OR NOT EXISTS ({tombstone.format(ns="$1::text", rid="$4::text")})
             ON CONFLICT DO NOTHING
-            RETURNING {cols}"""
+            RETURNING sequence"""
         # Group commit: the rows of many put_checkpoint calls, one array per column (the
         # statement text never changes, so it stays prepared).
         self.insert_checkpoints = f"""
@@ -129,7 +129,7 @@ class Sql:
             WHERE u.request_id IS NULL
                OR NOT EXISTS ({tombstone.format(ns="u.namespace", rid="u.request_id")})
             ON CONFLICT DO NOTHING
-            RETURNING namespace, {cols}"""
+            RETURNING namespace, checkpoint_id, sequence"""
         self.checkpoint_by_id = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND checkpoint_id = $2"
         )

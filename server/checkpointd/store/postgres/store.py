@@ -62,7 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final, TypeAlias
 
@@ -98,6 +98,7 @@ from checkpointd.domain import (
 from checkpointd.store import budget, decisions, outbox, replies, retries, rows, times
 from checkpointd.store.base import PoolState, StoreError, StoreUnavailable
 from checkpointd.store.columns import (
+    CHECKPOINT_INSERT_COLUMNS,
     GROUP_COMMIT_MAX,
     MAX_SEQUENCE,
     checkpoint_params,
@@ -140,6 +141,25 @@ _DEFAULT_STATEMENT_CACHE: Final = 100
 def _count(status: str) -> int:
     """Return the row count of a command status such as ``DELETE 3``."""
     return int(status.rsplit(" ", 1)[-1])
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointRow:
+    """A checkpoint on its way into the table: the insert's parameters and the record they
+    were made from. The insert returns only the sequence: the stored row is the record with
+    it (and its time as written, in UTC), so 2 KB of state never travels back."""
+
+    args: tuple[object, ...]
+    record: CheckpointRecord
+
+    def stored(self, sequence: int) -> CheckpointRecord:
+        created_at = self.args[_CREATED_AT_PARAM]
+        assert isinstance(created_at, datetime)
+        return replace(self.record, sequence=sequence, created_at=created_at)
+
+
+#: Where the write time sits in :func:`~checkpointd.store.columns.checkpoint_params`.
+_CREATED_AT_PARAM: Final = CHECKPOINT_INSERT_COLUMNS.split(", ").index("created_at")
 
 
 def _checkpoint_from_row(row: asyncpg.Record) -> CheckpointRecord:
@@ -220,12 +240,10 @@ class PostgresStore:
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         # Keys: (namespace, checkpoint_id) and (namespace, execution_id, key), so no two rows
         # of one statement collide.
-        self._checkpoint_group: GroupCommit[tuple[object, ...], CheckpointRecord | None] = (
-            GroupCommit(
-                self._insert_checkpoints,
-                max_batch=GROUP_COMMIT_MAX,
-                key=lambda args: (args[0], args[2]),
-            )
+        self._checkpoint_group: GroupCommit[_CheckpointRow, CheckpointRecord | None] = GroupCommit(
+            self._insert_checkpoints,
+            max_batch=GROUP_COMMIT_MAX,
+            key=lambda row: (row.args[0], row.args[2]),
         )
         self._idempotent_group: GroupCommit[tuple[object, ...], bool] = GroupCommit(
             self._put_idempotents,
@@ -364,15 +382,17 @@ class PostgresStore:
         ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a duplicate,
         so no transaction is ever left open or aborted, and an acknowledged row is committed.
         """
-        args = self._checkpoint_args(namespace, request_id, checkpoint, fingerprint)
-        stored = await self._checkpoint_group.submit(args)
+        row = _CheckpointRow(
+            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
+        )
+        stored = await self._checkpoint_group.submit(row)
         if stored is not None:
             return stored
         async with self._connection() as conn:
             for _ in range(_RACE_ATTEMPTS):
-                row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
-                if row is not None:
-                    return _checkpoint_from_row(row)
+                sequence = await conn.fetchval(self._sql.insert_checkpoint, *row.args)
+                if sequence is not None:
+                    return row.stored(sequence)
                 stored = await self._existing_checkpoint(
                     conn, namespace, request_id, checkpoint, fingerprint
                 )
@@ -582,13 +602,15 @@ class PostgresStore:
         pending row plus an ``added`` event, all in one transaction (contracts I1, I2)."""
         if pending.execution_id != checkpoint.execution_id:
             raise ValueError("the pending row and its checkpoint name different executions")
-        args = self._checkpoint_args(namespace, request_id, checkpoint, fingerprint)
+        checkpoint_row = _CheckpointRow(
+            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
+        )
         async with self._connection() as conn, conn.transaction():
             stored: CheckpointRecord | None = None
             for _ in range(_RACE_ATTEMPTS):
-                row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
-                if row is not None:
-                    stored = _checkpoint_from_row(row)
+                sequence = await conn.fetchval(self._sql.insert_checkpoint, *checkpoint_row.args)
+                if sequence is not None:
+                    stored = checkpoint_row.stored(sequence)
                     break
                 retried = await self._existing_checkpoint(
                     conn, namespace, request_id, checkpoint, fingerprint
@@ -887,36 +909,39 @@ class PostgresStore:
             retries.check_fingerprint(request_id, first, fingerprint)
 
     async def _insert_checkpoints(
-        self, batch: list[tuple[object, ...]]
+        self, batch: list[_CheckpointRow]
     ) -> list[CheckpointRecord | Exception | None]:
         """Write a group of checkpoint rows in one statement (one round trip); None for a row
         whose id was already taken (nothing of it was written). A group of one uses the
         one-row INSERT. When a row's data fails the statement (a value Postgres refuses),
         nothing of it was written, and each row is written alone: the bad one fails alone."""
         if len(batch) == 1:
+            only = batch[0]
             async with self._connection() as conn:
-                row = await conn.fetchrow(self._sql.insert_checkpoint, *batch[0])
-            return [None if row is None else _checkpoint_from_row(row)]
-        columns = [list(column) for column in zip(*batch, strict=True)]
+                sequence = await conn.fetchval(self._sql.insert_checkpoint, *only.args)
+            return [None if sequence is None else only.stored(sequence)]
+        columns = [list(column) for column in zip(*(row.args for row in batch), strict=True)]
         async with self._connection() as conn:
             try:
-                rows = await conn.fetch(self._sql.insert_checkpoints, *columns)
+                written = await conn.fetch(self._sql.insert_checkpoints, *columns)
             except _ROW_ERRORS:
-                return [await self._insert_alone(conn, args) for args in batch]
-        written = {
-            (row["namespace"], row["checkpoint_id"]): _checkpoint_from_row(row) for row in rows
-        }
-        return [written.get((args[0], args[2])) for args in batch]
+                return [await self._insert_alone(conn, row) for row in batch]
+        sequences = {(r["namespace"], r["checkpoint_id"]): r["sequence"] for r in written}
+        outcomes: list[CheckpointRecord | Exception | None] = []
+        for row in batch:
+            sequence = sequences.get((row.args[0], row.args[2]))
+            outcomes.append(None if sequence is None else row.stored(sequence))
+        return outcomes
 
     async def _insert_alone(
-        self, conn: _Conn, args: tuple[object, ...]
+        self, conn: _Conn, row: _CheckpointRow
     ) -> CheckpointRecord | Exception | None:
         """One row of a group whose statement failed on a row's data: its own outcome."""
         try:
-            row = await conn.fetchrow(self._sql.insert_checkpoint, *args)
+            sequence = await conn.fetchval(self._sql.insert_checkpoint, *row.args)
         except _ROW_ERRORS as exc:
             return self._translate(exc) or StoreError("the checkpoint could not be written")
-        return None if row is None else _checkpoint_from_row(row)
+        return None if sequence is None else row.stored(sequence)
 
     async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
         """Upsert a group of idempotency results in one statement (one row: the one-row
