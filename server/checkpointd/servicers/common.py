@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -15,9 +16,15 @@ if TYPE_CHECKING:
     from checkpointd.store.graph import GraphStore
     from checkpointd.watch import WatchHub
 
-__all__ = ["ServiceDeps", "shielded", "utc_now"]
+__all__ = ["UNCANCELLED", "ServiceDeps", "shielded", "utc_now"]
 
 T = TypeVar("T")
+
+#: True in a task that no RPC's end cancels (a Write stream's item: the stream's end does not
+#: stop its items). A store call there needs no shield, and is spared its task and future.
+UNCANCELLED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "checkpointd_uncancelled", default=False
+)
 
 
 def utc_now() -> datetime:
@@ -51,6 +58,9 @@ async def shielded(call: Awaitable[T]) -> T:
     A client that gives up (deadline, disconnect) cancels the handler. Cancelling a store
     call midway could leave a transaction open on a shared connection, or leave the caller
     unsure whether a write landed; finishing it keeps the store consistent, and a retry with
-    the same request id then finds the stored result.
+    the same request id then finds the stored result. In a task marked :data:`UNCANCELLED`
+    the call is awaited as it is.
     """
+    if UNCANCELLED.get():
+        return await call
     return await asyncio.shield(asyncio.ensure_future(call))

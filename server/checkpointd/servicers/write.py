@@ -29,6 +29,7 @@ from checkpointd.auth import ITEM_GATE
 from checkpointd.edge import abort_with_error, error_status
 from checkpointd.errors import InvalidField, MessageTooLarge, ShuttingDown
 from checkpointd.servicers.checkpoints import CheckpointServicer
+from checkpointd.servicers.common import UNCANCELLED
 from checkpointd.servicers.idempotency import IdempotencyServicer
 from checkpointd.servicers.interrupts import InterruptServicer
 from checkpointd_client.v1 import write_service_pb2 as svc
@@ -231,6 +232,9 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         running: set[asyncio.Task[None]] = set()
 
         async def handle(item: Item, batched: bool) -> None:
+            # Nothing cancels an item's task (the stream ending leaves it to finish), so
+            # its store call is not shielded again; the mark is this task's alone.
+            UNCANCELLED.set(True)
             try:
                 await self._answer(item, context, outbox, batched=batched)
             finally:
