@@ -54,6 +54,7 @@ import functools
 import os
 import random
 import sqlite3
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -140,6 +141,38 @@ def _probe_open(path: str) -> None:
 
 
 # --- the store -----------------------------------------------------------------------------
+
+
+class _Call:
+    """:meth:`SQLiteStore._call` as a plain context manager: every store call enters one, and
+    a generator-based one cost a generator and its steps on each (a put enters two)."""
+
+    __slots__ = ("_store", "_timeout")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+        self._timeout = asyncio.timeout(store._timeout)
+
+    async def __aenter__(self) -> None:
+        await self._timeout.__aenter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: types.TracebackType | None,
+    ) -> None:
+        try:
+            await self._timeout.__aexit__(kind, exc, traceback)
+        except BaseException as raised:
+            failure = self._store._failure(raised)
+            if failure is None:
+                raise
+            raise failure from raised
+        if exc is not None:
+            failure = self._store._failure(exc)
+            if failure is not None:
+                raise failure from exc
 
 
 class SQLiteStore:
@@ -373,25 +406,24 @@ class SQLiteStore:
         when it wrote an event."""
         return await self._on(self._writes).transaction("BEGIN IMMEDIATE", body)
 
-    @contextlib.asynccontextmanager
-    async def _call(self) -> AsyncIterator[None]:
+    def _call(self) -> _Call:
         """Bound a call by ``timeout`` and turn SQLite errors into store errors."""
-        try:
-            async with asyncio.timeout(self._timeout):
-                yield
-        except TimeoutError as exc:
-            raise StoreUnavailable(
+        return _Call(self)
+
+    def _failure(self, exc: BaseException) -> BaseException | None:
+        """The store error a call that raised ``exc`` ends with; None: ``exc`` itself."""
+        if isinstance(exc, TimeoutError):
+            return StoreUnavailable(
                 f"SQLite database {self._path} did not answer within {self._timeout:g} s"
-            ) from exc
-        except sqlite3.Error as exc:
-            raise errors.translate(
+            )
+        if isinstance(exc, sqlite3.Error):
+            return errors.translate(
                 exc, self._path, busy_timeout_ms=self._busy_timeout_ms, closed=self._writer is None
-            ) from exc
-        except ValueError as exc:
+            )
+        if isinstance(exc, ValueError) and self._writer is None:
             # aiosqlite's "Connection closed" when close() overtook this call.
-            if self._writer is None:
-                raise StoreUnavailable(f"SQLite store {self._path} is closed") from exc
-            raise
+            return StoreUnavailable(f"SQLite store {self._path} is closed")
+        return None
 
     @contextlib.asynccontextmanager
     async def _write_hops(self) -> AsyncIterator[Statements]:
