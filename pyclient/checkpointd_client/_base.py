@@ -6,13 +6,13 @@ Response parsing lives in :mod:`checkpointd_client._convert`, the watch's state 
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from checkpointd_client import _convert
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
@@ -57,8 +57,16 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
 
 
 def new_id() -> str:
-    """Return a fresh UUID4 string, used for checkpoint ids, request ids and claim tokens."""
-    return str(uuid.uuid4())
+    """Return a fresh UUID4 string, used for checkpoint ids, request ids and claim tokens.
+
+    The text ``str(uuid.uuid4())`` gives, written from the random bytes directly: building the
+    UUID object costs more than the rest of an id, and a put takes two."""
+    h = os.urandom(16).hex()
+    # Version 4 in the 13th digit, the RFC 4122 variant (8, 9, a or b) in the 17th.
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT: Final = "89ab"
 
 
 def merge_channel_options(extra: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:

@@ -37,6 +37,7 @@ from checkpointd_client.models import (
     RecordInterruptResult,
 )
 from checkpointd_client.v1 import (
+    checkpoint_pb2,
     checkpoint_service_pb2_grpc,
     graph_service_pb2_grpc,
     idempotency_service_pb2_grpc,
@@ -133,6 +134,9 @@ class CheckpointdClient:
 
     def _connect(self) -> _Stubs:
         """Return the service stubs, opening the channel on first use."""
+        stubs = self._stubs
+        if stubs is not None and not self._closed:
+            return stubs  # every call passes here: no lock for threads to queue on once open
         with self._lock:
             if self._closed:
                 raise RuntimeError(_CLOSED)
@@ -253,11 +257,24 @@ class CheckpointdClient:
         returned row's ``state_snapshot``, ``node_input``, ``node_output``,
         ``iteration_counters`` and ``interrupt_context`` are empty.
         """
+        stored = self._put_checkpoint_message(checkpoint, request_id, view, timeout, metadata)
+        return _convert.checkpoint_from_proto(stored, payloads=view == "full")
+
+    def _put_checkpoint_message(
+        self,
+        checkpoint: Checkpoint,
+        request_id: str | None,
+        view: CheckpointView,
+        timeout: float | None,
+        metadata: Metadata,
+    ) -> checkpoint_pb2.Checkpoint:
+        """:meth:`put_checkpoint`'s call, returning the stored row as its message, for a caller
+        that reads a field or two of it (the fastaiagent adapter: the id and created_at)."""
         request = self._core.put_checkpoint(checkpoint, request_id, view)
         response = self._invoke(
             self._writes.route(self._checkpoints.PutCheckpoint), request, timeout, metadata
         )
-        return _convert.checkpoint_from_proto(response.checkpoint, payloads=view == "full")
+        return response.checkpoint
 
     def get_checkpoint(
         self,

@@ -1,10 +1,17 @@
 """The blocking client's Write stream: the writes of every thread of one client share one
 ``WriteService.Write`` stream (contract S1). The rules are those of
-:mod:`checkpointd_client._write_stream`; here a thread waits on a future, gRPC sends the
-queued items from its own thread (every item queued while the previous message was being
+:mod:`checkpointd_client._write_stream`; here a thread waits on a :class:`_Slot`, gRPC sends
+the queued items from its own thread (every item queued while the previous message was being
 written goes in the next, as one batch: contract S3), and a reader thread hands out the
-answers. A stream that
-stops answering is replaced as there (contract S2), under the owner's lock.
+answers. A stream that stops answering is replaced as there (contract S2), under the owner's
+lock.
+
+A slot is one lock, released by the reader with the answer: a ``concurrent.futures.Future``
+would cost a Condition, its waiter lock and a notify_all on every write. The answers are read
+by a thread of their own rather than by a waiting caller because gRPC's blocking ``next()``
+takes no timeout: a caller reading for the others could not leave at its own deadline while
+the stream answers them (a reply lost on a live stream, contract S2), short of cancelling a
+stream that works.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from typing import TYPE_CHECKING, Any, cast
 
 import grpc
@@ -23,7 +29,6 @@ from google.protobuf.message import Message
 
 from checkpointd_client._stream_health import StreamHealth
 from checkpointd_client._write_stream import (
-    BATCH_MAX_ITEMS,
     Answer,
     Metadata,
     Queued,
@@ -46,6 +51,31 @@ if TYPE_CHECKING:
 __all__ = ["WriteStream"]
 
 
+class _Slot:
+    """Where one waiting call gets its answer, or the error it fails with. Whoever takes the
+    slot out of ``_Stream.pending`` (under the stream's lock) fills it, once."""
+
+    __slots__ = ("_ready", "answer", "error")
+
+    def __init__(self) -> None:
+        self._ready = threading.Lock()
+        self._ready.acquire()  # held until filled: the waiter blocks on it
+        self.answer: Answer | None = None
+        self.error: BaseException | None = None
+
+    def set(self, answer: Answer) -> None:
+        self.answer = answer
+        self._ready.release()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self._ready.release()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until filled or ``timeout`` seconds pass; whether it was filled."""
+        return self._ready.acquire(timeout=timeout)
+
+
 class _Stream:
     """One open Write stream; ``lock`` is its owner's, guarding ``pending``, ``ended`` and
     ``answers``."""
@@ -60,7 +90,7 @@ class _Stream:
         self.lock = lock
         self.queue: queue.SimpleQueue[Queued | None] = queue.SimpleQueue()
         """The writes to send; None ends the requests."""
-        self.pending: dict[int, futures.Future[Answer]] = {}
+        self.pending: dict[int, _Slot] = {}
         self.ended = False
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
@@ -81,64 +111,61 @@ class _Stream:
         unanswered = list(self.pending.values())
         self.pending.clear()
         self.queue.put(None)
-        for future in unanswered:
-            if not future.done():
-                future.set_exception(error)
+        for slot in unanswered:
+            slot.fail(error)
         self.call.cancel()
 
     def _requests(self) -> Iterator[write_service_pb2.WriteRequest]:
         # gRPC asks for the next message once the previous one is sent: every write queued
-        # meanwhile goes in it (S3). No timer: a write to an idle stream leaves at once.
+        # meanwhile goes in it (S3, batch_of's limits). No timer: a write to an idle stream
+        # leaves at once. Only this thread takes from the queue, so empty() is exact here,
+        # and cheaper than get_nowait() raising queue.Empty at the end of every drain.
+        get, empty = self.queue.get, self.queue.empty
         carry: collections.deque[Queued] = collections.deque()
         limit: int | None = None  # from the headers, read once the first write is queued
         while True:
             if not carry:
-                first = self.queue.get()
+                first = get()
                 if first is None:
                     return
                 carry.append(first)
             if limit is None:
                 limit = batch_limit(self.call.initial_metadata())
-            while len(carry) < BATCH_MAX_ITEMS:
-                try:
-                    queued = self.queue.get_nowait()
-                except queue.Empty:
-                    break
+            while not empty():
+                queued = get()
                 if queued is None:
                     return
                 carry.append(queued)
             yield batch_of(carry, limit)
 
-    def _answered(self, correlation_id: int, answer: Answer) -> None:
-        with self.lock:
-            future = self.pending.pop(correlation_id, None)
-        if future is not None and not future.done():
-            future.set_result(answer)
-
     def _read(self) -> None:
         failure: BaseException | None = None
+        lock, pending, answered = self.lock, self.pending, self._health.answered
         try:
             for response in self.call:
-                self._health.answered()
-                with self.lock:
+                answered()
+                results = response.results
+                # One lock round per message, the slots filled outside it.
+                with lock:
                     self.answers += 1
-                if response.results:  # the answers to batched items (S3)
-                    for result in response.results:
-                        self._answered(result.correlation_id, result)
-                else:
-                    self._answered(response.correlation_id, response)
+                    if results:  # the answers to batched items (S3)
+                        taken = [(pending.pop(r.correlation_id, None), r) for r in results]
+                    else:
+                        taken = [(pending.pop(response.correlation_id, None), response)]
+                for slot, answer in taken:
+                    if slot is not None:
+                        slot.set(answer)
         except grpc.RpcError as exc:
             failure = exc
         finally:
-            with self.lock:
+            with lock:
                 self.ended = True
-                unanswered = list(self.pending.values())
-                self.pending.clear()
+                unanswered = list(pending.values())
+                pending.clear()
             self.queue.put(None)
             error = stream_failure(failure)
-            for future in unanswered:
-                if not future.done():
-                    future.set_exception(error)
+            for slot in unanswered:
+                slot.fail(error)
 
 
 class WriteStream:
@@ -199,25 +226,30 @@ class WriteStream:
         return None
 
     def _send(self, request: Message, size: int, timeout: float) -> Message:
-        future: futures.Future[Answer] = futures.Future()
+        slot = _Slot()
         with self._lock:
             stream = self._stream
             if stream is None or stream.ended:
                 stub = write_service()[1].WriteServiceStub(self._channel())
                 stream = self._stream = _Stream(stub, self._metadata, self._lock, self.health)
             correlation_id = next(self._ids)
-            stream.pending[correlation_id] = future
+            stream.pending[correlation_id] = slot
             answers = stream.answers
             stream.queue.put((correlation_id, request, size))
-        try:
-            response = future.result(timeout)
-        except futures.TimeoutError:
+        if not slot.wait(timeout):
             with self._lock:
-                stream.pending.pop(correlation_id, None)
-                if stream.answers == answers:  # not one answer since this item left: stuck
-                    self._stopped_answering(stream)
-            raise deadline_passed() from None
-        return result_of(response, request)
+                if stream.pending.pop(correlation_id, None) is not None:
+                    if stream.answers == answers:  # not one answer since this item left: stuck
+                        self._stopped_answering(stream)
+                    raise deadline_passed()
+            # Taken out just now by the reader, or by a stream that failed: it is being filled.
+            # An answer that made it is the call's result; a failure is the deadline's.
+            slot.wait(-1)
+            if slot.error is not None:
+                raise deadline_passed() from None
+        if slot.error is not None:
+            raise slot.error
+        return result_of(cast("Answer", slot.answer), request)
 
     def _stopped_answering(self, stream: _Stream) -> None:
         """Replace a stream that stopped answering (under the lock): new writes and the

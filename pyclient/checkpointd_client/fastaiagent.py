@@ -50,6 +50,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from checkpointd_client._base import new_id
+from checkpointd_client._convert import timestamp_to_datetime
 from checkpointd_client._resume_context import CLAIM_TOKEN
 from checkpointd_client.client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
@@ -268,10 +269,17 @@ class SidecarCheckpointer:
         """
         if not checkpoint.checkpoint_id:
             checkpoint.checkpoint_id = new_id()
-        # Only the id and created_at are read back: the reply need not carry the state.
-        stored = self._open_client().put_checkpoint(_to_checkpoint(checkpoint), view="basic")
+        # Only the id and created_at are read back: the reply need not carry the state, and
+        # is read as its message rather than converted whole.
+        stored = self._open_client()._put_checkpoint_message(
+            _to_checkpoint(checkpoint), None, "basic", None, ()
+        )
         checkpoint.checkpoint_id = stored.checkpoint_id
-        checkpoint.created_at = _format_time(stored.created_at)
+        checkpoint.created_at = (
+            _format_time(timestamp_to_datetime(stored.created_at))
+            if stored.HasField("created_at")
+            else ""
+        )
         self._maybe_replicate()
 
     def put_writes(self, execution_id: str, checkpoint_id: str, writes: builtins.list[Any]) -> None:
