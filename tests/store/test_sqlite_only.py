@@ -29,6 +29,7 @@ from checkpointd.store.sqlite import SQLiteStore
 from checkpointd.store.sqlite import errors as sqlite_errors
 from checkpointd.store.sqlite import sql as sqlite_sql
 from checkpointd.store.sqlite import store as sqlite_module
+from checkpointd.store.sqlite.notifier import DataVersion, SQLiteEventNotifier
 from tests.support.records import NS, T0, checkpoint, interrupt
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -519,7 +520,7 @@ def thread_hops(store: SQLiteStore) -> Iterator[list[str]]:
     """Record every function queued on the store's connections' threads (one thread hop
     each): the name of the connection, in order."""
     hops: list[str] = []
-    conns = {"writer": store._writer, "reader": store._reader}
+    conns = {"writer": store._writer, "reader": store._reader, "events": store._events_conn}
     for name, conn in conns.items():
         assert conn is not None
         conn._tx = _CountingQueue(conn._tx, name, hops)  # type: ignore[assignment]
@@ -550,3 +551,75 @@ async def test_record_claim_and_decisions_are_one_thread_hop_each(store: SQLiteS
         assert (await store.report_resume(NS, "e", checkpoint_id, "a", status, None, T0)).pending
         assert await store.claim_interrupt(NS, "e", "token", T0) is not None
         assert hops == ["writer"] * 5
+
+
+# --- the event notifier: I5 -------------------------------------------------------------
+
+
+async def test_i5_notifier_polls_on_the_loop_thread_and_hears_another_connection(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """While the outbox reader waits, the notifier polls ``data_version`` without a hop to
+    any connection's thread, and a commit made through another connection to the file (as
+    another process's would be) ends the wait."""
+    other = SQLiteStore(db_path)
+    await other.open()
+    notifier = store.event_notifier()
+    try:
+        await asyncio.wait_for(notifier.wait(3600), 30)  # the first wait returns at once
+        with thread_hops(store) as hops:
+            waiting = asyncio.create_task(notifier.wait(3600))
+            await asyncio.sleep(0.3)  # several polls
+            assert not waiting.done()
+            assert hops == []
+            await interrupt(other, "from-another-connection")
+            await asyncio.wait_for(waiting, 30)
+            assert hops == []
+    finally:
+        await notifier.close()
+        await other.close()
+
+
+async def test_i5_notifier_wakes_when_the_file_cannot_be_read(tmp_path: Path) -> None:
+    """A poll that fails (here: the file's directory is not there yet) ends the wait as a
+    change would, after one poll interval rather than at once, so a lasting failure never
+    spins the reader; once the file can be read the next wait returns at once (a new
+    baseline, whose read covers what the failure hid), then waits for commits again."""
+    path = tmp_path / "later" / "checkpoints.db"
+    versions = DataVersion(str(path))
+    notifier = SQLiteEventNotifier(versions.read, set())
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    returns = 0
+    while loop.time() - started < 0.5:
+        await asyncio.wait_for(notifier.wait(3600), 30)
+        returns += 1
+    assert 1 < returns <= 12  # woken, at most once per 50 ms poll
+    path.parent.mkdir()
+    store = SQLiteStore(path)
+    await store.open()
+    try:
+        await asyncio.wait_for(notifier.wait(3600), 30)
+        waiting = asyncio.create_task(notifier.wait(3600))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await interrupt(store, "once-readable")
+        await asyncio.wait_for(waiting, 30)
+    finally:
+        await notifier.close()
+        versions.close()
+        await store.close()
+
+
+async def test_i5_notifier_of_a_closed_store_wakes_instead_of_waiting(db_path: Path) -> None:
+    """Once the store is closed the poll cannot read: a wait returns after one poll
+    interval (the reader then reads, and meets the closed store's error)."""
+    store = SQLiteStore(db_path)
+    await store.open()
+    notifier = store.event_notifier()
+    try:
+        await asyncio.wait_for(notifier.wait(3600), 30)
+        await store.close()
+        await asyncio.wait_for(notifier.wait(3600), 5)
+    finally:
+        await notifier.close()

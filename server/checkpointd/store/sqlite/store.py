@@ -95,7 +95,7 @@ from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.sqlite import errors, sql
 from checkpointd.store.sqlite.access import SQLiteAccess
-from checkpointd.store.sqlite.notifier import SQLiteEventNotifier
+from checkpointd.store.sqlite.notifier import DataVersion, SQLiteEventNotifier
 from checkpointd.store.sqlite.on_thread import Body, HopStatements, OnThread, Statements
 
 __all__ = ["SQLiteStore"]
@@ -204,9 +204,11 @@ class SQLiteStore:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
-        # The outbox reader's connection: its multi-statement read transactions and its
-        # data_version polls never share a connection with other callers' reads.
+        # The outbox reader's connection: its multi-statement read transactions never share
+        # a connection with other callers' reads.
         self._events_conn: aiosqlite.Connection | None = None
+        # The event notifiers' data_version polls, on the event loop's thread.
+        self._versions: DataVersion | None = None
         self._events_lock = asyncio.Lock()
         # Each connection's transactions and reads, one call on its thread each.
         self._writes: OnThread | None = None
@@ -276,6 +278,7 @@ class SQLiteStore:
         self._writes = OnThread(writer, self._write_lock)
         self._reads = OnThread(reader)
         self._events = OnThread(events, self._events_lock)
+        self._versions = DataVersion(self._path)
 
     @staticmethod
     async def _enter_wal(writer: aiosqlite.Connection) -> list[sqlite3.Row]:
@@ -296,6 +299,9 @@ class SQLiteStore:
         reader, writer, events = self._reader, self._writer, self._events_conn
         self._reader = self._writer = self._events_conn = None
         self._reads = self._writes = self._events = None
+        versions, self._versions = self._versions, None
+        if versions is not None:
+            versions.close()
         if reader is not None:
             await reader.close()
         if events is not None:
@@ -1123,12 +1129,14 @@ class SQLiteStore:
         by writers)."""
         return await self._on(self._events).transaction("BEGIN", body)
 
-    async def _data_version(self) -> int:
-        """``PRAGMA data_version`` of the events connection: it changes whenever another
-        connection (this process's writer, or any other process) commits."""
-        async with self._call():
-            rows = await self._on(self._events).read(lambda conn: conn.fetch("PRAGMA data_version"))
-        return int(rows[0][0])
+    def _data_version(self) -> int:
+        """``PRAGMA data_version``, read on the event loop's thread (see
+        :class:`~checkpointd.store.sqlite.notifier.DataVersion`); raises
+        :class:`sqlite3.Error` when it cannot be read, the store closed included."""
+        versions = self._versions
+        if versions is None:
+            raise sqlite3.ProgrammingError("the store is closed")
+        return versions.read()
 
     async def snapshot_pending(
         self,
