@@ -33,9 +33,6 @@ from checkpointd.edge import ComposingRegistrar, server_layers
 from checkpointd.health import HEALTH_SERVICE, HealthService
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
 from checkpointd.logging_setup import event
-from checkpointd.metrics import Metrics, MetricsServer
-from checkpointd.metrics_graph import timed_graph_store
-from checkpointd.metrics_store import InstrumentedStore
 from checkpointd.readiness import StoreMonitor, StoreNeverCameUp, cancel_and_wait
 from checkpointd.retention import retention_jobs
 from checkpointd.security import ExposureError, TlsError, TlsFiles, check_exposure
@@ -69,6 +66,7 @@ from checkpointd_client.v1 import (
 
 if TYPE_CHECKING:
     from checkpointd.console import Console
+    from checkpointd.metrics import Metrics, MetricsServer
 
 __all__ = [
     "KEEPALIVE_OPTIONS",
@@ -363,6 +361,8 @@ def _authenticator(settings: Settings) -> Authenticator | None:
 
 
 def _start_metrics(address: str, metrics: Metrics) -> MetricsServer:
+    from checkpointd.metrics import MetricsServer
+
     listener = parse_listen(address)
     host, _, port = listener.address.rpartition(":")
     try:
@@ -410,8 +410,15 @@ async def serve(settings: Settings) -> None:
     graph_store = build_graph_store(store)
     executions = build_execution_reader(store)
     description = redact_dsn(settings.store)
-    metrics = Metrics() if settings.metrics_listen else None
-    if metrics is not None:
+    metrics: Metrics | None = None
+    if settings.metrics_listen:
+        # prometheus_client is imported only here: a sidecar that serves no metrics does not
+        # hold it (nor the http.server and email modules it brings).
+        from checkpointd.metrics import Metrics
+        from checkpointd.metrics_graph import timed_graph_store
+        from checkpointd.metrics_store import InstrumentedStore
+
+        metrics = Metrics()
         # Every holder of the store (servicers, watch hub, health pings, scrapes) is timed.
         store = InstrumentedStore(store, metrics.store_seconds)
         graph_store = timed_graph_store(graph_store, metrics.store_seconds)

@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 from google.protobuf import any_pb2
@@ -63,8 +63,10 @@ from checkpointd.errors import (
     internal_status,
     status_for,
 )
-from checkpointd.metrics import WATCH_METHOD, Metrics
 from checkpointd.store.base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from checkpointd.metrics import Metrics
 
 __all__ = [
     "Call",
@@ -338,6 +340,7 @@ _CODE_NAMES: dict[int, str] = {code.value[0]: code.name for code in grpc.StatusC
 
 def metrics_layer(metrics: Metrics) -> Layer:
     """Count and time every call by method, kind and final status code."""
+    from checkpointd.metrics import WATCH_METHOD  # with the metrics only (prometheus_client)
 
     def layer(method: Method, step: Step) -> Step:
         service, name = method.service, method.name

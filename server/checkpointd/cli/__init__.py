@@ -1,15 +1,29 @@
 """The ``checkpointd`` command line. Each command lives in its own module with a
-``register(commands)`` that adds its parser and sets ``handler(args, parser) -> int``."""
+``register(commands)`` that adds its parser and sets ``handler(args, parser) -> int``.
+
+A command line that names its command imports that command's module only: ``serve`` runs
+in every pod, and the client-side commands' modules (``interrupts``, ``runs``, ``import``...)
+would be memory it holds for nothing."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 from collections.abc import Sequence
 
 from checkpointd import __version__
-from checkpointd.cli import import_cmd, interrupts, runs, serve, store_cmd
 
 __all__ = ["main"]
+
+#: Each command and the module that registers it, in the order ``--help`` lists them.
+_COMMANDS = {
+    "serve": "checkpointd.cli.serve",
+    "interrupts": "checkpointd.cli.interrupts",
+    "runs": "checkpointd.cli.runs",
+    "store": "checkpointd.cli.store_cmd",
+    "import": "checkpointd.cli.import_cmd",
+}
 
 
 def _version(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -17,24 +31,28 @@ def _version(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line, every command registered."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, every command registered (or only the command ``only``)."""
     parser = argparse.ArgumentParser(
         prog="checkpointd", description="A durability sidecar for AI agents, served over gRPC."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser("version", help="print the version and exit").set_defaults(handler=_version)
-    serve.register(commands)
-    interrupts.register(commands)
-    runs.register(commands)
-    store_cmd.register(commands)
-    import_cmd.register(commands)
+    for name, module in _COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(module).register(commands)
     return parser
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` starts with, if any (``-h serve`` still shows every command)."""
+    return argv[0] if argv and argv[0] in _COMMANDS else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``checkpointd`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args_list = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command(args_list))
+    args = parser.parse_args(args_list)
     code: int = args.handler(args, parser)
     return code
