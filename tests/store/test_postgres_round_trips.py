@@ -109,6 +109,30 @@ async def test_record_and_claim_round_trips(
     assert proxy.count - before == 1
 
 
+async def test_the_watch_readers_look_at_the_outbox_bounds_is_one_round_trip(
+    counted: tuple[PostgresStore, RoundTripCounter],
+) -> None:
+    """The watch reader reads the outbox's bounds alone (``limit=0``) once a second while no
+    stream is open: one statement, no BEGIN and COMMIT around it; its answer moves with the
+    outbox. A page of events stays one transaction (its bounds and its rows agree)."""
+    store, proxy = counted
+
+    async def bounds() -> int:
+        page = await store.read_events(after_cursor=0, up_to_cursor=0, limit=0, namespace=None)
+        assert (page.events, page.more) == ([], False)
+        return page.latest_cursor
+
+    assert await round_trips(proxy, bounds) == 1
+    before = await bounds()
+    await interrupt(store, "moves-the-bounds")
+    assert await bounds() > before
+
+    async def page() -> None:
+        await store.read_events(after_cursor=0, up_to_cursor=None, limit=10, namespace=None)
+
+    assert await round_trips(proxy, page) == 5  # BEGIN, bounds, sizes, rows, COMMIT
+
+
 async def test_a_bad_row_in_a_group_fails_alone(pg_dsn: str, pg_schema: str) -> None:
     """A row Postgres refuses (a NUL character, which the servicers refuse before it gets
     here) fails its own put; the other rows of its group are written. The same for a group

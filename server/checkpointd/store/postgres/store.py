@@ -1160,6 +1160,17 @@ class PostgresStore:
     ) -> EventPage:
         """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
         ``max_bytes``, with the outbox's bounds, in one REPEATABLE READ transaction."""
+        if limit == 0:
+            # Only the bounds (the watch reader's look while no stream is open, once a second
+            # on an idle server): one statement sees one state by itself, so it skips the
+            # transaction's BEGIN and COMMIT round trips.
+            async with self._connection() as conn:
+                purged_through, latest = await outbox.event_bounds(
+                    self._fetch(conn), self._sql.outbox
+                )
+            return EventPage(
+                events=[], purged_through=purged_through, latest_cursor=latest, more=False
+            )
         async with self._read_snapshot() as conn:
             return await outbox.read_event_page(
                 self._fetch(conn),
