@@ -581,11 +581,11 @@ async def test_i5_notifier_polls_on_the_loop_thread_and_hears_another_connection
 
 
 async def test_i5_notifier_wakes_when_the_file_cannot_be_read(tmp_path: Path) -> None:
-    """A poll that fails (here: the file's directory is not there yet) ends the wait as a
-    change would, after one poll interval rather than at once, so a lasting failure never
-    spins the reader; once the file can be read the next wait returns at once (a new
-    baseline, whose read covers what the failure hid), then waits for commits again."""
-    path = tmp_path / "later" / "checkpoints.db"
+    """A poll that fails (here: the file is not there, and the poll never creates it) ends
+    the wait as a change would, after one poll interval rather than at once, so a lasting
+    failure never spins the reader; once the file can be read the next wait returns at
+    once (a new baseline, whose read covers what the failure hid), then waits for commits."""
+    path = tmp_path / "odd ?#% name.db"
     versions = DataVersion(str(path))
     notifier = SQLiteEventNotifier(versions.read, set())
     loop = asyncio.get_running_loop()
@@ -595,7 +595,7 @@ async def test_i5_notifier_wakes_when_the_file_cannot_be_read(tmp_path: Path) ->
         await asyncio.wait_for(notifier.wait(3600), 30)
         returns += 1
     assert 1 < returns <= 12  # woken, at most once per 50 ms poll
-    path.parent.mkdir()
+    assert not await asyncio.to_thread(path.exists)  # the polls created no file
     store = SQLiteStore(path)
     await store.open()
     try:

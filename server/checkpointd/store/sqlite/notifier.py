@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
 
 __all__ = ["DataVersion", "SQLiteEventNotifier"]
@@ -35,7 +36,10 @@ class DataVersion:
             raise sqlite3.ProgrammingError("the store is closed")
         conn = self._conn
         if conn is None:
-            conn = self._conn = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+            # mode=rw: never create the file (a poll after the file was removed fails instead).
+            uri = f"{Path(self._path).absolute().as_uri()}?mode=rw"
+            conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
+            self._conn = conn
         try:
             # fetchall steps the statement to its end: no read transaction stays open to
             # hold back the WAL checkpoint.
