@@ -337,7 +337,7 @@ def test_the_guides_buf_template_generates_every_file(tmp_path):
 
 
 def test_the_guides_node_loader_loads_every_service(tmp_path):
-    """The guide's @grpc/proto-loader snippet loads all five services (WriteService through
+    """The guide's @grpc/proto-loader snippet loads all six services (WriteService through
     third_party/proto's google/rpc/status.proto) and the ErrorReason enum."""
     node = shutil.which("node")
     if node is None or not (NODE_CLIENT / "node_modules" / "@grpc" / "proto-loader").is_dir():
@@ -359,6 +359,7 @@ def test_the_guides_node_loader_loads_every_service(tmp_path):
     assert json.loads(result.stdout) == [
         "CheckpointService",
         "ErrorReason",
+        "GraphService",
         "IdempotencyService",
         "InterruptService",
         "ReplicationService",

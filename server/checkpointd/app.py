@@ -220,18 +220,17 @@ def _build_server(
     checkpoint_service_pb2_grpc.add_CheckpointServiceServicer_to_server(checkpoints, registrar)
     interrupt_service_pb2_grpc.add_InterruptServiceServicer_to_server(interrupts, registrar)
     idempotency_service_pb2_grpc.add_IdempotencyServiceServicer_to_server(idempotency, registrar)
-    # The Write stream runs its items through the unary servicers above (contract S1).
+    graph = GraphServicer(deps, deps.graph_store) if deps.graph_store is not None else None
+    if graph is not None:
+        graph_service_pb2_grpc.add_GraphServiceServicer_to_server(graph, registrar)
+    # The Write stream runs its items through the unary servicers above (contracts S1, S4).
     writes = WriteServicer(
-        checkpoints, idempotency, interrupts, max_message_bytes=deps.max_message_bytes
+        checkpoints, idempotency, interrupts, graph, max_message_bytes=deps.max_message_bytes
     )
     write_service_pb2_grpc.add_WriteServiceServicer_to_server(writes, registrar)
     replication_service_pb2_grpc.add_ReplicationServiceServicer_to_server(
         ReplicationServicer(deps), registrar
     )
-    if deps.graph_store is not None:
-        graph_service_pb2_grpc.add_GraphServiceServicer_to_server(
-            GraphServicer(deps, deps.graph_store), registrar
-        )
     health_pb2_grpc.add_HealthServicer_to_server(health, registrar)
     # What reflection.enable_server_reflection does for a grpc.aio server, on the registrar.
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(

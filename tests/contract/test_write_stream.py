@@ -51,14 +51,15 @@ def _unary_status(call: grpc.RpcError) -> status_pb2.Status:
 
 def test_s1_the_server_marks_the_headers_of_a_stream_it_takes(sidecar: SharedSidecar):
     """The headers of an accepted stream carry the entry the clients wait for before their
-    first item, and they arrive before any item is sent; the server's and the asyncio
-    client's names of that entry are the same."""
-    from checkpointd.servicers.write import ACCEPTED_HEADERS, BATCH_HEADER
+    first item, the batch limit (S3) and the kinds of item it takes, the graph writes among
+    them (S4), and they arrive before any item is sent; the server's and the asyncio
+    client's names of those entries are the same."""
+    from checkpointd.servicers.write import BATCH_HEADER, KINDS_HEADER
     from checkpointd_client import _write_stream
-    from checkpointd_client._write_stream import ACCEPTED_HEADER, accepted
+    from checkpointd_client._write_stream import ACCEPTED_HEADER, EVERY_KIND, accepted
 
-    assert ACCEPTED_HEADERS == (ACCEPTED_HEADER, (BATCH_HEADER, "256"))
     assert _write_stream.BATCH_HEADER == BATCH_HEADER
+    assert _write_stream.KINDS_HEADER == KINDS_HEADER
     headers_seen = threading.Event()
 
     def requests() -> Iterator[write_service_pb2.WriteRequest]:
@@ -71,6 +72,14 @@ def test_s1_the_server_marks_the_headers_of_a_stream_it_takes(sidecar: SharedSid
         assert accepted(headers), headers
         headers_seen.set()
         assert list(call) == []
+    entries = dict(headers)
+    assert ACCEPTED_HEADER in tuple(headers)
+    assert entries[BATCH_HEADER] == "256"
+    assert entries[KINDS_HEADER] == (
+        "put_checkpoint,put_idempotency_result,record_interrupt,claim_interrupt,"
+        "put_graph_checkpoint,put_graph_writes"
+    )
+    assert _write_stream.kinds_taken(headers) == EVERY_KIND
     assert not accepted(())
     assert not accepted(None)
 

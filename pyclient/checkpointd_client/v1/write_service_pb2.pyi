@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from checkpointd_client.v1 import checkpoint_service_pb2 as _checkpoint_service_pb2
+from checkpointd_client.v1 import graph_service_pb2 as _graph_service_pb2
 from checkpointd_client.v1 import idempotency_service_pb2 as _idempotency_service_pb2
 from checkpointd_client.v1 import interrupt_service_pb2 as _interrupt_service_pb2
 from collections import abc as _abc
@@ -36,6 +37,8 @@ class WriteRequest(_message.Message):
     PUT_IDEMPOTENCY_RESULT_FIELD_NUMBER: _builtins.int
     RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
     CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_WRITES_FIELD_NUMBER: _builtins.int
     ITEMS_FIELD_NUMBER: _builtins.int
     correlation_id: _builtins.int
     """Chosen by the client to match the answer to this item; it should be unique among the
@@ -58,6 +61,18 @@ class WriteRequest(_message.Message):
         """A ClaimInterrupt call."""
 
     @_builtins.property
+    def put_graph_checkpoint(self) -> _graph_service_pb2.PutGraphCheckpointRequest:
+        """A PutGraphCheckpoint call. Only for a server whose headers list it in
+        `checkpointd-write-kinds` (see Write).
+        """
+
+    @_builtins.property
+    def put_graph_writes(self) -> _graph_service_pb2.PutGraphWritesRequest:
+        """A PutGraphWrites call. Only for a server whose headers list it in
+        `checkpointd-write-kinds` (see Write).
+        """
+
+    @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteItem]:
         """A batch: each item is handled and answered as a message of its own would be, and its
         answer comes in a WriteResponse's results. Only for a server whose headers carry
@@ -75,13 +90,15 @@ class WriteRequest(_message.Message):
         put_idempotency_result: _idempotency_service_pb2.PutIdempotencyResultRequest | None = ...,
         record_interrupt: _interrupt_service_pb2.RecordInterruptRequest | None = ...,
         claim_interrupt: _interrupt_service_pb2.ClaimInterruptRequest | None = ...,
+        put_graph_checkpoint: _graph_service_pb2.PutGraphCheckpointRequest | None = ...,
+        put_graph_writes: _graph_service_pb2.PutGraphWritesRequest | None = ...,
         items: _abc.Iterable[Global___WriteItem] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "items", b"items", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "items", b"items", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt"]  # noqa: Y015
+    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "put_graph_checkpoint", "put_graph_writes"]  # noqa: Y015
     _WhichOneofArgType_request: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_request) -> _WhichOneofReturnType_request | None: ...
 
@@ -98,6 +115,8 @@ class WriteItem(_message.Message):
     PUT_IDEMPOTENCY_RESULT_FIELD_NUMBER: _builtins.int
     RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
     CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_WRITES_FIELD_NUMBER: _builtins.int
     correlation_id: _builtins.int
     """Chosen by the client to match the answer to this item, as WriteRequest.correlation_id."""
     @_builtins.property
@@ -116,6 +135,14 @@ class WriteItem(_message.Message):
     def claim_interrupt(self) -> _interrupt_service_pb2.ClaimInterruptRequest:
         """A ClaimInterrupt call."""
 
+    @_builtins.property
+    def put_graph_checkpoint(self) -> _graph_service_pb2.PutGraphCheckpointRequest:
+        """A PutGraphCheckpoint call, as WriteRequest.put_graph_checkpoint (the same number)."""
+
+    @_builtins.property
+    def put_graph_writes(self) -> _graph_service_pb2.PutGraphWritesRequest:
+        """A PutGraphWrites call, as WriteRequest.put_graph_writes (the same number)."""
+
     def __init__(
         self,
         *,
@@ -124,12 +151,14 @@ class WriteItem(_message.Message):
         put_idempotency_result: _idempotency_service_pb2.PutIdempotencyResultRequest | None = ...,
         record_interrupt: _interrupt_service_pb2.RecordInterruptRequest | None = ...,
         claim_interrupt: _interrupt_service_pb2.ClaimInterruptRequest | None = ...,
+        put_graph_checkpoint: _graph_service_pb2.PutGraphCheckpointRequest | None = ...,
+        put_graph_writes: _graph_service_pb2.PutGraphWritesRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "request", b"request"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt"]  # noqa: Y015
+    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "put_graph_checkpoint", "put_graph_writes"]  # noqa: Y015
     _WhichOneofArgType_request: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_request) -> _WhichOneofReturnType_request | None: ...
 
@@ -150,6 +179,8 @@ class WriteResponse(_message.Message):
     RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
     CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_WRITES_FIELD_NUMBER: _builtins.int
     RESULTS_FIELD_NUMBER: _builtins.int
     correlation_id: _builtins.int
     """The correlation_id of the item answered; 0 in a message with results."""
@@ -176,6 +207,14 @@ class WriteResponse(_message.Message):
         """
 
     @_builtins.property
+    def put_graph_checkpoint(self) -> _graph_service_pb2.PutGraphCheckpointResponse:
+        """The answer to a put_graph_checkpoint item."""
+
+    @_builtins.property
+    def put_graph_writes(self) -> _graph_service_pb2.PutGraphWritesResponse:
+        """The answer to a put_graph_writes item."""
+
+    @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteResult]:
         """The answers to items sent in WriteRequest.items, in any order and from any of the
         stream's messages: each batched item is answered once, in the results of one message.
@@ -190,13 +229,15 @@ class WriteResponse(_message.Message):
         record_interrupt: _interrupt_service_pb2.RecordInterruptResponse | None = ...,
         claim_interrupt: _interrupt_service_pb2.ClaimInterruptResponse | None = ...,
         error: _status_pb2.Status | None = ...,
+        put_graph_checkpoint: _graph_service_pb2.PutGraphCheckpointResponse | None = ...,
+        put_graph_writes: _graph_service_pb2.PutGraphWritesResponse | None = ...,
         results: _abc.Iterable[Global___WriteResult] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result", "results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "error"]  # noqa: Y015
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "error", "put_graph_checkpoint", "put_graph_writes"]  # noqa: Y015
     _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 
@@ -214,6 +255,8 @@ class WriteResult(_message.Message):
     RECORD_INTERRUPT_FIELD_NUMBER: _builtins.int
     CLAIM_INTERRUPT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_CHECKPOINT_FIELD_NUMBER: _builtins.int
+    PUT_GRAPH_WRITES_FIELD_NUMBER: _builtins.int
     correlation_id: _builtins.int
     """The correlation_id of the item answered."""
     @_builtins.property
@@ -236,6 +279,18 @@ class WriteResult(_message.Message):
     def error(self) -> _status_pb2.Status:
         """The item failed, as WriteResponse.error."""
 
+    @_builtins.property
+    def put_graph_checkpoint(self) -> _graph_service_pb2.PutGraphCheckpointResponse:
+        """The answer to a put_graph_checkpoint item, as WriteResponse.put_graph_checkpoint (the
+        same number).
+        """
+
+    @_builtins.property
+    def put_graph_writes(self) -> _graph_service_pb2.PutGraphWritesResponse:
+        """The answer to a put_graph_writes item, as WriteResponse.put_graph_writes (the same
+        number).
+        """
+
     def __init__(
         self,
         *,
@@ -245,12 +300,14 @@ class WriteResult(_message.Message):
         record_interrupt: _interrupt_service_pb2.RecordInterruptResponse | None = ...,
         claim_interrupt: _interrupt_service_pb2.ClaimInterruptResponse | None = ...,
         error: _status_pb2.Status | None = ...,
+        put_graph_checkpoint: _graph_service_pb2.PutGraphCheckpointResponse | None = ...,
+        put_graph_writes: _graph_service_pb2.PutGraphWritesResponse | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_interrupt", b"claim_interrupt", "correlation_id", b"correlation_id", "error", b"error", "put_checkpoint", b"put_checkpoint", "put_graph_checkpoint", b"put_graph_checkpoint", "put_graph_writes", b"put_graph_writes", "put_idempotency_result", b"put_idempotency_result", "record_interrupt", b"record_interrupt", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "error"]  # noqa: Y015
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt", "error", "put_graph_checkpoint", "put_graph_writes"]  # noqa: Y015
     _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
 

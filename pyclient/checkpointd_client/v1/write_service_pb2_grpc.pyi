@@ -38,9 +38,9 @@ class WriteServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> WriteServiceAsyncStub: ...
     Write: _grpc.StreamStreamMultiCallable[_write_service_pb2.WriteRequest, _write_service_pb2.WriteResponse]
-    """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt
-    or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
-    correlation_id (contract S1).
+    """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt,
+    ClaimInterrupt, PutGraphCheckpoint or PutGraphWrites request, and answers each one with a
+    WriteResponse carrying the same correlation_id (contracts S1, S4).
 
     Several items may travel in one WriteRequest (its items) and their answers in one
     WriteResponse (its results), so the cost of a stream message is paid once for all of
@@ -60,7 +60,13 @@ class WriteServiceStub:
     A server that takes batches says so in the same headers with the entry
     `checkpointd-write-batch`, whose value is the most items it takes in one message (256);
     a server without it predates batches and would ignore `items`, answering such a message
-    as an item with no request: send it one item per message.
+    as an item with no request: send it one item per message. The same headers list the kinds
+    of item the server takes, by their field names, in the entry `checkpointd-write-kinds`
+    (`put_checkpoint,put_idempotency_result,record_interrupt,claim_interrupt,
+    put_graph_checkpoint,put_graph_writes`; the graph kinds only where it serves
+    GraphService). A server without the entry takes the first four kinds only and would answer
+    any other as an item with no request (INVALID_ARGUMENT, field "request"): send it the
+    others as their unary calls (contract S4).
 
     The stream itself ends with a status only for what concerns every item: a missing or
     unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE
@@ -86,9 +92,9 @@ class WriteServiceAsyncStub(WriteServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Write: _aio.StreamStreamMultiCallable[_write_service_pb2.WriteRequest, _write_service_pb2.WriteResponse]  # type: ignore[assignment]
-    """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt
-    or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
-    correlation_id (contract S1).
+    """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt,
+    ClaimInterrupt, PutGraphCheckpoint or PutGraphWrites request, and answers each one with a
+    WriteResponse carrying the same correlation_id (contracts S1, S4).
 
     Several items may travel in one WriteRequest (its items) and their answers in one
     WriteResponse (its results), so the cost of a stream message is paid once for all of
@@ -108,7 +114,13 @@ class WriteServiceAsyncStub(WriteServiceStub):
     A server that takes batches says so in the same headers with the entry
     `checkpointd-write-batch`, whose value is the most items it takes in one message (256);
     a server without it predates batches and would ignore `items`, answering such a message
-    as an item with no request: send it one item per message.
+    as an item with no request: send it one item per message. The same headers list the kinds
+    of item the server takes, by their field names, in the entry `checkpointd-write-kinds`
+    (`put_checkpoint,put_idempotency_result,record_interrupt,claim_interrupt,
+    put_graph_checkpoint,put_graph_writes`; the graph kinds only where it serves
+    GraphService). A server without the entry takes the first four kinds only and would answer
+    any other as an item with no request (INVALID_ARGUMENT, field "request"): send it the
+    others as their unary calls (contract S4).
 
     The stream itself ends with a status only for what concerns every item: a missing or
     unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE
@@ -137,9 +149,9 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         request_iterator: _MaybeAsyncIterator[_write_service_pb2.WriteRequest],
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_write_service_pb2.WriteResponse], _abc.AsyncIterator[_write_service_pb2.WriteResponse]]:
-        """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt
-        or ClaimInterrupt request, and answers each one with a WriteResponse carrying the same
-        correlation_id (contract S1).
+        """Sends any number of writes, each a PutCheckpoint, PutIdempotencyResult, RecordInterrupt,
+        ClaimInterrupt, PutGraphCheckpoint or PutGraphWrites request, and answers each one with a
+        WriteResponse carrying the same correlation_id (contracts S1, S4).
 
         Several items may travel in one WriteRequest (its items) and their answers in one
         WriteResponse (its results), so the cost of a stream message is paid once for all of
@@ -159,7 +171,13 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         A server that takes batches says so in the same headers with the entry
         `checkpointd-write-batch`, whose value is the most items it takes in one message (256);
         a server without it predates batches and would ignore `items`, answering such a message
-        as an item with no request: send it one item per message.
+        as an item with no request: send it one item per message. The same headers list the kinds
+        of item the server takes, by their field names, in the entry `checkpointd-write-kinds`
+        (`put_checkpoint,put_idempotency_result,record_interrupt,claim_interrupt,
+        put_graph_checkpoint,put_graph_writes`; the graph kinds only where it serves
+        GraphService). A server without the entry takes the first four kinds only and would answer
+        any other as an item with no request (INVALID_ARGUMENT, field "request"): send it the
+        others as their unary calls (contract S4).
 
         The stream itself ends with a status only for what concerns every item: a missing or
         unknown token (UNAUTHENTICATED, at the start), a store not yet open (UNAVAILABLE

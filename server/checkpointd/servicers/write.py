@@ -1,11 +1,13 @@
-"""WriteService: the four hot writes of many callers over one stream (contracts S1, S3).
+"""WriteService: the hot writes of many callers over one stream (contracts S1, S3, S4).
 
 Each item goes through the unary servicer method of its request (the same validation and
 store call) after the same checks the unary call gets from the layers around it: the size
 limit of the request guard and, when tokens are configured, the token's access and namespace
 (:data:`checkpointd.auth.ITEM_GATE`). Items run concurrently, so the writes of many callers
 reach the store's group commit together; each is answered as it finishes, with its response
-or the ``google.rpc.Status`` the unary call would have ended with.
+or the ``google.rpc.Status`` the unary call would have ended with. The graph writes
+(PutGraphCheckpoint, PutGraphWrites) are kinds of item too where GraphService is served, and
+the stream's headers list the kinds it takes (S4).
 
 A message carries one item or a batch (``items``, S3). Batched items are answered in the
 ``results`` of a shared WriteResponse: every answer that is ready when the writer comes
@@ -30,12 +32,19 @@ from checkpointd.edge import abort_with_error, error_status
 from checkpointd.errors import InvalidField, MessageTooLarge, ShuttingDown
 from checkpointd.servicers.checkpoints import CheckpointServicer
 from checkpointd.servicers.common import UNCANCELLED
+from checkpointd.servicers.graph import GraphServicer
 from checkpointd.servicers.idempotency import IdempotencyServicer
 from checkpointd.servicers.interrupts import InterruptServicer
 from checkpointd_client.v1 import write_service_pb2 as svc
 from checkpointd_client.v1 import write_service_pb2_grpc as svc_grpc
 
-__all__ = ["MAX_ITEMS_IN_FLIGHT", "MAX_ITEMS_PER_MESSAGE", "WRITE_METHOD", "WriteServicer"]
+__all__ = [
+    "KINDS_HEADER",
+    "MAX_ITEMS_IN_FLIGHT",
+    "MAX_ITEMS_PER_MESSAGE",
+    "WRITE_METHOD",
+    "WriteServicer",
+]
 
 WRITE_METHOD: Final = "/checkpointd.v1.WriteService/Write"
 #: Items of one stream handled at once; the stream reads no further item until one finishes,
@@ -48,10 +57,11 @@ MAX_ITEMS_PER_MESSAGE: Final = MAX_ITEMS_IN_FLIGHT
 #: and that it takes batches of up to MAX_ITEMS_PER_MESSAGE items (S3): a server that
 #: predates batches would ignore ``items`` and answer such a message as an empty item.
 BATCH_HEADER: Final = "checkpointd-write-batch"
-ACCEPTED_HEADERS: Final = (
-    ("checkpointd-write-stream", "open"),
-    (BATCH_HEADER, str(MAX_ITEMS_PER_MESSAGE)),
-)
+#: The response header that lists the kinds of item the stream takes (its routes' oneof
+#: names, comma-separated; S4). One list rather than a flag per kind: what a server takes
+#: depends on what it serves (the graph kinds only with GraphService), and a kind added later
+#: needs no header of its own. A server without it takes the first four kinds only.
+KINDS_HEADER: Final = "checkpointd-write-kinds"
 
 _SHUTDOWN_MESSAGE: Final = (
     "the server is shutting down; send the writes not answered again, with the same "
@@ -156,6 +166,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         checkpoints: CheckpointServicer,
         idempotency: IdempotencyServicer,
         interrupts: InterruptServicer,
+        graph: GraphServicer | None = None,
         *,
         max_message_bytes: int,
     ) -> None:
@@ -175,6 +186,19 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
                 "/checkpointd.v1.InterruptService/ClaimInterrupt", interrupts.ClaimInterrupt
             ),
         }
+        if graph is not None:
+            self._routes["put_graph_checkpoint"] = _Route(
+                "/checkpointd.v1.GraphService/PutGraphCheckpoint", graph.PutGraphCheckpoint
+            )
+            self._routes["put_graph_writes"] = _Route(
+                "/checkpointd.v1.GraphService/PutGraphWrites", graph.PutGraphWrites
+            )
+        self._headers = (
+            ("checkpointd-write-stream", "open"),
+            (BATCH_HEADER, str(MAX_ITEMS_PER_MESSAGE)),
+            (KINDS_HEADER, ",".join(self._routes)),
+        )
+        self._unrouted = "is required: one of " + ", ".join(self._routes)
         self._closing = asyncio.Event()
         self._readers: set[_Reading] = set()
         self.streams_opened = 0
@@ -199,7 +223,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         self.streams_opened += 1
         # Headers at once: the asyncio client writes its first item only after them (see
         # checkpointd_client._write_stream), so it never writes to a stream already refused.
-        await context.send_initial_metadata(ACCEPTED_HEADERS)
+        await context.send_initial_metadata(self._headers)
         outbox = _Outbox()
         reader = asyncio.create_task(self._read(request_iterator, context, outbox))
         try:
@@ -310,11 +334,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         response: Message
         try:
             if route is None:
-                raise InvalidField(
-                    "request",
-                    "is required: one of put_checkpoint, put_idempotency_result, "
-                    "record_interrupt, claim_interrupt",
-                )
+                raise InvalidField("request", self._unrouted)
             assert kind is not None
             request: Message = getattr(item, kind)
             # What the layers around a unary call check, in their order: the token's access
