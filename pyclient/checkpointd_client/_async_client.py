@@ -59,6 +59,9 @@ __all__ = ["AsyncCheckpointdClient"]
 
 _CLOSED = "the checkpointd client has been closed"
 
+#: The GraphService writes that go on the Write stream (contract S4), where it takes them.
+_STREAMED_GRAPH_METHODS = frozenset({"PutGraphCheckpoint", "PutGraphWrites"})
+
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
@@ -103,10 +106,12 @@ class AsyncCheckpointdClient:
     that one loop. ``iter_checkpoints`` and ``iter_pending_interrupts`` are async iterators.
 
     With ``write_stream`` (the default) the writes of every caller (``put_checkpoint``,
-    ``put_idempotent``, ``record_interrupt``, ``claim_interrupt``) share one
+    ``put_idempotent``, ``record_interrupt``, ``claim_interrupt``, and the graph writes
+    ``PutGraphCheckpoint`` and ``PutGraphWrites`` of :meth:`call_graph`) share one
     ``WriteService.Write`` stream, so concurrent writes reach the server, and its group
-    commit, together (contract S1); against a server without it they go unary. ``False``
-    sends each write as its own unary call.
+    commit, together (contracts S1, S4); against a server without it, or one whose stream
+    does not take the graph writes, they go unary. ``False`` sends each write as its own
+    unary call.
 
     Use it as an async context manager, or call :meth:`aclose`.
     """
@@ -777,8 +782,12 @@ class AsyncCheckpointdClient:
         request message) with this client's deadline, retries and error mapping, and return
         the response message. The LangGraph savers (:mod:`checkpointd_client.langgraph`)
         speak through it; every mutating request carries a request id, so a retry is safe.
+        ``PutGraphCheckpoint`` and ``PutGraphWrites`` go on the Write stream where the
+        server takes them there (S4), each answered as its unary call.
         """
         rpc = getattr(self._connect().graph, method)
+        if method in _STREAMED_GRAPH_METHODS:
+            rpc = self._writes.route(rpc)
         return await self._invoke(rpc, request, timeout, metadata)
 
     async def apply_graph_retention(

@@ -8,7 +8,9 @@ leaves in the next message, as one batch (``WriteRequest.items``, contract S3; a
 :data:`BATCH_MAX_ITEMS` items and about :data:`BATCH_MAX_BYTES`), so grpc.aio's cost per
 message is paid once per batch, and the server hands the batch to its store's group commit
 together and answers it in one message. A server that does not say in its headers that it
-takes batches (:data:`BATCH_HEADER`) gets one item per message.
+takes batches (:data:`BATCH_HEADER`) gets one item per message. The graph writes
+(PutGraphCheckpoint, PutGraphWrites) go on the stream only when its headers list their kinds
+(:data:`KINDS_HEADER`, contract S4): an item of a kind a server does not take goes unary.
 
 A stream that breaks fails the writes it had not answered with ``UnavailableError``; the
 client's retry loop sends them again, with the same request ids and claim tokens, on a new
@@ -45,6 +47,7 @@ from checkpointd_client.errors import (
 )
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
+    graph_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
 )
@@ -56,11 +59,15 @@ __all__ = [
     "BATCH_HEADER",
     "BATCH_MAX_BYTES",
     "BATCH_MAX_ITEMS",
+    "KINDS_HEADER",
     "AsyncWriteStream",
+    "KindNotTaken",
     "StreamUnsupported",
     "batch_limit",
     "batch_of",
     "deadline_passed",
+    "kinds_taken",
+    "refuse_kinds",
     "result_of",
     "stopped_answering",
     "stream_failure",
@@ -78,6 +85,8 @@ ITEM_FIELDS: Final[dict[type[Message], str]] = {
     idempotency_service_pb2.PutIdempotencyResultRequest: "put_idempotency_result",
     interrupt_service_pb2.RecordInterruptRequest: "record_interrupt",
     interrupt_service_pb2.ClaimInterruptRequest: "claim_interrupt",
+    graph_service_pb2.PutGraphCheckpointRequest: "put_graph_checkpoint",
+    graph_service_pb2.PutGraphWritesRequest: "put_graph_writes",
 }
 
 #: Statuses that end a stream for a reason the unary call would have met too (a token or
@@ -152,14 +161,51 @@ def batch_limit(headers: Sequence[tuple[str, str | bytes]] | None) -> int:
     return 0
 
 
+#: The response header entry that lists the kinds of item a server takes on the stream (S4).
+KINDS_HEADER: Final = "checkpointd-write-kinds"
+#: The kinds a server without :data:`KINDS_HEADER` takes: those it had before the header.
+#: Any other kind it would answer INVALID_ARGUMENT (an item with no request).
+FIRST_KINDS: Final = frozenset(
+    {"put_checkpoint", "put_idempotency_result", "record_interrupt", "claim_interrupt"}
+)
+#: Every kind this client sends: a stream that takes them all needs no check per item.
+EVERY_KIND: Final = frozenset(ITEM_FIELDS.values())
+
+
+def kinds_taken(headers: Sequence[tuple[str, str | bytes]] | None) -> frozenset[str]:
+    """The kinds of item a stream with these response headers takes (:data:`KINDS_HEADER`;
+    :data:`FIRST_KINDS` when the server does not say)."""
+    for key, value in headers or ():
+        if key == KINDS_HEADER:
+            text = value.decode() if isinstance(value, bytes) else value
+            return frozenset(kind.strip() for kind in text.split(","))
+    return FIRST_KINDS
+
+
 class StreamUnsupported(Exception):
     """The server has no Write stream: send the call unary."""
+
+
+class KindNotTaken(Exception):
+    """The stream does not take this kind of item (S4): send this call unary, the others
+    still on the stream."""
 
 
 #: A write waiting to be sent: its correlation id, its request and the request's size.
 Queued = tuple[int, Message, int]
 #: The answer to one item: a WriteResponse of its own, or a WriteResult of a batch.
 Answer = Union["write_service_pb2.WriteResponse", "write_service_pb2.WriteResult"]
+
+
+def refuse_kinds(queued: collections.deque[Queued], kinds: frozenset[str]) -> list[int]:
+    """Take the writes of kinds not in ``kinds`` off the queue; their correlation ids (each
+    is then sent as its unary call, S4)."""
+    refused = [entry[0] for entry in queued if ITEM_FIELDS[type(entry[1])] not in kinds]
+    if refused:
+        kept = [entry for entry in queued if ITEM_FIELDS[type(entry[1])] in kinds]
+        queued.clear()
+        queued.extend(kept)
+    return refused
 
 
 def batch_of(queued: collections.deque[Queued], limit: int) -> write_service_pb2.WriteRequest:
@@ -252,6 +298,8 @@ class _Stream:
         self.ended = False
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
+        self.kinds: frozenset[str] | None = None
+        """The kinds of item the stream takes (S4), once its headers came."""
         self._health = health
         # Opened, and read, in empty contexts: the call's tasks and the reader would otherwise
         # keep the caller's contextvars (and what they hold) alive for as long as the stream.
@@ -293,12 +341,19 @@ class _Stream:
         if not accepted(headers) or self.call.done():
             return
         limit = batch_limit(headers)
+        kinds = self.kinds = kinds_taken(headers)
+        every = kinds >= EVERY_KIND
         # grpc.aio asks for the next message once the previous one is written: every write
         # queued meanwhile goes in it (S3). No timer: a write to an idle stream leaves at once.
         while True:
             await self._wake.wait()
             if self.ended:
                 return
+            if not every:  # writes of kinds the server does not take go unary (S4)
+                self._refuse(refuse_kinds(self.queued, kinds))
+                if not self.queued:
+                    self._wake.clear()
+                    continue
             message = batch_of(self.queued, limit)
             if not self.queued:
                 self._wake.clear()
@@ -308,6 +363,13 @@ class _Stream:
         future = self.pending.pop(correlation_id, None)
         if future is not None and not future.done():
             future.set_result(answer)
+
+    def _refuse(self, correlation_ids: list[int]) -> None:
+        """Hand writes the stream does not take back to their callers, to send unary."""
+        for correlation_id in correlation_ids:
+            future = self.pending.pop(correlation_id, None)
+            if future is not None and not future.done():
+                future.set_exception(KindNotTaken())
 
     async def _read(self) -> None:
         failure: BaseException | None = None
@@ -368,6 +430,8 @@ class AsyncWriteStream:
                 return await unary(request, timeout=timeout, metadata=metadata)
             try:
                 return await self._send(request, size, timeout)
+            except KindNotTaken:
+                return await unary(request, timeout=timeout, metadata=metadata)
             except StreamUnsupported:
                 self.unsupported = True
                 return await unary(request, timeout=timeout, metadata=metadata)
@@ -376,17 +440,19 @@ class AsyncWriteStream:
 
     def _streams(self, request: Message, metadata: Metadata) -> int | None:
         """The size of the request when this call goes on the stream: it may
-        (:func:`stream_size`), the server has the stream, and one is open or may be opened
-        now (S2); None when it goes unary."""
+        (:func:`stream_size`), the server has the stream, and one is open (that takes its
+        kind, S4, as far as its headers said yet) or may be opened now (S2); None when it
+        goes unary."""
         if self.unsupported:
             return None
         size = stream_size(request, metadata, self._metadata)
         if size is None:
             return None
         stream = self._stream
-        if (stream is not None and not stream.ended) or self.health.may_open():
-            return size
-        return None
+        if stream is not None and not stream.ended:
+            kinds = stream.kinds
+            return size if kinds is None or ITEM_FIELDS[type(request)] in kinds else None
+        return size if self.health.may_open() else None
 
     async def _send(self, request: Message, size: int, seconds: float) -> Message:
         stream = self._stream

@@ -4,7 +4,7 @@
 the queued items from its own thread (every item queued while the previous message was being
 written goes in the next, as one batch: contract S3), and a reader thread hands out the
 answers. A stream that stops answering is replaced as there (contract S2), under the owner's
-lock.
+lock, and a write of a kind the stream's headers do not list goes unary as there (contract S4).
 
 A slot is one lock, released by the reader with the answer: a ``concurrent.futures.Future``
 would cost a Condition, its waiter lock and a notify_all on every write. The answers are read
@@ -29,7 +29,10 @@ from google.protobuf.message import Message
 
 from checkpointd_client._stream_health import StreamHealth
 from checkpointd_client._write_stream import (
+    EVERY_KIND,
+    ITEM_FIELDS,
     Answer,
+    KindNotTaken,
     Metadata,
     Queued,
     RoutedRpc,
@@ -38,6 +41,8 @@ from checkpointd_client._write_stream import (
     batch_limit,
     batch_of,
     deadline_passed,
+    kinds_taken,
+    refuse_kinds,
     result_of,
     stopped_answering,
     stream_failure,
@@ -94,6 +99,8 @@ class _Stream:
         self.ended = False
         self.answers = 0
         """Answers received: an item timed out with none since it was sent marks the stream."""
+        self.kinds: frozenset[str] | None = None
+        """The kinds of item the stream takes (S4), once its headers came."""
         self._health = health
         # Opened in an empty context: grpc consumes the request iterator on a thread of its own
         # in a copy of the caller's contextvars, which would keep what they hold alive for as
@@ -123,6 +130,8 @@ class _Stream:
         get, empty = self.queue.get, self.queue.empty
         carry: collections.deque[Queued] = collections.deque()
         limit: int | None = None  # from the headers, read once the first write is queued
+        kinds = EVERY_KIND
+        every = True  # whether the stream takes every kind (no check per item)
         while True:
             if not carry:
                 first = get()
@@ -130,13 +139,28 @@ class _Stream:
                     return
                 carry.append(first)
             if limit is None:
-                limit = batch_limit(self.call.initial_metadata())
+                headers = self.call.initial_metadata()
+                limit = batch_limit(headers)
+                kinds = self.kinds = kinds_taken(headers)
+                every = kinds >= EVERY_KIND
             while not empty():
                 queued = get()
                 if queued is None:
                     return
                 carry.append(queued)
+            if not every:  # writes of kinds the server does not take go unary (S4)
+                self._refuse(refuse_kinds(carry, kinds))
+                if not carry:
+                    continue
             yield batch_of(carry, limit)
+
+    def _refuse(self, correlation_ids: list[int]) -> None:
+        """Hand writes the stream does not take back to their callers, to send unary."""
+        with self.lock:
+            refused = [self.pending.pop(id_, None) for id_ in correlation_ids]
+        for slot in refused:
+            if slot is not None:
+                slot.fail(KindNotTaken())
 
     def _read(self) -> None:
         failure: BaseException | None = None
@@ -205,6 +229,8 @@ class WriteStream:
                 return unary(request, timeout=timeout, metadata=metadata)
             try:
                 return self._send(request, size, timeout)
+            except KindNotTaken:
+                return unary(request, timeout=timeout, metadata=metadata)
             except StreamUnsupported:
                 self.unsupported = True
                 return unary(request, timeout=timeout, metadata=metadata)
@@ -213,17 +239,19 @@ class WriteStream:
 
     def _streams(self, request: Message, metadata: Metadata) -> int | None:
         """The size of the request when this call goes on the stream: it may
-        (:func:`stream_size`), the server has the stream, and one is open or may be opened
-        now (S2); None when it goes unary."""
+        (:func:`stream_size`), the server has the stream, and one is open (that takes its
+        kind, S4, as far as its headers said yet) or may be opened now (S2); None when it
+        goes unary."""
         if self.unsupported:
             return None
         size = stream_size(request, metadata, self._metadata)
         if size is None:
             return None
         stream = self._stream
-        if (stream is not None and not stream.ended) or self.health.may_open():
-            return size
-        return None
+        if stream is not None and not stream.ended:
+            kinds = stream.kinds
+            return size if kinds is None or ITEM_FIELDS[type(request)] in kinds else None
+        return size if self.health.may_open() else None
 
     def _send(self, request: Message, size: int, timeout: float) -> Message:
         slot = _Slot()

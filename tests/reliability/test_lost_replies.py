@@ -4,10 +4,11 @@ retries (same request id, checkpoint id, claim token) must end in exactly the st
 successful call; and a claim raced by 64 callers over 3 server processes, with a fraction of
 the replies lost, has exactly one winner. Full size: 200 claim trials; reduced: 20.
 
-The four writes the Write stream carries are tested on both paths: unary calls, and the
-stream through the proxy's stream forwarding, where a lost reply ends the stream
-``UNAVAILABLE`` (a connection lost with the reply on it), and a dropped or withheld reply
-leaves the stream silent until the call's deadline. Two of the race's three servers are
+The writes the Write stream carries (the four of S1 and the graph writes of S4) are tested
+on both paths: unary calls, and the stream through the proxy's stream forwarding, where a
+lost reply ends the stream ``UNAVAILABLE`` (a connection lost with the reply on it), and a
+dropped or withheld reply, or a black-holed stream, leaves the stream silent until the call's
+deadline. Two of the race's three servers are
 reached over the stream.
 """
 
@@ -37,6 +38,7 @@ from checkpointd_client import (
 )
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
+    graph_service_pb2,
     idempotency_service_pb2,
     interrupt_service_pb2,
 )
@@ -272,6 +274,114 @@ def test_d1_late_retry_of_an_idempotency_put_does_not_undo_a_newer_put(proxy, si
             assert other.get_idempotent(execution_id, "charge").value == {"v": 2}
     finally:
         channel.close()
+
+
+def _graph_put(thread: str) -> graph_service_pb2.PutGraphCheckpointRequest:
+    return graph_service_pb2.PutGraphCheckpointRequest(
+        request_id=uuid.uuid4().hex,
+        checkpoint=graph_service_pb2.GraphCheckpoint(
+            thread_id=thread,
+            checkpoint_id="c1",
+            checkpoint=graph_service_pb2.TypedValue(type="json", data=b"{}"),
+            metadata_json="{}",
+        ),
+    )
+
+
+def _graph_pause(thread: str) -> graph_service_pb2.PutGraphWritesRequest:
+    """A task's interrupt write with its descriptor (G8): one pending interrupt."""
+    return graph_service_pb2.PutGraphWritesRequest(
+        request_id=uuid.uuid4().hex,
+        thread_id=thread,
+        checkpoint_id="c1",
+        task_id="review-task",
+        writes=[
+            graph_service_pb2.GraphWrite(
+                idx=0,
+                channel="__interrupt__",
+                value=graph_service_pb2.TypedValue(type="json", data=b"1"),
+            )
+        ],
+        interrupts=[
+            graph_service_pb2.GraphInterrupt(interrupt_id="i1", node="review", reason="approval")
+        ],
+    )
+
+
+def _graph_state(client: CheckpointdClient, store_spec: Any, thread: str) -> tuple[Any, ...]:
+    """The thread's pending writes, pending interrupts and interrupt event kinds."""
+    found = client.call_graph(
+        "GetGraphCheckpoint",
+        graph_service_pb2.GetGraphCheckpointRequest(thread_id=thread, checkpoint_id="c1"),
+    )
+    pending = [p.execution_id for p in client.iter_pending_interrupts()]
+    reader = StoreReader(store_spec)
+    try:
+        events = [e[2] for e in reader.outbox() if e[3] == thread]
+    finally:
+        reader.close()
+    return (
+        [(w.task_id, w.idx) for w in found.checkpoint_tuple.pending_writes],
+        pending.count(thread),
+        events,
+    )
+
+
+@both_paths
+def test_g6_s4_graph_writes_retried_after_lost_replies_write_once(
+    proxy, client, store_spec, write_path
+):
+    """A graph put and a task's interrupt writes whose first replies are lost are retried
+    with the same request ids: the put is stored, the writes once, and the pause they
+    describe is one pending interrupt with one 'added' event."""
+    thread = f"lost-{uuid.uuid4().hex[:8]}"
+    proxy.lose_reply_next("PutGraphCheckpoint", times=3)
+    client.call_graph("PutGraphCheckpoint", _graph_put(thread))
+    assert proxy.forwarded("PutGraphCheckpoint") == 4
+    proxy.lose_reply_next("PutGraphWrites", times=2)
+    client.call_graph("PutGraphWrites", _graph_pause(thread))
+    assert proxy.forwarded("PutGraphWrites") == 3
+    for method, message in (
+        ("PutGraphCheckpoint", graph_service_pb2.PutGraphCheckpointRequest.FromString),
+        ("PutGraphWrites", graph_service_pb2.PutGraphWritesRequest.FromString),
+    ):
+        _carried_by(proxy, method, write_path)
+        assert len(_request_ids(proxy, method, message)) == 1
+    assert _graph_state(client, store_spec, thread) == ([("review-task", 0)], 1, ["added"])
+
+
+@pytest.mark.parametrize("fault", ["drop", "withhold", "black-hole"])
+def test_s2_s4_a_graph_write_whose_stream_reply_never_comes_is_sent_again_and_written_once(
+    sidecar: Sidecar, store_spec, fault: str
+):
+    """On the stream path, a task's interrupt writes whose reply the proxy drops (the stream
+    answers on), withholds (the stream wedges) or whose whole stream is black-holed end
+    DEADLINE_EXCEEDED within the call's deadline, and the stream is replaced; the same
+    request sent again is answered on a fresh stream: one pending interrupt, one 'added'
+    event, the writes stored once."""
+    thread = f"silent-{uuid.uuid4().hex[:8]}"
+    pause = _graph_pause(thread)
+    with (
+        GrpcFaultProxy(sidecar.target, write_stream=True) as proxy,
+        CheckpointdClient(proxy.target, retry=RETRY, timeout=1.0) as client,
+    ):
+        if fault == "black-hole":
+            proxy.black_hole_next_stream()  # the client's first stream
+        elif fault == "drop":
+            proxy.drop_reply_next("PutGraphWrites")
+        else:
+            proxy.withhold_replies_next("PutGraphWrites")
+        started = time.monotonic()
+        with pytest.raises(DeadlineExceededError):
+            client.call_graph("PutGraphWrites", pause)
+        assert time.monotonic() - started <= 1.0 + 1.5  # within its deadline, not later
+        client.call_graph("PutGraphWrites", pause)
+        client.call_graph("PutGraphCheckpoint", _graph_put(thread))  # the writes' checkpoint
+        assert {c.stream is not None for c in proxy.calls()} == {True}
+        assert len({c.stream for c in proxy.calls("PutGraphWrites")}) == 2
+        assert len(_request_ids(proxy, "PutGraphWrites", type(pause).FromString)) == 1
+    with CheckpointdClient(sidecar.target, retry=NO_RETRY) as check:
+        assert _graph_state(check, store_spec, thread) == ([("review-task", 0)], 1, ["added"])
 
 
 @pytest.mark.parametrize("fault", ["drop", "withhold"])

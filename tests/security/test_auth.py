@@ -401,3 +401,81 @@ def test_s1_e2_n1_the_write_stream_checks_each_item_as_its_unary_call(
             with pytest.raises(UnauthenticatedError) as mapped:
                 client.put_idempotent(run, "k", 2)  # over the stream, as the client's default
             assert mapped.value.reason == expected
+
+
+def test_s4_e2_n1_graph_items_on_the_write_stream_are_checked_as_their_unary_calls(
+    auth_sidecar: Sidecar, tokens: Tokens
+):
+    """A read-only token's graph items (PutGraphCheckpoint, PutGraphWrites) are each refused
+    PERMISSION_DENIED (READ_ONLY_TOKEN, naming the unary method) and write nothing; with a
+    token granted team-a only, a graph item in team-b is NAMESPACE_NOT_ALLOWED while the
+    next, in team-a, is written."""
+    from google.rpc import error_details_pb2
+
+    from checkpointd_client.v1 import graph_service_pb2 as g
+    from checkpointd_client.v1 import write_service_pb2, write_service_pb2_grpc
+
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+
+    def put(correlation_id: int, namespace: str) -> write_service_pb2.WriteRequest:
+        return write_service_pb2.WriteRequest(
+            correlation_id=correlation_id,
+            put_graph_checkpoint=g.PutGraphCheckpointRequest(
+                namespace=namespace,
+                checkpoint=g.GraphCheckpoint(
+                    thread_id=thread,
+                    checkpoint_id="c1",
+                    checkpoint=g.TypedValue(type="json", data=b"{}"),
+                    metadata_json="{}",
+                ),
+            ),
+        )
+
+    def writes(correlation_id: int) -> write_service_pb2.WriteRequest:
+        return write_service_pb2.WriteRequest(
+            correlation_id=correlation_id,
+            put_graph_writes=g.PutGraphWritesRequest(
+                namespace="team-a", thread_id=thread, checkpoint_id="c1", task_id="task"
+            ),
+        )
+
+    def reason(answer: write_service_pb2.WriteResponse) -> tuple[int, str, dict[str, str]]:
+        info = error_details_pb2.ErrorInfo()
+        answer.error.details[0].Unpack(info)
+        return answer.error.code, info.reason, dict(info.metadata)
+
+    def write(token: str, items: list[Any]) -> dict[int, Any]:
+        with grpc.insecure_channel(auth_sidecar.target) as channel:
+            stub = write_service_pb2_grpc.WriteServiceStub(channel)
+            metadata = (("authorization", f"Bearer {token}"),)
+            return {
+                a.correlation_id: a for a in stub.Write(iter(items), metadata=metadata, timeout=30)
+            }
+
+    def stored(namespace: str) -> bool:
+        with _client(auth_sidecar, tokens.admin, namespace) as admin:
+            found = admin.call_graph(
+                "GetGraphCheckpoint",
+                g.GetGraphCheckpointRequest(namespace=namespace, thread_id=thread),
+            )
+        return bool(found.HasField("checkpoint_tuple"))
+
+    denied = grpc.StatusCode.PERMISSION_DENIED.value[0]
+    viewer = write(tokens.viewer, [put(1, "team-a"), writes(2)])
+    assert reason(viewer[1]) == (
+        denied,
+        "READ_ONLY_TOKEN",
+        {"method": "PutGraphCheckpoint", "token_name": "viewer"},
+    )
+    assert reason(viewer[2]) == (
+        denied,
+        "READ_ONLY_TOKEN",
+        {"method": "PutGraphWrites", "token_name": "viewer"},
+    )
+    assert not stored("team-a")
+
+    bot = write(tokens.bot, [put(1, "team-b"), put(2, "team-a")])
+    assert reason(bot[1])[:2] == (denied, "NAMESPACE_NOT_ALLOWED")
+    assert bot[2].WhichOneof("result") == "put_graph_checkpoint"
+    assert not stored("team-b")
+    assert stored("team-a")

@@ -86,6 +86,7 @@ class GrpcFaultProxy:
         max_workers: int = 32,
         write_stream: bool = False,
         write_batches: bool = True,
+        write_kinds: bool = True,
     ) -> None:
         _check_loopback(upstream)
         self.upstream = upstream
@@ -94,6 +95,10 @@ class GrpcFaultProxy:
         self.write_batches = write_batches
         """Whether the Write stream's headers say it takes batches (else the proxy strips
         the entry, and the stream looks like one of a server that predates batches)."""
+        self.write_kinds = write_kinds
+        """Whether the Write stream's headers list the kinds of item it takes (else the proxy
+        strips the entry, and the stream looks like one of a server that predates the graph
+        items, contract S4)."""
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._calls: list[ProxiedCall] = []

@@ -18,7 +18,9 @@ a batched answer comes back without the results a rule keeps back. Per item:
   the caller gives the stream up, as a stream that wedged.
 
 A proxy made with ``write_batches=False`` strips the header entry by which the server says
-it takes batches, so clients see a server that predates them.
+it takes batches, so clients see a server that predates them; one made with
+``write_kinds=False`` strips the entry that lists the kinds of item it takes (contract S4), so
+clients see a server that predates the graph items.
 
 Per stream: a black hole forwards every item but no reply (and, unless told, not the headers
 either); :meth:`ProxiedStream.end` ends a stream ``UNAVAILABLE`` at once (recycling).
@@ -45,12 +47,16 @@ __all__ = ["ITEM_METHODS", "WRITE_METHOD", "ProxiedStream", "StreamFault", "Upst
 WRITE_METHOD: Final = "/checkpointd.v1.WriteService/Write"
 #: The header entry by which a server says it takes batches (stripped when told to).
 BATCH_HEADER: Final = "checkpointd-write-batch"
+#: The header entry that lists the kinds of item a server takes (stripped when told to).
+KINDS_HEADER: Final = "checkpointd-write-kinds"
 #: The unary method each kind of item stands for: the rules and records name it.
 ITEM_METHODS: Final = {
     "put_checkpoint": "/checkpointd.v1.CheckpointService/PutCheckpoint",
     "put_idempotency_result": "/checkpointd.v1.IdempotencyService/PutIdempotencyResult",
     "record_interrupt": "/checkpointd.v1.InterruptService/RecordInterrupt",
     "claim_interrupt": "/checkpointd.v1.InterruptService/ClaimInterrupt",
+    "put_graph_checkpoint": "/checkpointd.v1.GraphService/PutGraphCheckpoint",
+    "put_graph_writes": "/checkpointd.v1.GraphService/PutGraphWrites",
 }
 
 
@@ -66,6 +72,9 @@ class Upstream(Protocol):
 
     @property
     def write_batches(self) -> bool: ...
+
+    @property
+    def write_kinds(self) -> bool: ...
 
     def take_rule(self, method: str, *, item: bool = False) -> Rule | None: ...
 
@@ -142,12 +151,16 @@ class ProxiedStream:
             if isinstance(event, _Headers):
                 # None from upstream (a trailers-only refusal): none to the caller either.
                 if event.metadata and (self._fault is None or self._fault.headers):
-                    context.send_initial_metadata(
-                        tuple(
-                            (key, value)
-                            for key, value in event.metadata
-                            if self._proxy.write_batches or key != BATCH_HEADER
+                    stripped = {
+                        key
+                        for key, kept in (
+                            (BATCH_HEADER, self._proxy.write_batches),
+                            (KINDS_HEADER, self._proxy.write_kinds),
                         )
+                        if not kept
+                    }
+                    context.send_initial_metadata(
+                        tuple((key, value) for key, value in event.metadata if key not in stripped)
                     )
             elif isinstance(event, _End):
                 call.cancel()

@@ -18,7 +18,10 @@ the blocking saver's ``a*`` methods are the base class's (not implemented), as
 ``PostgresSaver``'s.
 
 Each call is one GraphService RPC with the client's deadline and its UNAVAILABLE retries;
-every mutation carries a fresh request id, so a retry never applies twice. The server keeps
+every mutation carries a fresh request id, so a retry never applies twice. ``put`` and
+``put_writes`` travel on the client's Write stream where the server takes them there (contract
+S4: one stream round trip costs less CPU than a unary call), each answered as its unary call;
+``write_stream=False`` sends them unary. The server keeps
 the tables (checkpoints, channel values by version, pending writes) and runs filters,
 deletes, copies and prunes itself, each in one transaction. ``setup()`` checks that the
 server serves GraphService; the server migrates its own schema, so it is safe to call every
@@ -73,22 +76,19 @@ class _Settings:
         self.options = options
 
     def blocking(self) -> CheckpointdClient:
-        return CheckpointdClient(
-            self.target, namespace=self.namespace, write_stream=False, **self.options
-        )
+        return CheckpointdClient(self.target, namespace=self.namespace, **self.options)
 
     def asyncio(self) -> AsyncCheckpointdClient:
-        return AsyncCheckpointdClient(
-            self.target, namespace=self.namespace, write_stream=False, **self.options
-        )
+        return AsyncCheckpointdClient(self.target, namespace=self.namespace, **self.options)
 
 
 class CheckpointdSaver(BaseCheckpointSaver[str]):
     """A blocking LangGraph checkpoint saver on checkpointd (the shape of ``PostgresSaver``).
 
     ``target`` (default ``$CHECKPOINTD_TARGET``), ``namespace``, ``timeout``, ``retry``,
-    ``metadata``, ``channel_options``, ``token`` (default ``$CHECKPOINTD_TOKEN``) and
-    ``tls`` are those of :class:`~checkpointd_client.CheckpointdClient`. ``serde`` is
+    ``metadata``, ``channel_options``, ``token`` (default ``$CHECKPOINTD_TOKEN``), ``tls``
+    and ``write_stream`` (``put`` and ``put_writes`` on the Write stream) are those of
+    :class:`~checkpointd_client.CheckpointdClient`. ``serde`` is
     LangGraph's serializer (its default when None). ``graph_name`` names the graph in the
     pending-interrupt inbox (the chain name of its pauses, what a
     :class:`GraphResumeWorker` finds the graph by); a run's ``configurable["graph_name"]``
@@ -109,6 +109,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         tls: TlsConfig | bool | None = None,
         serde: SerializerProtocol | None = None,
         graph_name: str | None = None,
+        write_stream: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.graph_name = graph_name
@@ -121,6 +122,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
             channel_options=channel_options,
             token=token,
             tls=tls,
+            write_stream=write_stream,
         )
         self._client = self._settings.blocking()
         self._namespace = self._client.namespace
@@ -257,6 +259,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         tls: TlsConfig | bool | None = None,
         serde: SerializerProtocol | None = None,
         graph_name: str | None = None,
+        write_stream: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.graph_name = graph_name
@@ -269,6 +272,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
             channel_options=channel_options,
             token=token,
             tls=tls,
+            write_stream=write_stream,
         )
         self._client = settings.asyncio()
         self._namespace = self._client.namespace
