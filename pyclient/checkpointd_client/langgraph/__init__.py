@@ -19,11 +19,11 @@ the blocking saver's ``a*`` methods are the base class's (not implemented), as
 
 Each call is one GraphService RPC with the client's deadline and its UNAVAILABLE retries;
 every mutation carries a fresh request id, so a retry never applies twice. ``put`` and
-``put_writes`` travel on the client's Write stream where the server takes them there (contract
-S4: one stream round trip costs less CPU than a unary call), each answered as its unary call;
-``write_stream=False`` sends them unary. The server keeps
-the tables (checkpoints, channel values by version, pending writes) and runs filters,
-deletes, copies and prunes itself, each in one transaction. ``setup()`` checks that the
+``put_writes`` travel on the client's Write stream where the server's stream takes them
+(contract S4: a stream round trip costs less CPU than a unary call), each answered as its
+unary call; ``write_stream=False`` sends them unary. The server keeps the tables
+(checkpoints, channel values by version, pending writes) and runs filters, deletes, copies
+and prunes itself, each in one transaction. ``setup()`` checks that the
 server serves GraphService; the server migrates its own schema, so it is safe to call every
 time.
 
@@ -88,8 +88,8 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     ``target`` (default ``$CHECKPOINTD_TARGET``), ``namespace``, ``timeout``, ``retry``,
     ``metadata``, ``channel_options``, ``token`` (default ``$CHECKPOINTD_TOKEN``), ``tls``
     and ``write_stream`` (``put`` and ``put_writes`` on the Write stream) are those of
-    :class:`~checkpointd_client.CheckpointdClient`. ``serde`` is
-    LangGraph's serializer (its default when None). ``graph_name`` names the graph in the
+    :class:`~checkpointd_client.CheckpointdClient`. ``serde`` is LangGraph's serializer (its
+    default when None). ``graph_name`` names the graph in the
     pending-interrupt inbox (the chain name of its pauses, what a
     :class:`GraphResumeWorker` finds the graph by); a run's ``configurable["graph_name"]``
     overrides it, and without either the thread id stands in. Thread-safe; use it as a
