@@ -55,6 +55,7 @@ import os
 import random
 import sqlite3
 import types
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -215,6 +216,8 @@ class SQLiteStore:
         self._reads: OnThread | None = None
         self._events: OnThread | None = None
         self._event_wakeups: set[asyncio.Event] = set()
+        # Notifiers not closed yet: closing the store closes their inotify descriptors.
+        self._notifiers: weakref.WeakSet[SQLiteEventNotifier] = weakref.WeakSet()
         self._cleanups: set[asyncio.Future[None]] = set()
         self._group: GroupCommit[_GroupWrite, Any] = GroupCommit(
             self._commit_group, max_batch=GROUP_COMMIT_MAX
@@ -302,6 +305,8 @@ class SQLiteStore:
         versions, self._versions = self._versions, None
         if versions is not None:
             versions.close()
+        for notifier in list(self._notifiers):
+            notifier.detach()
         if reader is not None:
             await reader.close()
         if events is not None:
@@ -1215,8 +1220,12 @@ class SQLiteStore:
         return await outbox.purge_in_batches(batch, batch_size=batch_size)
 
     def event_notifier(self) -> SQLiteEventNotifier:
-        """A notifier that polls ``PRAGMA data_version`` and hears this process's writes."""
-        return SQLiteEventNotifier(self._data_version, self._event_wakeups)
+        """A notifier that hears this process's writes, and other connections' commits
+        through an inotify watch on the file's directory confirmed by ``PRAGMA
+        data_version`` (or a poll of it every 50 ms where inotify is not available)."""
+        notifier = SQLiteEventNotifier(self._data_version, self._event_wakeups, path=self._path)
+        self._notifiers.add(notifier)
+        return notifier
 
     # --- replication outbox (contracts R1-R4) --------------------------------------------
 
