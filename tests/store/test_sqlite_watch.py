@@ -146,14 +146,14 @@ async def test_i5_other_files_in_the_directory_do_not_wake_the_watch(
 async def test_i5_a_burst_of_commits_wakes_at_most_once_per_50_ms(
     watched: tuple[SQLiteEventNotifier, CountedReads], db_path: Path
 ) -> None:
-    """500 commits by another connection in about a second: the reader is woken (and
+    """250 commits by another connection in about half a second: the reader is woken (and
     looks at data_version) at most about once per 50 ms, not once per commit, and the
     wait after the burst still sees its last commit."""
     notifier, reads = watched
     before = reads.count
     loop = asyncio.get_running_loop()
     started = loop.time()
-    writer = asyncio.ensure_future(asyncio.to_thread(commit, db_path, 500, 0.002))
+    writer = asyncio.ensure_future(asyncio.to_thread(commit, db_path, 250, 0.002))
     wakes = 0
     while not writer.done():
         waiting = asyncio.ensure_future(notifier.wait(3600))
@@ -164,7 +164,9 @@ async def test_i5_a_burst_of_commits_wakes_at_most_once_per_50_ms(
     await writer
     elapsed = loop.time() - started
     assert 1 <= wakes <= elapsed / 0.05 + 3, (wakes, elapsed)
-    assert reads.count - before <= 2 * (elapsed / 0.05 + 3), (reads.count - before, elapsed)
+    # Besides a look per wake, a write event is followed by the settle looks (1, 2, 4 ... ms
+    # after it, capped at 50 ms: at most 7 in a 50 ms window), however many commits it saw.
+    assert reads.count - before <= 8 * (elapsed / 0.05 + 3), (reads.count - before, elapsed)
     # Every commit was seen: the next wait waits for a new one.
     waiting = await wait_started(notifier)
     await asyncio.to_thread(commit, db_path)

@@ -127,6 +127,7 @@ class PgBouncer:
                 return self._start_once(timeout)
             except RuntimeError:
                 if attempt == attempts:
+                    self.close()
                     raise
         raise AssertionError("unreachable")
 
@@ -134,6 +135,8 @@ class PgBouncer:
         """Write the ini, start the process and wait until it accepts connections."""
         assert self.process is None or self.process.poll() is not None, "already running"
         self.port = _free_port()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "pgbouncer.pid").unlink(missing_ok=True)  # a failed attempt's
         ini = self.dir / "pgbouncer.ini"
         ini.write_text(self._ini())
         ini.chmod(0o600)
@@ -144,6 +147,8 @@ class PgBouncer:
             entry = pwd.getpwnam(user)
             for path in (self.dir, ini):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
+        # This attempt's part of the log (a failed attempt's lines stay above it).
+        logged_before = self.log_path.stat().st_size if self.log_path.exists() else 0
         with (self.dir / "stderr.log").open("wb") as stderr:
             self.process = subprocess.Popen(
                 [self.binary, str(ini)],
@@ -157,15 +162,29 @@ class PgBouncer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 break
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=1),
-            ):
-                return self
+            # Up once it says so and takes a connection: a connection alone could be another
+            # process's listener on the port it was given (then it fails to bind and exits).
+            if self._says_up(logged_before):
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1),
+                ):
+                    return self
             time.sleep(0.05)
+        # Stopped, not removed: the next attempt writes its ini into the same directory
+        # (a failed attempt that removed it made the retry fail on the missing file).
         output = self._logs()
-        self.close()
+        self.stop()
         raise RuntimeError(f"pgbouncer did not start:\n{output}")
+
+    def _says_up(self, offset: int) -> bool:
+        """Whether the log, from ``offset`` on, says the process is up and listening."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                return b"process up" in log.read()
+        except OSError:
+            return False
 
     def _logs(self) -> str:
         texts = []
