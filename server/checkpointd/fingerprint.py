@@ -30,9 +30,9 @@ SEPARATOR: Final = ":"
 
 def _clear_output_only(message: Message) -> None:
     """Clear the output-only fields of the checkpoints and pending rows inside ``message``."""
-    for field, value in message.ListFields():
-        if field.message_type is None or field.is_repeated:
-            continue
+    # A singular message field's value is the message; a repeated one's is a container. (Not
+    # FieldDescriptor.is_repeated, which protobuf 6.30, the floor, does not have.)
+    for _, value in message.ListFields():
         if isinstance(value, checkpoint_pb2.Checkpoint):
             value.ClearField("sequence")
         elif isinstance(value, checkpoint_pb2.PendingInterrupt):
