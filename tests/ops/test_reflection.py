@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from google.protobuf import descriptor_pool, message_factory
+from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.message import Message
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
@@ -34,7 +34,11 @@ def test_reflection_lists_the_services_and_a_dynamic_call_works(sidecar):
 
         def call(method_name: str, **fields):
             method = service.methods_by_name[method_name]
-            request = message_factory.GetMessageClass(method.input_type)(**fields)
+            # ParseDict, not the class's keyword arguments: a class made at run time from
+            # descriptors has no typed __init__ (types-protobuf says Message() takes none).
+            request = json_format.ParseDict(
+                fields, message_factory.GetMessageClass(method.input_type)()
+            )
             response_class = message_factory.GetMessageClass(method.output_type)
             rpc: grpc.UnaryUnaryMultiCallable[Message, Message] = channel.unary_unary(
                 f"/{service.full_name}/{method_name}",
@@ -46,11 +50,16 @@ def test_reflection_lists_the_services_and_a_dynamic_call_works(sidecar):
         checkpoint_class = message_factory.GetMessageClass(
             pool.FindMessageTypeByName("checkpointd.v1.Checkpoint")
         )
-        row = checkpoint_class(
-            execution_id="reflected",
-            checkpoint_id="cp-1",
-            node_id="n",
-            status="CHECKPOINT_STATUS_COMPLETED",
+        row = json_format.MessageToDict(
+            json_format.ParseDict(
+                {
+                    "execution_id": "reflected",
+                    "checkpoint_id": "cp-1",
+                    "node_id": "n",
+                    "status": "CHECKPOINT_STATUS_COMPLETED",
+                },
+                checkpoint_class(),
+            )
         )
         put = call("PutCheckpoint", request_id="req-1", checkpoint=row)
         assert put.checkpoint.checkpoint_id == "cp-1"
