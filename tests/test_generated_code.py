@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -13,8 +14,36 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: The generators' environment (requirements/gen.txt), which ``make install`` builds and the
+#: Makefile names; the tests' own has a newer grpcio-tools (tests/test_proto_options.py).
+GEN_PYTHON = Path(os.environ.get("CHECKPOINTD_GEN_PYTHON") or ROOT / ".venv-gen" / "bin" / "python")
+
+
 def test_generated_code_is_fresh():
-    """Regenerating from proto/ reproduces the committed code byte for byte."""
+    """Regenerating from proto/ with the pinned generator reproduces the committed code byte
+    for byte."""
+    assert GEN_PYTHON.is_file(), f"{GEN_PYTHON} is missing: `make install` builds .venv-gen"
+    result = subprocess.run(
+        [str(GEN_PYTHON), str(ROOT / "tools" / "gen_proto.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_another_generator_is_refused():
+    """The committed code's gencode sets the client's protobuf and grpcio floors, so a run with
+    another grpcio-tools (the tests' own) refuses to write or check, pointing at ``make gen``."""
+    from importlib.metadata import version
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_proto
+    finally:
+        sys.path.pop(0)
+    assert version("grpcio-tools") != gen_proto.GENERATOR_VERSION
     result = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_proto.py"), "--check"],
         capture_output=True,
@@ -22,7 +51,17 @@ def test_generated_code_is_fresh():
         check=False,
         timeout=60,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 2
+    assert "make gen" in result.stderr
+
+
+def test_the_committed_gencode_is_the_floor_generators():
+    """Every generated module names protobuf 6.30.0 (the client's floor) and grpcio 1.72.1."""
+    generated = ROOT / "pyclient" / "checkpointd_client" / "v1"
+    for module in sorted(generated.glob("*_pb2.py")):
+        assert "# Protobuf Python Version: 6.30.0\n" in module.read_text(), module.name
+    for module in sorted(generated.glob("*_pb2_grpc.py")):
+        assert "GRPC_GENERATED_VERSION = '1.72.1'\n" in module.read_text(), module.name
 
 
 def test_check_mode_detects_a_stale_file(tmp_path, monkeypatch):

@@ -15,6 +15,12 @@ run time, it copies ``proto/checkpointd/v1`` into ``clients/node/proto`` and wri
 ``src/error_reason.d.ts``: the same reasons as TypeScript types, and
 ``src/langgraph/index.d.mts``: the saver's declarations for the ES module entry.
 
+The committed code is grpcio-tools 1.72.1's (requirements/gen.in, installed in .venv-gen by
+``make install``): protoc 30.0's gencode, the oldest that runs on protobuf 6.30, the client's
+floor, and runs on every newer 6.x and 7.x runtime; its gRPC code needs grpcio 1.72.1, the
+client's floor too. A newer generator would raise both floors, so this script refuses to run
+with another.
+
 ``--check`` regenerates into a temporary folder and exits non-zero when the committed code
 differs, so stale generated code fails the tests.
 """
@@ -74,6 +80,16 @@ NODE_REASONS_TYPES = Path("src") / "error_reason.d.ts"
 # TypeScript does not take for the ESM ones: the dual-package hazard).
 NODE_SAVER_TYPES = Path("src") / "langgraph" / "index.d.ts"
 NODE_SAVER_ESM_TYPES = Path("src") / "langgraph" / "index.d.mts"
+
+
+# The generator the committed code is made with (see above); pinned in requirements/gen.in.
+GENERATOR_VERSION = "1.72.1"
+
+
+def _generator_version() -> str:
+    from importlib.metadata import version
+
+    return version("grpcio-tools")
 
 
 def _protoc_include() -> str:
@@ -267,6 +283,14 @@ def main() -> int:
         "--check", action="store_true", help="fail when the committed code is stale"
     )
     args = parser.parse_args()
+    if _generator_version() != GENERATOR_VERSION:
+        print(
+            f"this is grpcio-tools {_generator_version()}; the committed code is made with "
+            f"{GENERATOR_VERSION} (its gencode sets the client's protobuf and grpcio floors): "
+            "run `make gen`, which uses .venv-gen",
+            file=sys.stderr,
+        )
+        return 2
     if not args.check:
         shutil.rmtree(OUTPUT, ignore_errors=True)
         shutil.rmtree(NODE_ROOT / NODE_PROTO_DIR, ignore_errors=True)

@@ -5,7 +5,7 @@ import warnings
 
 from checkpointd_client.v1 import checkpoint_service_pb2 as checkpointd_dot_v1_dot_checkpoint__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in checkpointd/v1/checkpoint_service_pb2_grpc.py depends on'
+        + f' but the generated code in checkpointd/v1/checkpoint_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class CheckpointServiceStub:
+class CheckpointServiceStub(object):
     """CheckpointService stores and reads the checkpoints of durable runs.
 
     Rules shared by every RPC of checkpointd.v1:
@@ -139,7 +139,7 @@ class CheckpointServiceStub:
                 _registered_method=True)
 
 
-class CheckpointServiceServicer:
+class CheckpointServiceServicer(object):
     """CheckpointService stores and reads the checkpoints of durable runs.
 
     Rules shared by every RPC of checkpointd.v1:
@@ -376,7 +376,7 @@ def add_CheckpointServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class CheckpointService:
+class CheckpointService(object):
     """CheckpointService stores and reads the checkpoints of durable runs.
 
     Rules shared by every RPC of checkpointd.v1:

@@ -5,7 +5,7 @@ import warnings
 
 from checkpointd_client.v1 import graph_service_pb2 as checkpointd_dot_v1_dot_graph__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in checkpointd/v1/graph_service_pb2_grpc.py depends on'
+        + f' but the generated code in checkpointd/v1/graph_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class GraphServiceStub:
+class GraphServiceStub(object):
     """GraphService stores the checkpoints of graph runtimes such as LangGraph: a thread's
     checkpoints (client-chosen ids, ordered, each with a parent), the versioned channel values
     they point at, and the pending writes of their tasks.
@@ -100,7 +100,7 @@ class GraphServiceStub:
                 _registered_method=True)
 
 
-class GraphServiceServicer:
+class GraphServiceServicer(object):
     """GraphService stores the checkpoints of graph runtimes such as LangGraph: a thread's
     checkpoints (client-chosen ids, ordered, each with a parent), the versioned channel values
     they point at, and the pending writes of their tasks.
@@ -312,7 +312,7 @@ def add_GraphServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class GraphService:
+class GraphService(object):
     """GraphService stores the checkpoints of graph runtimes such as LangGraph: a thread's
     checkpoints (client-chosen ids, ordered, each with a parent), the versioned channel values
     they point at, and the pending writes of their tasks.

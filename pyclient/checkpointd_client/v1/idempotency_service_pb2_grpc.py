@@ -5,7 +5,7 @@ import warnings
 
 from checkpointd_client.v1 import idempotency_service_pb2 as checkpointd_dot_v1_dot_idempotency__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in checkpointd/v1/idempotency_service_pb2_grpc.py depends on'
+        + f' but the generated code in checkpointd/v1/idempotency_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class IdempotencyServiceStub:
+class IdempotencyServiceStub(object):
     """IdempotencyService caches the results of side effects so that a re-executed step does not
     fire them twice. The rules on namespaces, request ids and errors are those written on
     CheckpointService.
@@ -49,7 +49,7 @@ class IdempotencyServiceStub:
                 _registered_method=True)
 
 
-class IdempotencyServiceServicer:
+class IdempotencyServiceServicer(object):
     """IdempotencyService caches the results of side effects so that a re-executed step does not
     fire them twice. The rules on namespaces, request ids and errors are those written on
     CheckpointService.
@@ -96,7 +96,7 @@ def add_IdempotencyServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class IdempotencyService:
+class IdempotencyService(object):
     """IdempotencyService caches the results of side effects so that a re-executed step does not
     fire them twice. The rules on namespaces, request ids and errors are those written on
     CheckpointService.

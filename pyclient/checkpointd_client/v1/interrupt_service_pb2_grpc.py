@@ -5,7 +5,7 @@ import warnings
 
 from checkpointd_client.v1 import interrupt_service_pb2 as checkpointd_dot_v1_dot_interrupt__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in checkpointd/v1/interrupt_service_pb2_grpc.py depends on'
+        + f' but the generated code in checkpointd/v1/interrupt_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class InterruptServiceStub:
+class InterruptServiceStub(object):
     """InterruptService records runs that paused for a human and hands each one to exactly one
     resumer. The rules on namespaces, request ids, errors and paging are those written on
     CheckpointService.
@@ -79,7 +79,7 @@ class InterruptServiceStub:
                 _registered_method=True)
 
 
-class InterruptServiceServicer:
+class InterruptServiceServicer(object):
     """InterruptService records runs that paused for a human and hands each one to exactly one
     resumer. The rules on namespaces, request ids, errors and paging are those written on
     CheckpointService.
@@ -312,7 +312,7 @@ def add_InterruptServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class InterruptService:
+class InterruptService(object):
     """InterruptService records runs that paused for a human and hands each one to exactly one
     resumer. The rules on namespaces, request ids, errors and paging are those written on
     CheckpointService.

@@ -5,7 +5,7 @@ import warnings
 
 from checkpointd_client.v1 import replication_service_pb2 as checkpointd_dot_v1_dot_replication__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in checkpointd/v1/replication_service_pb2_grpc.py depends on'
+        + f' but the generated code in checkpointd/v1/replication_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class ReplicationServiceStub:
+class ReplicationServiceStub(object):
     """ReplicationService is the outbox of checkpoints to copy to a remote replica (such as
     fastaiagent's platform ingest). Every checkpoint enters the outbox when it is written and
     stays there until a replicator settles it, either as synced (the replica acknowledged it)
@@ -68,7 +68,7 @@ class ReplicationServiceStub:
                 _registered_method=True)
 
 
-class ReplicationServiceServicer:
+class ReplicationServiceServicer(object):
     """ReplicationService is the outbox of checkpoints to copy to a remote replica (such as
     fastaiagent's platform ingest). Every checkpoint enters the outbox when it is written and
     stays there until a replicator settles it, either as synced (the replica acknowledged it)
@@ -151,7 +151,7 @@ def add_ReplicationServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class ReplicationService:
+class ReplicationService(object):
     """ReplicationService is the outbox of checkpoints to copy to a remote replica (such as
     fastaiagent's platform ingest). Every checkpoint enters the outbox when it is written and
     stays there until a replicator settles it, either as synced (the replica acknowledged it)

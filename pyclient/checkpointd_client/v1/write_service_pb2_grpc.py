@@ -5,7 +5,7 @@ import warnings
 
 from checkpointd_client.v1 import write_service_pb2 as checkpointd_dot_v1_dot_write__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.72.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -18,14 +18,14 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in checkpointd/v1/write_service_pb2_grpc.py depends on'
+        + f' but the generated code in checkpointd/v1/write_service_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
 
 
-class WriteServiceStub:
+class WriteServiceStub(object):
     """WriteService carries the frequent writes of many callers over one long-lived stream, so a
     client process with many threads or tasks needs one stream per connection instead of one
     call per write, and concurrent writes reach the store's group commit together. The rules
@@ -45,7 +45,7 @@ class WriteServiceStub:
                 _registered_method=True)
 
 
-class WriteServiceServicer:
+class WriteServiceServicer(object):
     """WriteService carries the frequent writes of many callers over one long-lived stream, so a
     client process with many threads or tasks needs one stream per connection instead of one
     call per write, and concurrent writes reach the store's group commit together. The rules
@@ -116,7 +116,7 @@ def add_WriteServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class WriteService:
+class WriteService(object):
     """WriteService carries the frequent writes of many callers over one long-lived stream, so a
     client process with many threads or tasks needs one stream per connection instead of one
     call per write, and concurrent writes reach the store's group commit together. The rules
