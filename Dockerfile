@@ -5,33 +5,44 @@
 #       -e CHECKPOINTD_AUTH_TOKEN="$(openssl rand -hex 32)" checkpointd:0.1.0
 #
 # Two stages: the builder turns the two distributions of this repository (pyclient/ is
-# checkpointd-client, . is checkpointd) into wheels and installs them, with their
-# dependencies from PyPI, into a virtualenv; the final stage is python:3.11-slim plus that
-# virtualenv and nothing else: no compilers, no sources, no wheels, and no pip in the
-# virtualenv (the builder's pip installs into it). Every dependency ships binary wheels for
-# Python 3.11 on amd64 and arm64, so nothing is compiled.
+# checkpointd-client, . is checkpointd) into wheels with the locked build backend
+# (requirements/build.txt), and installs them into a virtualenv with exactly the locked,
+# hash-checked dependencies of requirements/serve.txt (what `make run` installs); nothing is
+# resolved at build time, so an image built later has the same packages. The final stage is
+# python:3.11-slim plus that virtualenv and nothing else: no compilers, no sources, no wheels,
+# and no pip in the virtualenv (the builder's pip installs into it). Every dependency ships
+# binary wheels for Python 3.11 on amd64 and arm64, so nothing is compiled.
 #
 # tests/packaging/test_dockerfile.py runs the builder's RUN steps as written here and serves
 # from the virtualenv they build; keep them to plain commands over the ARG/ENV paths below.
 
 FROM python:3.11-slim AS builder
 
-# Where the wheels and the virtualenv are built (the final stage copies the virtualenv from
-# the same path, so its scripts keep working).
+# Where the build tools, the wheels and the virtualenv are built (the final stage copies the
+# virtualenv from the same path, so its scripts keep working).
+ARG BUILD_ENV=/build-env
 ARG WHEEL_DIR=/wheels
 ENV VIRTUAL_ENV=/opt/checkpointd \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 WORKDIR /src
+COPY requirements/build.txt requirements/serve.txt requirements/
 COPY pyclient/ pyclient/
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
+COPY docs/pypi/ docs/pypi/
 COPY server/ server/
 
-RUN python -m pip wheel --no-deps --wheel-dir "$WHEEL_DIR" ./pyclient . \
+RUN python -m venv "$BUILD_ENV" \
+    && "$BUILD_ENV/bin/pip" install --require-hashes --no-deps -r requirements/build.txt \
+    && "$BUILD_ENV/bin/pip" wheel --no-build-isolation --no-deps --wheel-dir "$WHEEL_DIR" \
+        ./pyclient . \
     && python -m venv --without-pip "$VIRTUAL_ENV" \
-    && python -m pip --python "$VIRTUAL_ENV/bin/python" install \
+    && python -m pip --python "$VIRTUAL_ENV/bin/python" install --require-hashes --no-deps \
+        -r requirements/serve.txt \
+    && python -m pip --python "$VIRTUAL_ENV/bin/python" install --no-deps \
         "$WHEEL_DIR"/checkpointd_client-*.whl "$WHEEL_DIR"/checkpointd-*.whl \
+    && python -m pip --python "$VIRTUAL_ENV/bin/python" check \
     && "$VIRTUAL_ENV/bin/checkpointd" version
 
 

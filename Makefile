@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export CHECKPOINTD_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install run gen compile test test-reliability lint fmt typecheck check bench clean
+.PHONY: help install run lock gen compile test test-compat test-reliability lint fmt typecheck check bench clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,23 +17,54 @@ help: ## List the targets.
 # The Node.js client's packages (clients/node/package-lock.json), installed only where npm is.
 NODE_DEPS := $(if $(shell command -v npm 2>/dev/null),clients/node/node_modules/.installed)
 
-install: $(VENV)/.installed $(NODE_DEPS) ## Create .venv (both packages, dev tools); npm ci in clients/node if npm exists.
+# Every environment of the project installs from a lock under requirements/ (hash-checked; `make
+# lock` refreshes them on purpose): uv, from requirements/tools.txt, installs the rest.
+UV := $(VENV)/bin/uv
+# The code generators' own environment (requirements/gen.txt: grpcio-tools 1.72.1, whose
+# protobuf 6 cannot share .venv's protobuf 7).
+GEN_VENV ?= .venv-gen
+export CHECKPOINTD_GEN_PYTHON := $(abspath $(GEN_VENV))/bin/python
+# The compatibility environments of `make test-compat`, one per requirements/compat-*.txt.
+COMPAT_ROOT ?= .venv-compat
+COMPAT_ENVS := floor langgraph-api
+
+install: $(VENV)/.installed $(GEN_VENV)/.installed $(NODE_DEPS) ## .venv from requirements/dev.txt (both packages editable, every extra, the dev tools), .venv-gen for `make gen`; npm ci in clients/node if npm exists.
 
 clients/node/node_modules/.installed: clients/node/package.json clients/node/package-lock.json
 	cd clients/node && npm ci --no-audit --no-fund
 	touch $@
 
-$(VENV)/.installed: pyproject.toml pyclient/pyproject.toml
+# A virtualenv with uv in it (hash-checked by pip), then the lock and the two packages from the
+# tree. `uv pip sync` would also remove what the lock does not list: install keeps what is there.
+$(UV): requirements/tools.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e './pyclient[fastaiagent]' -e '.[test,dev,bench]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes --no-deps \
+		-r requirements/tools.txt
 	touch $@
 
-run: install ## Serve on the embedded SQLite default, approvals page on http://127.0.0.1:7471/.
+# What serving needs, nothing else: the first command on a fresh machine waits for this only.
+$(VENV)/.serve-installed: $(UV) requirements/serve.txt pyproject.toml pyclient/pyproject.toml
+	$(UV) pip install --quiet --python $(PY) --require-hashes -r requirements/serve.txt
+	$(UV) pip install --quiet --python $(PY) --no-deps -e ./pyclient -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.serve-installed requirements/dev.txt
+	$(UV) pip install --quiet --python $(PY) --require-hashes -r requirements/dev.txt
+	touch $@
+
+$(GEN_VENV)/.installed: $(UV) requirements/gen.txt
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(GEN_VENV)
+	$(UV) pip install --quiet --python $(GEN_VENV)/bin/python --require-hashes -r requirements/gen.txt
+	touch $@
+
+run: $(VENV)/.serve-installed ## Serve on the embedded SQLite default, approvals page on http://127.0.0.1:7471/ (installs requirements/serve.txt only).
 	$(BIN)/checkpointd serve --console-listen 127.0.0.1:7471
 
-gen: install ## Regenerate the protobuf code from proto/ and the sync client from the async one.
-	$(PY) tools/gen_proto.py
+lock: $(UV) ## Re-resolve requirements/*.txt from their .in files and the packages' ranges (LOCKS="serve dev" for some).
+	$(PY) tools/lock.py $(LOCKS)
+
+gen: install ## Regenerate the protobuf code from proto/ (in .venv-gen) and the sync client from the async one.
+	$(CHECKPOINTD_GEN_PYTHON) tools/gen_proto.py
 	$(PY) tools/unasync.py
 
 # Worker processes of `make test` (pytest-xdist; 0 runs in this one process). The tests mostly
@@ -50,14 +81,33 @@ compile:
 test: install compile ## Run the test suite (both backends), in TEST_WORKERS processes.
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
+# The client's and the savers' tests (tests/client, tests/graph) in each compatibility
+# environment: "floor" has every range of both packages at its floor (protobuf 6.30, grpcio
+# 1.72.1, langgraph 1.0.6, ...) and runs its own server; "langgraph-api" has the client next to
+# LangGraph's Agent Server 0.16 (grpcio 1.81, protobuf 6.33) and talks to .venv's server. The
+# newest versions are requirements/dev.txt's, which `make test` runs everything on.
+test-compat: install compile $(foreach env,$(COMPAT_ENVS),$(COMPAT_ROOT)/$(env)/.installed) ## The client and savers' tests at the dependency floors and next to langgraph-api 0.16 (requirements/compat-*.txt).
+	$(COMPAT_ROOT)/floor/bin/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -p no:cacheprovider tests/client tests/graph
+	CHECKPOINTD_TEST_SERVER_PYTHON=$(abspath $(PY)) $(COMPAT_ROOT)/langgraph-api/bin/python -m pytest \
+		-n $(TEST_WORKERS) --dist loadgroup -p no:cacheprovider tests/client tests/graph
+
+$(COMPAT_ROOT)/%/.installed: requirements/compat-%.txt $(UV) pyproject.toml pyclient/pyproject.toml
+	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(COMPAT_ROOT)/$*
+	$(UV) pip install --quiet --python $(COMPAT_ROOT)/$*/bin/python --require-hashes -r $<
+	$(UV) pip install --quiet --python $(COMPAT_ROOT)/$*/bin/python --no-deps -e ./pyclient \
+		$(if $(filter floor,$*),-e .)
+	touch $@
+
 test-reliability: install compile ## The fault suites, fastaiagent's own suites and end-to-end flows on every backend, and the memory bounds behind PgBouncer, at full size: crashes, outages, lost replies, fuzz (long; README).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer tests/contract/test_bounds.py tests/e2e/test_fastaiagent_e2e.py
 
-lint: install ## ruff, the README's settings table, the generated sync client, buf lint, buf breaking against the committed v1 image, hadolint.
+lint: install ## ruff, the README's settings table, the generated sync client, the locks against their .in files, the release version's copies, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PY) tools/settings_table.py --check
 	$(PY) tools/unasync.py --check
+	$(PY) tools/lock.py --check
+	$(PY) tools/release.py --check
 	$(BIN)/buf lint
 	$(BIN)/buf breaking --against proto/buf-images/v1.binpb
 	$(BIN)/hadolint Dockerfile
@@ -69,10 +119,10 @@ fmt: install ## Format the code.
 typecheck: install ## mypy --strict over the server, the client and the tests.
 	$(BIN)/mypy
 
-check: lint typecheck test ## Everything CI runs.
+check: lint typecheck test test-compat ## Everything CI runs.
 
 bench: install ## The sidecar against fastaiagent's in-process checkpointers, both backends (minutes; bench/README.md).
 	$(PY) bench/run.py
 
 clean: ## Remove the virtualenv and caches.
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(GEN_VENV) $(COMPAT_ROOT) .pytest_cache .mypy_cache .ruff_cache

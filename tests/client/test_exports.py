@@ -99,8 +99,8 @@ def test_models_are_frozen_keyword_only_and_slotted() -> None:
 
 
 def test_distribution_depends_only_on_grpcio_and_protobuf() -> None:
-    """The client's runtime dependencies are grpcio and protobuf; fastaiagent and
-    langgraph-checkpoint are extras."""
+    """The client's runtime dependencies are grpcio and protobuf; fastaiagent and LangGraph
+    are extras (LangGraph's with langgraph itself, which the savers' modules import)."""
     project = tomllib.loads((ROOT / "pyclient" / "pyproject.toml").read_text())["project"]
     names = sorted(
         d.split(">")[0].split("=")[0].split("<")[0].strip() for d in project["dependencies"]
@@ -108,7 +108,7 @@ def test_distribution_depends_only_on_grpcio_and_protobuf() -> None:
     assert names == ["grpcio", "protobuf"]
     assert project["optional-dependencies"] == {
         "fastaiagent": ["fastaiagent>=1.94.0"],
-        "langgraph": ["langgraph-checkpoint>=4.3,<5"],
+        "langgraph": ["langgraph>=1.0.6,<2", "langgraph-checkpoint>=4.3,<5"],
     }
 
 

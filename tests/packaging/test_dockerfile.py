@@ -33,7 +33,9 @@ DOCKERFILE = ROOT / "Dockerfile"
 PORT = "7470"
 SOCKET = "/var/run/checkpointd/checkpointd.sock"
 DATA_DIR = "/var/lib/checkpointd"
-BUILD_TIMEOUT_S = 110
+# A fresh machine downloads every wheel of requirements/serve.txt here (pip: the other
+# environments are installed by uv, whose cache pip does not read).
+BUILD_TIMEOUT_S = 300
 
 #: Run by the virtualenv's python: a put and a get through the installed client on the socket,
 #: then what the kubelet's ``grpc:`` probe asks on TCP (grpc.health.v1, service "").
@@ -189,7 +191,8 @@ def _replay_builder(builder: Stage, root: Path) -> dict[str, str]:
                 src = ROOT / source.rstrip("/")
                 if src.is_dir():
                     shutil.copytree(src, workdir / dest, ignore=context_filter)
-                else:
+                else:  # into the directory ``dest``, made as Docker makes it
+                    (workdir / dest).mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src, workdir / dest / src.name)
         elif instruction.keyword == "RUN":
             script = instruction.args

@@ -21,6 +21,18 @@ from pathlib import Path
 
 __all__ = ["Sidecar", "StoreSpec"]
 
+#: The interpreter the servers run on, where it is not the tests' own: make test-compat runs
+#: the client's tests in an environment of the client alone (next to langgraph-api) against
+#: the dev environment's server, as a sidecar runs apart from the app.
+SERVER_PYTHON_ENV = "CHECKPOINTD_TEST_SERVER_PYTHON"
+
+
+def server_python() -> str:
+    """The Python that runs ``python -m checkpointd``: $CHECKPOINTD_TEST_SERVER_PYTHON, or
+    the tests' own interpreter."""
+    return os.environ.get(SERVER_PYTHON_ENV) or sys.executable
+
+
 _SERVING_RE = re.compile(r"serving on (?P<addresses>[^(]+) \(")
 
 
@@ -85,7 +97,7 @@ class Sidecar:
     def command(self) -> list[str]:
         """The command line that starts the server."""
         return [
-            sys.executable,
+            server_python(),
             "-m",
             "checkpointd",
             "serve",
