@@ -2,7 +2,11 @@
 
 import asyncio
 import operator
+import os
+import shutil
+import sys
 import uuid
+from pathlib import Path
 from typing import Annotated, TypedDict
 
 from langgraph.graph import START, StateGraph
@@ -23,6 +27,15 @@ def approve(state: Order) -> dict:
     return {"log": [f"{verdict} by {decision['decided_by']}"]}
 
 
+def cli() -> str:
+    """checkpointd's command line as it runs from here: its name where it is on PATH, else its
+    path beside this Python (.venv/bin/checkpointd after `make install`)."""
+    beside = Path(sys.executable).with_name("checkpointd")
+    if shutil.which("checkpointd") == str(beside):
+        return "checkpointd"
+    return os.path.relpath(beside)
+
+
 async def main() -> None:
     # $CHECKPOINTD_TARGET, default 127.0.0.1:7470; graph_name is the pause's chain in the inbox.
     async with AsyncCheckpointdSaver(graph_name="orders") as saver:
@@ -38,7 +51,7 @@ async def main() -> None:
         print(f"paused: thread {thread}, interrupt {pause.id}, waiting for {pause.value}")
         print("decide it on http://127.0.0.1:7471/ or in another terminal with:")
         print(
-            f"  checkpointd interrupts decide {thread} --interrupt-id {pause.id} --approve",
+            f"  {cli()} interrupts decide {thread} --interrupt-id {pause.id} --approve",
             flush=True,
         )
 

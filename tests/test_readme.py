@@ -70,17 +70,24 @@ def test_g11_langgraph_quickstart_pauses_and_its_worker_resumes_once_decided(sid
         thread, interrupt_id = found.group(1), found.group(2)
         assert found.group(3) == "{'amount': 500}"
         assert script.stdout.readline().startswith("decide it on http://127.0.0.1:7471/")
+        # The command it prints works as pasted, from where it ran: it decides the pause.
         command = script.stdout.readline().split()
-        assert command == [
-            "checkpointd", "interrupts", "decide", thread,
-            "--interrupt-id", interrupt_id, "--approve",
+        assert command[1:] == [
+            "interrupts", "decide", thread, "--interrupt-id", interrupt_id, "--approve",
         ]  # fmt: skip
+        assert Path(command[0]).name == "checkpointd"
         with CheckpointdClient(sidecar.target) as client:
             [row] = client.list_pending_interrupts(chain_name="orders").pending_interrupts
             assert (row.execution_id, row.interrupt_id) == (thread, interrupt_id)
-            client.submit_decision(
-                thread, interrupt_id=interrupt_id, approved=True, decided_by="maria"
-            )
+        decided = subprocess.run(
+            [*command, "--decided-by", "maria"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env={**os.environ, "CHECKPOINTD_TARGET": sidecar.target},
+        )
+        assert decided.returncode == 0, decided.stderr
         rest, errors = script.communicate(timeout=120)
         assert script.returncode == 0, errors
         assert rest.splitlines() == ["resumed: ['approved by maria']"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from checkpointd_client._version import __version__ as __version__
+
 if TYPE_CHECKING:
     from checkpointd_client.client import AsyncCheckpointdClient, CheckpointdClient
     from checkpointd_client.config import DEFAULT_TARGET, RetryPolicy
