@@ -217,6 +217,7 @@ def _replay_builder(builder: Stage, root: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 60)
 def test_builder_steps_build_a_virtualenv_that_serves_the_image_cmd(stages, tmp_path):
     """The builder's RUN steps, replayed, give a virtualenv (no editable installs) whose
     ``checkpointd`` serves the image's CMD on the embedded SQLite store in

@@ -4,8 +4,8 @@ extras that bring what they import.
 Both distributions are built as a release builds them (``python -m build``: the sdist, then the
 wheel from the sdist, so the sdist is whole) and checked as PyPI checks them (``twine check
 --strict``). The client's wheel is installed into empty virtualenvs, alone and with its
-``langgraph`` extra, and imported there with warnings as errors. The npm package is packed
-(``npm pack --dry-run``) and its file list checked.
+``langgraph`` extra, and imported there with warnings as errors. (The npm package's tarball,
+LICENSE included, is tests/polyglot/test_node_package.py's.)
 """
 
 from __future__ import annotations
@@ -257,29 +257,3 @@ def test_the_langgraph_extra_brings_what_the_savers_import(dists: Path, tmp_path
         "AsyncCheckpointdSaver, CheckpointdSaver, GraphResumeWorker"
     )
     subprocess.run([str(python), "-W", "error", "-c", script], check=True, timeout=60)
-
-
-@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
-def test_the_npm_package_packs_with_its_license_and_version():
-    """``npm pack --dry-run`` of clients/node: the tarball has the LICENSE, README, the
-    sources, their types and the protocol, at the release version, and nothing else."""
-    result = subprocess.run(
-        ["npm", "pack", "--dry-run", "--json", "--ignore-scripts"],
-        cwd=ROOT / "clients" / "node",
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    [pack] = json.loads(result.stdout)
-    assert pack["version"] == release.version()
-    files = {entry["path"] for entry in pack["files"]}
-    assert {"LICENSE", "README.md", "package.json", "src/index.js", "src/index.d.ts"} <= files
-    assert any(f.startswith("proto/checkpointd/v1/") for f in files)
-    assert {f.split("/", 1)[0] for f in files} <= {
-        "LICENSE",
-        "README.md",
-        "package.json",
-        "src",
-        "proto",
-    }

@@ -40,7 +40,7 @@ LANGGRAPH_SOURCE = NODE_CLIENT / "src" / "langgraph" / "index.js"
 #: What a LangGraph.js project has beside the client: LangGraph.js and the saver's peers.
 LANGGRAPH_PEERS = ("@langchain/langgraph", "@langchain/langgraph-checkpoint", "@langchain/core")
 
-#: What the tarball holds besides package.json and README.md: the client's modules, their
+#: What the tarball holds besides package.json, README.md and LICENSE: the client's modules, their
 #: types and ES module entries, and the protocol.
 SHIPPED_SUFFIXES = (".js", ".mjs", ".d.ts", ".d.mts")
 
@@ -107,10 +107,11 @@ def test_the_tarball_ships_the_modules_their_types_and_the_protocol_only(
     consumer: Consumer,
 ) -> None:
     """Every module of src/ (with its types and ES module entries) and every .proto of
-    clients/node/proto, package.json and README.md; no tests, no examples."""
+    clients/node/proto, package.json, README.md and LICENSE (Apache-2.0, the repository's);
+    no tests, no examples."""
     on_disk = [p for folder in ("src", "proto") for p in (NODE_CLIENT / folder).rglob("*")]
     expected = sorted(
-        ["README.md", "package.json"]
+        ["LICENSE", "README.md", "package.json"]
         + [
             str(p.relative_to(NODE_CLIENT))
             for p in on_disk
