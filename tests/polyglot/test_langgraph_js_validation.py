@@ -39,7 +39,7 @@ pytestmark = pytest.mark.shared_server
 #: LangGraph's conformance suite: 718 tests of specTest and 8 of getDeltaChannelHistory.
 VALIDATION_TESTS = 726
 #: The graph spec's tests.
-GRAPH_TESTS = 3
+GRAPH_TESTS = 4
 VITEST_TIMEOUT_S = 300
 
 

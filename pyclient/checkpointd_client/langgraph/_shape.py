@@ -134,9 +134,29 @@ def put_writes_request(
 ) -> pb.PutGraphWritesRequest:
     """The PutGraphWrites request of ``aput_writes``/``put_writes``: special channels take
     their negative index (``WRITES_IDX_MAP``), the others their position; each interrupt of
-    an ``__interrupt__`` write is described for the inbox (G8)."""
+    an ``__interrupt__`` write is described for the inbox (G8).
+
+    The server takes one write per index and one description per interrupt id (G7), while
+    LangGraph may send more in one call (G17): a node that called ``interrupt()`` twice
+    writes ``__resume__`` twice, each list of answers longer than the one before, and both
+    map to one index, so the last one is sent (it holds every answer; LangGraph's in-memory
+    saver keeps it too, and a replay needs it); a nested ``@entrypoint`` bubbles one
+    ``Interrupt`` up twice in one ``__interrupt__`` write, so it is described once."""
     configurable = config["configurable"]
     name = str(configurable.get("graph_name") or graph_name or "")
+    by_idx: dict[int, pb.GraphWrite] = {}
+    for idx, (channel, value) in enumerate(writes):
+        index = WRITES_IDX_MAP.get(channel, idx)
+        by_idx[index] = pb.GraphWrite(idx=index, channel=channel, value=_typed(serde, value))
+    described: dict[str, pb.GraphInterrupt] = {}
+    for channel, value in writes:
+        if channel != INTERRUPT:
+            continue
+        for interrupt in value if isinstance(value, (list, tuple)) else (value,):
+            # Only LangGraph's Interrupt objects are pauses: another value written to the
+            # channel (a saver test's) has no id to resume it by.
+            if getattr(interrupt, "id", None) and str(interrupt.id) not in described:
+                described[str(interrupt.id)] = describe(interrupt, name, task_path)
     return pb.PutGraphWritesRequest(
         namespace=namespace,
         request_id=new_id(),
@@ -145,23 +165,8 @@ def put_writes_request(
         checkpoint_id=str(configurable["checkpoint_id"]),
         task_id=task_id,
         task_path=task_path,
-        writes=[
-            pb.GraphWrite(
-                idx=WRITES_IDX_MAP.get(channel, idx),
-                channel=channel,
-                value=_typed(serde, value),
-            )
-            for idx, (channel, value) in enumerate(writes)
-        ],
-        interrupts=[
-            describe(interrupt, name, task_path)
-            for channel, value in writes
-            if channel == INTERRUPT
-            for interrupt in (value if isinstance(value, (list, tuple)) else (value,))
-            # Only LangGraph's Interrupt objects are pauses: another value written to the
-            # channel (a saver test's) has no id to resume it by.
-            if getattr(interrupt, "id", None)
-        ],
+        writes=list(by_idx.values()),
+        interrupts=list(described.values()),
     )
 
 

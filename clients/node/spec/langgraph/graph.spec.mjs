@@ -96,3 +96,32 @@ describe('a LangGraph.js graph on CheckpointdSaver', () => {
     expect(forked).toHaveLength(1);
   });
 });
+
+describe('what LangGraph.js writes in one putWrites call (contract G17)', () => {
+  it('finishes a node that asks twice with both answers, as on MemorySaver', async () => {
+    const { Annotation, MemorySaver, START, StateGraph, interrupt } = await import('@langchain/langgraph');
+    const Answers = Annotation.Root({ answers: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }) });
+    const build = (checkpointer) => new StateGraph(Answers)
+      .addNode('ask', () => ({ answers: [interrupt('first?'), interrupt('second?')] }))
+      .addEdge(START, 'ask')
+      .compile({ checkpointer });
+    const run = async (checkpointer, thread) => {
+      const graph = build(checkpointer);
+      const config = { configurable: { thread_id: thread } };
+      const seen = [(await graph.invoke({ answers: [] }, config)).__interrupt__[0].value];
+      seen.push((await graph.invoke(new Command({ resume: 'one' }), config)).__interrupt__[0].value);
+      seen.push((await graph.invoke(new Command({ resume: 'two' }), config)).answers);
+      return seen;
+    };
+    const expected = await run(new MemorySaver(), 'twice');
+    expect(expected).toEqual(['first?', 'second?', ['one', 'two']]);
+    const client = new CheckpointdClient({ namespace: `${namespace}-g17` });
+    const saver = new CheckpointdSaver({ client, graphName: 'twice' });
+    try {
+      expect(await run(saver, 'twice')).toEqual(expected);
+    } finally {
+      await saver.end();
+      client.close();
+    }
+  });
+});

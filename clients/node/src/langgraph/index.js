@@ -177,27 +177,33 @@ class CheckpointdSaver extends BaseCheckpointSaver {
   /**
    * Store a task's writes against a checkpoint: special channels take their negative index
    * (WRITES_IDX_MAP), the others their position; each Interrupt of an __interrupt__ write is
-   * described for the pending-interrupt inbox, in the same request.
+   * described for the pending-interrupt inbox, in the same request. The server takes one write
+   * per index and one description per interrupt id (contract G17): of writes that share an
+   * index (a node that called interrupt() twice writes __resume__ twice, each longer than the
+   * one before) the last is sent, and an Interrupt written twice is described once.
    */
   async putWrites(config, writes, taskId, taskPath = '') {
     const configurable = configurableOf(config, 'thread_id', 'checkpoint_id');
     const graphName = String(configurable.graph_name || this.graphName || '');
     const path = taskPath ?? '';
-    const interrupts = [];
+    const interrupts = new Map();
     for (const [channel, value] of writes) {
       if (channel !== INTERRUPT) continue;
       for (const interrupt of Array.isArray(value) ? value : [value]) {
         // Only LangGraph's Interrupts are pauses: another value has no id to resume it by.
-        if (interrupt !== null && typeof interrupt === 'object' && interrupt.id) {
-          interrupts.push(describeInterrupt(interrupt, graphName, path));
+        if (interrupt !== null && typeof interrupt === 'object' && interrupt.id && !interrupts.has(String(interrupt.id))) {
+          interrupts.set(String(interrupt.id), describeInterrupt(interrupt, graphName, path));
         }
       }
     }
-    const typedWrites = await Promise.all(writes.map(async ([channel, value], idx) => ({
-      idx: WRITES_IDX_MAP[channel] ?? idx,
-      channel,
-      value: await this.#typed(value),
-    })));
+    const byIdx = new Map();
+    await Promise.all(writes.map(async ([channel, value], position) => {
+      const idx = WRITES_IDX_MAP[channel] ?? position;
+      const typed = { idx, channel, value: await this.#typed(value) };
+      // The last write of an index wins, whatever order the serializer finished in.
+      if (!byIdx.has(idx) || byIdx.get(idx).position < position) byIdx.set(idx, { position, typed });
+    }));
+    const typedWrites = [...byIdx.values()].sort((a, b) => a.position - b.position).map((w) => w.typed);
     await this.#call('PutGraphWrites', {
       namespace: this.namespace,
       request_id: newId(),
@@ -207,7 +213,7 @@ class CheckpointdSaver extends BaseCheckpointSaver {
       task_id: String(taskId),
       task_path: path,
       writes: typedWrites,
-      interrupts,
+      interrupts: [...interrupts.values()],
     });
   }
 
