@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import contextvars
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -320,6 +321,14 @@ class _Stream:
         self.ended = True
         self._wake.set()
 
+    async def finished(self) -> None:
+        """Wait until the call and its reader have ended (after a cancel: at once)."""
+        await asyncio.gather(self.reader, return_exceptions=True)
+        with contextlib.suppress(grpc.RpcError, asyncio.CancelledError):
+            await self.call.code()
+        # grpc's request consumer ends on the cancel at its next step.
+        await asyncio.sleep(0)
+
     def abandon(self, error: BaseException) -> None:
         """Fail every unanswered item with ``error`` and cancel the stream: nothing useful
         is left on it."""
@@ -411,6 +420,9 @@ class AsyncWriteStream:
         self.health = health if health is not None else StreamHealth()
         """When the next stream may open after streams that stopped answering (S2)."""
         self._stream: _Stream | None = None
+        # Every stream whose reader still runs (the current one, and ones replaced after they
+        # stopped answering), for close() to wait on.
+        self._streams_open: set[_Stream] = set()
         self._ids = itertools.count(1)
         self.unsupported = False
         """Whether the server answered UNIMPLEMENTED: every write goes unary from then on."""
@@ -459,6 +471,8 @@ class AsyncWriteStream:
         if stream is None or stream.ended:
             stub = write_service()[1].WriteServiceStub(self._channel())
             stream = self._stream = _Stream(stub, self._metadata, self.health)
+            self._streams_open.add(stream)
+            stream.reader.add_done_callback(lambda _: self._streams_open.discard(stream))
         correlation_id = next(self._ids)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         stream.pending[correlation_id] = future
@@ -486,8 +500,16 @@ class AsyncWriteStream:
         stream.abandon(stopped_answering())
 
     async def close(self) -> None:
-        """End the stream (the channel's close cancels what is in flight)."""
+        """End the stream and wait until it has: its reader, grpc's status task and its
+        request consumer have all finished when this returns, as have those of streams
+        replaced earlier. (Left pending, they run when the event loop is closed, and grpc's
+        poller then fails on it: ``RuntimeError: Event loop is closed``.)"""
         stream, self._stream = self._stream, None
         if stream is not None and not stream.ended:
             stream.stop()
             stream.call.cancel()
+        streams, self._streams_open = self._streams_open, set()
+        for each in streams:
+            each.call.cancel()
+        for each in streams:
+            await each.finished()

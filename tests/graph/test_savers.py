@@ -66,3 +66,23 @@ def test_an_unknown_prune_strategy_is_refused_before_sending() -> None:
         pytest.raises(ValueError, match="delete, keep_latest"),
     ):
         saver.prune(["t"], strategy="keep_oldest")
+
+
+def test_aclose_returns_when_the_write_stream_has_ended(sidecar: SharedSidecar) -> None:
+    """After aclose() nothing of the saver's runs on: the Write stream's reader, grpc's status
+    task and its request consumer have ended, so a loop closed right after does not leave
+    grpc's poller a closed loop to call ("Event loop is closed" in a later loop)."""
+
+    async def once() -> list[str]:
+        saver = AsyncCheckpointdSaver(sidecar.target, namespace=sidecar.namespace)
+        config = _config(uuid.uuid4().hex)
+        await saver.aput(config, generate_checkpoint(), generate_metadata(), {})
+        await saver.aput_writes(
+            {"configurable": {**config["configurable"], "checkpoint_id": "x"}}, [("k", 1)], "t"
+        )
+        await saver.aclose()
+        current = asyncio.current_task()
+        return [repr(t) for t in asyncio.all_tasks() if t is not current and not t.done()]
+
+    for _ in range(3):
+        assert asyncio.run(once()) == []
