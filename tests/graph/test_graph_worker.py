@@ -51,10 +51,10 @@ def _args(sidecar: Server, phase: str, directory: Path, *extra: str) -> list[str
     ]
 
 
-def pause(sidecar: Server, directory: Path, thread: str) -> dict[str, str]:
-    """Run the thread up to its two interrupts in a process of its own; their ids by node."""
+def pause(sidecar: Server, directory: Path, thread: str, *extra: str) -> dict[str, str]:
+    """Run the thread up to its interrupts in a process of its own; their ids by node."""
     done = subprocess.run(
-        _args(sidecar, "pause", directory, "--thread", thread),
+        _args(sidecar, "pause", directory, "--thread", thread, *extra),
         capture_output=True,
         text=True,
         timeout=120,
@@ -181,3 +181,38 @@ def test_g11_a_worker_killed_mid_resume_is_taken_over(
         assert wait_for(client, thread, ids["b"], "resumed").attempts == 1
         assert [p for p in client.iter_pending_interrupts() if p.execution_id == thread] == []
     assert sorted(lines(tmp_path / f"{thread}.log")) == ["a:True:ana", "b:True:bo", "ship"]
+
+
+def test_g11_a_worker_killed_after_the_answered_step_is_finished_by_the_next(
+    sidecar: SharedSidecar, tmp_path: Path, workers: list[subprocess.Popen[str]]
+) -> None:
+    """approve (interrupt) -> slow -> finish: a worker SIGKILLed inside ``slow`` leaves the
+    approve step's writes saved and the thread no longer waiting on the interrupt, but not
+    finished. The next worker (attempts 2) goes on from there: ``slow`` and ``finish`` run,
+    ``approve`` does not run again, and only then is the decision reported resumed."""
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    ids = pause(sidecar, tmp_path, thread, "--graph", "chain")
+    doomed = start(workers, sidecar, tmp_path, "--graph", "chain", "--block")
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.submit_decision(thread, interrupt_id=ids["approve"], approved=True, decided_by="ana")
+        entered = tmp_path / f"{thread}.entered"
+        deadline = time.monotonic() + TIMEOUT_S
+        while not entered.exists():
+            assert time.monotonic() < deadline, "the worker never reached the slow node"
+            assert doomed.poll() is None
+            time.sleep(0.02)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(TIMEOUT_S)
+        assert lines(tmp_path / f"{thread}.log") == ["approve:True:ana", "slow-entered"]
+
+        start(workers, sidecar, tmp_path, "--graph", "chain")
+        decision = wait_for(client, thread, ids["approve"], "resumed")
+        assert decision.attempts == 2
+        assert [p for p in client.iter_pending_interrupts() if p.execution_id == thread] == []
+    assert lines(tmp_path / f"{thread}.log") == [
+        "approve:True:ana",
+        "slow-entered",
+        "slow-entered",
+        "slow",
+        "finish",
+    ]

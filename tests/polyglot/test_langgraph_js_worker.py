@@ -68,10 +68,12 @@ def _node_env() -> dict[str, str]:
     return env
 
 
-def pause_js(node: str, sidecar: SharedSidecar, directory: Path, thread: str) -> dict[str, str]:
-    """Run the JS thread up to its two interrupts in a node process; their ids by node."""
+def pause_js(
+    node: str, sidecar: SharedSidecar, directory: Path, thread: str, *extra: str
+) -> dict[str, str]:
+    """Run the JS thread up to its interrupts in a node process; their ids by node."""
     done = subprocess.run(
-        _args(node, sidecar, "pause", "--thread", thread, "--dir", str(directory)),
+        _args(node, sidecar, "pause", "--thread", thread, "--dir", str(directory), *extra),
         cwd=NODE_CLIENT,
         env=_node_env(),
         capture_output=True,
@@ -184,6 +186,41 @@ def test_g15_a_js_worker_killed_mid_resume_is_taken_over_by_another(
         assert wait_for(client, thread, ids["b"], "resumed").attempts == 1
         assert list(client.iter_pending_interrupts()) == []
     wait_until_logged(tmp_path / f"{thread}.log", ["a:true:ana", "b:true:bo", "ship"])
+
+
+def test_g15_a_js_worker_killed_after_the_answered_step_is_finished_by_the_next(
+    node: str, sidecar: SharedSidecar, tmp_path: Path, processes: list[subprocess.Popen[str]]
+) -> None:
+    """approve (interrupt) -> slow -> finish in LangGraph.js: a JS worker SIGKILLed inside
+    ``slow``, the approve step saved, leaves the thread no longer waiting on the interrupt but
+    unfinished; the next JS worker (attempts 2) goes on from there (``slow`` and ``finish``
+    run, ``approve`` does not run again) before it reports the decision resumed."""
+    thread = f"js-{uuid.uuid4().hex[:8]}"
+    chain = ("--graph", "js-chain")
+    ids = pause_js(node, sidecar, tmp_path, thread, *chain)
+    doomed = start_js(processes, node, sidecar, tmp_path, *chain, "--block", "--name", "doomed")
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.submit_decision(thread, interrupt_id=ids["approve"], approved=True, decided_by="ana")
+        entered = tmp_path / f"{thread}.entered"
+        deadline = time.monotonic() + TIMEOUT_S
+        while not entered.exists():
+            assert time.monotonic() < deadline, "the worker never reached the slow node"
+            assert doomed.poll() is None
+            time.sleep(0.02)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(TIMEOUT_S)
+        assert lines(tmp_path / f"{thread}.log") == ["approve:true:ana", "slow-entered"]
+
+        start_js(processes, node, sidecar, tmp_path, *chain, "--name", "heir")
+        assert wait_for(client, thread, ids["approve"], "resumed").attempts == 2
+        assert [p for p in client.iter_pending_interrupts() if p.execution_id == thread] == []
+    assert lines(tmp_path / f"{thread}.log") == [
+        "approve:true:ana",
+        "slow-entered",
+        "slow-entered",
+        "slow",
+        "finish",
+    ]
 
 
 def test_g15_a_graph_that_fails_on_resume_is_reported_resume_failed(

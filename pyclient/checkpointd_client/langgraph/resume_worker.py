@@ -23,9 +23,17 @@ reports ``resumed`` or ``resume_failed``.
 The graph resumes with ``Command(resume={interrupt_id: value})``, ``value`` being the
 decision as a dict: ``{"approved": bool, "decided_by": str, "reason": str | None,
 "metadata": dict}``, which is what ``interrupt()`` returns in the node. Before resuming, the
-worker reads the thread's state: when the interrupt is no longer pending there (a worker
-before it resumed the thread and died before reporting), it reports ``resumed`` without
-running the graph again, so a thread is resumed once per decision.
+worker reads the thread's state, and a worker that takes a decision over finishes what the one
+before it started (G11):
+
+* the thread still waits on the interrupt: it resumes it with the decision;
+* the interrupt is answered but the thread stopped midway (tasks left to run, no pause: the
+  worker before it died after the resume was saved): it goes on from the newest checkpoint
+  (``invoke(None)``), the answered steps not run again;
+* the thread is at a new pause or at its end: it reports ``resumed`` without running anything.
+
+It reports only when the thread has reached a new pause or its end, so a thread goes on once
+per decision.
 
 A graph compiled with the blocking :class:`~checkpointd_client.langgraph.CheckpointdSaver`
 runs in a thread of its own (``graph.invoke``); one compiled with the asyncio saver runs in
@@ -128,16 +136,24 @@ class GraphResumeWorker(ResumeWorker):
     ) -> str | None:
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
         command: Command[Any] = Command(resume={interrupt_id: resume_value(decision)})
-        if _is_blocking(runner):
+        blocking = _is_blocking(runner)
+        if blocking:
             state = await asyncio.to_thread(runner.get_state, config)
-            if not _waits_on(state, interrupt_id):
-                return None
-            await asyncio.to_thread(runner.invoke, command, config)
-            return None
-        state = await runner.aget_state(config)
-        if not _waits_on(state, interrupt_id):
-            return None  # resumed by a worker that died before it reported
-        await runner.ainvoke(command, config)
+        else:
+            state = await runner.aget_state(config)
+        if _waits_on(state, interrupt_id):
+            run_input: Any = command
+        elif _stopped_midway(state):
+            # A worker before this one resumed the thread and died before it reached a new
+            # pause or the end (G11): the resume is saved, its next tasks are not run yet.
+            # LangGraph goes on from the newest checkpoint when invoked with None.
+            run_input = None
+        else:
+            return None  # resumed to a pause or the end by a worker that died before reporting
+        if blocking:
+            await asyncio.to_thread(runner.invoke, run_input, config)
+        else:
+            await runner.ainvoke(run_input, config)
         return None
 
 
@@ -149,6 +165,20 @@ def _is_blocking(graph: Any) -> bool:
     return isinstance(getattr(graph, "checkpointer", None), CheckpointdSaver)
 
 
+def _interrupts(state: Any) -> list[Any]:
+    """The interrupts the thread's state waits on: its own and its tasks' (a subgraph's)."""
+    found = list(getattr(state, "interrupts", ()))
+    for task in getattr(state, "tasks", ()):
+        found.extend(getattr(task, "interrupts", ()))
+    return found
+
+
 def _waits_on(state: Any, interrupt_id: str) -> bool:
-    """Whether the thread's state still waits on the interrupt (its own or a subgraph's)."""
-    return any(getattr(i, "id", None) == interrupt_id for i in getattr(state, "interrupts", ()))
+    """Whether the thread's state still waits on the interrupt."""
+    return any(getattr(i, "id", None) == interrupt_id for i in _interrupts(state))
+
+
+def _stopped_midway(state: Any) -> bool:
+    """Whether the thread has tasks left to run and waits on no interrupt: a run that stopped
+    (its process died) between two steps, not at a pause or at its end."""
+    return bool(getattr(state, "next", ())) and not _interrupts(state)

@@ -6,6 +6,7 @@
  *   node spec/langgraph/support_graph.cjs pause --target T --namespace NS --thread THREAD --dir D
  *   node spec/langgraph/support_graph.cjs work --target T --namespace NS --dir D [--block] [--name N]
  *   node spec/langgraph/support_graph.cjs list --target T --namespace NS --thread THREAD
+ *   (pause and work take --graph js-chain for the second graph, buildChain's)
  *
  * The graph "js-support": `a` and `b` run in parallel, each calls interrupt() and, once
  * resumed, appends "<node>:<approved>:<decided_by>" to D/<thread>.log and writes the value
@@ -24,6 +25,7 @@ const { Annotation, END, START, StateGraph, interrupt } = require('@langchain/la
 const { CheckpointdSaver, GraphResumeWorker } = require('../../src/langgraph');
 
 const GRAPH_NAME = 'js-support';
+const CHAIN_NAME = 'js-chain';
 
 const State = Annotation.Root({
   log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
@@ -57,6 +59,51 @@ function build(saver, directory, block, fail) {
     .compile({ checkpointer: saver });
 }
 
+/**
+ * The graph "js-chain": `approve` calls interrupt() and, once resumed, appends
+ * "approve:<approved>:<decided_by>"; `slow` appends "slow-entered" and, with --block, waits
+ * until the approve step's checkpoint is saved (LangGraph saves it in the background), writes
+ * D/<thread>.entered and hangs, else appends "slow"; then `finish` appends "finish".
+ */
+function buildChain(saver, directory, block) {
+  const log = (config, line) => fs.appendFileSync(path.join(directory, `${config.configurable.thread_id}.log`), `${line}\n`);
+  let compiled;
+  const approve = (state, config) => {
+    const answer = interrupt({ reason: 'approve', node: 'approve' });
+    log(config, `approve:${answer.approved}:${answer.decided_by}`);
+    return { log: ['approve'] };
+  };
+  const slow = async (state, config) => {
+    log(config, 'slow-entered');
+    if (block) {
+      const thread = config.configurable.thread_id;
+      for (;;) {
+        const saved = await compiled.getState({ configurable: { thread_id: thread } });
+        if (saved.next.length === 1 && saved.next[0] === 'slow') break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      fs.writeFileSync(path.join(directory, `${thread}.entered`), String(process.pid));
+      await new Promise(() => setInterval(() => {}, 60_000)); // hangs until the test kills it
+    }
+    log(config, 'slow');
+    return { log: ['slow'] };
+  };
+  const finish = (state, config) => {
+    log(config, 'finish');
+    return { log: ['finish'] };
+  };
+  compiled = new StateGraph(State)
+    .addNode('approve', approve)
+    .addNode('slow', slow)
+    .addNode('finish', finish)
+    .addEdge(START, 'approve')
+    .addEdge('approve', 'slow')
+    .addEdge('slow', 'finish')
+    .addEdge('finish', END)
+    .compile({ checkpointer: saver });
+  return compiled;
+}
+
 async function threadsOf(saver, config) {
   const threads = [];
   for await (const tuple of saver.list(config)) threads.push(tuple.config.configurable.thread_id);
@@ -75,10 +122,14 @@ async function main() {
       block: { type: 'boolean', default: false },
       fail: { type: 'boolean', default: false },
       'die-before-report': { type: 'boolean', default: false },
+      graph: { type: 'string', default: GRAPH_NAME },
     },
   });
-  const saver = new CheckpointdSaver({ target: args.target, namespace: args.namespace, graphName: GRAPH_NAME });
-  const graph = build(saver, args.dir, args.block, args.fail);
+  const graphName = args.graph;
+  const saver = new CheckpointdSaver({ target: args.target, namespace: args.namespace, graphName });
+  const graph = graphName === CHAIN_NAME
+    ? buildChain(saver, args.dir, args.block)
+    : build(saver, args.dir, args.block, args.fail);
   if (phase === 'pause') {
     const config = { configurable: { thread_id: args.thread } };
     const result = await graph.invoke({ log: [] }, config);
@@ -103,7 +154,7 @@ async function main() {
     saver.client.reportResume = async () => process.kill(process.pid, 'SIGKILL');
   }
   const worker = new GraphResumeWorker({
-    client: saver.client, graphs: { [GRAPH_NAME]: graph }, leaseSeconds: 2, name: args.name,
+    client: saver.client, graphs: { [graphName]: graph }, leaseSeconds: 2, name: args.name,
   });
   process.on('SIGTERM', () => {
     worker.close().then(() => saver.end()).then(() => process.exit(0));

@@ -26,12 +26,15 @@
  *    renewed every third of leaseSeconds while the graph runs. The others keep the decision
  *    and try again when the lease would run out; a worker killed mid-resume leaves the lease
  *    to run out, and another takes over (attempts + 1).
- * 3. It reads the thread's state: when the thread no longer waits on the interrupt (a worker
- *    before it resumed the thread and died before reporting), it reports resumed without
- *    running the graph again. Otherwise it resumes with
+ * 3. It reads the thread's state. While the thread waits on the interrupt it resumes it with
  *    new Command({ resume: { [interruptId]: { approved, decided_by, reason, metadata } } }),
- *    which is what interrupt() returns in the node, the Python worker's value shape.
- * 4. It reports resumed, or resume_failed with the error's text.
+ *    which is what interrupt() returns in the node, the Python worker's value shape. When the
+ *    interrupt is answered but the thread stopped midway (tasks left, no pause: a worker
+ *    before it died after the resume was saved), it goes on from the newest checkpoint
+ *    (invoke(null)). When the thread is at a new pause or its end (a worker before it died
+ *    before reporting), it runs nothing.
+ * 4. It reports resumed (only once the thread is at a new pause or its end), or resume_failed
+ *    with the error's text.
  *
  * The graph is aborted (its config's signal) when the lease goes to another worker. Runs of
  * one thread must not overlap: a worker resumes a thread's pauses one after another, but two
@@ -79,10 +82,22 @@ function resumeValue(decision) {
   };
 }
 
-/** Whether a graph's state still waits on the interrupt (its own or a subgraph's). */
+/** The interrupts a graph's state waits on: its own and its tasks' (a subgraph's). */
+function interruptsOf(state) {
+  return [...(state?.interrupts ?? []), ...(state?.tasks ?? []).flatMap((t) => t.interrupts ?? [])];
+}
+
+/** Whether a graph's state still waits on the interrupt. */
 function waitsOn(state, interruptId) {
-  const interrupts = [...(state?.interrupts ?? []), ...(state?.tasks ?? []).flatMap((t) => t.interrupts ?? [])];
-  return interrupts.some((i) => i?.id === interruptId);
+  return interruptsOf(state).some((i) => i?.id === interruptId);
+}
+
+/**
+ * Whether the thread has tasks left to run and waits on no interrupt: a run that stopped (its
+ * process died) between two steps, not at a pause or at its end.
+ */
+function stoppedMidway(state) {
+  return (state?.next ?? []).length > 0 && interruptsOf(state).length === 0;
 }
 
 /** A pause's key: execution, checkpoint, interrupt id. */
@@ -427,9 +442,18 @@ class GraphResumeWorker {
     const { Command } = require('@langchain/langgraph');
     const config = { configurable: { thread_id: pending.execution_id } };
     const state = await graph.getState(config);
-    if (!waitsOn(state, pending.interrupt_id)) return; // resumed by a worker that died before it reported
-    const command = new Command({ resume: { [pending.interrupt_id]: resumeValue(decision) } });
-    await graph.invoke(command, { ...config, signal });
+    let input;
+    if (waitsOn(state, pending.interrupt_id)) {
+      input = new Command({ resume: { [pending.interrupt_id]: resumeValue(decision) } });
+    } else if (stoppedMidway(state)) {
+      // A worker before this one resumed the thread and died before it reached a new pause or
+      // the end (G15): the resume is saved, its next tasks are not run yet. LangGraph goes on
+      // from the newest checkpoint when invoked with null.
+      input = null;
+    } else {
+      return; // resumed to a pause or the end by a worker that died before it reported
+    }
+    await graph.invoke(input, { ...config, signal });
   }
 }
 
