@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypedDict
 
 import grpc
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
@@ -305,3 +306,117 @@ def test_g8_the_cli_lists_and_decides_a_graph_pause(client, saver, thread, sidec
     [row] = rows_of(client, thread_id)
     assert row.decision is not None
     assert row.decision.decided_by == "cli"
+
+
+def _interrupt_write(saver: CheckpointdSaver, thread_id: str, checkpoint_id: str, ident: str):
+    """LangGraph's __interrupt__ write of a task at ``checkpoint_id``, as a node's interrupt()
+    sends it (possibly before the put of that checkpoint)."""
+    from langgraph.types import Interrupt
+
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+    }
+    pause = Interrupt(value={"reason": "refund", "amount": 7}, id=ident)
+    saver.put_writes(config, [("__interrupt__", (pause,))], "task-1", "~__pregel_pull, review")
+
+
+def test_g18_a_pause_is_published_only_with_its_checkpoint(client, saver, thread):
+    """An interrupt written before its checkpoint is put (LangGraph's durability "async"
+    under load) is stored, but is no pause yet: not listed, not watched, not decidable. The
+    put of its checkpoint publishes it, with its added event, in the same transaction."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    thread_id = thread["configurable"]["thread_id"]
+    root = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    first = empty_checkpoint()
+    parent = saver.put(root, first, {"step": -1}, {})
+    later = empty_checkpoint()
+    ident = uuid.uuid4().hex
+
+    with client.watch_interrupts(timeout=60) as watch:
+        for item in watch:
+            if isinstance(item, SnapshotComplete):
+                break
+        _interrupt_write(saver, thread_id, later["id"], ident)
+        assert rows_of(client, thread_id) == []
+        with pytest.raises(NotFoundError):
+            client.submit_decision(thread_id, interrupt_id=ident, approved=True, decided_by="x")
+        # The writes themselves are kept: they come back with the checkpoint once it is put.
+        saver.put(parent, later, {"step": 0}, {})
+        for item in watch:
+            if isinstance(item, InterruptEvent) and item.pending.execution_id == thread_id:
+                assert (item.type, item.pending.interrupt_id) == ("added", ident)
+                assert item.pending.checkpoint_id == later["id"]
+                break
+    [row] = rows_of(client, thread_id)
+    assert (row.interrupt_id, row.checkpoint_id, row.reason) == (ident, later["id"], "refund")
+    stored = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    assert stored is not None
+    assert stored.checkpoint["id"] == later["id"]
+    assert [(task, channel) for task, channel, _ in stored.pending_writes] == [
+        ("task-1", "__interrupt__")
+    ]
+    decided = client.submit_decision(thread_id, interrupt_id=ident, approved=True, decided_by="x")
+    assert decided.decision is not None
+
+
+def test_g18_a_held_pause_goes_with_its_thread(client, saver, thread):
+    """A thread deleted while an interrupt waits for its checkpoint takes the held
+    description with it: a put of that checkpoint afterwards publishes nothing."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    thread_id = thread["configurable"]["thread_id"]
+    root = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    later = empty_checkpoint()
+    _interrupt_write(saver, thread_id, later["id"], uuid.uuid4().hex)
+    saver.delete_thread(thread_id)
+    saver.put(root, later, {"step": 0}, {})
+    assert rows_of(client, thread_id) == []
+
+
+async def test_g18_a_graph_whose_put_is_slow_shows_no_pause_before_its_checkpoint(
+    client, sidecar: SharedSidecar
+):
+    """A real graph on an asyncio saver whose puts take a second (a loaded machine): LangGraph
+    sends the node's __interrupt__ write at once and the checkpoint's put after it. While the
+    put is under way the inbox has no pause; every pause it ever lists names a checkpoint the
+    saver reads back; the pause is there once the graph has paused."""
+    import asyncio
+
+    from checkpointd_client.langgraph import AsyncCheckpointdSaver
+
+    class SlowPuts(AsyncCheckpointdSaver):
+        async def aput(self, config, checkpoint, metadata, new_versions):
+            await asyncio.sleep(1.0)
+            return await super().aput(config, checkpoint, metadata, new_versions)
+
+    thread_id = f"thread-{uuid.uuid4().hex[:10]}"
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    async with SlowPuts(sidecar.target, namespace=sidecar.namespace, graph_name="slow") as saver:
+        graph = StateGraph(State)
+        graph.add_node("review", review)
+        graph.add_edge(START, "review")
+        graph.add_edge("review", END)
+        compiled = graph.compile(checkpointer=saver)
+        start: State = {"log": []}
+        running = asyncio.create_task(compiled.ainvoke(start, config))
+        seen: list[str] = []
+        while not running.done():
+            for row in await asyncio.to_thread(rows_of, client, thread_id):
+                found = await AsyncCheckpointdSaver.aget_tuple(
+                    saver,
+                    {
+                        "configurable": {
+                            "thread_id": thread_id,
+                            "checkpoint_ns": "",
+                            "checkpoint_id": row.checkpoint_id,
+                        }
+                    },
+                )
+                assert found is not None, "a pause was listed before its checkpoint was stored"
+                seen.append(row.interrupt_id)
+            await asyncio.sleep(0.05)
+        [raised] = (await running)["__interrupt__"]
+    [row] = rows_of(client, thread_id)
+    assert row.interrupt_id == raised.id
+    assert set(seen) <= {raised.id}

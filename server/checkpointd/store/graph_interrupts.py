@@ -12,10 +12,17 @@ and the graph wing keeps one pending row per interrupt id of a thread, in the sh
   its row (and its decision); a new one is ``added``; a row of the task that is no longer
   described is over (the task ran past it: resumed, completed or failed) and is deleted with
   a ``claimed`` event.
-* :func:`end_checkpoint`, in the transaction of a PutGraphCheckpoint with a parent: the rows
-  recorded against the parent (same thread and checkpoint_ns) are over, ``claimed``.
+  :func:`write_task` runs it for a PutGraphWrites, unless the task describes interrupts at a
+  checkpoint the store does not hold yet (G18): LangGraph may send a pause's writes before the
+  put of its checkpoint, and a pause is published only once a resume can read that
+  checkpoint, so the descriptions are held (``graph_held_interrupts``) instead.
+* :func:`checkpoint_stored`, in the transaction of a PutGraphCheckpoint: the rows recorded
+  against its parent (same thread and checkpoint_ns) are over, ``claimed``; the descriptions
+  held for the checkpoint itself are released into rows, ``added``, as :func:`sync_task`
+  would have made them.
 * :func:`remove_threads`, in the transaction of a thread delete: the rows go with a
-  ``removed`` event, and the decisions of the thread's graph pauses with them.
+  ``removed`` event, and the decisions of the thread's graph pauses and its held
+  descriptions with them.
 
 Each backend supplies the few statements (:class:`PendingOps`); all changes to rows come
 before the events, as the Postgres outbox wants its events last in a transaction.
@@ -26,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from checkpointd.domain import EventKind, PendingRecord
 
@@ -34,9 +41,12 @@ __all__ = [
     "GraphInterrupt",
     "PendingOps",
     "TaskPlace",
-    "end_checkpoint",
+    "checkpoint_stored",
+    "held_by_task",
+    "held_fields",
     "remove_threads",
     "sync_task",
+    "write_task",
 ]
 
 
@@ -60,6 +70,31 @@ class TaskPlace:
     checkpoint_ns: str
     checkpoint_id: str
     task_id: str
+
+
+def held_fields(interrupt: GraphInterrupt) -> tuple[str, str, str, str, str]:
+    """A held description's columns after its task id: interrupt id, chain name, node,
+    reason, context (the backends' ``graph_held_interrupts`` rows)."""
+    return (
+        interrupt.interrupt_id,
+        interrupt.chain_name,
+        interrupt.node_id,
+        interrupt.reason,
+        interrupt.context_json,
+    )
+
+
+def held_by_task(found: Sequence[Sequence[Any]]) -> list[tuple[str, list[GraphInterrupt]]]:
+    """Released held rows ``(position, task id, *held_fields)``, grouped by task in the
+    order they were described."""
+    tasks: dict[str, list[tuple[int, GraphInterrupt]]] = {}
+    for position, task_id, interrupt_id, chain_name, node_id, reason, context in found:
+        described = GraphInterrupt(interrupt_id, chain_name, node_id, reason, context)
+        tasks.setdefault(str(task_id), []).append((int(position), described))
+    return [
+        (task_id, [interrupt for _, interrupt in sorted(held, key=lambda h: h[0])])
+        for task_id, held in sorted(tasks.items())
+    ]
 
 
 class PendingOps(Protocol):
@@ -99,17 +134,38 @@ class PendingOps(Protocol):
         """Append an outbox event about the row."""
         ...
 
+    async def has_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        """Whether the store holds the checkpoint."""
+        ...
 
-async def sync_task(
+    async def hold(
+        self, place: TaskPlace, described: Sequence[GraphInterrupt], now: datetime
+    ) -> None:
+        """Make the task's held descriptions at its checkpoint exactly ``described``."""
+        ...
+
+    async def release(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[tuple[str, list[GraphInterrupt]]]:
+        """Delete the descriptions held for a checkpoint; each task's, in their order."""
+        ...
+
+    async def drop_held(self, thread_id: str) -> None:
+        """Delete every description held for the thread."""
+        ...
+
+
+async def _task_changes(
     ops: PendingOps,
     place: TaskPlace,
     described: Sequence[GraphInterrupt],
     now: datetime,
-) -> None:
-    """Make the task's pending rows at its checkpoint the described ones (see the module)."""
+) -> tuple[list[PendingRecord], list[PendingRecord]]:
+    """Change the task's pending rows at its checkpoint to the described ones; the rows ended
+    and the rows added, whose events the caller appends after every row change."""
     current = await ops.of_task(place)
     if not current and not described:
-        return  # the common case: ordinary writes of a task that never paused here
+        return [], []  # the common case: ordinary writes of a task that never paused here
     named = {d.interrupt_id for d in described}
     ended = [row for row in current if row.interrupt_id not in named]
     present = (
@@ -136,23 +192,64 @@ async def sync_task(
         added.append(record)
     for row in ended:
         await ops.delete(row)
+    return ended, added
+
+
+async def _events(ops: PendingOps, ended: list[PendingRecord], added: list[PendingRecord]) -> None:
     for row in ended:
         await ops.event(EventKind.CLAIMED, row)
     for record in added:
         await ops.event(EventKind.ADDED, record)
 
 
-async def end_checkpoint(
-    ops: PendingOps, thread_id: str, checkpoint_ns: str, parent_checkpoint_id: str
+async def sync_task(
+    ops: PendingOps,
+    place: TaskPlace,
+    described: Sequence[GraphInterrupt],
+    now: datetime,
 ) -> None:
-    """End the pending rows recorded against the parent of a new checkpoint."""
-    if not parent_checkpoint_id:
+    """Make the task's pending rows at its checkpoint the described ones (see the module)."""
+    await _events(ops, *await _task_changes(ops, place, described, now))
+
+
+async def write_task(
+    ops: PendingOps,
+    place: TaskPlace,
+    described: Sequence[GraphInterrupt],
+    now: datetime,
+) -> None:
+    """A PutGraphWrites: :func:`sync_task`, or hold the described interrupts when their
+    checkpoint is not stored yet (G18; they are released by :func:`checkpoint_stored`)."""
+    if described and not await ops.has_checkpoint(
+        place.thread_id, place.checkpoint_ns, place.checkpoint_id
+    ):
+        await ops.hold(place, described, now)
         return
-    ended = await ops.of_checkpoint(thread_id, checkpoint_ns, parent_checkpoint_id)
-    for row in ended:
-        await ops.delete(row)
-    for row in ended:
-        await ops.event(EventKind.CLAIMED, row)
+    await sync_task(ops, place, described, now)
+
+
+async def checkpoint_stored(
+    ops: PendingOps,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str,
+    now: datetime,
+) -> None:
+    """A PutGraphCheckpoint: end the pending rows recorded against its parent, and publish
+    the interrupts held for the checkpoint itself, in the transaction that stored it."""
+    ended: list[PendingRecord] = []
+    if parent_checkpoint_id:
+        ended = await ops.of_checkpoint(thread_id, checkpoint_ns, parent_checkpoint_id)
+        for row in ended:
+            await ops.delete(row)
+    added: list[PendingRecord] = []
+    for task_id, described in await ops.release(thread_id, checkpoint_ns, checkpoint_id):
+        place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+        task_ended, task_added = await _task_changes(ops, place, described, now)
+        ended += task_ended
+        added += task_added
+    await _events(ops, ended, added)
 
 
 async def remove_threads(ops: PendingOps, thread_ids: Sequence[str]) -> None:
@@ -163,6 +260,7 @@ async def remove_threads(ops: PendingOps, thread_ids: Sequence[str]) -> None:
         for row in rows:
             await ops.delete(row)
         await ops.delete_decisions(thread_id)
+        await ops.drop_held(thread_id)
         gone.extend(rows)
     for row in gone:
         await ops.event(EventKind.REMOVED, row)

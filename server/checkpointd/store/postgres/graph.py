@@ -99,14 +99,25 @@ class PostgresGraphStore:
         fingerprint: str,
         now: datetime,
         apply: Callable[[Any], Awaitable[int]],
+        *,
+        checkpoint_key: str = "",
     ) -> int:
-        """One transaction, applied at most once per request id."""
+        """One transaction, applied at most once per request id; with ``checkpoint_key``,
+        serialized with the others on that checkpoint (G18)."""
         sql = self._sql
         async with self._access.connection() as conn, conn.transaction():
+            locked = False
 
             async def lookup() -> tuple[str, str, str] | None:
+                nonlocal locked
                 # Concurrent calls with one id queue here, so the second sees the first.
-                await conn.execute(sql.lock_request, namespace, request_id)
+                if checkpoint_key:
+                    await conn.execute(
+                        sql.lock_request_and_checkpoint, namespace, request_id, checkpoint_key
+                    )
+                    locked = True
+                else:
+                    await conn.execute(sql.lock_request, namespace, request_id)
                 row = await conn.fetchrow(sql.request_reply, namespace, request_id)
                 if row is None:
                     return None
@@ -123,8 +134,13 @@ class PostgresGraphStore:
                     times.utc_in(now),
                 )
 
+            async def applied() -> int:
+                if checkpoint_key and not locked:
+                    await conn.execute(sql.lock_checkpoint, checkpoint_key)
+                return await apply(conn)
+
             return await graph_requests.once(
-                request_id, kind, fingerprint, lambda: apply(conn), lookup=lookup, record=record
+                request_id, kind, fingerprint, applied, lookup=lookup, record=record
             )
 
     # --- puts --------------------------------------------------------------------------
@@ -167,16 +183,26 @@ class PostgresGraphStore:
                 times.utc_in(now),
                 *blobs,
             )
-            await graph_interrupts.end_checkpoint(
+            await graph_interrupts.checkpoint_stored(
                 self._pending(conn, namespace),
                 cp.thread_id,
                 cp.checkpoint_ns,
+                cp.checkpoint_id,
                 cp.parent_checkpoint_id,
+                now,
             )
             return 0
 
         await self._transaction(
-            namespace, request_id, graph_requests.PUT_CHECKPOINT, fingerprint, now, apply
+            namespace,
+            request_id,
+            graph_requests.PUT_CHECKPOINT,
+            fingerprint,
+            now,
+            apply,
+            checkpoint_key=_checkpoint_key(
+                namespace, cp.thread_id, cp.checkpoint_ns, cp.checkpoint_id
+            ),
         )
 
     async def put_writes(
@@ -225,11 +251,22 @@ class PostgresGraphStore:
                 self._access.append_event,
                 task_rows=task_rows,
             )
-            await graph_interrupts.sync_task(ops, place, interrupts, now)
+            await graph_interrupts.write_task(ops, place, interrupts, now)
             return 0
 
         await self._transaction(
-            namespace, request_id, graph_requests.PUT_WRITES, fingerprint, now, apply
+            namespace,
+            request_id,
+            graph_requests.PUT_WRITES,
+            fingerprint,
+            now,
+            apply,
+            # Only a write that describes interrupts may hold them (G18).
+            checkpoint_key=(
+                _checkpoint_key(namespace, thread_id, checkpoint_ns, checkpoint_id)
+                if interrupts
+                else ""
+            ),
         )
 
     # --- reads -------------------------------------------------------------------------
@@ -458,3 +495,9 @@ class PostgresGraphStore:
     async def retention_namespaces(self) -> list[str]:
         """Every namespace that has graph checkpoints."""
         return await graph_retention.graph_namespaces(self._retention)
+
+
+def _checkpoint_key(namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """What a checkpoint's lock is taken on (each part's length first: no two keys collide)."""
+    parts = (namespace, thread_id, checkpoint_ns, checkpoint_id)
+    return "/".join(f"{len(part)}:{part}" for part in parts)

@@ -3,13 +3,19 @@ run on the graph wing's transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from checkpointd.domain import EventKind, PendingRecord
 from checkpointd.store import rows, times
 from checkpointd.store.columns import PENDING_COLUMNS, pending_params
-from checkpointd.store.graph_interrupts import TaskPlace
+from checkpointd.store.graph_interrupts import (
+    GraphInterrupt,
+    TaskPlace,
+    held_by_task,
+    held_fields,
+)
 
 __all__ = ["PendingSql", "PostgresPendingOps"]
 
@@ -51,6 +57,25 @@ class PendingSql:
             f"DELETE FROM {pending} WHERE namespace = $1 AND execution_id = $2 "
             "AND interrupt_id = $3"
         )
+        held = f"{s}.graph_held_interrupts"
+        held_columns = "task_id, interrupt_id, chain_name, node_id, reason, context_json"
+        checkpoint = (
+            "namespace = $1 AND thread_id = $2 AND checkpoint_ns = $3 AND checkpoint_id = $4"
+        )
+        self.has_checkpoint = f"SELECT 1 FROM {s}.graph_checkpoints WHERE {checkpoint}"
+        # A task's descriptions replace the ones it had held (unhold, then hold: $5 is its id;
+        # $6-$11 arrays of positions and held_fields; $12 the time).
+        self.unhold_task = f"DELETE FROM {held} WHERE {checkpoint} AND task_id = $5"
+        self.hold = f"""
+            INSERT INTO {held} (namespace, thread_id, checkpoint_ns, checkpoint_id, position,
+                held_at, {held_columns})
+            SELECT $1, $2, $3, $4, u.position, $12, $5, u.interrupt_id, u.chain_name, u.node_id,
+                   u.reason, u.context_json
+            FROM unnest($6::integer[], $7::text[], $8::text[], $9::text[], $10::text[],
+                        $11::text[])
+                AS u (position, interrupt_id, chain_name, node_id, reason, context_json)"""
+        self.release = f"DELETE FROM {held} WHERE {checkpoint} RETURNING position, {held_columns}"
+        self.drop_held = f"DELETE FROM {held} WHERE namespace = $1 AND thread_id = $2"
         self.delete_decisions = (
             f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2 AND {graph}"
         )
@@ -124,3 +149,40 @@ class PostgresPendingOps:
         if kind is EventKind.ADDED and record.interrupt_id in self._skipped:
             return  # another writer's row stands; it wrote the event
         await self._append_event(self._conn, self._namespace, kind, record)
+
+    async def has_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        found = await self._conn.fetchval(
+            self._sql.has_checkpoint, self._namespace, thread_id, checkpoint_ns, checkpoint_id
+        )
+        return found is not None
+
+    async def hold(
+        self, place: TaskPlace, described: Sequence[GraphInterrupt], now: datetime
+    ) -> None:
+        fields = list(zip(*(held_fields(d) for d in described), strict=True))
+        key = (
+            self._namespace,
+            place.thread_id,
+            place.checkpoint_ns,
+            place.checkpoint_id,
+            place.task_id,
+        )
+        await self._conn.execute(self._sql.unhold_task, *key)
+        await self._conn.execute(
+            self._sql.hold,
+            *key,
+            list(range(len(described))),
+            *(list(column) for column in fields),
+            times.utc_in(now),
+        )
+
+    async def release(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[tuple[str, list[GraphInterrupt]]]:
+        found = await self._conn.fetch(
+            self._sql.release, self._namespace, thread_id, checkpoint_ns, checkpoint_id
+        )
+        return held_by_task([tuple(row) for row in found])
+
+    async def drop_held(self, thread_id: str) -> None:
+        await self._conn.execute(self._sql.drop_held, self._namespace, thread_id)

@@ -169,6 +169,15 @@ class GraphSql:
         # A retry racing its first call waits here for it (the key's row lock), then finds
         # its reply.
         self.lock_request = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
+        # A put of a checkpoint and a write that describes interrupts at it are serialized on
+        # the checkpoint (G18): otherwise a write that found no checkpoint could hold its
+        # interrupts after the put had released what was held, and they would wait for ever.
+        # Taken with the request's lock, in the same round trip; alone without a request id.
+        self.lock_checkpoint = "SELECT pg_advisory_xact_lock(hashtextextended($1, 2))"
+        self.lock_request_and_checkpoint = (
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1)), "
+            "pg_advisory_xact_lock(hashtextextended($3, 2))"
+        )
         self.request_reply = (
             f"SELECT kind, fingerprint, reply_json FROM {s}.graph_requests "
             "WHERE namespace = $1 AND request_id = $2"

@@ -184,11 +184,13 @@ class SQLiteGraphStore:
             if blobs:
                 await conn.run_many(gsql.INSERT_BLOB, blobs)
             await _run(conn, gsql.UPSERT_CHECKPOINT, row)
-            await graph_interrupts.end_checkpoint(
+            await graph_interrupts.checkpoint_stored(
                 self._pending(conn, namespace),
                 cp.thread_id,
                 cp.checkpoint_ns,
+                cp.checkpoint_id,
                 cp.parent_checkpoint_id,
+                now,
             )
             return 0
 
@@ -233,7 +235,9 @@ class SQLiteGraphStore:
             if rows:
                 await conn.run_many(statement, rows)
             place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
-            await graph_interrupts.sync_task(self._pending(conn, namespace), place, interrupts, now)
+            await graph_interrupts.write_task(
+                self._pending(conn, namespace), place, interrupts, now
+            )
             return 0
 
         await self._grouped(

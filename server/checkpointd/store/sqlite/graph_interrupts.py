@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 from checkpointd.domain import EventKind, PendingRecord
 from checkpointd.store import rows, times
 from checkpointd.store.columns import PENDING_COLUMNS, pending_params
-from checkpointd.store.graph_interrupts import TaskPlace
+from checkpointd.store.graph_interrupts import (
+    GraphInterrupt,
+    TaskPlace,
+    held_by_task,
+    held_fields,
+)
 from checkpointd.store.sqlite.on_thread import Statements
 
 __all__ = ["SQLitePendingOps"]
@@ -48,6 +54,25 @@ SEED_SEQUENCE: Final = (
 NEXT_SEQUENCE: Final = (
     "UPDATE sqlite_sequence SET seq = seq + 1 WHERE name = 'checkpoints' RETURNING seq"
 )
+
+HAS_CHECKPOINT: Final = (
+    "SELECT 1 FROM graph_checkpoints WHERE namespace = ? AND thread_id = ? "
+    "AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+_HELD_COLUMNS: Final = "task_id, interrupt_id, chain_name, node_id, reason, context_json"
+UNHOLD_TASK: Final = (
+    "DELETE FROM graph_held_interrupts WHERE namespace = ? AND thread_id = ? "
+    "AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ?"
+)
+HOLD: Final = (
+    "INSERT INTO graph_held_interrupts (namespace, thread_id, checkpoint_ns, checkpoint_id, "
+    f"position, held_at, {_HELD_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+RELEASE: Final = (
+    "DELETE FROM graph_held_interrupts WHERE namespace = ? AND thread_id = ? "
+    f"AND checkpoint_ns = ? AND checkpoint_id = ? RETURNING position, {_HELD_COLUMNS}"
+)
+DROP_HELD: Final = "DELETE FROM graph_held_interrupts WHERE namespace = ? AND thread_id = ?"
 
 AppendEvent = Callable[[Statements, str, EventKind, PendingRecord, int], Awaitable[None]]
 
@@ -103,3 +128,38 @@ class SQLitePendingOps:
 
     async def event(self, kind: EventKind, record: PendingRecord) -> None:
         await self._append_event(self._conn, self._namespace, kind, record, times.now_us())
+
+    async def has_checkpoint(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool:
+        found = await self._conn.fetch(
+            HAS_CHECKPOINT, (self._namespace, thread_id, checkpoint_ns, checkpoint_id)
+        )
+        return bool(found)
+
+    async def hold(
+        self, place: TaskPlace, described: Sequence[GraphInterrupt], now: datetime
+    ) -> None:
+        key = (
+            self._namespace,
+            place.thread_id,
+            place.checkpoint_ns,
+            place.checkpoint_id,
+        )
+        await self._conn.run(UNHOLD_TASK, (*key, place.task_id))
+        await self._conn.run_many(
+            HOLD,
+            [
+                (*key, position, times.to_us(now), place.task_id, *held_fields(interrupt))
+                for position, interrupt in enumerate(described)
+            ],
+        )
+
+    async def release(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> list[tuple[str, list[GraphInterrupt]]]:
+        found: list[sqlite3.Row] = await self._conn.fetch(
+            RELEASE, (self._namespace, thread_id, checkpoint_ns, checkpoint_id)
+        )
+        return held_by_task([tuple(row) for row in found])
+
+    async def drop_held(self, thread_id: str) -> None:
+        await self._conn.run(DROP_HELD, (self._namespace, thread_id))
