@@ -98,6 +98,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (8, "graph"),
             (9, "graph_interrupts"),
             (10, "graph_retention"),
+            (11, "graph_held_interrupts"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema
@@ -107,6 +108,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             "checkpoints",
             "graph_blobs",
             "graph_checkpoints",
+            "graph_held_interrupts",
             "graph_requests",
             "graph_writes",
             "idempotency_results",

@@ -198,9 +198,10 @@ async def test_every_record_and_claim_writes_its_event_with_the_lock_in_its_stat
 
 
 async def test_graph_puts_round_trips(counted: tuple[PostgresStore, RoundTripCounter]) -> None:
-    """A graph checkpoint with its new values: BEGIN, the values with the checkpoint (one
-    statement), the parent's pauses, COMMIT; writes: BEGIN, the writes with the task's pauses
-    (one statement), COMMIT. A request id adds its lock, its look-up and its record."""
+    """A graph checkpoint with its new values: BEGIN, the checkpoint's lock (G18), the values
+    with the checkpoint and the release of its held interrupts (one statement), the parent's
+    pauses, COMMIT; writes: BEGIN, the writes with the task's pauses (one statement), COMMIT.
+    A request id adds its look-up and its record, and its lock (the checkpoint's with it)."""
     store, proxy = counted
     graph = build_graph_store(store)
     parent = [""]
@@ -220,7 +221,7 @@ async def test_graph_puts_round_trips(counted: tuple[PostgresStore, RoundTripCou
             NS, request_id, "t", "", parent[0], writes, T0, fingerprint="f", task_id="task"
         )
 
-    assert await round_trips(proxy, lambda: put("")) == 4
+    assert await round_trips(proxy, lambda: put("")) == 5
     assert await round_trips(proxy, lambda: put(uuid.uuid4().hex)) == 7
     assert await round_trips(proxy, lambda: put_writes("")) == 3
     assert await round_trips(proxy, lambda: put_writes(uuid.uuid4().hex)) == 6

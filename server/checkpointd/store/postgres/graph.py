@@ -168,7 +168,7 @@ class PostgresGraphStore:
             )
 
         async def apply(conn: Any) -> int:
-            await conn.execute(
+            released = await conn.fetchval(
                 self._sql.upsert_checkpoint_with_blobs if blobs else self._sql.upsert_checkpoint,
                 namespace,
                 cp.thread_id,
@@ -183,8 +183,15 @@ class PostgresGraphStore:
                 times.utc_in(now),
                 *blobs,
             )
+            ops = PostgresPendingOps(
+                conn,
+                self._pending_sql,
+                namespace,
+                self._access.append_event,
+                released=json.loads(released) if released else [],
+            )
             await graph_interrupts.checkpoint_stored(
-                self._pending(conn, namespace),
+                ops,
                 cp.thread_id,
                 cp.checkpoint_ns,
                 cp.checkpoint_id,

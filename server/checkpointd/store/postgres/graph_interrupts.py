@@ -92,6 +92,7 @@ class PostgresPendingOps:
         append_event: AppendEvent,
         *,
         task_rows: list[PendingRecord] | None = None,
+        released: list[list[Any]] | None = None,
     ) -> None:
         self._conn = conn
         self._sql = sql
@@ -100,6 +101,8 @@ class PostgresPendingOps:
         self._skipped: set[str] = set()
         # The task's rows, already read (and locked) by the statement that wrote its writes.
         self._task_rows = task_rows
+        # The held interrupts the checkpoint's put released in its own statement (G18).
+        self._released = released
 
     async def _rows(self, query: str, *params: Any) -> list[PendingRecord]:
         found = await self._conn.fetch(query, *params)
@@ -179,6 +182,9 @@ class PostgresPendingOps:
     async def release(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> list[tuple[str, list[GraphInterrupt]]]:
+        if self._released is not None:
+            known, self._released = self._released, None
+            return held_by_task(known)
         found = await self._conn.fetch(
             self._sql.release, self._namespace, thread_id, checkpoint_ns, checkpoint_id
         )

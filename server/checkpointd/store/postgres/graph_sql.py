@@ -44,7 +44,16 @@ class GraphSql:
         s = quoted_schema
         key = "namespace = $1 AND thread_id = $2 AND checkpoint_ns = $3"
         tuple_columns = TUPLE_COLUMNS.replace("{s}", s)
-        self.upsert_checkpoint = f"""
+        # The interrupts held for the checkpoint (G18) are released by its put, in the same
+        # statement: it returns them as a JSON array of [position, task id, interrupt id,
+        # chain name, node, reason, context] (NULL when none were held).
+        released = f"""released AS (
+                DELETE FROM {s}.graph_held_interrupts
+                WHERE {key} AND checkpoint_id = $4
+                RETURNING position, task_id, interrupt_id, chain_name, node_id, reason,
+                    context_json
+            )"""
+        upsert = f"""
             INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
                 checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
                 channel_versions, run_id, written_at)
@@ -52,20 +61,22 @@ class GraphSql:
             ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
                 body_type = EXCLUDED.body_type, body_data = EXCLUDED.body_data,
                 metadata = EXCLUDED.metadata, channel_versions = EXCLUDED.channel_versions,
-                run_id = EXCLUDED.run_id, written_at = EXCLUDED.written_at"""
+                run_id = EXCLUDED.run_id, written_at = EXCLUDED.written_at
+            RETURNING (SELECT json_agg(json_build_array(position, task_id, interrupt_id,
+                chain_name, node_id, reason, context_json))::text FROM released)"""
+        self.upsert_checkpoint = f"WITH {released}{upsert}"
         # The checkpoint with its new values in one statement (one round trip): the values
         # as arrays ($12: channels, $13: versions, $14: types, $15: data), a value whose
         # (channel, version) is already stored left as it is.
         self.upsert_checkpoint_with_blobs = f"""
-            WITH blobs AS (
+            WITH {released}, blobs AS (
                 INSERT INTO {s}.graph_blobs (namespace, thread_id, checkpoint_ns, channel,
                     version, value_type, value_data)
                 SELECT $1, $2, $3, u.channel, u.version, u.value_type, u.value_data
                 FROM unnest($12::text[], $13::text[], $14::text[], $15::bytea[])
                     AS u (channel, version, value_type, value_data)
                 ON CONFLICT DO NOTHING
-            )
-            {self.upsert_checkpoint.strip()}"""
+            ){upsert}"""
         # langgraph-checkpoint-postgres' rule: special writes replace, others keep the first.
         write_update = (
             "DO UPDATE SET channel = EXCLUDED.channel, value_type = EXCLUDED.value_type, "
