@@ -157,3 +157,36 @@ def test_g17_the_request_has_one_write_per_index_and_one_description_per_interru
         "2",
     ]
     assert [i.interrupt_id for i in request.interrupts] == ["i-1"]
+
+
+@pytest.mark.parametrize(
+    ("saver_name", "configurable", "expected"),
+    [
+        (None, {"graph_id": "agent"}, "agent"),
+        ("mine", {"graph_id": "agent"}, "mine"),
+        ("mine", {"graph_id": "agent", "graph_name": "run"}, "run"),
+        (None, {}, ""),
+    ],
+)
+def test_g8_a_pause_is_named_by_graph_name_the_savers_name_then_graph_id(
+    saver_name: str | None, configurable: dict[str, str], expected: str
+) -> None:
+    """The chain name of a pause: the run's graph_name, the saver's graph_name, then the
+    graph_id LangGraph's Agent Server puts in every run's configurable (empty: the server
+    names it by the thread id)."""
+    from langgraph.types import Interrupt
+
+    saver = CheckpointdSaver("unix:///nonexistent/checkpointd.sock", graph_name=saver_name)
+    try:
+        request = put_writes_request(
+            saver.serde,
+            "default",
+            {"configurable": {"thread_id": "t", "checkpoint_id": "c", **configurable}},
+            [("__interrupt__", (Interrupt(value="ok?", id="i"),))],
+            "task",
+            "path",
+            saver.graph_name,
+        )
+    finally:
+        saver.close()
+    assert [i.graph_name for i in request.interrupts] == [expected]

@@ -66,3 +66,47 @@ test('G15 the resume value is the Python worker\'s shape; a worker refuses optio
   assert.equal(worker.namespace, 'support');
   assert.equal(worker.leaseSeconds, 30);
 });
+
+/** A saver whose client records the requests instead of sending them. */
+function recordingSaver(options = {}) {
+  const { CheckpointdSaver } = require('../src/langgraph');
+  const sent = [];
+  const client = {
+    namespace: 'default',
+    graph: 'graph-service',
+    async call(_service, method, request) {
+      sent.push({ method, request });
+      return {};
+    },
+    close() {},
+  };
+  return { saver: new CheckpointdSaver({ client, ...options }), sent };
+}
+
+test('G17 putWrites sends the last write of an index and describes an interrupt once', async () => {
+  const { saver, sent } = recordingSaver({ graphName: 'g' });
+  const again = { id: 'i-1', value: 'feedback?' };
+  await saver.putWrites(
+    { configurable: { thread_id: 't', checkpoint_id: 'c' } },
+    [['__resume__', ['1']], ['log', 'x'], ['__resume__', ['1', '2']], ['__interrupt__', [again, again]]],
+    'task', 'path');
+  const [{ method, request }] = sent;
+  assert.equal(method, 'PutGraphWrites');
+  assert.deepEqual(request.writes.map((w) => [w.idx, w.channel]), [[-4, '__resume__'], [1, 'log'], [-3, '__interrupt__']]);
+  const [type, data] = [request.writes[0].value.type, request.writes[0].value.data];
+  assert.deepEqual(await saver.serde.loadsTyped(type, data), ['1', '2']);
+  assert.deepEqual(request.interrupts.map((i) => i.interrupt_id), ['i-1']);
+});
+
+test('G8 a pause is named by graph_name, the saver\'s graphName, then an Agent Server\'s graph_id', async () => {
+  const pause = ['__interrupt__', [{ id: 'i', value: 'ok?' }]];
+  const nameOf = async (options, configurable) => {
+    const { saver, sent } = recordingSaver(options);
+    await saver.putWrites({ configurable: { thread_id: 't', checkpoint_id: 'c', ...configurable } }, [pause], 'task', 'p');
+    return sent[0].request.interrupts[0].graph_name;
+  };
+  assert.equal(await nameOf({}, { graph_id: 'agent' }), 'agent');
+  assert.equal(await nameOf({ graphName: 'mine' }, { graph_id: 'agent' }), 'mine');
+  assert.equal(await nameOf({ graphName: 'mine' }, { graph_id: 'agent', graph_name: 'run' }), 'run');
+  assert.equal(await nameOf({}, {}), '');
+});

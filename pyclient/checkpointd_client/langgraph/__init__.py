@@ -92,8 +92,10 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     default when None). ``graph_name`` names the graph in the
     pending-interrupt inbox (the chain name of its pauses, what a
     :class:`GraphResumeWorker` finds the graph by); a run's ``configurable["graph_name"]``
-    overrides it, and without either the thread id stands in. Thread-safe; use it as a
-    context manager or call :meth:`close`.
+    overrides it; without either, a run's ``configurable["graph_id"]`` (what LangGraph's
+    Agent Server sets: the graph's id in ``langgraph.json``) names it, and without any of
+    them the thread id stands in. Thread-safe; use it as a context manager or call
+    :meth:`close`.
     """
 
     def __init__(

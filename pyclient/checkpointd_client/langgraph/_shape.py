@@ -143,7 +143,9 @@ def put_writes_request(
     saver keeps it too, and a replay needs it); a nested ``@entrypoint`` bubbles one
     ``Interrupt`` up twice in one ``__interrupt__`` write, so it is described once."""
     configurable = config["configurable"]
-    name = str(configurable.get("graph_name") or graph_name or "")
+    # The chain name of the pauses: the run's graph_name, the saver's, then the graph_id an
+    # Agent Server (langgraph dev / langgraph-api) puts in every run's configurable.
+    name = str(configurable.get("graph_name") or graph_name or configurable.get("graph_id") or "")
     by_idx: dict[int, pb.GraphWrite] = {}
     for idx, (channel, value) in enumerate(writes):
         index = WRITES_IDX_MAP.get(channel, idx)

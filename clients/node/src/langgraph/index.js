@@ -49,7 +49,9 @@ class CheckpointdSaver extends BaseCheckpointSaver {
    * @param {string} [options.namespace] where the rows live; default the client's namespace
    *   ("default").
    * @param {string} [options.graphName] names the graph in the pending-interrupt inbox; a
-   *   run's configurable.graph_name overrides it; without either the thread id stands in.
+   *   run's configurable.graph_name overrides it; without either, a run's
+   *   configurable.graph_id (what LangGraph's Agent Server sets) names it, and without any of
+   *   them the thread id stands in.
    * @param {number} [options.timeoutMs] deadline of each call; default the client's.
    * @param {import('@langchain/langgraph-checkpoint').SerializerProtocol} [options.serde]
    */
@@ -184,7 +186,7 @@ class CheckpointdSaver extends BaseCheckpointSaver {
    */
   async putWrites(config, writes, taskId, taskPath = '') {
     const configurable = configurableOf(config, 'thread_id', 'checkpoint_id');
-    const graphName = String(configurable.graph_name || this.graphName || '');
+    const graphName = String(configurable.graph_name || this.graphName || configurable.graph_id || '');
     const path = taskPath ?? '';
     const interrupts = new Map();
     for (const [channel, value] of writes) {
@@ -196,14 +198,23 @@ class CheckpointdSaver extends BaseCheckpointSaver {
         }
       }
     }
-    const byIdx = new Map();
-    await Promise.all(writes.map(async ([channel, value], position) => {
+    // Of writes that share an index the last is sent, at the place of the first.
+    const last = new Map();
+    writes.forEach(([channel], position) => last.set(WRITES_IDX_MAP[channel] ?? position, position));
+    const kept = writes
+      .map(([channel, value], position) => ({ idx: WRITES_IDX_MAP[channel] ?? position, channel, value, position }))
+      .filter((w) => last.get(w.idx) === w.position);
+    const first = new Map();
+    writes.forEach(([channel], position) => {
       const idx = WRITES_IDX_MAP[channel] ?? position;
-      const typed = { idx, channel, value: await this.#typed(value) };
-      // The last write of an index wins, whatever order the serializer finished in.
-      if (!byIdx.has(idx) || byIdx.get(idx).position < position) byIdx.set(idx, { position, typed });
-    }));
-    const typedWrites = [...byIdx.values()].sort((a, b) => a.position - b.position).map((w) => w.typed);
+      if (!first.has(idx)) first.set(idx, position);
+    });
+    kept.sort((a, b) => first.get(a.idx) - first.get(b.idx));
+    const typedWrites = await Promise.all(kept.map(async ({ idx, channel, value }) => ({
+      idx,
+      channel,
+      value: await this.#typed(value),
+    })));
     await this.#call('PutGraphWrites', {
       namespace: this.namespace,
       request_id: newId(),
