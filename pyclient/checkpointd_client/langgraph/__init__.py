@@ -60,6 +60,8 @@ __all__ = [
     "CheckpointdSaver",
     "GraphResolver",
     "GraphResumeWorker",
+    "ResumeRefused",
+    "resume_for",
     "resume_value",
 ]
 
@@ -459,5 +461,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
 from checkpointd_client.langgraph.resume_worker import (  # noqa: E402
     GraphResolver,
     GraphResumeWorker,
+    ResumeRefused,
+    resume_for,
     resume_value,
 )

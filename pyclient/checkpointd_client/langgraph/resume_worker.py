@@ -59,20 +59,91 @@ from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.models import Decision, PendingInterrupt
 from checkpointd_client.resume_worker import ResumeWorker
 
-__all__ = ["GraphResolver", "GraphResumeWorker", "resume_value"]
+__all__ = ["GraphResolver", "GraphResumeWorker", "ResumeRefused", "resume_for", "resume_value"]
 
 #: Builds (or finds) the compiled graph of a pause on demand; None when this worker has none.
 GraphResolver = Callable[[PendingInterrupt], Any]
 
 
 def resume_value(decision: Decision) -> dict[str, Any]:
-    """What ``interrupt()`` returns in the node once the decision is carried out."""
+    """What ``interrupt()`` returns in the node once the decision is carried out (a plain
+    ``interrupt()``'s answer; see :func:`resume_for` for LangChain's middleware)."""
     return {
         "approved": decision.approved,
         "decided_by": decision.decided_by,
         "reason": decision.reason,
         "metadata": dict(decision.metadata),
     }
+
+
+class ResumeRefused(ValueError):
+    """The decision cannot answer the pause: the pause does not allow it."""
+
+
+def _hitl_decision(decision: Decision) -> dict[str, Any]:
+    """A LangChain ``HumanInTheLoopMiddleware`` decision for the verdict: approve, or reject
+    with the reason as the message the model is told."""
+    if decision.approved:
+        return {"type": "approve"}
+    rejected: dict[str, Any] = {"type": "reject"}
+    if decision.reason:
+        rejected["message"] = decision.reason
+    return rejected
+
+
+def resume_for(interrupt: Any, decision: Decision) -> Any:
+    """The answer the graph expects to the LangGraph ``Interrupt`` a decision is on.
+
+    * LangChain's ``HumanInTheLoopMiddleware``, batched (the value is a ``HITLRequest``:
+      ``action_requests`` and ``review_configs``): ``{"decisions": [...]}``, the verdict for
+      each action in order (``approve``, or ``reject`` with the reason as its message);
+      refused (:class:`ResumeRefused`) when an action's ``allowed_decisions`` lacks it.
+    * The middleware per call (the value's ``type`` is ``"tool_approval"``): one such
+      decision, checked against the interrupt's ``response_schema`` when it has one.
+    * Any other interrupt: :func:`resume_value`.
+
+    Edits and responses on a person's behalf need a decision that carries them; a verdict
+    alone approves or rejects.
+    """
+    value = getattr(interrupt, "value", None)
+    if isinstance(value, dict) and isinstance(value.get("action_requests"), list):
+        answer = _hitl_decision(decision)
+        allowed = {
+            config.get("action_name"): config.get("allowed_decisions")
+            for config in value.get("review_configs") or ()
+            if isinstance(config, dict)
+        }
+        for action in value["action_requests"]:
+            name = action.get("name") if isinstance(action, dict) else None
+            permitted = allowed.get(name)
+            if isinstance(permitted, list) and answer["type"] not in permitted:
+                raise ResumeRefused(
+                    f"the pause does not allow {answer['type']!r} for {name!r} "
+                    f"(allowed: {', '.join(map(str, permitted))})"
+                )
+        return {"decisions": [dict(answer) for _ in value["action_requests"]]}
+    if isinstance(value, dict) and value.get("type") == "tool_approval":
+        answer = _hitl_decision(decision)
+        schema: Any = getattr(interrupt, "response_schema", None)
+        if isinstance(schema, type) or _is_annotated(schema):
+            from pydantic import TypeAdapter, ValidationError
+
+            try:
+                TypeAdapter(schema).validate_python(answer)
+            except ValidationError as exc:
+                raise ResumeRefused(
+                    f"the pause does not allow {answer['type']!r} for {value.get('name')!r}: "
+                    f"{exc.errors()[0].get('msg', exc)}"
+                ) from None
+        return answer
+    return resume_value(decision)
+
+
+def _is_annotated(schema: Any) -> bool:
+    """Whether ``schema`` is a typing construct pydantic can validate (a Union, Annotated)."""
+    return (
+        schema is not None and not isinstance(schema, (dict, str)) and hasattr(schema, "__origin__")
+    )
 
 
 class GraphResumeWorker(ResumeWorker):
@@ -135,14 +206,17 @@ class GraphResumeWorker(ResumeWorker):
         self, runner: Any, thread_id: str, interrupt_id: str, decision: Decision
     ) -> str | None:
         config: dict[str, Any] = {"configurable": {"thread_id": thread_id}}
-        command: Command[Any] = Command(resume={interrupt_id: resume_value(decision)})
         blocking = _is_blocking(runner)
         if blocking:
             state = await asyncio.to_thread(runner.get_state, config)
         else:
             state = await runner.aget_state(config)
-        if _waits_on(state, interrupt_id):
-            run_input: Any = command
+        waited = _find(state, interrupt_id)
+        if waited is not None:
+            # Refused here, before the graph runs: a resume LangGraph refuses would be kept as
+            # a failed __resume__ write of the thread.
+            answer = resume_for(waited, decision)
+            run_input: Any = Command(resume={interrupt_id: answer})
         elif _stopped_midway(state):
             # A worker before this one resumed the thread and died before it reached a new
             # pause or the end (G11): the resume is saved, its next tasks are not run yet.
@@ -173,9 +247,9 @@ def _interrupts(state: Any) -> list[Any]:
     return found
 
 
-def _waits_on(state: Any, interrupt_id: str) -> bool:
-    """Whether the thread's state still waits on the interrupt."""
-    return any(getattr(i, "id", None) == interrupt_id for i in _interrupts(state))
+def _find(state: Any, interrupt_id: str) -> Any:
+    """The interrupt the thread's state still waits on by that id, or None."""
+    return next((i for i in _interrupts(state) if getattr(i, "id", None) == interrupt_id), None)
 
 
 def _stopped_midway(state: Any) -> bool:
