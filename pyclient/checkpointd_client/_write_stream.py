@@ -30,6 +30,7 @@ import asyncio
 import collections
 import contextlib
 import contextvars
+import functools
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import ModuleType
@@ -402,6 +403,10 @@ class _Stream:
             self.pending.clear()
 
 
+def _forget(streams: set[_Stream], stream: _Stream, _reader: object) -> None:
+    streams.discard(stream)
+
+
 class AsyncWriteStream:
     """The Write stream of one asyncio client, opened on the first write and again after it
     breaks or stops answering; ``route`` puts a write on it."""
@@ -472,7 +477,11 @@ class AsyncWriteStream:
             stub = write_service()[1].WriteServiceStub(self._channel())
             stream = self._stream = _Stream(stub, self._metadata, self.health)
             self._streams_open.add(stream)
-            stream.reader.add_done_callback(lambda _: self._streams_open.discard(stream))
+            # The callback holds the set, not self, and runs in an empty context (by default
+            # it keeps the caller's): a running reader must not keep the client alive (P7).
+            stream.reader.add_done_callback(
+                functools.partial(_forget, self._streams_open, stream), context=contextvars.Context()
+            )
         correlation_id = next(self._ids)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         stream.pending[correlation_id] = future
@@ -508,7 +517,8 @@ class AsyncWriteStream:
         if stream is not None and not stream.ended:
             stream.stop()
             stream.call.cancel()
-        streams, self._streams_open = self._streams_open, set()
+        # The current stream too when its reader is done already: grpc's status task may not be.
+        streams = list(self._streams_open | ({stream} if stream is not None else set()))
         for each in streams:
             each.call.cancel()
         for each in streams:
