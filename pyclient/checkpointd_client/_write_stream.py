@@ -479,9 +479,8 @@ class AsyncWriteStream:
             self._streams_open.add(stream)
             # The callback holds the set, not self, and runs in an empty context (by default
             # it keeps the caller's): a running reader must not keep the client alive (P7).
-            stream.reader.add_done_callback(
-                functools.partial(_forget, self._streams_open, stream), context=contextvars.Context()
-            )
+            forget = functools.partial(_forget, self._streams_open, stream)
+            stream.reader.add_done_callback(forget, context=contextvars.Context())
         correlation_id = next(self._ids)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         stream.pending[correlation_id] = future
