@@ -262,3 +262,77 @@ def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar:
     assert "NO_PENDING_INTERRUPT" in nothing.stderr or "no pending interrupt" in nothing.stderr
     for result in (again, bad, neither, nothing):
         assert "Traceback" not in result.stderr
+
+
+def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
+    """`decide --edit KEY=VALUE` edits a one-action middleware pause from its own arguments,
+    `--decisions-json` answers each action of a batch, `--resume-json` answers a plain
+    interrupt(); what the pause does not take fails with one line and changes nothing."""
+    from langgraph.types import interrupt
+
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_decision_responses import BATCH, paused
+
+    one_action = {
+        "action_requests": [{"name": "send_email", "args": {"to": "ann", "body": "hi"}}],
+        "review_configs": [
+            {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]}
+        ],
+    }
+    with (
+        CheckpointdClient(sidecar.target, namespace="team") as client,
+        CheckpointdSaver(sidecar.target, namespace="team", graph_name="agent") as saver,
+    ):
+        single = paused(client, saver, lambda: interrupt(one_action))
+        batch = paused(client, saver, lambda: interrupt(BATCH))
+        plain = paused(client, saver, lambda: interrupt({"reason": "pick"}))
+    base = ("--target", sidecar.target, "--namespace", "team", "--decided-by", "ann")
+
+    def decide(pause: Any, *flags: str) -> subprocess.CompletedProcess[str]:
+        return cli(
+            "interrupts",
+            "decide",
+            pause.execution_id,
+            "--interrupt-id",
+            pause.interrupt_id,
+            *flags,
+            *base,
+        )
+
+    refused = decide(single, "--respond", "done")
+    assert refused.returncode == 1
+    assert "does not allow 'respond' for 'send_email'" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    too_many = decide(batch, "--edit", "to=bob")
+    assert too_many.returncode == 1
+    assert "asks about 2 actions" in too_many.stderr
+
+    edited = decide(single, "--edit", "to=bob", "--edit", 'cc=["cy"]')
+    assert edited.returncode == 0, edited.stderr
+    assert "decision=edited:ann:decided" in edited.stdout
+    both = decide(
+        batch,
+        "--decisions-json",
+        '[{"type": "respond", "message": "sent"}, {"type": "reject", "message": "keep it"}]',
+    )
+    assert both.returncode == 0, both.stderr
+    assert "decision=responded+rejected:ann:decided" in both.stdout
+    answered = decide(plain, "--resume-json", '{"choice": 2}')
+    assert answered.returncode == 0, answered.stderr
+
+    with CheckpointdClient(sidecar.target, namespace="team") as client:
+        decided = {p.execution_id: p.decision for p in client.iter_pending_interrupts()}
+    edit = decided[single.execution_id]
+    assert edit is not None
+    assert edit.response is not None
+    assert edit.response.actions[0].args == {"to": "bob", "body": "hi", "cc": ["cy"]}
+    assert edit.approved is True
+    batch_decision = decided[batch.execution_id]
+    assert batch_decision is not None
+    assert batch_decision.approved is False
+    plain_decision = decided[plain.execution_id]
+    assert plain_decision is not None
+    assert plain_decision.response is not None
+    assert plain_decision.response.resume_value == {"choice": 2}
+    for result in (refused, too_many, edited, both, answered):
+        assert "Traceback" not in result.stderr

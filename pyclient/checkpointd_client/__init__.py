@@ -42,9 +42,11 @@ if TYPE_CHECKING:
         UnavailableError,
     )
     from checkpointd_client.models import (
+        ActionDecision,
         Checkpoint,
         CheckpointPage,
         Decision,
+        DecisionResponse,
         DeleteExecutionResult,
         Execution,
         ExecutionDetail,
@@ -89,6 +91,8 @@ _MODULE_OF: dict[str, str] = {
     "Checkpoint": "checkpointd_client.models",
     "CheckpointPage": "checkpointd_client.models",
     "Decision": "checkpointd_client.models",
+    "DecisionResponse": "checkpointd_client.models",
+    "ActionDecision": "checkpointd_client.models",
     "DeleteExecutionResult": "checkpointd_client.models",
     "Execution": "checkpointd_client.models",
     "ExecutionDetail": "checkpointd_client.models",
@@ -124,6 +128,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_TARGET",
+    "ActionDecision",
     "AlreadyExistsError",
     "AsyncCheckpointdClient",
     "AsyncInterruptWatch",
@@ -133,6 +138,7 @@ __all__ = [
     "CheckpointdError",
     "DeadlineExceededError",
     "Decision",
+    "DecisionResponse",
     "DeleteExecutionResult",
     "ErrorReason",
     "Execution",

@@ -35,6 +35,7 @@ from checkpointd_client.models import (
     Checkpoint,
     CheckpointPage,
     CheckpointView,
+    DecisionResponse,
     DeleteExecutionResult,
     ExecutionDetail,
     ExecutionPage,
@@ -500,11 +501,12 @@ class AsyncCheckpointdClient:
         self,
         execution_id: str,
         *,
-        approved: bool,
+        approved: bool | None = None,
         decided_by: str,
         resume_metadata: dict[str, Any] | None = None,
         reason: str | None = None,
         interrupt_id: str = "",
+        response: DecisionResponse | None = None,
         request_id: str | None = None,
         timeout: float | None = None,
         metadata: Metadata = (),
@@ -520,12 +522,28 @@ class AsyncCheckpointdClient:
         naming the winner in its metadata; the request id is reused on retries, so a lost
         reply is answered with the first answer. Returns the pending interrupt with its
         ``decision``.
+
+        ``response`` carries the typed answer a graph pause asks for (K3): an
+        :class:`~checkpointd_client.ActionDecision` per action of a LangChain
+        ``HumanInTheLoopMiddleware`` pause (approve, edit, reject, respond), or
+        :meth:`DecisionResponse.resume(value) <checkpointd_client.DecisionResponse.resume>` for
+        any other. Without ``approved`` the verdict follows the response (not approved exactly
+        when an action is rejected). One the pause does not take raises
+        :class:`~checkpointd_client.InvalidArgumentError` and changes nothing. A decision whose
+        resume failed is replaced by the next one.
         """
         request = self._core.submit_decision(
-            execution_id, approved, resume_metadata, decided_by, reason, request_id, interrupt_id
+            execution_id,
+            approved,
+            resume_metadata,
+            decided_by,
+            reason,
+            request_id,
+            interrupt_id,
+            response,
         )
-        response = await self._invoke(self._interrupts.SubmitDecision, request, timeout, metadata)
-        return _convert.pending_from_proto(response.pending)
+        answer = await self._invoke(self._interrupts.SubmitDecision, request, timeout, metadata)
+        return _convert.pending_from_proto(answer.pending)
 
     async def lease_decision(
         self,

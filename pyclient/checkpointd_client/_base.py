@@ -17,7 +17,12 @@ from typing import Any, Final
 from checkpointd_client import _convert
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
 from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
-from checkpointd_client.models import Checkpoint, CheckpointView, PendingInterrupt
+from checkpointd_client.models import (
+    Checkpoint,
+    CheckpointView,
+    DecisionResponse,
+    PendingInterrupt,
+)
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     graph_service_pb2,
@@ -309,14 +314,20 @@ class ClientCore:
     def submit_decision(
         self,
         execution_id: str,
-        approved: bool,
+        approved: bool | None,
         metadata: dict[str, Any] | None,
         decided_by: str,
         reason: str | None,
         request_id: str | None,
         interrupt_id: str = "",
+        response: DecisionResponse | None = None,
     ) -> interrupt_service_pb2.SubmitDecisionRequest:
-        """Build a SubmitDecision request (request id filled in)."""
+        """Build a SubmitDecision request (request id filled in). Without ``approved``, the
+        verdict is the response's: not approved exactly when an action is rejected."""
+        if approved is None:
+            if response is None:
+                raise TypeError("submit_decision needs approved=True or False, or a response")
+            approved = not response.rejects
         return interrupt_service_pb2.SubmitDecisionRequest(
             namespace=self.namespace,
             request_id=request_id or new_id(),
@@ -326,6 +337,7 @@ class ClientCore:
             decided_by=decided_by,
             reason=reason,
             interrupt_id=interrupt_id,
+            response=None if response is None else _convert.response_to_proto(response),
         )
 
     def lease_decision(

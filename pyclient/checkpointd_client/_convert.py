@@ -20,9 +20,12 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from checkpointd_client.models import (
     CHECKPOINT_STATUSES,
+    ActionDecision,
+    ActionDecisionType,
     Checkpoint,
     CheckpointPage,
     Decision,
+    DecisionResponse,
     DecisionStatus,
     DeleteExecutionResult,
     Execution,
@@ -296,6 +299,52 @@ def decision_from_proto(msg: checkpoint_pb2.Decision) -> Decision:
         reported_at=(
             timestamp_to_datetime(msg.reported_at) if msg.HasField("reported_at") else None
         ),
+        response=response_from_proto(msg.response) if msg.HasField("response") else None,
+    )
+
+
+_ACTION_TYPE_TO_PROTO: dict[ActionDecisionType, int] = {
+    "approve": checkpoint_pb2.ACTION_DECISION_TYPE_APPROVE,
+    "edit": checkpoint_pb2.ACTION_DECISION_TYPE_EDIT,
+    "reject": checkpoint_pb2.ACTION_DECISION_TYPE_REJECT,
+    "respond": checkpoint_pb2.ACTION_DECISION_TYPE_RESPOND,
+}
+_ACTION_TYPE_FROM_PROTO = {number: name for name, number in _ACTION_TYPE_TO_PROTO.items()}
+
+
+def response_from_proto(msg: checkpoint_pb2.DecisionResponse) -> DecisionResponse:
+    """Build a decision's typed response from its wire message."""
+    return DecisionResponse(
+        actions=tuple(
+            ActionDecision(
+                type=_ACTION_TYPE_FROM_PROTO.get(action.type, "approve"),
+                args=(
+                    load_json_object(action.edited_args_json, field="edited_args")
+                    if action.edited_args_json
+                    else None
+                ),
+                message=action.message or None,
+            )
+            for action in msg.actions
+        ),
+        resume_json=msg.resume_json,
+    )
+
+
+def response_to_proto(response: DecisionResponse) -> checkpoint_pb2.DecisionResponse:
+    """The wire message of a decision's typed response."""
+    return checkpoint_pb2.DecisionResponse(
+        actions=[
+            checkpoint_pb2.ActionDecision(
+                type=_ACTION_TYPE_TO_PROTO[action.type],  # type: ignore[arg-type]
+                edited_args_json=(
+                    dump_json(action.args, field="edited_args") if action.args is not None else ""
+                ),
+                message=action.message or "",
+            )
+            for action in response.actions
+        ],
+        resume_json=response.resume_json,
     )
 
 

@@ -8,18 +8,23 @@ and defaults follow fastaiagent's ``Checkpoint`` and ``PendingInterrupt`` models
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
+    "ACTION_DECISION_TYPES",
     "CHECKPOINT_STATUSES",
     "DECISION_STATUSES",
     "EXECUTION_STATUSES",
     "INTERRUPT_EVENT_TYPES",
+    "ActionDecision",
+    "ActionDecisionType",
     "Checkpoint",
     "CheckpointPage",
     "Decision",
+    "DecisionResponse",
     "DecisionStatus",
     "DeleteExecutionResult",
     "Execution",
@@ -152,6 +157,79 @@ class Decision:
     """What the worker reported (status ``"resume_failed"`` only)."""
     reported_at: datetime | None = None
     """When a worker reported (status ``"resumed"`` or ``"resume_failed"``)."""
+    response: DecisionResponse | None = None
+    """The typed answer the pause asked for (K3); ``None`` for the verdict alone."""
+
+
+ActionDecisionType: TypeAlias = Literal["approve", "edit", "reject", "respond"]
+#: What a person may decide on one action of LangChain's ``HumanInTheLoopMiddleware``.
+ACTION_DECISION_TYPES: tuple[ActionDecisionType, ...] = ("approve", "edit", "reject", "respond")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ActionDecision:
+    """The answer to one action of a LangChain ``HumanInTheLoopMiddleware`` pause (K3)."""
+
+    type: ActionDecisionType
+    """``"approve"``, ``"edit"`` (run it with :attr:`args`), ``"reject"`` (do not run it;
+    :attr:`message` tells the model why) or ``"respond"`` (do not run it; :attr:`message` is
+    the tool's answer)."""
+    args: dict[str, Any] | None = None
+    """The action's arguments as edited (``"edit"`` only, where they are required)."""
+    message: str | None = None
+    """Why (``"reject"``, optional) or the tool's answer (``"respond"``, required)."""
+
+    @classmethod
+    def approve(cls) -> ActionDecision:
+        """Run the action as the model asked."""
+        return cls(type="approve")
+
+    @classmethod
+    def edit(cls, args: dict[str, Any]) -> ActionDecision:
+        """Run the action with ``args`` instead of the model's arguments."""
+        return cls(type="edit", args=args)
+
+    @classmethod
+    def reject(cls, message: str | None = None) -> ActionDecision:
+        """Do not run the action; ``message`` tells the model why."""
+        return cls(type="reject", message=message)
+
+    @classmethod
+    def respond(cls, message: str) -> ActionDecision:
+        """Do not run the action; ``message`` is returned to the model as its result."""
+        return cls(type="respond", message=message)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DecisionResponse:
+    """The typed answer a graph pause asks for, beside the verdict (K3): one
+    :class:`ActionDecision` per action of a middleware pause, in order, or the value
+    ``interrupt()`` returns for any other pause (:meth:`resume`)."""
+
+    actions: tuple[ActionDecision, ...] = ()
+    """One answer per action of a ``HumanInTheLoopMiddleware`` pause, in order."""
+    resume_json: str = ""
+    """The value ``interrupt()`` returns, as JSON text (any other graph pause)."""
+
+    @classmethod
+    def resume(cls, value: Any) -> DecisionResponse:
+        """The value ``interrupt()`` returns in the node (any JSON value)."""
+        return cls(resume_json=json.dumps(value, separators=(",", ":"), allow_nan=False))
+
+    @property
+    def has_resume(self) -> bool:
+        """Whether this response carries a resume value (rather than actions)."""
+        return bool(self.resume_json)
+
+    @property
+    def resume_value(self) -> Any:
+        """The resume value (``None`` when the response carries actions)."""
+        return json.loads(self.resume_json) if self.resume_json else None
+
+    @property
+    def rejects(self) -> bool:
+        """Whether an action is rejected: the decision's verdict is then "not approved"."""
+        return any(action.type == "reject" for action in self.actions)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

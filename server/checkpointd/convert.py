@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from checkpointd import decision_responses
 from checkpointd import validation as v
 from checkpointd.domain import (
     CheckpointRecord,
@@ -209,4 +210,7 @@ def decision_to_proto(record: DecisionRecord) -> pb.Decision:
         msg.lease_expires_at.CopyFrom(timestamp_to_proto(record.lease_expires_at))
     if record.reported_at is not None:
         msg.reported_at.CopyFrom(timestamp_to_proto(record.reported_at))
+    response = decision_responses.response_to_proto(record.response_json)
+    if response is not None:
+        msg.response.CopyFrom(response)
     return msg

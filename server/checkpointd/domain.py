@@ -87,6 +87,9 @@ class DecisionRecord:
     lease_expires_at: datetime | None = None
     error: str | None = None
     reported_at: datetime | None = None
+    response_json: str = ""
+    """The typed answer the pause asked for (K3), as ``decision_responses`` keeps it; empty
+    for the verdict alone."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ __all__ = [
     "optional_identifier",
     "optional_text",
     "page_size",
+    "parse_json",
     "text",
     "timestamp_to_datetime",
 ]
@@ -149,7 +150,9 @@ def _finite_float(literal: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
-def _parse_json(field: str, raw: str) -> Any:
+def parse_json(field: str, raw: str) -> Any:
+    """The value of standard JSON text (finite numbers, nesting within reason), or
+    INVALID_ARGUMENT naming ``field``."""
     try:
         return _DECODER.decode(raw)
     except RecursionError:
@@ -166,7 +169,7 @@ def json_object(field: str, raw: str) -> str:
         return "{}"
     if raw == "{}":  # the usual value of most of these fields: nothing to parse
         return raw
-    if not isinstance(_parse_json(field, raw), dict):
+    if not isinstance(parse_json(field, raw), dict):
         raise InvalidField(field, "must be a JSON object")
     return raw
 
@@ -177,7 +180,7 @@ def json_int_object(field: str, raw: str) -> str:
         return "{}"
     if raw == "{}":
         return raw
-    value = _parse_json(field, raw)
+    value = parse_json(field, raw)
     if not isinstance(value, dict):
         raise InvalidField(field, "must be a JSON object")
     for key, count in value.items():
@@ -192,7 +195,7 @@ def json_value(field: str, raw: str) -> str:
     """Required JSON text holding any value, ``null`` included."""
     if not raw:
         raise InvalidField(field, "is required (send JSON text; 'null' caches a null)")
-    _parse_json(field, raw)
+    parse_json(field, raw)
     return raw
 
 

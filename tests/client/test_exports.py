@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PUBLIC_NAMES = [
     "DEFAULT_TARGET",
+    "ActionDecision",
     "AlreadyExistsError",
     "AsyncCheckpointdClient",
     "AsyncInterruptWatch",
@@ -29,6 +30,7 @@ PUBLIC_NAMES = [
     "CheckpointdError",
     "DeadlineExceededError",
     "Decision",
+    "DecisionResponse",
     "DeleteExecutionResult",
     "ErrorReason",
     "Execution",

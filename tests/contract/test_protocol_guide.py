@@ -125,6 +125,19 @@ def _watch(**request: Any) -> Callable[[Stubs], object]:
     )
 
 
+def _decide(approved: bool = False, **response: Any) -> Callable[[Stubs], object]:
+    """A SubmitDecision whose typed response (K3) breaks a rule; nothing else is wrong."""
+    return lambda s: s.interrupts.SubmitDecision(
+        svc.SubmitDecisionRequest(
+            execution_id="e",
+            decided_by="b",
+            approved=approved,
+            response=pb.DecisionResponse(**response),
+        ),
+        timeout=TIMEOUT,
+    )
+
+
 def _first_messages(stubs: Stubs, count: int, **request: Any) -> list[svc.WatchInterruptsResponse]:
     """The first ``count`` messages of a new watch stream (progress skipped)."""
     watch = stubs.interrupts.WatchInterrupts(
@@ -248,6 +261,25 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
         svc.SubmitDecisionRequest(execution_id="e", decided_by="b", metadata_json="[]"),
         timeout=TIMEOUT,
     ),
+    "approved": _decide(
+        approved=True, actions=[pb.ActionDecision(type=pb.ACTION_DECISION_TYPE_REJECT)]
+    ),
+    "response": _decide(
+        resume_json="1", actions=[pb.ActionDecision(type=pb.ACTION_DECISION_TYPE_APPROVE)]
+    ),
+    "response.actions": _decide(
+        approved=True,
+        actions=[pb.ActionDecision(type=pb.ACTION_DECISION_TYPE_APPROVE)] * 1001,
+    ),
+    "response.actions.type": _decide(actions=[pb.ActionDecision()]),
+    "response.actions.edited_args_json": _decide(
+        approved=True,
+        actions=[pb.ActionDecision(type=pb.ACTION_DECISION_TYPE_EDIT, edited_args_json="[]")],
+    ),
+    "response.actions.message": _decide(
+        approved=True, actions=[pb.ActionDecision(type=pb.ACTION_DECISION_TYPE_RESPOND)]
+    ),
+    "response.resume_json": _decide(resume_json="{"),
     "lease_token": lambda s: s.interrupts.LeaseDecision(
         svc.LeaseDecisionRequest(execution_id="e", checkpoint_id="c"), timeout=TIMEOUT
     ),

@@ -27,7 +27,12 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from checkpointd_client import CheckpointdClient, PendingInterrupt
+from checkpointd_client import (
+    ActionDecision,
+    CheckpointdClient,
+    DecisionResponse,
+    PendingInterrupt,
+)
 from checkpointd_client.langgraph import AsyncCheckpointdSaver, GraphResumeWorker
 from tests.support.shared_server import SharedSidecar
 
@@ -259,3 +264,104 @@ async def test_g11_a_verdict_the_pause_does_not_allow_is_refused_before_the_grap
     done, [pause] = await run_decided(sidecar, ran, decide, 1, interrupt_on=gates)
     assert [i.id for i in done["state"].interrupts] == [pause.interrupt_id]
     assert ran == []
+
+
+async def test_k3_a_batched_pause_edited_and_answered_resumes_as_langchain_does(
+    sidecar: SharedSidecar, ran: list[str]
+) -> None:
+    """Typed answers from the inbox: the email edited (another recipient), the deletion
+    answered for the tool; the worker sends them as LangChain's decisions, and the agent ends
+    as LangChain's own run with the same decisions."""
+    edited = {"to": "bob", "body": "hello"}
+    expected, expected_ran = reference(
+        lambda _: {
+            "decisions": [
+                {"type": "edit", "edited_action": {"name": "send_email", "args": edited}},
+                {"type": "respond", "message": "Already deleted."},
+            ]
+        },
+        interrupt_on={"send_email": True, "delete_file": True},
+    )
+
+    def decide(client: CheckpointdClient, found: list[PendingInterrupt]) -> None:
+        [pause] = found
+        client.submit_decision(
+            pause.execution_id,
+            interrupt_id=pause.interrupt_id,
+            decided_by="ana",
+            response=DecisionResponse(
+                actions=(ActionDecision.edit(edited), ActionDecision.respond("Already deleted."))
+            ),
+        )
+        status_of(client, pause.execution_id, pause.interrupt_id, "resumed")
+
+    done, _ = await run_decided(sidecar, ran, decide, 1)
+    assert not done["state"].next
+    assert _outcome(done["state"].values) == expected
+    assert ran == expected_ran == ["send_email:bob"]
+
+
+async def test_k3_a_per_call_edit_resumes_with_the_new_arguments(
+    sidecar: SharedSidecar, ran: list[str]
+) -> None:
+    """Per call: the email edited, the deletion approved, each by its id; the run is
+    LangChain's own with those answers."""
+    edited = {"to": "carol", "body": "hey"}
+
+    def answers(interrupts: Any) -> dict[str, Any]:
+        return {
+            i.id: {"type": "edit", "edited_action": {"name": "send_email", "args": edited}}
+            if i.value["name"] == "send_email"
+            else {"type": "approve"}
+            for i in interrupts
+        }
+
+    expected, expected_ran = reference(answers, interrupt_mode="per_call")
+
+    def decide(client: CheckpointdClient, found: list[PendingInterrupt]) -> None:
+        for pause in sorted(found, key=lambda p: p.context["name"]):
+            email = pause.context["name"] == "send_email"
+            assert "edit" in pause.context["allowed_decisions"]
+            answer = ActionDecision.edit(edited) if email else ActionDecision.approve()
+            client.submit_decision(
+                pause.execution_id,
+                interrupt_id=pause.interrupt_id,
+                decided_by="bo",
+                response=DecisionResponse(actions=(answer,)),
+            )
+            status_of(client, pause.execution_id, pause.interrupt_id, "resumed")
+
+    done, _ = await run_decided(sidecar, ran, decide, 2, interrupt_mode="per_call")
+    assert not done["state"].next
+    assert _outcome(done["state"].values) == expected
+    assert sorted(ran) == sorted(expected_ran) == ["delete_file:report.txt", "send_email:carol"]
+
+
+async def test_k3_a_refused_verdict_is_replaced_by_a_new_decision_and_the_agent_goes_on(
+    sidecar: SharedSidecar, ran: list[str]
+) -> None:
+    """A rejection delete_file does not allow fails before the graph runs; the pause still
+    waits, a new decision (approve both) replaces the failed one, and the agent finishes as
+    LangChain's own run approving both."""
+    gates = {"send_email": True, "delete_file": {"allowed_decisions": ["approve"]}}
+    expected, expected_ran = reference(
+        lambda _: {"decisions": [{"type": "approve"}, {"type": "approve"}]}, interrupt_on=gates
+    )
+
+    def decide(client: CheckpointdClient, found: list[PendingInterrupt]) -> None:
+        [pause] = found
+        client.submit_decision(
+            pause.execution_id, interrupt_id=pause.interrupt_id, approved=False, decided_by="cy"
+        )
+        status_of(client, pause.execution_id, pause.interrupt_id, "resume_failed")
+        [still] = pauses(client, pause.execution_id, 1)
+        assert still.interrupt_id == pause.interrupt_id
+        client.submit_decision(
+            pause.execution_id, interrupt_id=pause.interrupt_id, approved=True, decided_by="cy"
+        )
+        status_of(client, pause.execution_id, pause.interrupt_id, "resumed")
+
+    done, _ = await run_decided(sidecar, ran, decide, 1, interrupt_on=gates)
+    assert not done["state"].next
+    assert _outcome(done["state"].values) == expected
+    assert ran == expected_ran

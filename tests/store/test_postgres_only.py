@@ -99,6 +99,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (9, "graph_interrupts"),
             (10, "graph_retention"),
             (11, "graph_held_interrupts"),
+            (12, "decision_responses"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema

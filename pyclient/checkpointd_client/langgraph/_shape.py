@@ -178,6 +178,8 @@ def describe(interrupt: Any, graph_name: str, task_path: str) -> pb.GraphInterru
     it is a dict that has one as text, else "interrupt") and the node (the task path's last
     part)."""
     value = getattr(interrupt, "value", None)
+    if isinstance(value, dict) and value.get("type") == "tool_approval":
+        value = {**review(getattr(interrupt, "response_schema", None)), **value}
     try:
         context = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -190,6 +192,42 @@ def describe(interrupt: Any, graph_name: str, task_path: str) -> pb.GraphInterru
         reason=reason[:256] if isinstance(reason, str) else "interrupt",
         context_json=context,
     )
+
+
+def review(schema: Any) -> dict[str, Any]:
+    """What a per-call tool approval allows, read from its ``response_schema`` (LangChain's
+    ``HumanInTheLoopMiddleware`` lists the allowed decisions only there): the decision types,
+    and the JSON schema of an edit's arguments, for the inbox to show and check (K3)."""
+    if isinstance(schema, dict):  # as LangGraph writes it: the type's JSON schema
+        found = schema
+    elif schema is None or isinstance(schema, str):
+        return {}
+    else:
+        try:
+            from pydantic import TypeAdapter
+
+            found = TypeAdapter(schema).json_schema()
+        except Exception:  # a schema pydantic cannot describe: nothing to show
+            return {}
+    defs = found.get("$defs", {})
+    mapping = found.get("discriminator", {}).get("mapping")
+    kind = found.get("properties", {}).get("type", {}).get("const")
+    allowed = list(mapping) if isinstance(mapping, dict) else [kind] if kind else []
+    review: dict[str, Any] = {"allowed_decisions": allowed} if allowed else {}
+    edited = defs.get("EditedAction", {}).get("properties", {}).get("args")
+    if isinstance(edited, dict):
+        review["args_schema"] = _resolve(edited, defs)
+    return review
+
+
+def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with a top-level ``$ref`` into ``defs`` replaced by what it names."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        named = defs.get(ref.removeprefix("#/$defs/"))
+        if isinstance(named, dict):
+            return named
+    return schema
 
 
 def get_request(namespace: str, config: RunnableConfig) -> pb.GetGraphCheckpointRequest:

@@ -56,6 +56,7 @@ from langgraph.types import Command
 from checkpointd_client.client import AsyncCheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
+from checkpointd_client.langgraph._shape import review
 from checkpointd_client.models import Decision, PendingInterrupt
 from checkpointd_client.resume_worker import ResumeWorker
 
@@ -80,9 +81,24 @@ class ResumeRefused(ValueError):
     """The decision cannot answer the pause: the pause does not allow it."""
 
 
-def _hitl_decision(decision: Decision) -> dict[str, Any]:
-    """A LangChain ``HumanInTheLoopMiddleware`` decision for the verdict: approve, or reject
-    with the reason as the message the model is told."""
+def _hitl_decision(decision: Decision, index: int, action_name: str) -> dict[str, Any]:
+    """The LangChain ``HumanInTheLoopMiddleware`` decision for one action: the decision's
+    typed answer for it when it carries one (K3), else its verdict (approve, or reject with
+    the reason as the message the model is told)."""
+    response = decision.response
+    if response is not None and response.actions:
+        if index >= len(response.actions):
+            raise ResumeRefused(
+                f"the decision answers {len(response.actions)} action(s); the pause asks "
+                f"about more ({action_name!r} is number {index + 1})"
+            )
+        action = response.actions[index]
+        if action.type == "edit":
+            return {"type": "edit", "edited_action": {"name": action_name, "args": action.args}}
+        answer: dict[str, Any] = {"type": action.type}
+        if action.message is not None:
+            answer["message"] = action.message
+        return answer
     if decision.approved:
         return {"type": "approve"}
     rejected: dict[str, Any] = {"type": "reject"}
@@ -91,51 +107,80 @@ def _hitl_decision(decision: Decision) -> dict[str, Any]:
     return rejected
 
 
+def _refuse_unless_allowed(answer: dict[str, Any], name: Any, permitted: Any) -> None:
+    if isinstance(permitted, list) and answer["type"] not in permitted:
+        raise ResumeRefused(
+            f"the pause does not allow {answer['type']!r} for {name!r} "
+            f"(allowed: {', '.join(map(str, permitted))})"
+        )
+
+
+def _refuse_unless_fits(answer: dict[str, Any], name: Any, schema: Any) -> None:
+    """Check ``answer`` against the interrupt's ``response_schema`` as LangGraph will, so
+    an answer it would refuse is not written as a ``__resume__`` the thread keeps. Read back
+    from a checkpoint the schema is its JSON schema: the decision types it allows are checked;
+    a Python type (a graph's own) is validated whole."""
+    _refuse_unless_allowed(answer, name, review(schema).get("allowed_decisions"))
+    if not (isinstance(schema, type) or _is_annotated(schema)):
+        return
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(schema).validate_python(answer)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error.get("loc", ())))
+        raise ResumeRefused(
+            f"the pause does not take this {answer['type']!r} for {name!r}: "
+            f"{error.get('msg', exc)}" + (f" (at {where})" if where else "")
+        ) from None
+
+
 def resume_for(interrupt: Any, decision: Decision) -> Any:
     """The answer the graph expects to the LangGraph ``Interrupt`` a decision is on.
 
     * LangChain's ``HumanInTheLoopMiddleware``, batched (the value is a ``HITLRequest``:
-      ``action_requests`` and ``review_configs``): ``{"decisions": [...]}``, the verdict for
-      each action in order (``approve``, or ``reject`` with the reason as its message);
-      refused (:class:`ResumeRefused`) when an action's ``allowed_decisions`` lacks it.
+      ``action_requests`` and ``review_configs``): ``{"decisions": [...]}``, one per action in
+      order: the decision's typed answer for it (approve, edit, reject, respond: K3), or else
+      its verdict (``approve``, or ``reject`` with the reason as its message); refused
+      (:class:`ResumeRefused`) when an action's ``allowed_decisions`` lacks it.
     * The middleware per call (the value's ``type`` is ``"tool_approval"``): one such
       decision, checked against the interrupt's ``response_schema`` when it has one.
-    * Any other interrupt: :func:`resume_value`.
-
-    Edits and responses on a person's behalf need a decision that carries them; a verdict
-    alone approves or rejects.
+    * Any other interrupt: the decision's resume value when it carries one (K3), else
+      :func:`resume_value`.
     """
     value = getattr(interrupt, "value", None)
+    response = decision.response
     if isinstance(value, dict) and isinstance(value.get("action_requests"), list):
-        answer = _hitl_decision(decision)
         allowed = {
             config.get("action_name"): config.get("allowed_decisions")
             for config in value.get("review_configs") or ()
             if isinstance(config, dict)
         }
-        for action in value["action_requests"]:
+        if response is not None and len(response.actions) != len(value["action_requests"]):
+            raise ResumeRefused(
+                f"the pause asks about {len(value['action_requests'])} action(s); the decision "
+                f"answers {len(response.actions)}"
+            )
+        answers = []
+        for index, action in enumerate(value["action_requests"]):
             name = action.get("name") if isinstance(action, dict) else None
-            permitted = allowed.get(name)
-            if isinstance(permitted, list) and answer["type"] not in permitted:
-                raise ResumeRefused(
-                    f"the pause does not allow {answer['type']!r} for {name!r} "
-                    f"(allowed: {', '.join(map(str, permitted))})"
-                )
-        return {"decisions": [dict(answer) for _ in value["action_requests"]]}
+            answer = _hitl_decision(decision, index, str(name))
+            _refuse_unless_allowed(answer, name, allowed.get(name))
+            answers.append(answer)
+        return {"decisions": answers}
     if isinstance(value, dict) and value.get("type") == "tool_approval":
-        answer = _hitl_decision(decision)
-        schema: Any = getattr(interrupt, "response_schema", None)
-        if isinstance(schema, type) or _is_annotated(schema):
-            from pydantic import TypeAdapter, ValidationError
-
-            try:
-                TypeAdapter(schema).validate_python(answer)
-            except ValidationError as exc:
-                raise ResumeRefused(
-                    f"the pause does not allow {answer['type']!r} for {value.get('name')!r}: "
-                    f"{exc.errors()[0].get('msg', exc)}"
-                ) from None
+        if response is not None and len(response.actions) != 1:
+            raise ResumeRefused("a per-call tool approval takes exactly one action decision")
+        answer = _hitl_decision(decision, 0, str(value.get("name")))
+        _refuse_unless_fits(answer, value.get("name"), getattr(interrupt, "response_schema", None))
         return answer
+    if response is not None:
+        if response.actions:
+            raise ResumeRefused(
+                "the pause is not a HumanInTheLoopMiddleware request: it takes a resume value"
+            )
+        return response.resume_value
     return resume_value(decision)
 
 

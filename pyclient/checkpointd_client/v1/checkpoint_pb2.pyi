@@ -3,9 +3,11 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -77,6 +79,38 @@ DECISION_STATUS_RESUMED: DecisionStatus.ValueType  # 3
 DECISION_STATUS_RESUME_FAILED: DecisionStatus.ValueType  # 4
 """A worker tried to resume the run with this decision and failed; error says why."""
 Global___DecisionStatus: _TypeAlias = DecisionStatus  # noqa: Y015
+
+class _ActionDecisionType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ActionDecisionTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ActionDecisionType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ACTION_DECISION_TYPE_UNSPECIFIED: _ActionDecisionType.ValueType  # 0
+    """Never sent: INVALID_ARGUMENT."""
+    ACTION_DECISION_TYPE_APPROVE: _ActionDecisionType.ValueType  # 1
+    """Runs the action as the model asked."""
+    ACTION_DECISION_TYPE_EDIT: _ActionDecisionType.ValueType  # 2
+    """Runs the action with the arguments in edited_args_json."""
+    ACTION_DECISION_TYPE_REJECT: _ActionDecisionType.ValueType  # 3
+    """Does not run the action; message, when set, tells the model why."""
+    ACTION_DECISION_TYPE_RESPOND: _ActionDecisionType.ValueType  # 4
+    """Does not run the action; message is returned to the model as the tool's answer."""
+
+class ActionDecisionType(_ActionDecisionType, metaclass=_ActionDecisionTypeEnumTypeWrapper):
+    """ActionDecisionType says what a person decided on one action of a middleware pause."""
+
+ACTION_DECISION_TYPE_UNSPECIFIED: ActionDecisionType.ValueType  # 0
+"""Never sent: INVALID_ARGUMENT."""
+ACTION_DECISION_TYPE_APPROVE: ActionDecisionType.ValueType  # 1
+"""Runs the action as the model asked."""
+ACTION_DECISION_TYPE_EDIT: ActionDecisionType.ValueType  # 2
+"""Runs the action with the arguments in edited_args_json."""
+ACTION_DECISION_TYPE_REJECT: ActionDecisionType.ValueType  # 3
+"""Does not run the action; message, when set, tells the model why."""
+ACTION_DECISION_TYPE_RESPOND: ActionDecisionType.ValueType  # 4
+"""Does not run the action; message is returned to the model as the tool's answer."""
+Global___ActionDecisionType: _TypeAlias = ActionDecisionType  # noqa: Y015
 
 class _ExecutionStatus:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -334,6 +368,7 @@ class Decision(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     REPORTED_AT_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
     approved: _builtins.bool
     """Whether the run may go on (fastaiagent's Resume.approved)."""
     metadata_json: _builtins.str
@@ -360,6 +395,12 @@ class Decision(_message.Message):
     def reported_at(self) -> _timestamp_pb2.Timestamp:
         """When a worker last reported on it (status RESUMED or RESUME_FAILED)."""
 
+    @_builtins.property
+    def response(self) -> Global___DecisionResponse:
+        """The typed answer the pause asked for, beside the verdict (contract K3); unset when the
+        decision is the verdict alone.
+        """
+
     def __init__(
         self,
         *,
@@ -373,16 +414,84 @@ class Decision(_message.Message):
         lease_expires_at: _timestamp_pb2.Timestamp | None = ...,
         error: _builtins.str = ...,
         reported_at: _timestamp_pb2.Timestamp | None = ...,
+        response: Global___DecisionResponse | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "decided_at", b"decided_at", "lease_expires_at", b"lease_expires_at", "reason", b"reason", "reported_at", b"reported_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "decided_at", b"decided_at", "lease_expires_at", b"lease_expires_at", "reason", b"reason", "reported_at", b"reported_at", "response", b"response"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "attempts", b"attempts", "decided_at", b"decided_at", "decided_by", b"decided_by", "error", b"error", "lease_expires_at", b"lease_expires_at", "metadata_json", b"metadata_json", "reason", b"reason", "reported_at", b"reported_at", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "attempts", b"attempts", "decided_at", b"decided_at", "decided_by", b"decided_by", "error", b"error", "lease_expires_at", b"lease_expires_at", "metadata_json", b"metadata_json", "reason", b"reason", "reported_at", b"reported_at", "response", b"response", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
     _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
 
 Global___Decision: _TypeAlias = Decision  # noqa: Y015
+
+@_typing.final
+class DecisionResponse(_message.Message):
+    """DecisionResponse is the typed answer a graph pause asks for (contract K3): a decision per
+    action of a LangChain HumanInTheLoopMiddleware pause, or the value interrupt() returns for
+    any other. Exactly one of its fields is set.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ACTIONS_FIELD_NUMBER: _builtins.int
+    RESUME_JSON_FIELD_NUMBER: _builtins.int
+    resume_json: _builtins.str
+    """Holds the value interrupt() returns in the node, as JSON (any JSON value), for a graph
+    pause that is not a middleware request. Up to 1 MiB.
+    """
+    @_builtins.property
+    def actions(self) -> _containers.RepeatedCompositeFieldContainer[Global___ActionDecision]:
+        """Answers the actions of a middleware pause, one per action in the order of its
+        action_requests (a per-call tool approval has one action).
+        """
+
+    def __init__(
+        self,
+        *,
+        actions: _abc.Iterable[Global___ActionDecision] | None = ...,
+        resume_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["actions", b"actions", "resume_json", b"resume_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DecisionResponse: _TypeAlias = DecisionResponse  # noqa: Y015
+
+@_typing.final
+class ActionDecision(_message.Message):
+    """ActionDecision is the answer to one action of a middleware pause."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    EDITED_ARGS_JSON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    type: Global___ActionDecisionType.ValueType
+    """What was decided. Required, and one of the action's allowed decisions."""
+    edited_args_json: _builtins.str
+    """Holds the action's arguments as edited, a JSON object: required for EDIT, empty otherwise."""
+    message: _builtins.str
+    """Tells the model why (REJECT, optional) or answers for the tool (RESPOND, required); empty
+    otherwise. Up to 16384 characters.
+    """
+    def __init__(
+        self,
+        *,
+        type: Global___ActionDecisionType.ValueType = ...,
+        edited_args_json: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["edited_args_json", b"edited_args_json", "message", b"message", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ActionDecision: _TypeAlias = ActionDecision  # noqa: Y015
 
 @_typing.final
 class Execution(_message.Message):

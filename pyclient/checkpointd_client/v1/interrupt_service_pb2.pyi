@@ -512,6 +512,7 @@ class SubmitDecisionRequest(_message.Message):
     DECIDED_BY_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
     INTERRUPT_ID_FIELD_NUMBER: _builtins.int
+    RESPONSE_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace of the run; empty means "default"."""
     request_id: _builtins.str
@@ -534,6 +535,14 @@ class SubmitDecisionRequest(_message.Message):
     the one pause of a fastaiagent run. An id the execution has no pause or decision under is
     NOT_FOUND (NO_PENDING_INTERRUPT). Up to 128 characters.
     """
+    @_builtins.property
+    def response(self) -> _checkpoint_pb2.DecisionResponse:
+        """The typed answer the pause asks for (contract K3): a decision per action of a LangChain
+        HumanInTheLoopMiddleware pause (approved must then be false exactly when one of them is
+        REJECT), or the value interrupt() returns for any other graph pause. A response the pause
+        does not take is INVALID_ARGUMENT and changes nothing. Unset: the verdict alone.
+        """
+
     def __init__(
         self,
         *,
@@ -545,10 +554,11 @@ class SubmitDecisionRequest(_message.Message):
         decided_by: _builtins.str = ...,
         reason: _builtins.str | None = ...,
         interrupt_id: _builtins.str = ...,
+        response: _checkpoint_pb2.DecisionResponse | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "reason", b"reason"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "reason", b"reason", "response", b"response"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "decided_by", b"decided_by", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "metadata_json", b"metadata_json", "namespace", b"namespace", "reason", b"reason", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "approved", b"approved", "decided_by", b"decided_by", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "metadata_json", b"metadata_json", "namespace", b"namespace", "reason", b"reason", "request_id", b"request_id", "response", b"response"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
     _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015

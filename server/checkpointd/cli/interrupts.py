@@ -13,6 +13,7 @@ then 127.0.0.1:7470; ``--token-file`` or ``$CHECKPOINTD_TOKEN``; ``--tls-*``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import getpass
 import json
 import logging
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
+from checkpointd.cli import decision_flags
 from checkpointd.cli.connection import (
     add_connection_arguments,
     connect,
@@ -30,8 +32,10 @@ from checkpointd.cli.connection import (
     positive_int,
 )
 from checkpointd_client import (
+    CheckpointdClient,
     CheckpointdError,
     Decision,
+    DecisionResponse,
     FailedPreconditionError,
     InterruptEvent,
     PendingInterrupt,
@@ -106,10 +110,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     decide = actions.add_parser(
         "decide",
-        help="approve or reject a pending interrupt",
+        help="approve, reject, edit or answer a pending interrupt",
         description="Decide a pending interrupt: a resume worker then resumes the run with "
-        "Resume(approved=..., metadata=...). A pause takes one decision; a second one is "
-        "refused, naming the first.",
+        "Resume(approved=..., metadata=...), or a graph with the answer its pause asks for "
+        "(--edit, --respond, --decisions-json for LangChain's HumanInTheLoopMiddleware, "
+        "--resume-json for any other interrupt()). A pause takes one decision; a second one "
+        "is refused, naming the first, unless the first one's resume failed.",
     )
     decide.add_argument("execution_id", metavar="EXECUTION_ID", help="the paused run")
     decide.add_argument(
@@ -121,6 +127,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", dest="approved", action="store_true", help="let it go on")
     verdict.add_argument("--reject", dest="approved", action="store_false", help="refuse it")
+    decision_flags.add_response_arguments(verdict)
     decide.add_argument(
         "--metadata",
         default="{}",
@@ -146,11 +153,24 @@ def format_age(created_at: datetime | None, now: datetime) -> str:
     return f"{seconds}s"
 
 
+#: An action's answer in the past tense, for one-word decisions ("edited:alice:decided").
+_DONE: dict[str, str] = {
+    "approve": "approved",
+    "edit": "edited",
+    "reject": "rejected",
+    "respond": "responded",
+}
+
+
 def format_decision(decision: Decision | None) -> str:
     """Return a decision in one word: ``approved:alice:resumed`` (``-`` when undecided)."""
     if decision is None:
         return "-"
     verdict = "approved" if decision.approved else "rejected"
+    if decision.response is not None and decision.response.actions:
+        verdict = "+".join(_DONE[action.type] for action in decision.response.actions)
+    elif decision.response is not None:
+        verdict = "answered"
     return f"{verdict}:{decision.decided_by}:{decision.status}"
 
 
@@ -213,6 +233,19 @@ def decision_json(decision: Decision) -> dict[str, Any]:
         "lease_expires_at": when(decision.lease_expires_at),
         "error": decision.error,
         "reported_at": when(decision.reported_at),
+        "response": None if decision.response is None else response_json(decision.response),
+    }
+
+
+def response_json(response: DecisionResponse) -> dict[str, Any]:
+    """Return a decision's typed answer as JSON: its actions, or its resume value."""
+    if response.has_resume:
+        return {"resume": response.resume_value}
+    return {
+        "actions": [
+            {key: value for key, value in dataclasses.asdict(action).items() if value is not None}
+            for action in response.actions
+        ]
     }
 
 
@@ -322,13 +355,17 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     decided_by = args.decided_by or _user()
     try:
         with connect(args) as client:
+            pause = _pause(client, args) if decision_flags.needs_pause(args) else None
+            response = decision_flags.response_from_arguments(args, pause)
             decided = client.submit_decision(
                 args.execution_id,
-                approved=args.approved,
+                # --approve / --reject say it; a typed answer carries its own verdict.
+                approved=args.approved if response is None else None,
                 decided_by=decided_by,
                 resume_metadata=metadata,
                 reason=args.reason,
                 interrupt_id=args.interrupt_id,
+                response=response,
             )
     except FailedPreconditionError as exc:
         if exc.reason == "ALREADY_DECIDED":
@@ -344,6 +381,16 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         return _fail(exc)
     print(f"decided {_describe(decided)}")
     return 0
+
+
+def _pause(client: CheckpointdClient, args: argparse.Namespace) -> PendingInterrupt | None:
+    """The pending interrupt being decided (None when the run has no such pause)."""
+    for pending in client.iter_pending_interrupts():
+        if pending.execution_id == args.execution_id and (
+            pending.interrupt_id == args.interrupt_id
+        ):
+            return pending
+    return None
 
 
 def _user() -> str:

@@ -8,6 +8,7 @@ from typing import Final
 
 import grpc
 
+from checkpointd import decision_responses
 from checkpointd import validation as v
 from checkpointd.convert import pending_to_proto
 from checkpointd.domain import DecisionOutcome, DecisionRecord, DecisionStatus, PendingRecord
@@ -80,6 +81,9 @@ class DecisionMethods:
                 DECISION_REASON_MAX,
             ),
             decided_at=self._deps.clock(),
+            response_json=decision_responses.response_json(
+                request.HasField("response"), request.response, request.approved
+            ),
         )
         change = await shielded(
             self._deps.store.submit_decision(

@@ -167,7 +167,7 @@ def decision_params(
 ) -> tuple[Any, ...]:
     """A new decision row: namespace, request id, approved, metadata_json, decided_by,
     decision_reason, decided_at, then :data:`PENDING_COLUMNS` of its pause, then the
-    request's fingerprint (None when it has none: C10)."""
+    request's fingerprint (None when it has none: C10), then the response (K3)."""
     return (
         namespace,
         request_id,
@@ -178,4 +178,5 @@ def decision_params(
         write_time(decision.decided_at),
         *pending_params(pending, write_time),
         fingerprint or None,
+        decision.response_json,
     )

@@ -14,7 +14,13 @@ from checkpointd.domain import (
     PendingRecord,
 )
 
-__all__ = ["lease_refusal", "renews_lease", "report_refusal", "resume_event_kind"]
+__all__ = [
+    "lease_refusal",
+    "renews_lease",
+    "replaces",
+    "report_refusal",
+    "resume_event_kind",
+]
 
 
 def _decision(current: PendingRecord) -> DecisionRecord:
@@ -59,6 +65,14 @@ def report_refusal(
         )
         return DecisionChange(outcome, current)
     return None
+
+
+def replaces(winner: PendingRecord, request_id: str, held_request_id: str) -> bool:
+    """Whether a new decision takes the place of the pause's stored one (K3): a resume that
+    failed leaves the pause waiting, so a person may decide it again; a retry of the failed
+    decision's own request is answered with it, not stored again."""
+    same_request = bool(request_id) and held_request_id == request_id
+    return _decision(winner).status is DecisionStatus.RESUME_FAILED and not same_request
 
 
 def resume_event_kind(status: DecisionStatus) -> EventKind:

@@ -45,6 +45,7 @@ DECISION_COLUMNS = (
     "lease_expires_at",
     "decision_error",
     "reported_at",
+    "response_json",
 )
 
 TimeReader = Callable[[Any], datetime]
@@ -98,6 +99,7 @@ def decision_from_row(row: Row, read_time: TimeReader) -> DecisionRecord | None:
         lease_expires_at=None if lease is None else read_time(lease),
         error=row["decision_error"],
         reported_at=None if reported is None else read_time(reported),
+        response_json=row["response_json"],
     )
 
 
@@ -123,6 +125,7 @@ def decision_to_json(decision: DecisionRecord) -> str:
             "lease_expires_at": _us(decision.lease_expires_at),
             "error": decision.error,
             "reported_at": _us(decision.reported_at),
+            "response_json": decision.response_json,
         },
         separators=(",", ":"),
     )
@@ -146,6 +149,8 @@ def decision_from_json(text: str | None) -> DecisionRecord | None:
         lease_expires_at=_from_us(data["lease_expires_at"]),
         error=data["error"],
         reported_at=_from_us(data["reported_at"]),
+        # Events written before schema 12 carry no response.
+        response_json=data.get("response_json", ""),
     )
 
 

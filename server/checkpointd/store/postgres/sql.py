@@ -325,6 +325,11 @@ class Sql:
 
         # --- decisions (K1, K2) ---
         dcols = DECISION_ROW_COLUMNS
+        self.delete_decision_of_pause = (
+            f"DELETE FROM {decisions} "
+            "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3 "
+            "AND interrupt_id = $4"
+        )
         self.decision_of_pause = (
             f"SELECT {dcols} FROM {decisions} "
             "WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3 "
@@ -346,9 +351,9 @@ class Sql:
         self.insert_decision = f"""
             INSERT INTO {decisions} (
                 namespace, request_id, approved, metadata_json, decided_by, decision_reason,
-                decided_at, decision_status, {pcols}, request_fingerprint
+                decided_at, decision_status, {pcols}, request_fingerprint, response_json
             ) VALUES ($1, $2, $3, $4, $5, $6, $7, 'decided',
-                      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+                      $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
             ON CONFLICT DO NOTHING
             RETURNING {dcols}"""
         self.take_lease = f"""

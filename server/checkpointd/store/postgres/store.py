@@ -70,6 +70,7 @@ import asyncpg
 import asyncpg.exceptions
 import asyncpg.pool
 
+from checkpointd import decision_responses
 from checkpointd.config import (
     DEFAULT_PG_POLL_INTERVAL,
     DEFAULT_PG_POOL_MAX,
@@ -737,10 +738,16 @@ class PostgresStore:
                     return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending_from_row(row)
+            decision_responses.check_fits(pending, decision.response_json)
             pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
             winner = await conn.fetchrow(self._sql.decision_of_pause, *pause)
-            if winner is not None:
-                same = bool(request_id) and winner["request_id"] == request_id
+            held = "" if winner is None else winner["request_id"]
+            if winner is not None and decisions.replaces(
+                _decided_from_row(winner), request_id, held
+            ):
+                await conn.execute(self._sql.delete_decision_of_pause, *pause)
+            elif winner is not None:
+                same = bool(request_id) and held == request_id
                 outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
                 return DecisionChange(outcome, _decided_from_row(winner))
             row = await conn.fetchrow(

@@ -179,6 +179,11 @@ DECISION_OF_PAUSE: Final = (
     f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
     "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
 )
+#: A failed decision a new one replaces (K3), by its pause.
+DELETE_DECISION_OF_PAUSE: Final = (
+    "DELETE FROM interrupt_decisions "
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
+)
 DECISION_BY_REQUEST_ID: Final = (
     f"SELECT {DECISION_ROW_COLUMNS}, request_fingerprint FROM interrupt_decisions "
     "WHERE namespace = ? AND request_id = ? AND request_id <> ''"
@@ -191,8 +196,8 @@ NEWEST_DECISION_OF_EXECUTION: Final = (
 INSERT_DECISION: Final = (
     "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
     "decided_by, decision_reason, decided_at, decision_status, "
-    f"{PENDING_COLUMNS}, request_fingerprint) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"{PENDING_COLUMNS}, request_fingerprint, response_json) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 TAKE_LEASE: Final = (
     "UPDATE interrupt_decisions SET decision_status = 'resuming', lease_token = ?, "

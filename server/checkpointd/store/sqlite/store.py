@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from checkpointd import decision_responses
 from checkpointd.config import DEFAULT_SQLITE_BUSY_TIMEOUT_MS, DEFAULT_STORE_TIMEOUT
 from checkpointd.domain import (
     RUN_END,
@@ -896,10 +897,14 @@ class SQLiteStore:
                     return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
             pending = _pending_from_row(found[0])
+            decision_responses.check_fits(pending, decision.response_json)
             pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
             winner = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
-            if winner:
-                same = bool(request_id) and winner[0]["request_id"] == request_id
+            held = winner[0]["request_id"] if winner else ""
+            if winner and decisions.replaces(_decided_from_row(winner[0]), request_id, held):
+                await _run(conn, sql.DELETE_DECISION_OF_PAUSE, pause)
+            elif winner:
+                same = bool(request_id) and held == request_id
                 outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
                 return DecisionChange(outcome, _decided_from_row(winner[0]))
             stored = dataclasses.replace(
