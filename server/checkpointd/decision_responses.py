@@ -128,23 +128,42 @@ def response_to_proto(stored: str) -> pb.DecisionResponse | None:
     )
 
 
+#: How LangChain (snake_case) and LangChain.js (camelCase) write a batched request: its
+#: actions, their review configs, and a config's action name and allowed decisions.
+_SPELLINGS: Final = (
+    ("action_requests", "review_configs", "action_name", "allowed_decisions"),
+    ("actionRequests", "reviewConfigs", "actionName", "allowedDecisions"),
+)
+
+
+def _batched(context: dict[str, Any]) -> list[tuple[str, list[str] | None]] | None:
+    """The actions of a batched request (a ``HITLRequest``) with their allowed decisions,
+    or None when ``context`` is not one."""
+    for requests, configs, name_key, allowed_key in _SPELLINGS:
+        if not isinstance(context.get(requests), list):
+            continue
+        allowed = {
+            config.get(name_key): config.get(allowed_key)
+            for config in context.get(configs) or ()
+            if isinstance(config, dict)
+        }
+        found: list[tuple[str, list[str] | None]] = []
+        for request in context[requests]:
+            name = str(request.get("name", "")) if isinstance(request, dict) else ""
+            permitted = allowed.get(name)
+            found.append((name, permitted if isinstance(permitted, list) else None))
+        return found
+    return None
+
+
 def _requested_actions(context: Any) -> list[tuple[str, list[str] | None]] | None:
     """The actions a middleware pause asks about, each with its allowed decisions (None:
     any); None when the pause is not the middleware's."""
     if not isinstance(context, dict):
         return None
-    if isinstance(context.get("action_requests"), list):  # batched: a HITLRequest
-        allowed = {
-            config.get("action_name"): config.get("allowed_decisions")
-            for config in context.get("review_configs") or ()
-            if isinstance(config, dict)
-        }
-        found = []
-        for request in context["action_requests"]:
-            name = str(request.get("name", "")) if isinstance(request, dict) else ""
-            permitted = allowed.get(name)
-            found.append((name, permitted if isinstance(permitted, list) else None))
-        return found
+    batched = _batched(context)
+    if batched is not None:
+        return batched
     if context.get("type") == "tool_approval":  # per call: a ToolApprovalRequest
         permitted = context.get("allowed_decisions")
         return [(str(context.get("name", "")), permitted if isinstance(permitted, list) else None)]

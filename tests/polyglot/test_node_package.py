@@ -290,6 +290,13 @@ export async function main(): Promise<void> {
   await client.putCheckpoint({ execution_id: 'run-3' });
   // @ts-expect-error: submitDecision needs approved
   await client.submitDecision('run-2', { decidedBy: 'ts' });
+  type DecideOptions = Parameters<typeof client.submitDecision>[1];
+  const edit: DecideOptions = { response: { actions: [{ type: 'edit', args: { amount: 5 } }] } };
+  // @ts-expect-error: a resume value carries no verdict, so approved is needed with it
+  const bare: DecideOptions = { response: { resume: 1 } };
+  // @ts-expect-error: not an action type of the protocol
+  const odd: DecideOptions = { response: { actions: [{ type: 'ignore' }] } };
+  console.log(edit, bare, odd);
   client.close();
 }
 """

@@ -131,6 +131,8 @@ export interface Decision {
   lease_expires_at: Timestamp | null;
   error: string;
   reported_at: Timestamp | null;
+  /** The typed answer the pause asked for (contract K3); null for the verdict alone. */
+  response: DecisionResponse | null;
 }
 
 /** A run waiting for a human (checkpointd.v1.PendingInterrupt), as a reply carries it. */
@@ -317,14 +319,42 @@ export interface ClaimInterruptOptions extends WriteOptions {
   claimToken?: string;
 }
 
-export interface SubmitDecisionOptions extends WriteOptions {
-  approved: boolean;
+interface SubmitDecisionCommon extends WriteOptions {
   decidedBy?: string;
   /** An object (written with json.stringify) or JSON text: the run's Resume.metadata. */
   metadata?: string | object;
   reason?: string;
   /** One pause of a graph thread (a pending interrupt's interrupt_id); default the run's one pause. */
   interruptId?: string;
+}
+
+/**
+ * A decision: the verdict (`approved`), with the typed answer a graph pause asks for
+ * (`response`, contract K3). A response with actions carries its verdict (false when one
+ * rejects), so `approved` may be left out only then.
+ */
+export type SubmitDecisionOptions = SubmitDecisionCommon &
+  (
+    | { approved: boolean; response?: DecisionResponseInput }
+    | { approved?: boolean; response: { actions: ActionDecisionInput[] } }
+  );
+
+/** One answer to an action of a HumanInTheLoopMiddleware pause (contract K3). */
+export interface ActionDecisionInput {
+  type: 'approve' | 'edit' | 'reject' | 'respond';
+  /** edit: the action's new arguments. */
+  args?: Record<string, unknown>;
+  /** reject: why (optional); respond: the tool's answer. */
+  message?: string;
+}
+
+/** A decision's typed answer: one per action of a middleware pause, or a resume value. */
+export type DecisionResponseInput = { actions: ActionDecisionInput[] } | { resume: unknown };
+
+/** A decision's typed answer as a reply carries it (checkpointd.v1.DecisionResponse). */
+export interface DecisionResponse {
+  actions: { type: string; edited_args_json: string; message: string }[];
+  resume_json: string;
 }
 
 export interface LeaseDecisionOptions extends WriteOptions {

@@ -126,6 +126,38 @@ function executionStatus(status) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The proto names of a typed answer's action types (contract K3). */
+const ACTION_TYPES = {
+  approve: 'ACTION_DECISION_TYPE_APPROVE',
+  edit: 'ACTION_DECISION_TYPE_EDIT',
+  reject: 'ACTION_DECISION_TYPE_REJECT',
+  respond: 'ACTION_DECISION_TYPE_RESPOND',
+};
+
+/**
+ * A decision's typed answer (K3) as the wire carries it: `{ actions: [{ type, args, message }] }`
+ * for a HumanInTheLoopMiddleware pause, or `{ resume: value }` for any other graph pause.
+ */
+function responseToWire(response) {
+  if (response === null || typeof response !== 'object') throw new TypeError('response must be an object');
+  if ('resume' in response) {
+    return { actions: [], resume_json: json.stringify(response.resume) };
+  }
+  if (!Array.isArray(response.actions)) throw new TypeError('response needs actions (an array) or resume');
+  return {
+    actions: response.actions.map((action, index) => {
+      const type = ACTION_TYPES[action?.type];
+      if (!type) throw new TypeError(`response.actions[${index}].type must be one of ${Object.keys(ACTION_TYPES).join(', ')}`);
+      return {
+        type,
+        edited_args_json: action.args === undefined ? '' : json.stringify(action.args),
+        message: action.message ?? '',
+      };
+    }),
+    resume_json: '',
+  };
+}
+
 /** A checkpointd client over one gRPC channel. */
 class CheckpointdClient {
   /** The authorization metadata, or null: private, so util.inspect and logs never show it. */
@@ -362,7 +394,12 @@ class CheckpointdClient {
    * `interruptId` names one pause of a graph thread (a pending interrupt's `interrupt_id`,
    * e.g. a LangGraph interrupt); without it the run's one fastaiagent pause is decided.
    */
-  async submitDecision(executionId, { approved, decidedBy, metadata = {}, reason, interruptId = '', requestId = newId(), timeoutMs } = {}) {
+  async submitDecision(executionId, { approved, decidedBy, metadata = {}, reason, interruptId = '', response, requestId = newId(), timeoutMs } = {}) {
+    const wire = response === undefined ? undefined : responseToWire(response);
+    if (approved === undefined && wire?.actions.length) {
+      // A typed answer carries its verdict: not approved exactly when an action is rejected.
+      approved = !response.actions.some((action) => action.type === 'reject');
+    }
     if (typeof approved !== 'boolean') throw new TypeError('submitDecision needs approved: true or false');
     const request = {
       namespace: this.namespace,
@@ -373,6 +410,7 @@ class CheckpointdClient {
       decided_by: decidedBy,
       reason,
       interrupt_id: interruptId,
+      response: wire,
     };
     return (await this.call(this.interrupts, 'SubmitDecision', request, { timeoutMs })).pending;
   }

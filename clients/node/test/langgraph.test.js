@@ -110,3 +110,47 @@ test('G8 a pause is named by graph_name, the saver\'s graphName, then an Agent S
   assert.equal(await nameOf({ graphName: 'mine' }, { graph_id: 'agent', graph_name: 'run' }), 'run');
   assert.equal(await nameOf({}, {}), '');
 });
+
+test('K3 the worker answers a middleware pause with the typed decisions, in both spellings', () => {
+  const { resumeFor, ResumeRefused } = require('../src/langgraph/resume_worker');
+  const decided = (response, approved = true, reason = null) => ({
+    approved, decided_by: 'ann', reason, metadata_json: '{}', response,
+  });
+  const typed = decided({
+    actions: [
+      { type: 'ACTION_DECISION_TYPE_EDIT', edited_args_json: '{"to":"bob"}', message: '' },
+      { type: 'ACTION_DECISION_TYPE_REJECT', edited_args_json: '', message: 'keep it' },
+    ],
+    resume_json: '',
+  }, false);
+  const js = {
+    actionRequests: [{ name: 'send_email', args: { to: 'ann' } }, { name: 'delete_file', args: {} }],
+    reviewConfigs: [
+      { actionName: 'send_email', allowedDecisions: ['approve', 'edit', 'reject'] },
+      { actionName: 'delete_file', allowedDecisions: ['approve', 'reject'] },
+    ],
+  };
+  assert.deepEqual(resumeFor({ id: 'i', value: js }, typed), {
+    decisions: [
+      { type: 'edit', editedAction: { name: 'send_email', args: { to: 'bob' } } },
+      { type: 'reject', message: 'keep it' },
+    ],
+  });
+  const python = {
+    action_requests: [{ name: 'send_email', args: {} }, { name: 'delete_file', args: {} }],
+    review_configs: [{ action_name: 'delete_file', allowed_decisions: ['approve', 'reject'] }],
+  };
+  const approveOnly = { ...python, review_configs: [{ action_name: 'delete_file', allowed_decisions: ['approve'] }] };
+  assert.equal(resumeFor({ value: python }, typed).decisions[0].edited_action.name, 'send_email');
+  // A verdict alone answers every action; one an action does not allow is refused.
+  assert.deepEqual(resumeFor({ value: js }, decided(null, false, 'no')), {
+    decisions: [{ type: 'reject', message: 'no' }, { type: 'reject', message: 'no' }],
+  });
+  assert.throws(() => resumeFor({ value: approveOnly }, decided(null, false)), ResumeRefused);
+  assert.throws(() => resumeFor({ value: python }, decided({ actions: typed.response.actions.slice(1), resume_json: '' })),
+    /asks about 2 action/);
+  // A plain interrupt takes the resume value, or the verdict's shape; actions are refused.
+  assert.deepEqual(resumeFor({ value: 'pick' }, decided({ actions: [], resume_json: '[1,{"a":null}]' })), [1, { a: null }]);
+  assert.equal(resumeFor({ value: 'pick' }, decided(null)).approved, true);
+  assert.throws(() => resumeFor({ value: 'pick' }, typed), /not a HumanInTheLoopMiddleware request/);
+});

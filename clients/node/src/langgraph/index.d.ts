@@ -99,6 +99,11 @@ export interface PendingInterruptRow {
     status: string;
     attempts: number;
     error: string;
+    /** The typed answer the pause asked for (contract K3). */
+    response?: {
+      actions: { type: string; edited_args_json: string; message: string }[];
+      resume_json: string;
+    } | null;
   } | null;
   [field: string]: unknown;
 }
@@ -169,3 +174,18 @@ export declare class GraphResumeWorker {
 
 /** The resume value of a decision (a Decision as the Node client returns it). */
 export declare function resumeValue(decision: NonNullable<PendingInterruptRow['decision']>): ResumeValue;
+
+/** A decision that cannot answer its pause (reported resume_failed before the graph runs). */
+export declare class ResumeRefused extends Error {}
+
+/**
+ * The answer the graph expects to the interrupt a decision is on (contracts G15, K3): for a
+ * HumanInTheLoopMiddleware request `{ decisions: [...] }` (one per action, the decision's typed
+ * answers or its verdict), for a per-call tool approval one answer, for any other interrupt the
+ * decision's resume value or resumeValue(decision). Throws ResumeRefused when the pause does not
+ * allow the answer.
+ */
+export declare function resumeFor(
+  interrupt: { id?: string; value?: unknown },
+  decision: NonNullable<PendingInterruptRow['decision']>,
+): unknown;

@@ -295,6 +295,6 @@ class CheckpointdSaver extends BaseCheckpointSaver {
   }
 }
 
-const { GraphResumeWorker, resumeValue } = require('./resume_worker');
+const { GraphResumeWorker, ResumeRefused, resumeFor, resumeValue } = require('./resume_worker');
 
-module.exports = { CheckpointdSaver, GraphResumeWorker, resumeValue };
+module.exports = { CheckpointdSaver, GraphResumeWorker, ResumeRefused, resumeFor, resumeValue };

@@ -2,4 +2,4 @@
 // (tests/packaging/test_node_package.py checks that every export is here).
 import langgraph from './index.js';
 
-export const { CheckpointdSaver, GraphResumeWorker, resumeValue } = langgraph;
+export const { CheckpointdSaver, GraphResumeWorker, ResumeRefused, resumeFor, resumeValue } = langgraph;

@@ -82,6 +82,83 @@ function resumeValue(decision) {
   };
 }
 
+/** A decision that cannot answer its pause: reported resume_failed before the graph runs. */
+class ResumeRefused extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'ResumeRefused';
+  }
+}
+
+/** How LangChain.js (camelCase) and LangChain (snake_case) write a batched HITL request. */
+const BATCH_SPELLINGS = [
+  { requests: 'actionRequests', configs: 'reviewConfigs', name: 'actionName', allowed: 'allowedDecisions', edited: 'editedAction' },
+  { requests: 'action_requests', configs: 'review_configs', name: 'action_name', allowed: 'allowed_decisions', edited: 'edited_action' },
+];
+const ACTION_TYPE_NAMES = {
+  ACTION_DECISION_TYPE_APPROVE: 'approve',
+  ACTION_DECISION_TYPE_EDIT: 'edit',
+  ACTION_DECISION_TYPE_REJECT: 'reject',
+  ACTION_DECISION_TYPE_RESPOND: 'respond',
+};
+
+/** The middleware's answer to action `index` (named `name`): the decision's typed one, or its verdict. */
+function actionAnswer(decision, index, name, editedKey) {
+  const actions = decision.response?.actions ?? [];
+  if (actions.length) {
+    const action = actions[index];
+    if (!action) throw new ResumeRefused(`the decision answers ${actions.length} action(s); the pause asks about more`);
+    const type = ACTION_TYPE_NAMES[action.type];
+    if (type === 'edit') return { type, [editedKey]: { name, args: JSON.parse(action.edited_args_json) } };
+    return action.message ? { type, message: action.message } : { type };
+  }
+  if (decision.approved) return { type: 'approve' };
+  return decision.reason ? { type: 'reject', message: decision.reason } : { type: 'reject' };
+}
+
+function refuseUnlessAllowed(answer, name, allowed) {
+  if (Array.isArray(allowed) && !allowed.includes(answer.type)) {
+    throw new ResumeRefused(`the pause does not allow '${answer.type}' for '${name}' (allowed: ${allowed.join(', ')})`);
+  }
+}
+
+/**
+ * The answer the graph expects to the interrupt a decision is on (contracts G15, K3): for a
+ * HumanInTheLoopMiddleware request, `{ decisions: [...] }`, one per action in order (the
+ * decision's typed answers, else its verdict), refused when an action does not allow it; for a
+ * per-call tool approval, one such answer; for any other interrupt, the decision's resume value,
+ * else resumeValue(decision).
+ */
+function resumeFor(interrupt, decision) {
+  const value = interrupt?.value;
+  const actions = decision.response?.actions ?? [];
+  if (value && typeof value === 'object') {
+    const spelling = BATCH_SPELLINGS.find((s) => Array.isArray(value[s.requests]));
+    if (spelling) {
+      const requests = value[spelling.requests];
+      if (actions.length && actions.length !== requests.length) {
+        throw new ResumeRefused(`the pause asks about ${requests.length} action(s); the decision answers ${actions.length}`);
+      }
+      const allowed = new Map((value[spelling.configs] ?? []).map((c) => [c?.[spelling.name], c?.[spelling.allowed]]));
+      const decisions = requests.map((request, index) => {
+        const answer = actionAnswer(decision, index, request?.name, spelling.edited);
+        refuseUnlessAllowed(answer, request?.name, allowed.get(request?.name));
+        return answer;
+      });
+      return { decisions };
+    }
+    if (value.type === 'tool_approval') {
+      if (actions.length > 1) throw new ResumeRefused('a per-call tool approval takes exactly one action decision');
+      const answer = actionAnswer(decision, 0, value.name, 'edited_action');
+      refuseUnlessAllowed(answer, value.name, value.allowed_decisions ?? value.allowedDecisions);
+      return answer;
+    }
+  }
+  if (actions.length) throw new ResumeRefused('the pause is not a HumanInTheLoopMiddleware request: it takes a resume value');
+  if (decision.response?.resume_json) return JSON.parse(decision.response.resume_json);
+  return resumeValue(decision);
+}
+
 /** The interrupts a graph's state waits on: its own and its tasks' (a subgraph's). */
 function interruptsOf(state) {
   return [...(state?.interrupts ?? []), ...(state?.tasks ?? []).flatMap((t) => t.interrupts ?? [])];
@@ -443,8 +520,9 @@ class GraphResumeWorker {
     const config = { configurable: { thread_id: pending.execution_id } };
     const state = await graph.getState(config);
     let input;
-    if (waitsOn(state, pending.interrupt_id)) {
-      input = new Command({ resume: { [pending.interrupt_id]: resumeValue(decision) } });
+    const waited = interruptsOf(state).find((i) => i?.id === pending.interrupt_id);
+    if (waited) {
+      input = new Command({ resume: { [pending.interrupt_id]: resumeFor(waited, decision) } });
     } else if (stoppedMidway(state)) {
       // A worker before this one resumed the thread and died before it reached a new pause or
       // the end (G15): the resume is saved, its next tasks are not run yet. LangGraph goes on
@@ -457,4 +535,4 @@ class GraphResumeWorker {
   }
 }
 
-module.exports = { GraphResumeWorker, resumeValue };
+module.exports = { GraphResumeWorker, ResumeRefused, resumeFor, resumeValue };
