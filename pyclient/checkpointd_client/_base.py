@@ -17,6 +17,7 @@ from typing import Any, Final
 from checkpointd_client import _convert
 from checkpointd_client.config import DEFAULT_RETRY_POLICY, RetryPolicy, resolve_target
 from checkpointd_client.credentials import TlsConfig, auth_metadata, resolve_tls
+from checkpointd_client.fencing import fenced
 from checkpointd_client.models import (
     Checkpoint,
     CheckpointView,
@@ -173,11 +174,13 @@ class ClientCore:
         self, checkpoint: Checkpoint, request_id: str | None, view: CheckpointView = "full"
     ) -> checkpoint_service_pb2.PutCheckpointRequest:
         """Build a PutCheckpoint request (checkpoint id and request id filled in)."""
-        return checkpoint_service_pb2.PutCheckpointRequest(
-            namespace=self.namespace,
-            request_id=request_id or new_id(),
-            checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
-            view=_VIEWS[view],
+        return fenced(
+            checkpoint_service_pb2.PutCheckpointRequest(
+                namespace=self.namespace,
+                request_id=request_id or new_id(),
+                checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
+                view=_VIEWS[view],
+            )
         )
 
     def get_checkpoint(
@@ -293,11 +296,13 @@ class ClientCore:
         self, checkpoint: Checkpoint, pending: PendingInterrupt, request_id: str | None
     ) -> interrupt_service_pb2.RecordInterruptRequest:
         """Build a RecordInterrupt request (checkpoint id and request id filled in)."""
-        return interrupt_service_pb2.RecordInterruptRequest(
-            namespace=self.namespace,
-            request_id=request_id or new_id(),
-            checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
-            pending=_convert.pending_to_proto(pending),
+        return fenced(
+            interrupt_service_pb2.RecordInterruptRequest(
+                namespace=self.namespace,
+                request_id=request_id or new_id(),
+                checkpoint=_convert.checkpoint_to_proto(self.with_checkpoint_id(checkpoint)),
+                pending=_convert.pending_to_proto(pending),
+            )
         )
 
     def claim_interrupt(
@@ -418,12 +423,14 @@ class ClientCore:
         self, execution_id: str, key: str, value: Any, request_id: str | None
     ) -> idempotency_service_pb2.PutIdempotencyResultRequest:
         """Build a PutIdempotencyResult request."""
-        return idempotency_service_pb2.PutIdempotencyResultRequest(
-            namespace=self.namespace,
-            request_id=request_id or new_id(),
-            execution_id=execution_id,
-            key=key,
-            result_json=_convert.dump_json(value, field="value"),
+        return fenced(
+            idempotency_service_pb2.PutIdempotencyResultRequest(
+                namespace=self.namespace,
+                request_id=request_id or new_id(),
+                execution_id=execution_id,
+                key=key,
+                result_json=_convert.dump_json(value, field="value"),
+            )
         )
 
     def get_idempotent(

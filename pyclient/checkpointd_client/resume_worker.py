@@ -62,6 +62,7 @@ from checkpointd_client.errors import (
     FailedPreconditionError,
     NotFoundError,
 )
+from checkpointd_client.fencing import LeaseFence, write_fenced, writes_under
 from checkpointd_client.models import (
     Decision,
     InterruptEvent,
@@ -340,7 +341,8 @@ class ResumeWorker:
                 execution_id,
                 decision.attempts,
             )
-        error = await self._resume_under_lease(client, runner, key, lease_token, decision)
+        fence = LeaseFence.of(leased, lease_token)
+        error = await self._resume_under_lease(client, runner, key, fence, decision)
         if error is _LOST:
             return  # another worker holds it now and will report
         try:
@@ -364,7 +366,12 @@ class ResumeWorker:
         self._work.pop(key, None)
 
     async def _resume(
-        self, client: AsyncCheckpointdClient, runner: Runner, key: _Key, decision: Decision
+        self,
+        client: AsyncCheckpointdClient,
+        runner: Runner,
+        key: _Key,
+        fence: LeaseFence,
+        decision: Decision,
     ) -> str | None:
         """Carry the decision out with the runner: None when resumed (or found resumed
         already), else the error text. Raises what the run raised."""
@@ -375,10 +382,11 @@ class ResumeWorker:
         # Set in this task only: the runner's checkpointer claims under it.
         CLAIM_TOKEN.set(claim_token_for(checkpoint_id))
         try:
-            await runner.aresume(
-                execution_id,
-                resume_value=Resume(approved=decision.approved, metadata=decision.metadata),
-            )
+            with writes_under(fence):  # K4: none of its writes lands once the lease is lost
+                await runner.aresume(
+                    execution_id,
+                    resume_value=Resume(approved=decision.approved, metadata=decision.metadata),
+                )
         except AlreadyResumed as exc:
             # Either the holder before us finished the run and died before reporting, or the
             # pause was claimed outside the decision channel.
@@ -392,14 +400,14 @@ class ResumeWorker:
         client: AsyncCheckpointdClient,
         runner: Runner,
         key: _Key,
-        lease_token: str,
+        fence: LeaseFence,
         decision: Decision,
     ) -> str | object | None:
         """Resume while renewing the lease. Returns None (resumed), the error text, or
         ``_LOST`` when the lease went to another worker."""
         lost = asyncio.Event()
-        resume = asyncio.create_task(self._resume(client, runner, key, decision))
-        renewer = asyncio.create_task(self._renew(client, key, lease_token, resume, lost))
+        resume = asyncio.create_task(self._resume(client, runner, key, fence, decision))
+        renewer = asyncio.create_task(self._renew(client, key, fence.lease_token, resume, lost))
         try:
             return await resume
         except asyncio.CancelledError:
@@ -407,6 +415,14 @@ class ResumeWorker:
                 return _LOST
             raise
         except Exception as exc:
+            if write_fenced(exc):
+                logger.warning(
+                    "resume worker %s: a write of %s was refused, another worker took its "
+                    "lease over; leaving the run to it",
+                    self.name,
+                    key[0],
+                )
+                return _LOST
             logger.warning("resume of %s failed", key[0], exc_info=True)
             return f"{type(exc).__name__}: {exc}"
         finally:

@@ -26,6 +26,7 @@ __all__ = [
     "EventKind",
     "EventPage",
     "InterruptEventRecord",
+    "LeaseFence",
     "Page",
     "PendingFilter",
     "PendingRecord",
@@ -245,6 +246,19 @@ class DecisionOutcome(enum.Enum):
     CONFLICT = "conflict"
     """Refused: another decision won, another worker holds the lease, or the decision was
     already reported; ``pending`` shows the stored state."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseFence:
+    """The lease a write is made under (contract K4): the pause's decision, leased with
+    ``lease_token`` at its ``attempt``-th lease. The write goes through only while that lease
+    still holds the decision."""
+
+    execution_id: str
+    checkpoint_id: str
+    interrupt_id: str
+    lease_token: str
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,8 @@ error can carry unbounded input whatever raised it.
     │                                                               approved, decided_at)
     ├── LeaseHeld             FAILED_PRECONDITION  LEASE_HELD (metadata: lease_expires_at)
     ├── LeaseLost             FAILED_PRECONDITION  LEASE_LOST
+    ├── WriteFenced           FAILED_PRECONDITION  WRITE_FENCED (metadata: checkpoint_id,
+    │                                                            interrupt_id)
     ├── DecisionClosed        FAILED_PRECONDITION  DECISION_CLOSED (metadata: status)
     └── RunAlreadyFinished    FAILED_PRECONDITION  RUN_ALREADY_FINISHED
     store.CheckpointExists    ALREADY_EXISTS       CHECKPOINT_EXISTS
@@ -95,6 +97,7 @@ __all__ = [
     "TooManyWatchStreams",
     "WatchExpired",
     "WatcherTooSlow",
+    "WriteFenced",
     "echo",
     "internal_status",
     "metadata_time",
@@ -288,6 +291,22 @@ class LeaseLost(CheckpointdError):
         )
 
 
+class WriteFenced(CheckpointdError):
+    """A write made under a lease that no longer holds the pause's decision (K4)."""
+
+    def __init__(self, execution_id: str, checkpoint_id: str, interrupt_id: str) -> None:
+        named = f" (interrupt {echo(interrupt_id)!r})" if interrupt_id else ""
+        super().__init__(
+            f"this write was made under a lease on the decision of execution "
+            f"{echo(execution_id)!r} at checkpoint {echo(checkpoint_id)!r}{named} that no "
+            "longer holds it (another worker took it over, or the decision was carried out or "
+            "replaced); nothing was written",
+            execution_id=echo(execution_id),
+            checkpoint_id=echo(checkpoint_id),
+            interrupt_id=echo(interrupt_id),
+        )
+
+
 class DecisionClosed(CheckpointdError):
     """A lease on a decision that a worker has already reported on (K2)."""
 
@@ -473,6 +492,7 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, ErrorReason.ValueType]
     (AlreadyDecided, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_ALREADY_DECIDED),
     (LeaseHeld, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_LEASE_HELD),
     (LeaseLost, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_LEASE_LOST),
+    (WriteFenced, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_WRITE_FENCED),
     (DecisionClosed, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_DECISION_CLOSED),
     (
         RunAlreadyFinished,

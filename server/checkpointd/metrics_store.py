@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TypeVar
 
@@ -22,6 +23,7 @@ from checkpointd.domain import (
     DecisionStatus,
     DeleteExecutionResult,
     EventPage,
+    LeaseFence,
     Page,
     PendingFilter,
     PendingRecord,
@@ -373,6 +375,10 @@ class InstrumentedStore(Store):
 
     def event_notifier(self) -> EventNotifier:
         return self._store.event_notifier()
+
+    def fenced(self, namespace: str, fence: LeaseFence) -> AbstractAsyncContextManager[bool]:
+        # Not timed: it spans the write it guards, which is timed on its own.
+        return self._store.fenced(namespace, fence)
 
     async def list_unsynced(
         self, namespace: str, *, after_sequence: int | None, limit: int

@@ -113,6 +113,21 @@ def _record(**pending_fields: Any) -> Callable[[Stubs], object]:
     )
 
 
+def _fenced(**fence_fields: Any) -> Callable[[Stubs], object]:
+    """A valid PutCheckpoint whose fence (K4) breaks a rule."""
+    fence: dict[str, Any] = {
+        "execution_id": "e",
+        "checkpoint_id": "c",
+        "lease_token": "t",
+        "attempt": 1,
+        **fence_fields,
+    }
+    return lambda s: s.checkpoints.PutCheckpoint(
+        csvc.PutCheckpointRequest(checkpoint=_checkpoint(), fence=pb.LeaseFence(**fence)),
+        timeout=TIMEOUT,
+    )
+
+
 def _list_pending(**request: Any) -> Callable[[Stubs], object]:
     return lambda s: s.interrupts.ListPendingInterrupts(
         svc.ListPendingInterruptsRequest(**request), timeout=TIMEOUT
@@ -280,6 +295,11 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
         approved=True, actions=[pb.ActionDecision(type=pb.ACTION_DECISION_TYPE_RESPOND)]
     ),
     "response.resume_json": _decide(resume_json="{"),
+    "fence.execution_id": _fenced(execution_id=""),
+    "fence.checkpoint_id": _fenced(checkpoint_id="c" * 129),
+    "fence.interrupt_id": _fenced(interrupt_id="i\x00"),
+    "fence.lease_token": _fenced(lease_token=""),
+    "fence.attempt": _fenced(attempt=0),
     "lease_token": lambda s: s.interrupts.LeaseDecision(
         svc.LeaseDecisionRequest(execution_id="e", checkpoint_id="c"), timeout=TIMEOUT
     ),

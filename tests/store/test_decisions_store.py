@@ -3,6 +3,7 @@ whole, and a store decides, leases and reports with explicit clocks."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +15,7 @@ from checkpointd.domain import (
     DecisionRecord,
     DecisionStatus,
     EventKind,
+    LeaseFence,
 )
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
@@ -154,3 +156,60 @@ async def test_k2_lease_takeover_and_reports_by_the_store_clock(
     )
     assert again.outcome is DecisionOutcome.REPEATED
     assert again.pending == done.pending
+
+
+async def test_k4_a_takeover_waits_for_the_holders_write_in_flight(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """A write under a lease holds the pause while it runs: a takeover that starts meanwhile
+    waits for it and counts one more attempt; after it, the old lease fences nothing in."""
+    await _pause(store, "e", "c")
+    await store.submit_decision(NS, "r1", "e", _decision())
+    await store.lease_decision(NS, "e", "c", "a", T0 + timedelta(seconds=30), T0)
+    fence = LeaseFence("e", "c", "", "a", 1)
+    order: list[str] = []
+
+    async def take_over() -> None:
+        change = await store.lease_decision(
+            NS, "e", "c", "b", T0 + timedelta(seconds=200), T0 + timedelta(seconds=31)
+        )
+        assert change.outcome is DecisionOutcome.APPLIED
+        assert change.pending is not None
+        assert change.pending.decision is not None
+        assert change.pending.decision.attempts == 2
+        order.append("taken over")
+
+    async with store.fenced(NS, fence) as holds:
+        assert holds
+        takeover = asyncio.create_task(take_over())
+        await asyncio.sleep(0.3)  # time enough for a takeover that does not wait to finish
+        await store.put_checkpoint(NS, "", _checkpoint("e", "written-under-a"))
+        order.append("written")
+    await takeover
+    assert order == ["written", "taken over"]
+    async with store.fenced(NS, fence) as holds:
+        assert not holds
+    async with store.fenced(NS, LeaseFence("e", "c", "", "b", 2)) as holds:
+        assert holds
+
+
+async def test_k4_a_fence_holds_only_a_decided_leased_pause(
+    store: SQLiteStore | PostgresStore,
+) -> None:
+    """No decision, a decision not leased, another token or attempt: the fence does not hold."""
+    await _pause(store, "e", "c")
+    async with store.fenced(NS, LeaseFence("e", "c", "", "a", 1)) as holds:
+        assert not holds  # undecided
+    await store.submit_decision(NS, "r1", "e", _decision())
+    async with store.fenced(NS, LeaseFence("e", "c", "", "a", 1)) as holds:
+        assert not holds  # decided, not leased
+    await store.lease_decision(NS, "e", "c", "a", T0 + timedelta(seconds=30), T0)
+    for fence, expected in [
+        (LeaseFence("e", "c", "", "a", 1), True),
+        (LeaseFence("e", "c", "", "a", 2), False),
+        (LeaseFence("e", "c", "", "z", 1), False),
+        (LeaseFence("e", "other", "", "a", 1), False),
+        (LeaseFence("e", "c", "i", "a", 1), False),
+    ]:
+        async with store.fenced(NS, fence) as holds:
+            assert holds is expected, fence

@@ -9,6 +9,8 @@ whether it is a coroutine function with the protocol's own declaration.
 
 from __future__ import annotations
 
+import collections.abc
+import contextlib
 import inspect
 import sys
 import types
@@ -66,6 +68,7 @@ def signature_mismatches(
             problems.append(f"{name}: parameters {got} != protocol's {want}")
         want_hints, got_hints = _hints(declared, localns), _hints(actual, localns)
         want_return, got_return = want_hints.pop("return", None), got_hints.pop("return", None)
+        got_return = _as_context_manager(actual, got_return)
         if want_hints != got_hints:
             problems.append(f"{name}: parameter types {got_hints} != protocol's {want_hints}")
         problems.extend(
@@ -73,6 +76,17 @@ def signature_mismatches(
             for problem in _return_mismatches(got_return, want_return, localns)
         )
     return problems
+
+
+def _as_context_manager(function: Any, returns: Any) -> Any:
+    """What an ``@asynccontextmanager`` method returns: its generator's ``AsyncIterator[T]``
+    hint stands for ``AbstractAsyncContextManager[T]``."""
+    wrapped = getattr(function, "__wrapped__", None)
+    if not inspect.isasyncgenfunction(wrapped):
+        return returns
+    if typing.get_origin(returns) is not collections.abc.AsyncIterator:
+        return returns
+    return contextlib.AbstractAsyncContextManager[typing.get_args(returns)]  # type: ignore[misc]
 
 
 def _union_members(hint: Any) -> tuple[Any, ...]:

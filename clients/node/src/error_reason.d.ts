@@ -134,6 +134,13 @@ export interface ErrorReasons {
    */
   readonly REQUEST_ID_REUSED: 'REQUEST_ID_REUSED';
   /**
+   * A write made under a lease (its `fence`, contract K4) that no longer holds the pause's
+   * decision: another worker took the lease over, the decision was carried out or replaced, or
+   * the pause is gone. Nothing was written; the worker that holds the lease now goes on.
+   * Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`.
+   */
+  readonly WRITE_FENCED: 'WRITE_FENCED';
+  /**
    * A watch resumed from a cursor older than the event retention; watch again from cursor 0
    * for a fresh snapshot.
    * Code: OUT_OF_RANGE. Metadata: `after_cursor`, `purged_through`.

@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from checkpointd_client._base import new_id
+from checkpointd_client.fencing import fenced
 from checkpointd_client.v1 import graph_service_pb2 as pb
 
 __all__: list[str] = []
@@ -113,6 +114,7 @@ def put_request(
         ),
         new_values=new_values,
     )
+    fenced(request)
     next_config: RunnableConfig = {
         "configurable": {
             "thread_id": thread_id,
@@ -159,16 +161,18 @@ def put_writes_request(
             # channel (a saver test's) has no id to resume it by.
             if getattr(interrupt, "id", None) and str(interrupt.id) not in described:
                 described[str(interrupt.id)] = describe(interrupt, name, task_path)
-    return pb.PutGraphWritesRequest(
-        namespace=namespace,
-        request_id=new_id(),
-        thread_id=str(configurable["thread_id"]),
-        checkpoint_ns=str(configurable.get("checkpoint_ns", "")),
-        checkpoint_id=str(configurable["checkpoint_id"]),
-        task_id=task_id,
-        task_path=task_path,
-        writes=list(by_idx.values()),
-        interrupts=list(described.values()),
+    return fenced(
+        pb.PutGraphWritesRequest(
+            namespace=namespace,
+            request_id=new_id(),
+            thread_id=str(configurable["thread_id"]),
+            checkpoint_ns=str(configurable.get("checkpoint_ns", "")),
+            checkpoint_id=str(configurable["checkpoint_id"]),
+            task_id=task_id,
+            task_path=task_path,
+            writes=list(by_idx.values()),
+            interrupts=list(described.values()),
+        )
     )
 
 

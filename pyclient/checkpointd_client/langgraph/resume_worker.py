@@ -56,6 +56,7 @@ from langgraph.types import Command
 from checkpointd_client.client import AsyncCheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
+from checkpointd_client.fencing import LeaseFence, writes_under
 from checkpointd_client.langgraph._shape import review
 from checkpointd_client.models import Decision, PendingInterrupt
 from checkpointd_client.resume_worker import ResumeWorker
@@ -240,12 +241,15 @@ class GraphResumeWorker(ResumeWorker):
         client: AsyncCheckpointdClient,
         runner: Any,
         key: tuple[str, str, str],
+        fence: LeaseFence,
         decision: Decision,
     ) -> str | None:
         thread_id, _, interrupt_id = key
         lock = self._threads.setdefault(thread_id, asyncio.Lock())
+        # K4: the saver's writes carry the lease, so none lands once another worker has it.
         async with lock:
-            return await self._resume_thread(runner, thread_id, interrupt_id, decision)
+            with writes_under(fence):
+                return await self._resume_thread(runner, thread_id, interrupt_id, decision)
 
     async def _resume_thread(
         self, runner: Any, thread_id: str, interrupt_id: str, decision: Decision

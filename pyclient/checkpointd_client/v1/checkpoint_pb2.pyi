@@ -494,6 +494,51 @@ class ActionDecision(_message.Message):
 Global___ActionDecision: _TypeAlias = ActionDecision  # noqa: Y015
 
 @_typing.final
+class LeaseFence(_message.Message):
+    """LeaseFence names the lease a write is made under: the decision's lease that a worker took
+    with LeaseDecision to carry it out (contract K4). A write with a fence is applied only while
+    that lease still holds the pause's decision: its token and attempt are the decision's, and
+    the decision is still being carried out. Until another worker takes the lease over, a
+    fenced write goes through even after the lease ran out.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    INTERRUPT_ID_FIELD_NUMBER: _builtins.int
+    LEASE_TOKEN_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    execution_id: _builtins.str
+    """The run (for a graph, the thread) of the pause. Required; 1 to 256 characters."""
+    checkpoint_id: _builtins.str
+    """The pause: the checkpoint_id given to LeaseDecision. Required."""
+    interrupt_id: _builtins.str
+    """The interrupt id given to LeaseDecision; empty for a fastaiagent run's pause."""
+    lease_token: _builtins.str
+    """The token the lease was taken with. Required; up to 128 characters."""
+    attempt: _builtins.int
+    """The decision's attempts when the lease was taken (Decision.attempts in the
+    LeaseDecision reply): 1 or more. A takeover counts a new attempt.
+    """
+    def __init__(
+        self,
+        *,
+        execution_id: _builtins.str = ...,
+        checkpoint_id: _builtins.str = ...,
+        interrupt_id: _builtins.str = ...,
+        lease_token: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "checkpoint_id", b"checkpoint_id", "execution_id", b"execution_id", "interrupt_id", b"interrupt_id", "lease_token", b"lease_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeaseFence: _TypeAlias = LeaseFence  # noqa: Y015
+
+@_typing.final
 class Execution(_message.Message):
     """Execution is the summary of one run: what its checkpoints and pending interrupt say."""
 

@@ -62,6 +62,7 @@ class PutCheckpointRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     VIEW_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -75,6 +76,14 @@ class PutCheckpointRequest(_message.Message):
     def checkpoint(self) -> _checkpoint_pb2.Checkpoint:
         """The checkpoint to store. Its sequence is ignored."""
 
+    @_builtins.property
+    def fence(self) -> _checkpoint_pb2.LeaseFence:
+        """The lease this write is made under, when it is made while carrying out a decision
+        (contract K4): the server applies it only while that lease is still the pause's, and
+        refuses it with FAILED_PRECONDITION WRITE_FENCED once another worker has taken the lease
+        over (or the decision was replaced), changing nothing. Unset: no fence.
+        """
+
     def __init__(
         self,
         *,
@@ -82,10 +91,11 @@ class PutCheckpointRequest(_message.Message):
         request_id: _builtins.str = ...,
         checkpoint: _checkpoint_pb2.Checkpoint | None = ...,
         view: Global___CheckpointView.ValueType = ...,
+        fence: _checkpoint_pb2.LeaseFence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "namespace", b"namespace", "request_id", b"request_id", "view", b"view"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence", "namespace", b"namespace", "request_id", b"request_id", "view", b"view"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

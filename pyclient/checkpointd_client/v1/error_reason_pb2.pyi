@@ -129,6 +129,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     Code: FAILED_PRECONDITION. Metadata: `request_id`, `method` (the RPC the id was first
     used for, such as "PutCheckpoint").
     """
+    ERROR_REASON_WRITE_FENCED: _ErrorReason.ValueType  # 30
+    """A write made under a lease (its `fence`, contract K4) that no longer holds the pause's
+    decision: another worker took the lease over, the decision was carried out or replaced, or
+    the pause is gone. Nothing was written; the worker that holds the lease now goes on.
+    Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`.
+    """
     ERROR_REASON_CURSOR_EXPIRED: _ErrorReason.ValueType  # 23
     """A watch resumed from a cursor older than the event retention; watch again from cursor 0
     for a fresh snapshot.
@@ -276,6 +282,12 @@ method with other content (contract C10). A retry is the same request sent again
 is a client bug, such as a request-id counter that restarted. Nothing was written.
 Code: FAILED_PRECONDITION. Metadata: `request_id`, `method` (the RPC the id was first
 used for, such as "PutCheckpoint").
+"""
+ERROR_REASON_WRITE_FENCED: ErrorReason.ValueType  # 30
+"""A write made under a lease (its `fence`, contract K4) that no longer holds the pause's
+decision: another worker took the lease over, the decision was carried out or replaced, or
+the pause is gone. Nothing was written; the worker that holds the lease now goes on.
+Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`.
 """
 ERROR_REASON_CURSOR_EXPIRED: ErrorReason.ValueType  # 23
 """A watch resumed from a cursor older than the event retention; watch again from cursor 0

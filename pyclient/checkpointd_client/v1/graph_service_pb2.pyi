@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from checkpointd_client.v1 import checkpoint_pb2 as _checkpoint_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
@@ -264,6 +265,7 @@ class PutGraphCheckpointRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     NEW_VALUES_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """Names the namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -276,6 +278,14 @@ class PutGraphCheckpointRequest(_message.Message):
     def new_values(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphChannelValue]:
         """Lists the values of the channels whose version this checkpoint changed."""
 
+    @_builtins.property
+    def fence(self) -> _checkpoint_pb2.LeaseFence:
+        """The lease this write is made under, when it is made while carrying out a decision
+        (contract K4): the server applies it only while that lease is still the pause's, and
+        refuses it with FAILED_PRECONDITION WRITE_FENCED once another worker has taken the lease
+        over (or the decision was replaced), changing nothing. Unset: no fence.
+        """
+
     def __init__(
         self,
         *,
@@ -283,10 +293,11 @@ class PutGraphCheckpointRequest(_message.Message):
         request_id: _builtins.str = ...,
         checkpoint: Global___GraphCheckpoint | None = ...,
         new_values: _abc.Iterable[Global___GraphChannelValue] | None = ...,
+        fence: _checkpoint_pb2.LeaseFence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "namespace", b"namespace", "new_values", b"new_values", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence", "namespace", b"namespace", "new_values", b"new_values", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -324,6 +335,7 @@ class PutGraphWritesRequest(_message.Message):
     TASK_PATH_FIELD_NUMBER: _builtins.int
     WRITES_FIELD_NUMBER: _builtins.int
     INTERRUPTS_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """Names the namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -349,6 +361,14 @@ class PutGraphWritesRequest(_message.Message):
         task did not interrupt. At most 100, ids unique. See PutGraphWrites.
         """
 
+    @_builtins.property
+    def fence(self) -> _checkpoint_pb2.LeaseFence:
+        """The lease this write is made under, when it is made while carrying out a decision
+        (contract K4): the server applies it only while that lease is still the pause's, and
+        refuses it with FAILED_PRECONDITION WRITE_FENCED once another worker has taken the lease
+        over (or the decision was replaced), changing nothing. Unset: no fence.
+        """
+
     def __init__(
         self,
         *,
@@ -361,10 +381,11 @@ class PutGraphWritesRequest(_message.Message):
         task_path: _builtins.str = ...,
         writes: _abc.Iterable[Global___GraphWrite] | None = ...,
         interrupts: _abc.Iterable[Global___GraphInterrupt] | None = ...,
+        fence: _checkpoint_pb2.LeaseFence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "interrupts", b"interrupts", "namespace", b"namespace", "request_id", b"request_id", "task_id", b"task_id", "task_path", b"task_path", "thread_id", b"thread_id", "writes", b"writes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "fence", b"fence", "interrupts", b"interrupts", "namespace", b"namespace", "request_id", b"request_id", "task_id", b"task_id", "task_path", b"task_path", "thread_id", b"thread_id", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

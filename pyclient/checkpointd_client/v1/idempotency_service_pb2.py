@@ -22,9 +22,10 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from checkpointd_client.v1 import checkpoint_pb2 as checkpointd_dot_v1_dot_checkpoint__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(checkpointd/v1/idempotency_service.proto\x12\x0e\x63heckpointd.v1\"|\n\x1bPutIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x13\n\x0bresult_json\x18\x05 \x01(\t\"\x1e\n\x1cPutIdempotencyResultResponse\"S\n\x1bGetIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\"B\n\x1cGetIdempotencyResultResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x13\n\x0bresult_json\x18\x02 \x01(\t2\xfa\x01\n\x12IdempotencyService\x12q\n\x14PutIdempotencyResult\x12+.checkpointd.v1.PutIdempotencyResultRequest\x1a,.checkpointd.v1.PutIdempotencyResultResponse\x12q\n\x14GetIdempotencyResult\x12+.checkpointd.v1.GetIdempotencyResultRequest\x1a,.checkpointd.v1.GetIdempotencyResultResponseB\x8e\x01\n\x18io.github.checkpointd.v1B\x17IdempotencyServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n(checkpointd/v1/idempotency_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\"\xa7\x01\n\x1bPutIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x13\n\x0bresult_json\x18\x05 \x01(\t\x12)\n\x05\x66\x65nce\x18\x06 \x01(\x0b\x32\x1a.checkpointd.v1.LeaseFence\"\x1e\n\x1cPutIdempotencyResultResponse\"S\n\x1bGetIdempotencyResultRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\x0b\n\x03key\x18\x03 \x01(\t\"B\n\x1cGetIdempotencyResultResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x13\n\x0bresult_json\x18\x02 \x01(\t2\xfa\x01\n\x12IdempotencyService\x12q\n\x14PutIdempotencyResult\x12+.checkpointd.v1.PutIdempotencyResultRequest\x1a,.checkpointd.v1.PutIdempotencyResultResponse\x12q\n\x14GetIdempotencyResult\x12+.checkpointd.v1.GetIdempotencyResultRequest\x1a,.checkpointd.v1.GetIdempotencyResultResponseB\x8e\x01\n\x18io.github.checkpointd.v1B\x17IdempotencyServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,14 +33,14 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'checkpointd.v1.idempotency_
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\030io.github.checkpointd.v1B\027IdempotencyServiceProtoP\001ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\252\002\016Checkpointd.V1'
-  _globals['_PUTIDEMPOTENCYRESULTREQUEST']._serialized_start=60
-  _globals['_PUTIDEMPOTENCYRESULTREQUEST']._serialized_end=184
-  _globals['_PUTIDEMPOTENCYRESULTRESPONSE']._serialized_start=186
-  _globals['_PUTIDEMPOTENCYRESULTRESPONSE']._serialized_end=216
-  _globals['_GETIDEMPOTENCYRESULTREQUEST']._serialized_start=218
-  _globals['_GETIDEMPOTENCYRESULTREQUEST']._serialized_end=301
-  _globals['_GETIDEMPOTENCYRESULTRESPONSE']._serialized_start=303
-  _globals['_GETIDEMPOTENCYRESULTRESPONSE']._serialized_end=369
-  _globals['_IDEMPOTENCYSERVICE']._serialized_start=372
-  _globals['_IDEMPOTENCYSERVICE']._serialized_end=622
+  _globals['_PUTIDEMPOTENCYRESULTREQUEST']._serialized_start=94
+  _globals['_PUTIDEMPOTENCYRESULTREQUEST']._serialized_end=261
+  _globals['_PUTIDEMPOTENCYRESULTRESPONSE']._serialized_start=263
+  _globals['_PUTIDEMPOTENCYRESULTRESPONSE']._serialized_end=293
+  _globals['_GETIDEMPOTENCYRESULTREQUEST']._serialized_start=295
+  _globals['_GETIDEMPOTENCYRESULTREQUEST']._serialized_end=378
+  _globals['_GETIDEMPOTENCYRESULTRESPONSE']._serialized_start=380
+  _globals['_GETIDEMPOTENCYRESULTRESPONSE']._serialized_end=446
+  _globals['_IDEMPOTENCYSERVICE']._serialized_start=449
+  _globals['_IDEMPOTENCYSERVICE']._serialized_end=699
 # @@protoc_insertion_point(module_scope)

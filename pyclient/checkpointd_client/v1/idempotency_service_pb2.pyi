@@ -3,6 +3,7 @@
 isort:skip_file
 """
 
+from checkpointd_client.v1 import checkpoint_pb2 as _checkpoint_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 import builtins as _builtins
@@ -27,6 +28,7 @@ class PutIdempotencyResultRequest(_message.Message):
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
     KEY_FIELD_NUMBER: _builtins.int
     RESULT_JSON_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -39,6 +41,14 @@ class PutIdempotencyResultRequest(_message.Message):
     """The result as JSON text: any standard JSON value, null included (not NaN, Infinity or a
     number that overflows a double, such as 1e999). Required.
     """
+    @_builtins.property
+    def fence(self) -> _checkpoint_pb2.LeaseFence:
+        """The lease this write is made under, when it is made while carrying out a decision
+        (contract K4): the server applies it only while that lease is still the pause's, and
+        refuses it with FAILED_PRECONDITION WRITE_FENCED once another worker has taken the lease
+        over (or the decision was replaced), changing nothing. Unset: no fence.
+        """
+
     def __init__(
         self,
         *,
@@ -47,10 +57,11 @@ class PutIdempotencyResultRequest(_message.Message):
         execution_id: _builtins.str = ...,
         key: _builtins.str = ...,
         result_json: _builtins.str = ...,
+        fence: _checkpoint_pb2.LeaseFence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "key", b"key", "namespace", b"namespace", "request_id", b"request_id", "result_json", b"result_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "fence", b"fence", "key", b"key", "namespace", b"namespace", "request_id", b"request_id", "result_json", b"result_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

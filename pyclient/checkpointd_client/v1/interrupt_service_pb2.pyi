@@ -295,6 +295,7 @@ class RecordInterruptRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     PENDING_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -307,6 +308,14 @@ class RecordInterruptRequest(_message.Message):
     def pending(self) -> _checkpoint_pb2.PendingInterrupt:
         """The pending row. Its checkpoint_id is ignored (the checkpoint's is used)."""
 
+    @_builtins.property
+    def fence(self) -> _checkpoint_pb2.LeaseFence:
+        """The lease this write is made under, when it is made while carrying out a decision
+        (contract K4): the server applies it only while that lease is still the pause's, and
+        refuses it with FAILED_PRECONDITION WRITE_FENCED once another worker has taken the lease
+        over (or the decision was replaced), changing nothing. Unset: no fence.
+        """
+
     def __init__(
         self,
         *,
@@ -314,10 +323,11 @@ class RecordInterruptRequest(_message.Message):
         request_id: _builtins.str = ...,
         checkpoint: _checkpoint_pb2.Checkpoint | None = ...,
         pending: _checkpoint_pb2.PendingInterrupt | None = ...,
+        fence: _checkpoint_pb2.LeaseFence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "pending", b"pending"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence", "pending", b"pending"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "namespace", b"namespace", "pending", b"pending", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence", "namespace", b"namespace", "pending", b"pending", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

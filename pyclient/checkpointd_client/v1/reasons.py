@@ -117,6 +117,12 @@ class ErrorReason(StrEnum):
     Code: FAILED_PRECONDITION. Metadata: `request_id`, `method` (the RPC the id was first
     used for, such as "PutCheckpoint")."""
 
+    WRITE_FENCED = "WRITE_FENCED"
+    """A write made under a lease (its `fence`, contract K4) that no longer holds the pause's
+    decision: another worker took the lease over, the decision was carried out or replaced, or
+    the pause is gone. Nothing was written; the worker that holds the lease now goes on.
+    Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`."""
+
     CURSOR_EXPIRED = "CURSOR_EXPIRED"
     """A watch resumed from a cursor older than the event retention; watch again from cursor 0
     for a fresh snapshot.

@@ -14,6 +14,7 @@ from checkpointd.errors import (
     RunAlreadyFinished,
     RunEndNotForkable,
 )
+from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
@@ -62,9 +63,15 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         record = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
+        fence = fence_of(request)
         stored = await shielded(
-            self._store.put_checkpoint(
-                namespace, request_id, record, fingerprint=fingerprint("PutCheckpoint", request)
+            fenced_write(
+                self._store,
+                namespace,
+                fence,
+                lambda: self._store.put_checkpoint(
+                    namespace, request_id, record, fingerprint=fingerprint("PutCheckpoint", request)
+                ),
             )
         )
         return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored, basic=basic))

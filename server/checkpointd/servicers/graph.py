@@ -12,6 +12,7 @@ import grpc
 
 from checkpointd import validation as v
 from checkpointd.errors import InvalidField
+from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
 from checkpointd.graph_paging import decode_position, encode_position
 from checkpointd.servicers.common import ServiceDeps, shielded
@@ -248,14 +249,20 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             raise InvalidField("checkpoint", "is required")
         checkpoint = _checkpoint(request.checkpoint)
         values = _new_values(checkpoint, request.new_values)
+        fence = fence_of(request)
         await shielded(
-            self._graph.put_checkpoint(
+            fenced_write(
+                self._deps.store,
                 namespace,
-                request_id,
-                checkpoint,
-                values,
-                self._deps.clock(),
-                fingerprint=fingerprint("PutGraphCheckpoint", request),
+                fence,
+                lambda: self._graph.put_checkpoint(
+                    namespace,
+                    request_id,
+                    checkpoint,
+                    values,
+                    self._deps.clock(),
+                    fingerprint=fingerprint("PutGraphCheckpoint", request),
+                ),
             )
         )
         return svc.PutGraphCheckpointResponse()
@@ -272,18 +279,24 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
         writes = _writes(request)
         interrupts = _interrupts(request, thread_id)
+        fence = fence_of(request)
         await shielded(
-            self._graph.put_writes(
+            fenced_write(
+                self._deps.store,
                 namespace,
-                request_id,
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                writes,
-                self._deps.clock(),
-                fingerprint=fingerprint("PutGraphWrites", request),
-                task_id=request.task_id,
-                interrupts=interrupts,
+                fence,
+                lambda: self._graph.put_writes(
+                    namespace,
+                    request_id,
+                    thread_id,
+                    checkpoint_ns,
+                    checkpoint_id,
+                    writes,
+                    self._deps.clock(),
+                    fingerprint=fingerprint("PutGraphWrites", request),
+                    task_id=request.task_id,
+                    interrupts=interrupts,
+                ),
             )
         )
         return svc.PutGraphWritesResponse()

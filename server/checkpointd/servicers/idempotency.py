@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from checkpointd import validation as v
+from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
 from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd_client.v1 import idempotency_service_pb2 as svc
@@ -32,16 +33,22 @@ class IdempotencyServicer(svc_grpc.IdempotencyServiceServicer):
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         key = v.identifier("key", request.key, v.IDEMPOTENCY_KEY_MAX)
         result_json = v.json_value("result_json", request.result_json)
+        fence = fence_of(request)
         # A retry of an applied request id writes nothing (contract D1).
         await shielded(
-            self._store.put_idempotent(
+            fenced_write(
+                self._store,
                 namespace,
-                request_id,
-                execution_id,
-                key,
-                result_json,
-                self._deps.clock(),
-                fingerprint=fingerprint("PutIdempotencyResult", request),
+                fence,
+                lambda: self._store.put_idempotent(
+                    namespace,
+                    request_id,
+                    execution_id,
+                    key,
+                    result_json,
+                    self._deps.clock(),
+                    fingerprint=fingerprint("PutIdempotencyResult", request),
+                ),
             )
         )
         return svc.PutIdempotencyResultResponse()

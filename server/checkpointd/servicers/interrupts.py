@@ -24,6 +24,7 @@ from checkpointd.convert import (
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
+from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
 from checkpointd.servicers.common import ServiceDeps, shielded
@@ -152,13 +153,19 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
         if checkpoint.status is not CheckpointStatus.INTERRUPTED:
             raise InvalidField("checkpoint.status", "must be CHECKPOINT_STATUS_INTERRUPTED")
         pending = pending_from_proto(request.pending, field="pending", checkpoint=checkpoint)
+        fence = fence_of(request)
         result = await shielded(
-            self._store.record_interrupt(
+            fenced_write(
+                self._store,
                 namespace,
-                request_id,
-                checkpoint,
-                pending,
-                fingerprint=fingerprint("RecordInterrupt", request),
+                fence,
+                lambda: self._store.record_interrupt(
+                    namespace,
+                    request_id,
+                    checkpoint,
+                    pending,
+                    fingerprint=fingerprint("RecordInterrupt", request),
+                ),
             )
         )
         return svc.RecordInterruptResponse(

@@ -46,6 +46,7 @@ stored before schema version 7 has none) is a retry and answered as before; diff
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -57,6 +58,7 @@ from checkpointd.domain import (
     DecisionStatus,
     DeleteExecutionResult,
     EventPage,
+    LeaseFence,
     Page,
     PendingFilter,
     PendingRecord,
@@ -345,6 +347,13 @@ class Store(Protocol):
         CONFLICT when another token's lease runs, or a worker already reported; NOT_FOUND
         when the pause has no decision.
         """
+        ...
+
+    def fenced(self, namespace: str, fence: LeaseFence) -> AbstractAsyncContextManager[bool]:
+        """Hold ``fence`` for the length of a write made under it (K4): enter with whether its
+        lease still holds the pause's decision (the decision is ``resuming`` under its token
+        and attempt). While held, no lease on that pause is taken (``lease_decision`` waits),
+        so a takeover never starts while a write of the old holder is in flight."""
         ...
 
     async def report_resume(

@@ -11,10 +11,12 @@ from checkpointd.domain import (
     DecisionRecord,
     DecisionStatus,
     EventKind,
+    LeaseFence,
     PendingRecord,
 )
 
 __all__ = [
+    "fence_holds",
     "lease_refusal",
     "renews_lease",
     "replaces",
@@ -49,6 +51,19 @@ def lease_refusal(current: PendingRecord, *, renew: bool, now: datetime) -> Deci
     ):
         return DecisionChange(DecisionOutcome.CONFLICT, current)
     return None
+
+
+def fence_holds(current: PendingRecord | None, held_by: str | None, fence: LeaseFence) -> bool:
+    """Whether a write under ``fence`` may go through (K4): the pause's decision is still being
+    carried out under the fence's lease (its token, and the attempt the lease counted)."""
+    if current is None or current.decision is None:
+        return False
+    decision = current.decision
+    return (
+        decision.status is DecisionStatus.RESUMING
+        and held_by == fence.lease_token
+        and decision.attempts == fence.attempt
+    )
 
 
 def report_refusal(

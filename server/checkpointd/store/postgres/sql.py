@@ -336,6 +336,7 @@ class Sql:
             "AND interrupt_id = $4"
         )
         self.decision_of_pause_locked = self.decision_of_pause + " FOR UPDATE"
+        self.decision_of_pause_shared = self.decision_of_pause + " FOR SHARE"
         self.newest_decision_of_execution = (
             f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND execution_id = $2 "
             "AND interrupt_id = $3 ORDER BY sequence DESC LIMIT 1"

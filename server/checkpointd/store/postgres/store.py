@@ -89,6 +89,7 @@ from checkpointd.domain import (
     DeleteExecutionResult,
     EventKind,
     EventPage,
+    LeaseFence,
     Page,
     PendingFilter,
     PendingRecord,
@@ -218,6 +219,7 @@ class PostgresStore:
         self._schema = schema
         self._min_pool_size = min_pool_size
         self._max_pool_size = max_pool_size
+        self._fence_slots = asyncio.Semaphore(max(1, max_pool_size // 2))
         self._timeout = timeout
         self._target = describe_target(dsn)
         self._pooled = pooled
@@ -794,6 +796,17 @@ class PostgresStore:
             )
             assert row is not None  # the row is locked
             return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(row))
+
+    @contextlib.asynccontextmanager
+    async def fenced(self, namespace: str, fence: LeaseFence) -> AsyncIterator[bool]:
+        """Hold the pause's decision row FOR SHARE while a write under ``fence`` runs (K4): a
+        takeover's FOR UPDATE waits for it, on every server of the database. The write takes
+        a connection of its own, so at most half the pool holds fences at once."""
+        pause = (namespace, fence.execution_id, fence.checkpoint_id, fence.interrupt_id)
+        async with self._fence_slots, self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(self._sql.decision_of_pause_shared, *pause)
+            current = None if row is None else _decided_from_row(row)
+            yield decisions.fence_holds(current, None if row is None else row["lease_token"], fence)
 
     async def report_resume(
         self,

@@ -74,6 +74,7 @@ from checkpointd.domain import (
     DeleteExecutionResult,
     EventKind,
     EventPage,
+    LeaseFence,
     Page,
     PendingFilter,
     PendingRecord,
@@ -92,6 +93,7 @@ from checkpointd.store.columns import (
     event_params,
     pending_params,
 )
+from checkpointd.store.fence_locks import PauseLocks
 from checkpointd.store.filters import conditions
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.schema import Migration, load_migrations
@@ -206,6 +208,7 @@ class SQLiteStore:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        self._pause_locks = PauseLocks()
         # The outbox reader's connection: its multi-statement read transactions never share
         # a connection with other callers' reads.
         self._events_conn: aiosqlite.Connection | None = None
@@ -956,8 +959,18 @@ class SQLiteStore:
             found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
             return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(found[0]))
 
-        async with self._call():
+        async with self._pause_locks.exclusive(pause), self._call():
             return await self._write(body)
+
+    @contextlib.asynccontextmanager
+    async def fenced(self, namespace: str, fence: LeaseFence) -> AsyncIterator[bool]:
+        """Hold the pause's lock shared while a write under ``fence`` runs (K4)."""
+        pause = (namespace, fence.execution_id, fence.checkpoint_id, fence.interrupt_id)
+        async with self._pause_locks.shared(pause):
+            async with self._call():
+                found = await self._rows(sql.DECISION_OF_PAUSE, pause)
+            current = _decided_from_row(found[0]) if found else None
+            yield decisions.fence_holds(current, found[0]["lease_token"] if found else None, fence)
 
     async def report_resume(
         self,
