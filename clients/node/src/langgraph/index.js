@@ -34,7 +34,14 @@ const {
   writesSortKey,
 } = require('@langchain/langgraph-checkpoint');
 const { CheckpointdClient, newId } = require('..');
+const { currentFence } = require('./fencing');
 const { EMPTY, EMPTY_BYTES, MAX_PAGE, PROBE_THREAD, configurableOf, describeInterrupt, nextVersion, nsOf } = require('./shape');
+
+/** The `fence` of a write made inside a resume worker's writesUnder (contract K4), if any. */
+function fenced() {
+  const fence = currentFence();
+  return fence ? { fence } : {};
+}
 
 /** A LangGraph.js checkpoint saver whose rows live in checkpointd. */
 class CheckpointdSaver extends BaseCheckpointSaver {
@@ -172,6 +179,7 @@ class CheckpointdSaver extends BaseCheckpointSaver {
         channel_versions: versions,
       },
       new_values: newValues,
+      ...fenced(),
     });
     return { configurable: { thread_id: threadId, checkpoint_ns: checkpointNs, checkpoint_id: String(checkpoint.id) } };
   }
@@ -225,6 +233,7 @@ class CheckpointdSaver extends BaseCheckpointSaver {
       task_path: path,
       writes: typedWrites,
       interrupts: [...interrupts.values()],
+      ...fenced(),
     });
   }
 

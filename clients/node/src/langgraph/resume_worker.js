@@ -45,6 +45,7 @@
 const crypto = require('node:crypto');
 const os = require('node:os');
 const { CheckpointdClient, CheckpointdError, ErrorReason } = require('..');
+const { isWriteFenced, leaseFence, writesUnder } = require('./fencing');
 
 /** Milliseconds before trying again after the server could not be reached. */
 const RETRY_MS = 2_000;
@@ -448,7 +449,8 @@ class GraphResumeWorker {
         `resume worker ${this.name} re-drives ${thread} ${interruptId} (attempt ${decision.attempts}; an earlier worker's lease ran out)`,
       );
     }
-    const outcome = await this.#resumeUnderLease(graph, pending, leaseToken, decision);
+    const fence = leaseFence(pending, leaseToken, decision.attempts);
+    const outcome = await this.#resumeUnderLease(graph, pending, leaseToken, decision, fence);
     if (outcome === LOST) return; // another worker holds it now and will report
     try {
       await this.#client.reportResume(thread, checkpointId, { ...where, leaseToken, error: outcome });
@@ -467,7 +469,7 @@ class GraphResumeWorker {
   }
 
   /** Resume while renewing the lease: null (resumed), the error text, or LOST. */
-  async #resumeUnderLease(graph, pending, leaseToken, decision) {
+  async #resumeUnderLease(graph, pending, leaseToken, decision, fence) {
     const lost = new AbortController();
     const finished = new AbortController();
     const renewer = (async () => {
@@ -489,10 +491,15 @@ class GraphResumeWorker {
       }
     })();
     try {
-      await this.#resumeThread(graph, pending, decision, lost.signal);
+      // K4: the saver's writes carry the lease, so none lands once another worker has it.
+      await writesUnder(fence, () => this.#resumeThread(graph, pending, decision, lost.signal));
       return lost.signal.aborted ? LOST : null;
     } catch (error) {
       if (lost.signal.aborted) return LOST;
+      if (isWriteFenced(error)) {
+        this.#logger.warn(`resume worker ${this.name}: its lease on ${pending.execution_id} was taken over (WRITE_FENCED); stopping its resume`);
+        return LOST;
+      }
       this.#logger.warn(`resume of ${pending.execution_id} failed: ${error?.stack ?? error}`);
       return `${error?.name ?? 'Error'}: ${error?.message ?? String(error)}`;
     } finally {
