@@ -12,7 +12,11 @@ nothing. Stored form: ``{"actions": [{"type": "edit", "args": {...}}, {"type": "
 from __future__ import annotations
 
 import json
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
+
+from jsonschema import exceptions as schema_errors
+from jsonschema import validators
+from referencing.exceptions import Unresolvable
 
 from checkpointd import validation as v
 from checkpointd.domain import PendingRecord
@@ -129,51 +133,98 @@ def response_to_proto(stored: str) -> pb.DecisionResponse | None:
 
 
 #: How LangChain (snake_case) and LangChain.js (camelCase) write a batched request: its
-#: actions, their review configs, and a config's action name and allowed decisions.
+#: actions, their review configs, and a config's action name, allowed decisions and argument
+#: schema.
 _SPELLINGS: Final = (
-    ("action_requests", "review_configs", "action_name", "allowed_decisions"),
-    ("actionRequests", "reviewConfigs", "actionName", "allowedDecisions"),
+    ("action_requests", "review_configs", "action_name", "allowed_decisions", "args_schema"),
+    ("actionRequests", "reviewConfigs", "actionName", "allowedDecisions", "argsSchema"),
 )
 
 
-def _batched(context: dict[str, Any]) -> list[tuple[str, list[str] | None]] | None:
-    """The actions of a batched request (a ``HITLRequest``) with their allowed decisions,
-    or None when ``context`` is not one."""
-    for requests, configs, name_key, allowed_key in _SPELLINGS:
+class _Requested(NamedTuple):
+    """An action a middleware pause asks about: what may answer it (None: any decision;
+    no schema: any arguments)."""
+
+    name: str
+    allowed: list[str] | None
+    args_schema: dict[str, Any] | None
+
+
+def _list_or_none(value: Any) -> list[str] | None:
+    return value if isinstance(value, list) else None
+
+
+def _dict_or_none(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _batched(context: dict[str, Any]) -> list[_Requested] | None:
+    """The actions of a batched request (a ``HITLRequest``), or None when ``context`` is not
+    one."""
+    for requests, configs, name_key, allowed_key, schema_key in _SPELLINGS:
         if not isinstance(context.get(requests), list):
             continue
-        allowed = {
-            config.get(name_key): config.get(allowed_key)
+        by_name = {
+            config.get(name_key): config
             for config in context.get(configs) or ()
             if isinstance(config, dict)
         }
-        found: list[tuple[str, list[str] | None]] = []
+        found: list[_Requested] = []
         for request in context[requests]:
             name = str(request.get("name", "")) if isinstance(request, dict) else ""
-            permitted = allowed.get(name)
-            found.append((name, permitted if isinstance(permitted, list) else None))
+            config = by_name.get(name, {})
+            found.append(
+                _Requested(
+                    name,
+                    _list_or_none(config.get(allowed_key)),
+                    _dict_or_none(config.get(schema_key)),
+                )
+            )
         return found
     return None
 
 
-def _requested_actions(context: Any) -> list[tuple[str, list[str] | None]] | None:
-    """The actions a middleware pause asks about, each with its allowed decisions (None:
-    any); None when the pause is not the middleware's."""
+def _requested_actions(context: Any) -> list[_Requested] | None:
+    """The actions a middleware pause asks about; None when the pause is not the
+    middleware's."""
     if not isinstance(context, dict):
         return None
     batched = _batched(context)
     if batched is not None:
         return batched
     if context.get("type") == "tool_approval":  # per call: a ToolApprovalRequest
-        permitted = context.get("allowed_decisions")
-        return [(str(context.get("name", "")), permitted if isinstance(permitted, list) else None)]
+        # The saver put the allowed decisions and the tool's argument schema, read from the
+        # interrupt's response schema, into the context.
+        return [
+            _Requested(
+                str(context.get("name", "")),
+                _list_or_none(context.get("allowed_decisions")),
+                _dict_or_none(context.get("args_schema")),
+            )
+        ]
     return None
+
+
+def _args_misfit(schema: dict[str, Any], args: dict[str, Any]) -> str | None:
+    """Where and why ``args`` does not fit the JSON schema ``schema``; None when they fit, or
+    when the schema cannot check anything (it is invalid, or refers to what it does not hold):
+    a schema the agent sent badly must not keep a person from deciding."""
+    try:
+        checker = validators.validator_for(schema)
+        checker.check_schema(schema)
+        error = schema_errors.best_match(checker(schema).iter_errors(args))
+    except (schema_errors.SchemaError, Unresolvable):
+        return None
+    if error is None:
+        return None
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
 
 
 def check_fits(pending: PendingRecord, response: str) -> None:
     """INVALID_ARGUMENT unless ``response`` answers ``pending`` as it asks: a middleware pause
-    takes one allowed decision per action, another graph pause a resume value, a fastaiagent
-    pause neither."""
+    takes one allowed decision per action (an edit's arguments fitting the tool's schema where
+    the pause gives one), another graph pause a resume value, a fastaiagent pause neither."""
     if not response:
         return
     if not pending.interrupt_id:
@@ -203,10 +254,18 @@ def check_fits(pending: PendingRecord, response: str) -> None:
             f"must answer each of the pause's {len(requested)} action(s) in order "
             f"(got {len(actions)})",
         )
-    for index, (action, (name, permitted)) in enumerate(zip(actions, requested, strict=True)):
-        if permitted is not None and action["type"] not in permitted:
+    for index, (action, asked) in enumerate(zip(actions, requested, strict=True)):
+        if asked.allowed is not None and action["type"] not in asked.allowed:
             raise InvalidField(
                 "response.actions.type",
-                f"the pause does not allow {action['type']!r} for {name!r}, action "
-                f"{index + 1} (allowed: {', '.join(map(str, permitted))})",
+                f"the pause does not allow {action['type']!r} for {asked.name!r}, action "
+                f"{index + 1} (allowed: {', '.join(map(str, asked.allowed))})",
+            )
+        misfit = None
+        if action["type"] == "edit" and asked.args_schema is not None:
+            misfit = _args_misfit(asked.args_schema, action["args"])
+        if misfit is not None:
+            raise InvalidField(
+                "response.actions.edited_args_json",
+                f"does not fit the arguments {asked.name!r} takes, action {index + 1}: {misfit}",
             )

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain.agents.middleware.human_in_the_loop import _decision_schema
+from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
@@ -236,6 +237,79 @@ def test_k3_an_answer_the_pause_does_not_take_is_refused_and_writes_nothing(
         else (DecisionResponse(actions=(ActionDecision.approve(), ActionDecision.approve()))),
     )
     assert decided.decision is not None
+
+
+@tool
+def send_email(to: str, copies: int, urgent: bool = False) -> str:
+    """Send an email."""
+    return "sent"
+
+
+#: The argument schema of send_email, as a batched request's review config may carry it.
+SEND_EMAIL_ARGS = {
+    "type": "object",
+    "properties": {"to": {"type": "string"}, "copies": {"type": "integer", "minimum": 1}},
+    "required": ["to", "copies"],
+}
+
+
+def per_call_with_edit(client: CheckpointdClient, saver: CheckpointdSaver) -> PendingInterrupt:
+    """A per-call approval of a real tool: its edit branch carries the tool's argument schema."""
+    value = {
+        "type": "tool_approval",
+        "tool_call_id": "call-1",
+        "name": "send_email",
+        "args": {"to": "ann", "copies": 1},
+        "description": "Send?",
+    }
+    schema = _decision_schema(["approve", "edit", "reject"], "send_email", send_email)
+    return paused(client, saver, lambda: interrupt(value, response_schema=schema))
+
+
+def batched_with_schema(client: CheckpointdClient, saver: CheckpointdSaver) -> PendingInterrupt:
+    """A batched request (LangChain.js's spelling) whose review config gives the schema."""
+    request = {
+        "actionRequests": [{"name": "send_email", "args": {"to": "ann", "copies": 1}}],
+        "reviewConfigs": [
+            {
+                "actionName": "send_email",
+                "allowedDecisions": ["approve", "edit"],
+                "argsSchema": SEND_EMAIL_ARGS,
+            }
+        ],
+    }
+    return paused(client, saver, lambda: interrupt(request))
+
+
+@pytest.mark.parametrize("pause_of", [per_call_with_edit, batched_with_schema])
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ({"to": "ann"}, "'copies' is a required property"),
+        ({"to": "ann", "copies": "two"}, "copies: 'two' is not of type 'integer'"),
+        ({"to": 7, "copies": 1}, "to: 7 is not of type 'string'"),
+    ],
+    ids=["missing", "wrong-type", "wrong-type-first"],
+)
+def test_k3_an_edit_that_does_not_fit_the_tools_arguments_is_refused(
+    client, saver, pause_of, args, says
+):
+    """An edit is checked against the tool's argument schema the pause carries (the per-call
+    response schema's, or a review config's): one that does not fit is INVALID_ARGUMENT naming
+    the argument, before anything is written; a fitting edit is taken afterwards."""
+    pause = pause_of(client, saver)
+    with pytest.raises(InvalidArgumentError) as err:
+        decide(client, pause, DecisionResponse(actions=(ActionDecision.edit(args),)))
+    assert err.value.metadata.get("field") == "response.actions.edited_args_json"
+    assert "does not fit the arguments 'send_email' takes, action 1" in str(err.value)
+    assert says in str(err.value)
+    [still] = [p for p in client.iter_pending_interrupts() if p.execution_id == pause.execution_id]
+    assert still.decision is None
+    edited = {"to": "bob", "copies": 2}
+    decided = decide(client, pause, DecisionResponse(actions=(ActionDecision.edit(edited),)))
+    assert decided.decision is not None
+    assert decided.decision.response is not None
+    assert decided.decision.response.actions[0].args == edited
 
 
 @pytest.mark.parametrize(
