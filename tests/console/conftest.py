@@ -1,23 +1,32 @@
 """Fixtures of the console suite: a server of each backend with the approvals console on,
-with or without tokens, and a paused fastaiagent chain to approve."""
+with or without tokens, a paused fastaiagent chain to approve, and LangGraph pauses that ask
+what LangChain's ``HumanInTheLoopMiddleware`` asks (batched and per call) or a plain
+``interrupt()``."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
+import operator
 import os
 import re
 import secrets
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from fastaiagent import Chain, FunctionTool, interrupt
+from langchain.agents.middleware.human_in_the_loop import _decision_schema
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt as graph_interrupt
 
 from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.langgraph import CheckpointdSaver
 from tests.support.sidecar import Sidecar
 
 _CONSOLE_RE = re.compile(r"approvals console on (?P<url>https?://\S+/)")
@@ -126,6 +135,103 @@ def pause(chain: Chain, execution_id: str, note: str = "") -> None:
         chain.aexecute({"item": execution_id, "note": note}, execution_id=execution_id)
     )
     assert result.status == "paused"
+
+
+# --- graph pauses (contract K3) -------------------------------------------------------------
+
+#: The arguments ``send_email`` takes (a review config's ``args_schema``).
+EMAIL_ARGS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "to": {"type": "string"},
+        "body": {"type": "string"},
+        "cc": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["to", "body"],
+}
+
+#: Two actions of one model turn, as the middleware asks about them when batched: the first
+#: may be approved, edited (its arguments as its schema says) or rejected, the second
+#: approved, rejected or answered for.
+HITL_BATCH: dict[str, Any] = {
+    "action_requests": [
+        {
+            "name": "send_email",
+            "args": {"to": "ann", "body": "hi", "cc": ["bo"]},
+            "description": "Send an email?",
+        },
+        {"name": "refund", "args": {"order": "A-1", "amount": 40}, "description": "Refund?"},
+    ],
+    "review_configs": [
+        {
+            "action_name": "send_email",
+            "allowed_decisions": ["approve", "edit", "reject"],
+            "args_schema": EMAIL_ARGS_SCHEMA,
+        },
+        {"action_name": "refund", "allowed_decisions": ["approve", "reject", "respond"]},
+    ],
+}
+
+
+@tool
+def refund(order: str, amount: int, notify: bool = True) -> str:
+    """Refund an order."""
+    return f"refunded {order}"
+
+
+class _State(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def graph_pause(
+    target: str, ask: Callable[[], Any], graph_name: str = "agent", namespace: str = "default"
+) -> tuple[str, str]:
+    """Run a one-node graph on the saver until ``ask()`` (which calls interrupt()) pauses it;
+    the thread id and the interrupt id."""
+
+    def node(state: _State) -> dict[str, Any]:
+        return {"log": [json.dumps(ask())]}
+
+    builder = StateGraph(_State)
+    builder.add_node("review", node)
+    builder.add_edge(START, "review")
+    builder.add_edge("review", END)
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    with CheckpointdSaver(target, namespace=namespace, graph_name=graph_name) as saver:
+        result = builder.compile(checkpointer=saver).invoke(
+            {"log": []}, {"configurable": {"thread_id": thread}}
+        )
+    [raised] = result["__interrupt__"]
+    return thread, str(raised.id)
+
+
+def batched_pause(target: str, namespace: str = "default") -> tuple[str, str]:
+    """A batched middleware pause: the two actions of :data:`HITL_BATCH`."""
+    return graph_pause(target, lambda: graph_interrupt(HITL_BATCH), namespace=namespace)
+
+
+def per_call_pause(target: str, namespace: str = "default") -> tuple[str, str]:
+    """A per-call middleware pause of the ``refund`` tool (approve, edit or reject), whose
+    context gets the tool's argument schema from the interrupt's response schema."""
+    value = {
+        "type": "tool_approval",
+        "tool_call_id": "call-1",
+        "name": "refund",
+        "args": {"order": "A-1", "amount": 40},
+        "description": "Refund?",
+    }
+    schema = _decision_schema(["approve", "edit", "reject"], "refund", refund)
+    return graph_pause(
+        target,
+        lambda: graph_interrupt(value, response_schema=schema),
+        namespace=namespace,
+    )
+
+
+def plain_pause(target: str, namespace: str = "default") -> tuple[str, str]:
+    """A plain interrupt(): it takes any JSON value as its answer."""
+    value = {"reason": "pick", "options": [1, 2, 3]}
+    return graph_pause(target, lambda: graph_interrupt(value), namespace=namespace)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """The console's JSON API over real HTTP, on each backend: it answers with the same rules and
-errors as gRPC (W1), decides once (K1), and streams the watch hub resumably."""
+errors as gRPC (W1), decides once (K1), takes the typed answers a graph pause asks for (K3),
+and streams the watch hub resumably."""
 
 from __future__ import annotations
 
@@ -16,11 +17,27 @@ from typing import Annotated, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from checkpointd_client import CheckpointdClient, RetryPolicy
+from checkpointd_client import (
+    ActionDecision,
+    CheckpointdClient,
+    DecisionResponse,
+    PendingInterrupt,
+    RetryPolicy,
+)
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.fastaiagent import SidecarCheckpointer
 from checkpointd_client.langgraph import CheckpointdSaver
-from tests.console.conftest import Console, Tokens, approval_chain, console_url, pause
+from tests.console.conftest import (
+    HITL_BATCH,
+    Console,
+    Tokens,
+    approval_chain,
+    batched_pause,
+    console_url,
+    pause,
+    per_call_pause,
+    plain_pause,
+)
 from tests.console.http import CSRF, EventStream, call, decide
 from tests.security.certs import make_pki
 from tests.support.sidecar import Sidecar
@@ -359,3 +376,169 @@ def test_w1_console_reads_recent_decisions_and_a_runs_checkpoints_with_the_grpc_
     for path, token, status, reason in refusals:
         reply = call("GET", url + path, token=token)
         assert (reply.status, reply.reason) == (status, reason), (path, reply.body)
+
+
+def pauses_of(target: str) -> dict[tuple[str, str], PendingInterrupt]:
+    """The pending interrupts of the default namespace, as gRPC lists them, by pause."""
+    with CheckpointdClient(target) as client:
+        listed = client.list_pending_interrupts().pending_interrupts
+    return {(p.execution_id, p.interrupt_id): p for p in listed}
+
+
+def test_k3_console_stores_typed_answers_and_infers_the_verdict_from_the_actions(
+    console: Console,
+) -> None:
+    """A response of actions (edit, reject) decides a batched middleware pause with approved
+    left out: not approved, since one rejects; one approval of a per-call pause is approved;
+    a plain interrupt() takes any JSON resume value. Each is stored as sent, and the listings
+    and the reply show it."""
+    url, target = console.url, console.target
+    batched, per_call, plain = (
+        batched_pause(target),
+        per_call_pause(target),
+        plain_pause(target),
+    )
+    edited = {"to": "bob", "body": "hello", "cc": []}
+    actions = [{"type": "edit", "args": edited}, {"type": "reject", "message": "not today"}]
+    reply = decide_typed(url, batched, {"response": {"actions": actions}})
+    assert reply.status == 200, reply.body
+    decision = reply.body["pending"]["decision"]
+    assert decision.get("approved", False) is False  # (the JSON mapping leaves false out)
+    assert decision["response"] == {
+        "actions": [
+            {
+                "type": "ACTION_DECISION_TYPE_EDIT",
+                "edited_args_json": json.dumps(edited, separators=(",", ":")),
+            },
+            {"type": "ACTION_DECISION_TYPE_REJECT", "message": "not today"},
+        ]
+    }
+    approve = decide_typed(url, per_call, {"response": {"actions": [{"type": "approve"}]}})
+    assert approve.status == 200, approve.body
+    assert approve.body["pending"]["decision"]["approved"] is True
+    value = [2, {"why": "cheapest"}, None]
+    resumed = decide_typed(url, plain, {"approved": True, "response": {"resume": value}})
+    assert resumed.status == 200, resumed.body
+    assert json.loads(resumed.body["pending"]["decision"]["response"]["resume_json"]) == value
+
+    stored = {k: p.decision.response for k, p in pauses_of(target).items() if p.decision}
+    assert stored == {
+        batched: DecisionResponse(
+            actions=(ActionDecision.edit(edited), ActionDecision.reject("not today"))
+        ),
+        per_call: DecisionResponse(actions=(ActionDecision.approve(),)),
+        plain: DecisionResponse.resume(value),
+    }
+    # The page's listings carry the answers (the proto's JSON mapping), context and all.
+    listed = call("GET", url + "api/pending?namespace=default").body["pending_interrupts"]
+    recent = call("GET", url + "api/decisions?namespace=default").body["decided"]
+    for rows in (listed, recent):
+        by_pause = {(r["execution_id"], r["interrupt_id"]): r for r in rows}
+        assert by_pause[batched]["decision"]["response"] == decision["response"]
+        assert json.loads(by_pause[batched]["context_json"]) == HITL_BATCH
+        assert json.loads(by_pause[plain]["decision"]["response"]["resume_json"]) == value
+
+
+def decide_typed(url: str, pause: tuple[str, str], body: dict[str, Any]) -> Any:
+    """POST a decision on a graph pause with ``body``'s fields (``approved`` only if given)."""
+    execution_id, interrupt_id = pause
+    sent = {"namespace": "default", "execution_id": execution_id, "interrupt_id": interrupt_id}
+    return call("POST", url + "api/decisions", {**sent, **body}, headers=CSRF)
+
+
+#: (pause, the body's fields, the field refused, a part of the rule): malformed answers, and
+#: answers the pause does not take (checked by SubmitDecision, named as the body names them).
+REFUSED: list[tuple[str, dict[str, Any], str, str]] = [
+    ("batched", {"response": [{"type": "approve"}]}, "response", "must be a JSON object"),
+    ("batched", {"response": {"actions": [], "resume": 1}}, "response", "either actions or"),
+    ("batched", {"response": {"decisions": []}}, "response", "has no field 'decisions'"),
+    ("batched", {"response": {"actions": []}}, "response.actions", "non-empty list"),
+    ("batched", {"response": {"actions": ["approve"]}}, "response.actions", "JSON objects"),
+    (
+        "batched",
+        {"response": {"actions": [{"type": "approve", "why": "x"}]}},
+        "response.actions",
+        "has no field 'why' (action 1)",
+    ),
+    (
+        "batched",
+        {"response": {"actions": [{"type": "APPROVE"}, {"type": "approve"}]}},
+        "response.actions.type",
+        "must be approve, edit, reject or respond (action 1)",
+    ),
+    (
+        "batched",
+        {"response": {"actions": [{"type": "edit", "args": [1]}, {"type": "approve"}]}},
+        "response.actions.args",
+        "must be a JSON object (action 1)",
+    ),
+    (
+        "batched",
+        {"response": {"actions": [{"type": "approve"}, {"type": "reject", "message": 7}]}},
+        "response.actions.message",
+        "must be a string (action 2)",
+    ),
+    (
+        "batched",
+        {"response": {"actions": [{"type": "edit"}, {"type": "approve"}]}},
+        "response.actions.args",
+        "is required for EDIT",
+    ),
+    (
+        "batched",
+        {"response": {"resume": {"decisions": []}}},
+        "approved",
+        "may be left out when response has actions",
+    ),
+    ("batched", {"response": {"actions": [{"type": "approve"}]}}, "response.actions", "2 action"),
+    (
+        "batched",
+        {"response": {"actions": [{"type": "respond", "message": "done"}, {"type": "approve"}]}},
+        "response.actions.type",
+        "does not allow 'respond' for 'send_email'",
+    ),
+    (
+        "batched",
+        {
+            "approved": True,
+            "response": {"actions": [{"type": "approve"}, {"type": "reject"}]},
+        },
+        "approved",
+        "false exactly when an action is rejected",
+    ),
+    (
+        "batched",
+        {"approved": True, "response": {"resume": 1}},
+        "response.resume",
+        "answer each action in actions",
+    ),
+    (
+        "plain",
+        {"response": {"actions": [{"type": "approve"}]}},
+        "response.actions",
+        "answer it with resume",
+    ),
+    ("plain", {"approved": True, "response": {"resume": float("nan")}}, "body", "standard JSON"),
+    ("fastaiagent", {"approved": True, "response": {"resume": 1}}, "response", "fastaiagent"),
+]
+
+
+def test_k3_w1_console_refuses_a_malformed_answer_or_one_the_pause_does_not_take(
+    console: Console, checkpointer_for: Callable[..., SidecarCheckpointer]
+) -> None:
+    """Each is INVALID_FIELD (400) naming the body's field, and no pause is decided."""
+    url, target = console.url, console.target
+    pause(approval_chain("orders", checkpointer_for(target, "default"), []), "run-1")
+    pauses = {
+        "batched": batched_pause(target),
+        "plain": plain_pause(target),
+        "fastaiagent": ("run-1", ""),
+    }
+    for kind, body, field, rule in REFUSED:
+        reply = decide_typed(url, pauses[kind], body)
+        error = reply.body["error"]
+        assert (reply.status, reply.reason) == (400, "INVALID_FIELD"), (kind, body, reply.body)
+        assert error["metadata"]["field"] == field, (body, error)
+        assert rule in error["metadata"]["rule"], (body, error)
+        assert "resume_json" not in error["message"]
+    assert all(p.decision is None for p in pauses_of(target).values())

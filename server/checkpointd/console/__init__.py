@@ -15,11 +15,22 @@ gRPC status name and an HTTP status that matches it):
 - ``GET /api/pending?namespace=&chain_name=&reason=&page_size=&page_token=``: the pending
   interrupts, newest first, each with its decision (ListPendingInterrupts).
 - ``POST /api/decisions`` ``{"namespace", "execution_id", "interrupt_id"?, "approved",
-  "reason"?}``: submit a decision (SubmitDecision); ``decided_by`` is the token's name, or
-  ``console`` without tokens. ``interrupt_id`` names one pause of a graph thread (a row's
-  ``interrupt_id``, present on graph rows only); absent or empty decides a fastaiagent run's.
+  "reason"?, "response"?}``: submit a decision (SubmitDecision); ``decided_by`` is the token's
+  name, or ``console`` without tokens. ``interrupt_id`` names one pause of a graph thread (a
+  row's ``interrupt_id``, present on graph rows only); absent or empty decides a fastaiagent
+  run's. ``response`` is the typed answer a graph pause asks for (contract K3), in the form the
+  store keeps: ``{"actions": [{"type": "approve" | "edit" | "reject" | "respond", "args":
+  {...} (edit), "message": "..." (reject, respond)}]}``, one per action of a LangChain
+  ``HumanInTheLoopMiddleware`` pause in order, or ``{"resume": <any JSON>}`` for a plain
+  ``interrupt()``. With actions, ``approved`` may be left out: it is then false exactly when
+  an action is rejected. The console checks the body's shape (``INVALID_FIELD`` naming the
+  body's field, such as ``response.actions.args``); SubmitDecision checks the rest, and what
+  the pause does not take is refused before anything is written.
 - ``GET /api/decisions?namespace=&limit=``: the newest ``limit`` decisions (default 50, at
   most 200), newest first, each with its resume state (ListDecisions, read to its end).
+  Listings, events and this one show a decision's typed answer as the proto's JSON mapping
+  writes it (``decision.response``: ``actions`` with ``type`` ``ACTION_DECISION_TYPE_EDIT``
+  and ``edited_args_json``, or ``resume_json``).
 - ``GET /api/checkpoints?namespace=&execution_id=&page_token=``: a run's checkpoints, oldest
   first (ListCheckpoints).
 - ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
@@ -54,6 +65,7 @@ from aiohttp import web
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
+from checkpointd import decision_responses
 from checkpointd import validation as v
 from checkpointd.auth import Authenticator, Grant, Role
 from checkpointd.domain import PendingFilter
@@ -73,6 +85,7 @@ from checkpointd.servicers import CheckpointServicer, InterruptServicer, Service
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
+from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import checkpoint_service_pb2 as cp_svc
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
@@ -118,6 +131,14 @@ _SECURITY_HEADERS: Final = {
 }
 #: The event stream carries every interrupt of the namespace; the page filters what it shows.
 _EVERYTHING: Final = PendingFilter(chain_name=None, reason=None, agent_path_prefix=None)
+#: The body's spelling of an action's type (the stored form's), by its proto value.
+_ACTION_TYPES: Final = {name: number for number, name in decision_responses.ACTION_TYPES.items()}
+#: SubmitDecision's fields of a typed answer, as the console's body names them: a refusal
+#: names the field the caller sent.
+_BODY_FIELDS: Final = {
+    "response.resume_json": "response.resume",
+    "response.actions.edited_args_json": "response.actions.args",
+}
 _STATIC: Final = {
     "/": ("index.html", "text/html"),
     "/console.js": ("console.js", "text/javascript"),
@@ -142,6 +163,74 @@ def _is_loopback_ip(host: str) -> bool:
 
 def _to_json(message: Message) -> dict[str, Any]:
     return MessageToDict(message, preserving_proto_field_name=True)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _unknown_field(field: str, raw: dict[str, Any], known: set[str], which: str = "") -> None:
+    """INVALID_FIELD for the first key of ``raw`` that is not one of ``known`` (a typo must
+    not pass as an answer without it)."""
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise InvalidField(
+            field, f"has no field {unknown[0]!r}{which}: it holds {', '.join(sorted(known))}"
+        )
+
+
+def _action_decision(index: int, raw: object) -> pb.ActionDecision:
+    """One answer of ``response.actions``, by its shape; SubmitDecision checks what it says."""
+    which = f" (action {index + 1})"
+    if not isinstance(raw, dict):
+        raise InvalidField("response.actions", f"must hold JSON objects{which}")
+    _unknown_field("response.actions", raw, {"type", "args", "message"}, which)
+    kind = raw.get("type")
+    number = _ACTION_TYPES.get(kind) if isinstance(kind, str) else None
+    if number is None:
+        raise InvalidField(
+            "response.actions.type", f"must be approve, edit, reject or respond{which}"
+        )
+    action = pb.ActionDecision(type=number)
+    args, message = raw.get("args"), raw.get("message")
+    if args is not None:
+        if not isinstance(args, dict):
+            raise InvalidField("response.actions.args", f"must be a JSON object{which}")
+        action.edited_args_json = _dump(args)
+    if message is not None:
+        if not isinstance(message, str):
+            raise InvalidField("response.actions.message", f"must be a string{which}")
+        action.message = message
+    return action
+
+
+def _decision_response(raw: object) -> pb.DecisionResponse:
+    """The DecisionResponse of a body's ``response``: ``{"actions": [...]}`` or
+    ``{"resume": value}`` (the stored form). Only its shape is checked here: whether it fits
+    the pause is SubmitDecision's to say."""
+    if not isinstance(raw, dict):
+        raise InvalidField(
+            "response", 'must be a JSON object: {"actions": [...]} or {"resume": <value>}'
+        )
+    _unknown_field("response", raw, {"actions", "resume"})
+    if ("actions" in raw) == ("resume" in raw):
+        raise InvalidField("response", "must hold either actions or resume")
+    if "resume" in raw:  # any JSON value, null included
+        return pb.DecisionResponse(resume_json=_dump(raw["resume"]))
+    actions = raw["actions"]
+    if not isinstance(actions, list) or not actions:
+        raise InvalidField(
+            "response.actions", "must be a non-empty list: one answer per action of the pause"
+        )
+    return pb.DecisionResponse(actions=[_action_decision(i, a) for i, a in enumerate(actions)])
+
+
+def _as_body_field(exc: InvalidField) -> InvalidField:
+    """``exc`` naming the body's field where SubmitDecision names its request's."""
+    field, rule = exc.metadata.get("field", ""), exc.metadata.get("rule", "")
+    if field not in _BODY_FIELDS and "resume_json" not in rule:
+        return exc
+    return InvalidField(_BODY_FIELDS.get(field, field), rule.replace("resume_json", "resume"))
 
 
 def _error_response(exc: BaseException) -> web.Response:
@@ -386,9 +475,11 @@ class Console:
     @staticmethod
     async def _json_body(request: web.Request) -> dict[str, Any]:
         try:
-            body = json.loads(await request.text())
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            text = await request.text()
+        except UnicodeDecodeError:
             raise InvalidField("body", "must be a JSON object") from None
+        # The gRPC fields' parser: finite numbers and bounded nesting, refused as a field.
+        body = v.parse_json("body", text)
         if not isinstance(body, dict):
             raise InvalidField("body", "must be a JSON object")
         return body
@@ -474,17 +565,26 @@ class Console:
             raise ReadOnlyToken("SubmitDecision", grant.name)
         body = await self._json_body(request)
         namespace = self._namespace(grant, body.get("namespace", ""))
-        execution_id, approved = body.get("execution_id"), body.get("approved")
+        execution_id = body.get("execution_id")
         if not isinstance(execution_id, str):
             raise InvalidField("execution_id", "must be a string")
-        if not isinstance(approved, bool):
-            raise InvalidField("approved", "must be true or false")
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise InvalidField("reason", "must be a string")
         interrupt_id = body.get("interrupt_id", "")
         if not isinstance(interrupt_id, str):
             raise InvalidField("interrupt_id", "must be a string")
+        raw_response = body.get("response")
+        response = None if raw_response is None else _decision_response(raw_response)
+        approved = body.get("approved")
+        if approved is None and response is not None and response.actions:
+            # The clients' rule: the verdict follows the answers.
+            rejected = pb.ACTION_DECISION_TYPE_REJECT
+            approved = all(action.type != rejected for action in response.actions)
+        if not isinstance(approved, bool):
+            raise InvalidField(
+                "approved", "must be true or false (it may be left out when response has actions)"
+            )
         self._gate()
         message = svc.SubmitDecisionRequest(
             namespace=namespace,
@@ -492,10 +592,14 @@ class Console:
             approved=approved,
             decided_by=ANONYMOUS_DECIDER if grant is None else grant.name,
             interrupt_id=interrupt_id,
+            response=response,
         )
         if reason:
             message.reason = reason
-        reply = await self._servicer.SubmitDecision(message, None)
+        try:
+            reply = await self._servicer.SubmitDecision(message, None)
+        except InvalidField as exc:
+            raise _as_body_field(exc) from None
         return web.json_response({"pending": _to_json(reply.pending)})
 
     async def _events(self, request: web.Request) -> web.StreamResponse:

@@ -13,6 +13,19 @@ const MAX_FIELDS = 6;
 const MAX_FIELD_CHARS = 80;
 //: Decisions kept in the decided section.
 const MAX_DECIDED = 50;
+//: Characters shown of an action's description, of a value in a confirmation or a summary.
+const MAX_DESCRIPTION_CHARS = 240;
+const MAX_SHOWN_CHARS = 60;
+//: The decisions LangChain's HumanInTheLoopMiddleware knows (contract K3), in this order.
+const DECISION_TYPES = ["approve", "edit", "reject", "respond"];
+const CHOICE_LABELS = { approve: "Approve", edit: "Edit", reject: "Reject", respond: "Respond" };
+//: How LangChain (snake_case) and LangChain.js (camelCase) write a batched request: its
+//: actions, their review configs, and a config's action name, allowed decisions and argument
+//: schema.
+const SPELLINGS = [
+  ["action_requests", "review_configs", "action_name", "allowed_decisions", "args_schema"],
+  ["actionRequests", "reviewConfigs", "actionName", "allowedDecisions", "argsSchema"],
+];
 
 const state = {
   session: null,
@@ -27,6 +40,7 @@ const state = {
   signedInOnce: false,
   namespaces: [], // [{name, pending}] from /api/namespaces
   replaceRows: false, // the next snapshot replaces the rows shown
+  forms: 0, // numbers each row's form (the names of its radio groups)
 };
 
 function $(id) {
@@ -47,6 +61,279 @@ function interruptId(pending) {
 
 function key(pending) {
   return `${pending.execution_id}\u0000${interruptId(pending)}`;
+}
+
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+// --- what a pause asks (contract K3) -----------------------------------------------------
+
+// A fastaiagent pause takes a verdict ("verdict"); a LangChain HumanInTheLoopMiddleware pause
+// one answer per action ("actions", with the actions); any other graph pause a verdict and,
+// if a person gives one, the value interrupt() returns ("resume"). As the server reads it.
+function pauseKind(pending) {
+  if (!interruptId(pending)) return { kind: "verdict", actions: null };
+  const actions = requestedActions(pending);
+  if (actions === null) return { kind: "resume", actions: null };
+  // A request with no action takes no answer: its verdict alone.
+  return actions.length ? { kind: "actions", actions } : { kind: "verdict", actions: null };
+}
+
+// JSON text's value; null when it is not JSON.
+function parsed(text) {
+  try {
+    return JSON.parse(text || "{}");
+  } catch (error) {
+    return null;
+  }
+}
+
+function contextOf(pending) {
+  return parsed(pending.context_json);
+}
+
+// The actions a middleware pause asks about, each with its name, arguments, description,
+// allowed decisions and (per call) the JSON schema of its arguments; null for another pause.
+function requestedActions(pending) {
+  const context = contextOf(pending);
+  if (!isObject(context)) return null;
+  for (const [requests, configs, nameKey, allowedKey, schemaKey] of SPELLINGS) {
+    if (!Array.isArray(context[requests])) continue;
+    const byName = new Map();
+    for (const config of Array.isArray(context[configs]) ? context[configs] : []) {
+      // As the server reads it: a config names its action by a string, the last one counts.
+      if (isObject(config) && typeof config[nameKey] === "string") byName.set(config[nameKey], config);
+    }
+    return context[requests].map((request) => {
+      const r = isObject(request) ? request : {};
+      const name = String(r.name ?? "");
+      const config = byName.get(name) || {};
+      return requestedAction(name, r.args, r.description, config[allowedKey], config[schemaKey]);
+    });
+  }
+  if (context.type === "tool_approval") {
+    const name = String(context.name ?? "");
+    return [
+      requestedAction(name, context.args, context.description, context.allowed_decisions, context.args_schema),
+    ];
+  }
+  return null;
+}
+
+function requestedAction(name, args, description, allowed, schema) {
+  return {
+    name,
+    args: isObject(args) ? args : {},
+    description: typeof description === "string" ? description : "",
+    // Unlisted: any decision (the server checks only what a pause lists).
+    allowed: Array.isArray(allowed) ? DECISION_TYPES.filter((t) => allowed.includes(t)) : DECISION_TYPES,
+    schema: isObject(schema) && isObject(schema.properties) ? schema : null,
+  };
+}
+
+// The keys an edit offers: the schema's properties (per call), then any other argument the
+// model sent (the middleware passes undeclared ones on).
+function editKeys(action) {
+  const declared = action.schema ? Object.keys(action.schema.properties) : [];
+  return [...declared, ...Object.keys(action.args).filter((k) => !declared.includes(k))];
+}
+
+function schemaType(action, key) {
+  const property = action.schema && action.schema.properties[key];
+  return isObject(property) && typeof property.type === "string" ? property.type : "";
+}
+
+// "text" when the argument is a string (typed as is), else "json" (typed as JSON text).
+function argMode(action, key) {
+  const type = schemaType(action, key);
+  if (type) return type === "string" ? "text" : "json";
+  return typeof action.args[key] === "string" ? "text" : "json";
+}
+
+function argText(action, key) {
+  const value = action.args[key];
+  if (value === undefined) return "";
+  return argMode(action, key) === "text" && typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function hasNonFinite(value) {
+  if (typeof value === "number") return !Number.isFinite(value);
+  if (value !== null && typeof value === "object") return Object.values(value).some(hasNonFinite);
+  return false;
+}
+
+// An integer past 2^53 that JSON.parse has already rounded (it would be sent changed).
+function hasInexactInteger(value) {
+  if (typeof value === "number") return Number.isInteger(value) && !Number.isSafeInteger(value);
+  if (value !== null && typeof value === "object") return Object.values(value).some(hasInexactInteger);
+  return false;
+}
+
+// JSON text as the server reads it; a FormError says what is wrong, in words.
+function parseJson(text, what) {
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new FormError(
+      `${what} is not JSON (${error.message}). Write text in quotes ("like this"), a number, ` +
+        "true, false, null, a list [...] or an object {...}.",
+    );
+  }
+  // JSON.parse reads 1e999 as Infinity, which JSON cannot carry: it would be sent as null.
+  if (hasNonFinite(value)) throw new FormError(`${what} holds a number too large for JSON.`);
+  if (hasInexactInteger(value)) {
+    throw new FormError(`${what} holds an integer too large for this page to send exactly (over 2^53).`);
+  }
+  return value;
+}
+
+const TYPE_CHECKS = {
+  integer: Number.isInteger,
+  number: (v) => typeof v === "number",
+  boolean: (v) => typeof v === "boolean",
+  object: isObject,
+  array: Array.isArray,
+  null: (v) => v === null,
+};
+
+class FormError extends Error {
+  constructor(message, focus) {
+    super(message);
+    this.focus = focus || "";
+  }
+}
+
+// The arguments of an edit, from the texts typed for them.
+function editedArgs(action, texts, index) {
+  const required = action.schema && Array.isArray(action.schema.required) ? action.schema.required : [];
+  const args = {};
+  for (const key of editKeys(action)) {
+    const text = texts[key] ?? "";
+    const focus = argFocus(index, key);
+    const absent = action.args[key] === undefined && !required.includes(key);
+    if (argMode(action, key) === "text") {
+      if (!(text === "" && absent)) args[key] = text;
+      continue;
+    }
+    if (text.trim() === "") {
+      if (required.includes(key)) throw new FormError(`${action.name}: ${key} is required.`, focus);
+      continue; // left empty: not sent
+    }
+    let value;
+    try {
+      value = parseJson(text, `${action.name}: ${key}`);
+    } catch (error) {
+      error.focus = focus;
+      throw error;
+    }
+    const type = schemaType(action, key);
+    if (TYPE_CHECKS[type] && !TYPE_CHECKS[type](value)) {
+      throw new FormError(`${action.name}: ${key} must be ${type === "integer" ? "an" : "a"} ${type}.`, focus);
+    }
+    args[key] = value;
+  }
+  return args;
+}
+
+function argFocus(index, key) {
+  return `a${index}-arg-${key}`;
+}
+
+// The answers typed on a middleware pause's row, as the API takes them.
+function builtActions(row, actions) {
+  return actions.map((action, index) => {
+    const answer = row.ui.answers[index];
+    const where = `${action.name || `action ${index + 1}`}`;
+    if (!answer.type) {
+      throw new FormError(`Choose a decision for ${where} (action ${index + 1} of ${actions.length}).`, `a${index}-choice`);
+    }
+    if (answer.type === "edit") return { type: "edit", args: editedArgs(action, answer.args, index) };
+    if (answer.type === "respond") {
+      if (!answer.respond.trim()) {
+        throw new FormError(`Write the answer for ${where}: it is returned to the model as the tool's result.`, `a${index}-respond`);
+      }
+      return { type: "respond", message: answer.respond };
+    }
+    if (answer.type === "reject") {
+      return answer.reject.trim() ? { type: "reject", message: answer.reject.trim() } : { type: "reject" };
+    }
+    return { type: "approve" };
+  });
+}
+
+function freshAnswers(actions) {
+  return actions.map((action) => ({
+    type: "",
+    args: Object.fromEntries(editKeys(action).map((k) => [k, argText(action, k)])),
+    reject: "",
+    respond: "",
+  }));
+}
+
+function actionType(answer) {
+  return String(answer.type || "").replace("ACTION_DECISION_TYPE_", "").toLowerCase();
+}
+
+function sameJson(a, b) {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+// The arguments an edit changed, added or dropped (all of them when the request is unknown).
+function changedKeys(action, args) {
+  if (!action) return Object.keys(args);
+  const keys = [...new Set([...Object.keys(action.args), ...Object.keys(args)])];
+  return keys.filter((k) => !sameJson(action.args[k], args[k]));
+}
+
+function shown(value) {
+  return truncate(typeof value === "string" ? value : JSON.stringify(value), MAX_SHOWN_CHARS);
+}
+
+// One answer in words: briefly (the decided list) or with its values (the confirmation).
+function answerText(answer, action, full) {
+  const type = actionType(answer);
+  if (type === "edit") {
+    let args = answer.args;
+    if (args === undefined) args = parsed(answer.edited_args_json) || {};
+    const changed = changedKeys(action, args);
+    if (!full) return `edited: ${changed.join(", ") || "no change"}`;
+    if (!changed.length) return "edit: run it with the arguments unchanged";
+    const values = changed.map((k) => (k in args ? `${k} = ${shown(args[k])}` : `${k} removed`));
+    return `edit: ${values.join(", ")}`;
+  }
+  if (type === "reject") {
+    if (!answer.message) return full ? "reject (no message to the model)" : "rejected";
+    return full ? `reject, telling the model “${answer.message}”` : `rejected: ${truncate(answer.message, MAX_SHOWN_CHARS)}`;
+  }
+  if (type === "respond") return full ? `respond for the tool: “${answer.message}”` : "responded";
+  return full ? "approve" : "approved";
+}
+
+// A decision's typed answer with its values, one line per action.
+function responseDetail(pending) {
+  const response = pending.decision.response;
+  if (response.resume_json !== undefined) return `resume value ${response.resume_json}`;
+  const requested = requestedActions(pending) || [];
+  return (response.actions || [])
+    .map((answer, i) => `${requested[i] ? requested[i].name : `action ${i + 1}`}: ${answerText(answer, requested[i], true)}`)
+    .join("\n");
+}
+
+// A decision's typed answer, compactly ("" when it has none).
+function responseSummary(pending) {
+  const response = pending.decision && pending.decision.response;
+  if (!response) return "";
+  if (response.resume_json !== undefined) return `resume value ${truncate(response.resume_json, MAX_SHOWN_CHARS)}`;
+  const actions = response.actions || [];
+  const requested = requestedActions(pending) || [];
+  return actions
+    .map((answer, i) => {
+      const text = answerText(answer, requested[i], false);
+      return actions.length > 1 && requested[i] ? `${requested[i].name} ${text}` : text;
+    })
+    .join("; ");
 }
 
 class ApiError extends Error {
@@ -391,8 +678,11 @@ function upsert(pending) {
   const id = key(pending);
   let row = state.rows.get(id);
   if (row === undefined) {
-    row = { pending, claimed: false, element: null, ui: { confirm: null, inFlight: false, message: "" } };
+    row = { pending, claimed: false, element: null, ui: freshUi() };
     state.rows.set(id, row);
+  }
+  if (pending.checkpoint_id !== row.pending.checkpoint_id) {
+    row.ui = freshUi(); // a new pause of the same run asks anew
   }
   if (pending.decision === undefined || pending.checkpoint_id !== row.pending.checkpoint_id) {
     row.claimed = false; // a new pause of the same run
@@ -403,18 +693,44 @@ function upsert(pending) {
   if (pending.decision) upsertDecided(pending, false);
 }
 
-function rebuild(row) {
+// What a person is doing on a row: the confirmation open (null, true to approve, false to
+// reject, "actions" to submit typed answers), a decision on its way, a refusal, the note, the
+// answers typed on a middleware pause, the resume value typed on another graph pause.
+function freshUi() {
+  state.forms += 1;
+  return {
+    confirm: null,
+    inFlight: false,
+    message: "",
+    note: "",
+    answers: null,
+    resumeText: "",
+    response: null,
+    formError: "",
+    formFocus: "", // the data-focus of the control the form error is about
+    formId: `form-${state.forms}`,
+  };
+}
+
+function rebuild(row, focus) {
   const previous = row.element;
-  const focused = previous !== null && previous.contains(document.activeElement)
-    ? document.activeElement.className
-    : null;
+  const active = previous !== null && previous.contains(document.activeElement) ? document.activeElement : null;
   row.element = buildRow(row, previous);
   if (previous !== null) previous.replaceWith(row.element);
   render();
-  if (focused) {
-    const again = row.element.querySelector(`[class="${focused}"]`);
-    if (again) again.focus();
+  // A form's controls are named by data-focus (an argument's key is untrusted text, so it is
+  // compared, never put into a selector); other controls by their class.
+  const wanted = focus || (active && active.dataset.focus) || "";
+  const named = (name) => [...row.element.querySelectorAll("[data-focus]")].find((node) => node.dataset.focus === name);
+  const invalid = row.ui.formError && row.ui.formFocus ? named(row.ui.formFocus) : null;
+  if (invalid) invalid.setAttribute("aria-invalid", "true");
+  let again = null;
+  if (wanted) {
+    again = named(wanted);
+  } else if (active) {
+    again = row.element.querySelector(`[class="${active.className}"]`);
   }
+  if (again) again.focus();
 }
 
 function remove(id) {
@@ -468,13 +784,12 @@ function truncate(text, limit) {
 
 // The context's top-level fields, as text: what is being approved at a glance.
 function contextFields(text) {
-  let value;
-  try {
-    value = JSON.parse(text || "{}");
-  } catch (error) {
-    return null;
-  }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
+  const value = parsed(text);
+  return isObject(value) ? fieldsList(value, "context") : null;
+}
+
+// An object's top-level fields as text (``what`` names where the rest is).
+function fieldsList(value, what) {
   const entries = Object.entries(value);
   if (entries.length === 0) return null;
   const list = el("dl", "fields");
@@ -488,7 +803,7 @@ function contextFields(text) {
     list.append(item);
   }
   if (entries.length > MAX_FIELDS) {
-    list.append(el("div", "field more", `+${entries.length - MAX_FIELDS} more in the context`));
+    list.append(el("div", "field more", `+${entries.length - MAX_FIELDS} more in the ${what}`));
   }
   return list;
 }
@@ -515,8 +830,11 @@ function resumeState(pending, claimed) {
   return ["waiting for a worker", "waiting"];
 }
 
-function verdictText(decision) {
+function verdictText(pending) {
+  const decision = pending.decision;
   let text = `${decision.approved ? "approved" : "rejected"} by ${decision.decided_by}`;
+  const answered = responseSummary(pending);
+  if (answered) text += ` (${answered})`;
   if (decision.reason) text += ` — “${decision.reason}”`;
   return text;
 }
@@ -529,7 +847,7 @@ function setStatus(node, row) {
     return;
   }
   const [text, kind] = resumeState(row.pending, row.claimed);
-  const full = `${verdictText(decision)} · ${text}`;
+  const full = `${verdictText(row.pending)} · ${text}`;
   if (node.textContent !== full) node.textContent = full;
   node.className = `status ${kind}`;
 }
@@ -571,9 +889,11 @@ function copyable(text, className) {
 function buildRow(row, previous) {
   const p = row.pending;
   const rowKey = key(p);
+  const asked = pauseKind(p);
   const article = el("article", "interrupt");
   article.dataset.executionId = p.execution_id;
   article.dataset.interruptId = interruptId(p);
+  article.dataset.kind = asked.kind;
   article.classList.toggle("is-decided", Boolean(p.decision));
   const title = el("div", "title");
   title.append(el("span", "chain", p.chain_name), el("span", "reason", p.reason), ageNode(p.created_at));
@@ -587,8 +907,14 @@ function buildRow(row, previous) {
   }
   meta.append(document.createTextNode(" "), runLink(p));
   article.append(meta);
-  const fields = contextFields(p.context_json);
-  if (fields) article.append(fields);
+  const deciding = canDecide() && !p.decision;
+  if (asked.kind === "actions") {
+    if (deciding && row.ui.answers === null) row.ui.answers = freshAnswers(asked.actions);
+    article.append(buildActionList(row, asked.actions, deciding));
+  } else {
+    const fields = contextFields(p.context_json);
+    if (fields) article.append(fields);
+  }
   const details = el("details", "context");
   details.append(el("summary", "", "full context (JSON)"), el("pre", "context-json", prettyContext(p.context_json || "{}")));
   if (previous) details.open = previous.querySelector("details.context").open;
@@ -597,13 +923,153 @@ function buildRow(row, previous) {
   status.setAttribute("role", "status");
   setStatus(status, row);
   article.append(status);
-  if (canDecide() && !p.decision) article.append(buildActions(row, rowKey, previous));
+  if (deciding) article.append(buildActions(row, rowKey, previous, asked));
   // A refused decision says so even once the row shows someone else's decision.
   const message = el("p", "error message", row.ui.message);
   message.setAttribute("role", "alert");
   message.hidden = !row.ui.message;
   article.append(message);
   return article;
+}
+
+// The actions a middleware pause asks about, one item each (tool, description, arguments),
+// with a choice among its allowed decisions when the person may decide.
+function buildActionList(row, actions, deciding) {
+  // (One action needs no number.)
+  const list = el("ol", actions.length > 1 ? "hitl-actions" : "hitl-actions single");
+  actions.forEach((action, index) => {
+    const item = el("li", "hitl-action");
+    item.dataset.index = String(index);
+    item.dataset.name = action.name;
+    const head = el("div", "action-head");
+    head.append(el("span", "tool", action.name || "(no name)"));
+    if (actions.length > 1) head.append(el("span", "action-number", `action ${index + 1} of ${actions.length}`));
+    item.append(head);
+    if (action.description) {
+      const description = el("p", "description", truncate(action.description, MAX_DESCRIPTION_CHARS));
+      if (action.description.length > MAX_DESCRIPTION_CHARS) description.title = action.description;
+      item.append(description);
+    }
+    const args = Object.keys(action.args).length
+      ? fieldsList(action.args, "arguments")
+      : el("p", "empty", "no arguments");
+    args.classList.add("args");
+    item.append(args);
+    if (deciding) item.append(buildChoices(row, action, index, actions.length));
+    list.append(item);
+  });
+  return list;
+}
+
+function buildChoices(row, action, index, count) {
+  const answer = row.ui.answers[index];
+  const locked = row.ui.inFlight || row.ui.confirm !== null;
+  const group = el("fieldset", "choices");
+  group.append(el("legend", "", `Decision on ${action.name || "the action"}` + (count > 1 ? ` (action ${index + 1} of ${count})` : "")));
+  const options = el("div", "choice-options");
+  const panels = [];
+  const showPanels = () => {
+    for (const panel of panels) panel.hidden = panel.dataset.choice !== answer.type;
+  };
+  if (!action.allowed.length) options.append(el("span", "error", "the pause allows no decision this page knows"));
+  action.allowed.forEach((type, position) => {
+    const label = el("label", `choice choice-${type}`);
+    const radio = el("input", "choice-input");
+    radio.type = "radio";
+    radio.name = `${row.ui.formId}-action-${index}`;
+    radio.value = type;
+    radio.checked = answer.type === type;
+    radio.disabled = locked;
+    // The chosen option (or the first) stands for the group when the form asks for a choice.
+    const stands = answer.type ? answer.type === type : position === 0;
+    radio.dataset.focus = stands ? `a${index}-choice` : `a${index}-choice-${type}`;
+    radio.addEventListener("change", () => {
+      answer.type = type;
+      showPanels();
+    });
+    label.append(radio, document.createTextNode(` ${CHOICE_LABELS[type]}`));
+    options.append(label);
+  });
+  group.append(options);
+  if (action.allowed.includes("edit")) {
+    const panel = el("div", "choice-panel edit-args");
+    panel.dataset.choice = "edit";
+    const keys = editKeys(action);
+    if (!keys.length) panel.append(el("p", "empty", "The action has no arguments to edit."));
+    for (const argKey of keys) {
+      const mode = argMode(action, argKey);
+      const type = schemaType(action, argKey);
+      const label = el("label", "arg");
+      const head = el("span", "arg-head");
+      head.append(el("span", "arg-name", argKey), document.createTextNode(" "));
+      head.append(el("span", "arg-type", mode === "text" ? "text" : type ? `${type}, as JSON` : "JSON"));
+      label.append(head);
+      const text = answer.args[argKey] ?? "";
+      const long = text.length > MAX_SHOWN_CHARS || text.includes("\n");
+      const input = long ? el("textarea", "arg-value") : el("input", "arg-value");
+      if (long) input.rows = 3;
+      input.value = text;
+      input.spellcheck = false;
+      input.disabled = locked;
+      input.dataset.arg = argKey;
+      input.dataset.focus = argFocus(index, argKey);
+      input.addEventListener("input", () => {
+        answer.args[argKey] = input.value;
+      });
+      label.append(input);
+      panel.append(label);
+    }
+    panels.push(panel);
+  }
+  if (action.allowed.includes("reject")) {
+    panels.push(messagePanel("reject", "Message to the model (optional)", "input", `a${index}-reject`, answer));
+  }
+  if (action.allowed.includes("respond")) {
+    panels.push(messagePanel("respond", "The tool's answer, returned to the model", "textarea", `a${index}-respond`, answer));
+  }
+  for (const panel of panels) {
+    for (const control of panel.querySelectorAll("input, textarea")) control.disabled = locked;
+  }
+  group.append(...panels);
+  showPanels();
+  return group;
+}
+
+// The text of a reject (optional) or a respond (required) answer.
+function messagePanel(choice, text, tag, focus, answer) {
+  const panel = el("div", `choice-panel ${choice}-message`);
+  panel.dataset.choice = choice;
+  const label = el("label", "message-label");
+  label.append(el("span", "", text));
+  const input = el(tag, `action-${choice}`);
+  if (tag === "textarea") input.rows = 2;
+  input.maxLength = 16384;
+  input.value = answer[choice];
+  input.dataset.focus = focus;
+  input.addEventListener("input", () => {
+    answer[choice] = input.value;
+  });
+  label.append(input);
+  panel.append(label);
+  return panel;
+}
+
+// The value interrupt() returns, for a graph pause that is not the middleware's.
+function buildResumeField(row) {
+  const label = el("label", "resume-value");
+  label.append(el("span", "", "Resume with value (JSON, optional)"));
+  const input = el("textarea", "resume-json");
+  input.rows = 2;
+  input.spellcheck = false;
+  input.placeholder = 'the value interrupt() returns, e.g. {"amount": 40}';
+  input.value = row.ui.resumeText;
+  input.disabled = row.ui.inFlight || row.ui.confirm !== null;
+  input.dataset.focus = "resume";
+  input.addEventListener("input", () => {
+    row.ui.resumeText = input.value;
+  });
+  label.append(input);
+  return label;
 }
 
 function decideButton(className, label, rowKey) {
@@ -613,8 +1079,17 @@ function decideButton(className, label, rowKey) {
   return button;
 }
 
-function buildActions(row, rowKey, previous) {
+// A form's mistake, said next to its buttons, with the focus on what to fix.
+function formFailed(row, error) {
+  row.ui.formError = error.message;
+  row.ui.formFocus = error.focus || "";
+  rebuild(row, row.ui.formFocus);
+}
+
+function buildActions(row, rowKey, previous, asked) {
   const p = row.pending;
+  const holder = el("div", "decide-area");
+  if (asked.kind === "resume") holder.append(buildResumeField(row));
   const actions = el("div", "actions");
   const note = el("input", "note");
   note.placeholder = "note (optional)";
@@ -623,67 +1098,126 @@ function buildActions(row, rowKey, previous) {
   const typed = previous && previous.querySelector("input.note");
   if (typed) note.value = typed.value;
   note.disabled = row.ui.inFlight || row.ui.confirm !== null;
-  const approve = decideButton("approve", "Approve…", rowKey);
-  const reject = decideButton("reject", "Reject…", rowKey);
-  const ask = (approved) => {
-    row.ui.confirm = approved;
+  const open = (confirm, response) => {
+    row.ui.confirm = confirm;
+    row.ui.response = response;
     row.ui.note = note.value.trim();
     row.ui.message = "";
+    row.ui.formError = "";
+    row.ui.formFocus = "";
     rebuild(row);
     row.element.querySelector("button.confirm").focus();
   };
-  approve.addEventListener("click", () => ask(true));
-  reject.addEventListener("click", () => ask(false));
-  actions.append(note, approve, reject);
-  for (const button of [approve, reject]) setDecideEnabled(button);
-  const holder = el("div", "decide-area");
+  const buttons = [];
+  if (asked.kind === "actions") {
+    const submit = decideButton("submit", "Submit decisions…", rowKey);
+    submit.addEventListener("click", () => {
+      let response;
+      try {
+        response = { actions: builtActions(row, asked.actions) };
+      } catch (error) {
+        if (!(error instanceof FormError)) throw error;
+        formFailed(row, error);
+        return;
+      }
+      open("actions", response);
+    });
+    buttons.push(submit);
+  } else {
+    const ask = (approved) => {
+      let response = null;
+      if (asked.kind === "resume" && row.ui.resumeText.trim()) {
+        try {
+          response = { resume: parseJson(row.ui.resumeText, "The resume value") };
+        } catch (error) {
+          if (!(error instanceof FormError)) throw error;
+          error.focus = "resume";
+          formFailed(row, error);
+          return;
+        }
+      }
+      open(approved, response);
+    };
+    const approve = decideButton("approve", "Approve…", rowKey);
+    const reject = decideButton("reject", "Reject…", rowKey);
+    approve.addEventListener("click", () => ask(true));
+    reject.addEventListener("click", () => ask(false));
+    buttons.push(approve, reject);
+  }
+  actions.append(note, ...buttons);
+  for (const button of buttons) setDecideEnabled(button);
   holder.append(actions);
+  if (row.ui.formError) {
+    const problem = el("p", "error form-error", row.ui.formError);
+    problem.setAttribute("role", "alert");
+    holder.append(problem);
+  }
   if (row.ui.confirm !== null) {
-    approve.disabled = reject.disabled = true;
-    holder.append(buildConfirm(row, rowKey));
+    for (const button of buttons) button.disabled = true;
+    holder.append(buildConfirm(row, rowKey, asked));
   }
   return holder;
 }
 
 // The confirmation says exactly what is decided, with the note, before anything is sent.
-function buildConfirm(row, rowKey) {
+function buildConfirm(row, rowKey, asked) {
   const p = row.pending;
-  const approved = row.ui.confirm;
-  const panel = el("div", `confirm-panel ${approved ? "approving" : "rejecting"}`);
+  const confirm = row.ui.confirm;
+  const typed = confirm === "actions";
+  const panel = el("div", `confirm-panel ${typed ? "submitting" : confirm ? "approving" : "rejecting"}`);
   panel.setAttribute("role", "group");
-  const verb = approved ? "Approve" : "Reject";
+  const verb = typed ? "Submit" : confirm ? "Approve" : "Reject";
+  const run = `run ${p.execution_id} (${p.chain_name}, ${p.reason}, node ${p.node_id})`;
+  const noted = row.ui.note ? ` with the note “${row.ui.note}”?` : " without a note?";
   const what = el("p", "confirm-text");
-  what.textContent =
-    `${verb} run ${p.execution_id} (${p.chain_name}, ${p.reason}, node ${p.node_id})` +
-    (row.ui.note ? ` with the note “${row.ui.note}”?` : " without a note?");
-  const confirm = decideButton(`confirm ${approved ? "approve-confirm" : "reject-confirm"}`, `Yes, ${verb.toLowerCase()}`, rowKey);
+  const body = el("div", "confirm-body");
+  body.append(what);
+  if (typed) {
+    const answers = row.ui.response.actions;
+    const these = answers.length === 1 ? "this decision" : `these ${answers.length} decisions`;
+    what.textContent = `Submit ${these} on ${run}${noted}`;
+    const list = el("ol", "confirm-actions");
+    answers.forEach((answer, i) => {
+      const action = asked.actions[i];
+      list.append(el("li", "", `${action.name}: ${answerText(answer, action, true)}`));
+    });
+    body.append(list);
+  } else {
+    const resume = row.ui.response ? `, resuming it with the value ${shown(row.ui.response.resume)},` : "";
+    what.textContent = `${verb} ${run}${resume}${noted}`;
+  }
+  const kind = typed ? "submit-confirm" : confirm ? "approve-confirm" : "reject-confirm";
+  const yes = decideButton(`confirm ${kind}`, `Yes, ${verb.toLowerCase()}`, rowKey);
   const cancel = el("button", "cancel", "Cancel");
   cancel.type = "button";
   cancel.disabled = row.ui.inFlight;
-  setDecideEnabled(confirm);
+  setDecideEnabled(yes);
   const back = () => {
     row.ui.confirm = null;
     rebuild(row);
-    const again = row.element.querySelector(approved ? "button.approve" : "button.reject");
+    const again = row.element.querySelector(typed ? "button.submit" : confirm ? "button.approve" : "button.reject");
     if (again) again.focus();
   };
   cancel.addEventListener("click", back);
   panel.addEventListener("keydown", (e) => {
     if (e.key === "Escape" && !row.ui.inFlight) back();
   });
-  confirm.addEventListener("click", () => send(row, approved));
-  panel.append(what, confirm, cancel);
+  // Typed answers carry their verdict: the server infers it (not approved when one rejects).
+  yes.addEventListener("click", () => send(row, typed ? undefined : confirm, row.ui.response));
+  panel.append(body, yes, cancel);
   return panel;
 }
 
-async function send(row, approved) {
+async function send(row, approved, response) {
   const p = row.pending;
   row.ui.inFlight = true;
   row.ui.message = "";
   rebuild(row);
-  const body = { namespace: state.namespace, execution_id: p.execution_id, approved };
+  const body = { namespace: state.namespace, execution_id: p.execution_id };
+  if (approved !== undefined) body.approved = approved;
   if (interruptId(p)) body.interrupt_id = interruptId(p);
   if (row.ui.note) body.reason = row.ui.note;
+  if (response) body.response = response;
   try {
     const reply = await api("POST", "/api/decisions", body);
     row.ui.inFlight = false;
@@ -697,7 +1231,7 @@ async function send(row, approved) {
 }
 
 function decisionError(error, approved) {
-  const verb = approved ? "approve" : "reject";
+  const verb = approved === undefined ? "submit the decisions" : approved ? "approve" : "reject";
   if (error.reason === "NETWORK") {
     return `Could not ${verb}: the server could not be reached, so the decision may not ` +
       "have been recorded. It shows here once the connection is back; otherwise try again.";
@@ -761,6 +1295,13 @@ function buildDecided(entry) {
   const run = el("td", "run");
   run.append(el("span", "chain", p.chain_name), document.createTextNode(" "), copyable(p.execution_id, "execution-id"));
   const verdict = el("td", `verdict ${d.approved ? "approved" : "rejected"}`, d.approved ? "approved" : "rejected");
+  const answered = responseSummary(p);
+  if (answered) {
+    // The typed answer, compactly; its full text on hover.
+    const answer = el("div", "answer", answered);
+    answer.title = responseDetail(p);
+    verdict.append(answer);
+  }
   const when = el("td", "when");
   when.append(ageNode(d.decided_at));
   const resume = el("td", "resume");
@@ -794,7 +1335,7 @@ async function openRun(pending) {
   const dialog = $("run-view");
   $("run-title").textContent = `Run ${pending.execution_id}`;
   $("run-summary").textContent = pending.decision
-    ? `${verdictText(pending.decision)} · ${resumeState(pending, false)[0]}`
+    ? `${verdictText(pending)} · ${resumeState(pending, false)[0]}`
     : `waiting for a decision (${pending.chain_name}, ${pending.reason})`;
   $("run-error").textContent = "";
   $("run-checkpoints").replaceChildren();
@@ -817,7 +1358,7 @@ async function openRun(pending) {
   }
   // The newest word on the decision: the decided section follows it live.
   const known = state.decided.get(key(pending));
-  if (known) $("run-summary").textContent = `${verdictText(known.pending.decision)} · ${resumeState(known.pending, known.claimed)[0]}`;
+  if (known) $("run-summary").textContent = `${verdictText(known.pending)} · ${resumeState(known.pending, known.claimed)[0]}`;
 }
 
 function checkpointRow(c) {
