@@ -56,6 +56,7 @@ from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.langgraph import _shape
 
 __all__ = [
+    "AgentServerGraph",
     "AsyncCheckpointdSaver",
     "CheckpointdSaver",
     "GraphResolver",
@@ -457,7 +458,9 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         return _shape.next_version(current)
 
 
-# The resume worker builds on the savers above.
+# The resume worker builds on the savers above; AgentServerGraph is its runner of an Agent
+# Server's graphs (langgraph-sdk is imported on its first request).
+from checkpointd_client.langgraph.agent_server import AgentServerGraph  # noqa: E402
 from checkpointd_client.langgraph.resume_worker import (  # noqa: E402
     GraphResolver,
     GraphResumeWorker,

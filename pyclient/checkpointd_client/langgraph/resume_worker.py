@@ -196,7 +196,9 @@ class GraphResumeWorker(ResumeWorker):
     """Watches a namespace for decided LangGraph pauses and resumes each exactly once.
 
     ``graphs`` maps graph names (the chain names of their pauses) to compiled graphs whose
-    checkpointer is a checkpointd saver on the same server and namespace; ``resolver`` is
+    checkpointer is a checkpointd saver on the same server and namespace, or to an
+    :class:`~checkpointd_client.langgraph.AgentServerGraph` (a graph LangGraph's Agent
+    Server runs on such a saver, resumed through the server's runs API); ``resolver`` is
     asked for names that are not there. ``target`` and the other options are those of
     :class:`~checkpointd_client.resume_worker.ResumeWorker`.
     """
