@@ -106,6 +106,10 @@ GRAPH_BREAKERS: dict[str, Callable[[Any], object]] = {
     "checkpoint.checkpoint.type": _put(checkpoint=gsvc.TypedValue(data=b"{}")),
     "checkpoint.metadata_json": _put(metadata_json='{"source": "a\\u0000b"}'),
     "checkpoint.channel_versions": _put(channel_versions={"a": ""}),
+    "send_nodes": lambda s: s.graph.PutGraphCheckpoint(
+        gsvc.PutGraphCheckpointRequest(checkpoint=graph_checkpoint(), send_nodes=["n" * 513]),
+        timeout=TIMEOUT,
+    ),
     "new_values.channel": _put_value(channel=""),
     "new_values.version": _put_value(version="2"),
     "new_values.value.type": _put_value(value=gsvc.TypedValue(data=b"1")),

@@ -16,7 +16,7 @@ import grpc
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 
 from checkpointd_client import (
     CheckpointdClient,
@@ -227,6 +227,87 @@ def test_g9_parallel_interrupts_are_separate_pauses(client, saver, thread):
     final = graph.invoke(Command(resume={raised["ask-b"]: "no"}), thread)
     assert sorted(final["log"]) == ["a:yes", "b:no"]
     assert rows_of(client, thread_id) == []
+
+
+def fan_out(saver: Any) -> Any:
+    """START -> a Send to "review" per item, each interrupting -> END."""
+    graph = StateGraph(State)
+    graph.add_node("review", lambda item: {"log": [f"{item['name']}:{interrupt(item)}"]})
+    graph.add_conditional_edges(
+        START, lambda _: [Send("review", {"name": n, "reason": f"ask-{n}"}) for n in "xy"]
+    )
+    graph.add_edge("review", END)
+    return graph.compile(checkpointer=saver)
+
+
+def test_g8_a_pause_in_a_task_a_send_started_names_its_node(client, saver, thread):
+    """A task a Send starts has no node in its task path (only the Send's index): its pauses
+    are still named by the node the Send targets, and each resumes by its id."""
+    graph = fan_out(saver)
+    result = graph.invoke({"log": []}, thread)
+    raised = {i.value["name"]: i.id for i in result["__interrupt__"]}
+    thread_id = thread["configurable"]["thread_id"]
+    rows = rows_of(client, thread_id)
+    assert sorted((r.node_id, r.reason) for r in rows) == [
+        ("review", "ask-x"),
+        ("review", "ask-y"),
+    ]
+    final = graph.invoke(Command(resume={raised["x"]: "yes", raised["y"]: "no"}), thread)
+    assert sorted(final["log"]) == ["x:yes", "y:no"]
+    assert rows_of(client, thread_id) == []
+
+
+@pytest.mark.parametrize("order", ["writes-first", "put-first"])
+def test_g8_a_send_tasks_pause_is_named_whichever_comes_first(client, sidecar, thread, order):
+    """Writes before the put (held, G18): the server names the pause by the put's Send
+    targets. The put before the writes: the saver that put it names the pause itself."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.types import Interrupt
+
+    thread_id = thread["configurable"]["thread_id"]
+    root: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    sent = empty_checkpoint()
+    sent["channel_values"]["__pregel_tasks"] = [Send("triage", {}), Send("refund", {})]
+    at: RunnableConfig = {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": sent["id"]}
+    }
+    pause = Interrupt(value={"reason": "refund"}, id=uuid.uuid4().hex)
+    writes = [("__interrupt__", (pause,))]
+    with CheckpointdSaver(sidecar.target, namespace=sidecar.namespace) as saver:
+        if order == "writes-first":
+            saver.put_writes(at, writes, "task-1", "~__pregel_push, 0000000001, 0000000000")
+            assert rows_of(client, thread_id) == []
+            saver.put(root, sent, {"step": 0}, {})
+        else:
+            saver.put(root, sent, {"step": 0}, {})
+            saver.put_writes(at, writes, "task-1", "~__pregel_push, 0000000001, 0000000000")
+    [row] = rows_of(client, thread_id)
+    assert (row.interrupt_id, row.node_id) == (pause.id, "refund")
+
+
+async def test_g8_send_tasks_pauses_are_named_when_the_put_is_slow(client, sidecar: SharedSidecar):
+    """A real fan-out on an asyncio saver whose puts take a second: the Send tasks' interrupt
+    writes reach the server before their checkpoint, and the pauses it publishes with the put
+    name the node the Sends target."""
+    import asyncio
+
+    from checkpointd_client.langgraph import AsyncCheckpointdSaver
+
+    class SlowPuts(AsyncCheckpointdSaver):
+        async def aput(self, config, checkpoint, metadata, new_versions):
+            await asyncio.sleep(1.0)
+            return await super().aput(config, checkpoint, metadata, new_versions)
+
+    thread_id = f"thread-{uuid.uuid4().hex[:10]}"
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
+    async with SlowPuts(sidecar.target, namespace=sidecar.namespace) as saver:
+        result = await fan_out(saver).ainvoke({"log": []}, config)
+    assert len(result["__interrupt__"]) == 2
+    rows = await asyncio.to_thread(rows_of, client, thread_id)
+    assert sorted((r.node_id, r.reason) for r in rows) == [
+        ("review", "ask-x"),
+        ("review", "ask-y"),
+    ]
 
 
 def test_g10_the_resume_ends_the_pause_and_a_delete_removes_it(client, saver, thread):

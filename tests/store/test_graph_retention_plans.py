@@ -85,7 +85,7 @@ def test_g12_retention_plans_on_sqlite(tmp_path: Path) -> None:
                 conn.execute(statement)
         conn.executemany(
             "INSERT INTO graph_checkpoints VALUES "
-            "('ns', ?, '', ?, '', 'json', zeroblob(2000), '{}', ?, '', 0)",
+            "('ns', ?, '', ?, '', 'json', zeroblob(2000), '{}', ?, '', 0, '')",
             [(f"t{i % 200}", f"{i:08d}", f'{{"a": "{i}"}}') for i in range(10000)],
         )
         conn.execute("ANALYZE")

@@ -100,6 +100,7 @@ async def test_migrations_are_idempotent_and_safe_when_four_stores_open_at_once(
             (10, "graph_retention"),
             (11, "graph_held_interrupts"),
             (12, "decision_responses"),
+            (13, "graph_send_nodes"),
         ]
         tables = await raw.fetch(
             "SELECT tablename FROM pg_tables WHERE schemaname = $1 ORDER BY tablename", pg_schema

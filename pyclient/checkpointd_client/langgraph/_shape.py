@@ -40,6 +40,8 @@ EMPTY: Final = "empty"
 INTERRUPT: Final = "__interrupt__"
 #: The largest page the server returns.
 MAX_PAGE: Final = 1000
+#: The channel of a checkpoint's pending Send packets (LangGraph's TASKS).
+SENDS: Final = "__pregel_tasks"
 PRUNE_STRATEGIES: Final = {
     "keep_latest": pb.GRAPH_PRUNE_STRATEGY_KEEP_LATEST,
     "delete": pb.GRAPH_PRUNE_STRATEGY_DELETE,
@@ -101,6 +103,7 @@ def put_request(
         )
         new_values.append(pb.GraphChannelValue(channel=channel, version=str(version), value=value))
     request = pb.PutGraphCheckpointRequest(
+        send_nodes=send_nodes(checkpoint),
         namespace=namespace,
         request_id=new_id(),
         checkpoint=pb.GraphCheckpoint(
@@ -123,6 +126,14 @@ def put_request(
         }
     }
     return request, next_config
+
+
+def send_nodes(checkpoint: Checkpoint) -> list[str]:
+    """The node each Send pending in ``checkpoint`` targets, in order (empty for a packet that
+    is not a Send: LangGraph skips it, and the indexes stay aligned). A task a Send starts has
+    only the Send's index in its task path: the server names its pauses by these (G8)."""
+    sends = checkpoint.get("channel_values", {}).get(SENDS) or ()
+    return [str(getattr(packet, "node", "")) for packet in sends]
 
 
 def put_writes_request(
@@ -180,7 +191,7 @@ def describe(interrupt: Any, graph_name: str, task_path: str) -> pb.GraphInterru
     """The inbox's description of a LangGraph ``Interrupt``: its id, its value as JSON (its
     repr when it is not JSON, kept as {"value": ...}), its reason (the value's "reason" when
     it is a dict that has one as text, else "interrupt") and the node (the task path's last
-    part)."""
+    part; the server names a Send task's node by the checkpoint's ``send_nodes``)."""
     value = getattr(interrupt, "value", None)
     if isinstance(value, dict) and value.get("type") == "tool_approval":
         value = {**review(getattr(interrupt, "response_schema", None)), **value}

@@ -266,6 +266,7 @@ class PutGraphCheckpointRequest(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     NEW_VALUES_FIELD_NUMBER: _builtins.int
     FENCE_FIELD_NUMBER: _builtins.int
+    SEND_NODES_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """Names the namespace to write in; empty means "default"."""
     request_id: _builtins.str
@@ -286,6 +287,14 @@ class PutGraphCheckpointRequest(_message.Message):
         over (or the decision was replaced), changing nothing. Unset: no fence.
         """
 
+    @_builtins.property
+    def send_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Names, in order, the node each Send packet pending in the checkpoint targets (LangGraph's
+        TASKS channel). A task a Send starts has only the packet's index in its task path, so the
+        server names the pauses such a task wrote before this put by these (contract G8). Not
+        stored. At most 10,000 names, each up to 512 characters.
+        """
+
     def __init__(
         self,
         *,
@@ -294,10 +303,11 @@ class PutGraphCheckpointRequest(_message.Message):
         checkpoint: Global___GraphCheckpoint | None = ...,
         new_values: _abc.Iterable[Global___GraphChannelValue] | None = ...,
         fence: _checkpoint_pb2.LeaseFence | None = ...,
+        send_nodes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence", "namespace", b"namespace", "new_values", b"new_values", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint", b"checkpoint", "fence", b"fence", "namespace", b"namespace", "new_values", b"new_values", "request_id", b"request_id", "send_nodes", b"send_nodes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

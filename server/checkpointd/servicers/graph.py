@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Final
 
@@ -42,6 +42,8 @@ TYPE_MAX: Final = 64
 MAX_IDS: Final = 1000
 #: The most interrupts one PutGraphWrites describes.
 MAX_INTERRUPTS: Final = 100
+#: The most Send targets a PutGraphCheckpoint names.
+MAX_SEND_NODES: Final = 10_000
 
 _STRATEGIES: Final = {
     svc.GRAPH_PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy.KEEP_LATEST,
@@ -72,6 +74,13 @@ def _storable(text: str, *, field: str) -> dict[str, object]:
             field, "must not contain unpaired surrogates (\\ud800-\\udfff)"
         ) from None
     return parsed
+
+
+def _send_nodes(names: Sequence[str]) -> tuple[str, ...]:
+    """The node each pending Send of a put checkpoint targets, for naming its tasks' pauses."""
+    if len(names) > MAX_SEND_NODES:
+        raise InvalidField("send_nodes", f"must hold at most {MAX_SEND_NODES} names")
+    return tuple(v.text("send_nodes", name, v.NODE_ID_MAX) for name in names)
 
 
 def _checkpoint(message: svc.GraphCheckpoint) -> GraphCheckpoint:
@@ -247,7 +256,9 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("checkpoint"):
             raise InvalidField("checkpoint", "is required")
-        checkpoint = _checkpoint(request.checkpoint)
+        checkpoint = replace(
+            _checkpoint(request.checkpoint), send_nodes=_send_nodes(request.send_nodes)
+        )
         values = _new_values(checkpoint, request.new_values)
         fence = fence_of(request)
         await shielded(

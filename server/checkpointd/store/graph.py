@@ -90,6 +90,9 @@ class GraphCheckpoint:
     channel_versions: dict[str, str]
     run_id: str = ""
     """The metadata's ``run_id`` when it is a string, else empty (filled by the servicer)."""
+    send_nodes: tuple[str, ...] = ()
+    """The node each Send pending in the checkpoint targets, in order, as its put names them:
+    they name the pauses of the tasks those Sends start (G8). Not stored."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,10 +30,12 @@ before the events, as the Postgres outbox wants its events last in a transaction
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from checkpointd.domain import EventKind, PendingRecord
 
@@ -45,6 +47,9 @@ __all__ = [
     "held_by_task",
     "held_fields",
     "remove_threads",
+    "send_nodes_column",
+    "send_nodes_from",
+    "send_target",
     "sync_task",
     "write_task",
 ]
@@ -138,6 +143,14 @@ class PendingOps(Protocol):
         """Whether the store holds the checkpoint."""
         ...
 
+    async def task_path_of(self, place: TaskPlace) -> str | None:
+        """The task path the task's writes at its checkpoint were stored with, if any."""
+        ...
+
+    async def send_nodes_of(self, place: TaskPlace) -> list[str]:
+        """The Send targets the put of the task's checkpoint named (empty: none)."""
+        ...
+
     async def hold(
         self, place: TaskPlace, described: Sequence[GraphInterrupt], now: datetime
     ) -> None:
@@ -217,15 +230,56 @@ async def write_task(
     place: TaskPlace,
     described: Sequence[GraphInterrupt],
     now: datetime,
+    task_path: str = "",
 ) -> None:
     """A PutGraphWrites: :func:`sync_task`, or hold the described interrupts when their
-    checkpoint is not stored yet (G18; they are released by :func:`checkpoint_stored`)."""
+    checkpoint is not stored yet (G18; they are released by :func:`checkpoint_stored`). A
+    Send task's interrupts (by ``task_path``) are named by the Send targets the stored
+    checkpoint's put gave."""
     if described and not await ops.has_checkpoint(
         place.thread_id, place.checkpoint_ns, place.checkpoint_id
     ):
         await ops.hold(place, described, now)
         return
+    if described and _SEND_TASK_PATH.fullmatch(task_path):
+        described = _named(described, task_path, await ops.send_nodes_of(place))
     await sync_task(ops, place, described, now)
+
+
+#: The task path of a task a Send started: the push marker, the packet's index among the
+#: checkpoint's pending Sends and (LangGraph 0.3 and later) a 0 for "not a call".
+_SEND_TASK_PATH: Final = re.compile(r"~__pregel_push, (\d+)(?:, 0+)?")
+
+
+def send_nodes_column(send_nodes: Sequence[str]) -> str:
+    """The stored form of a checkpoint's Send targets (a JSON array; empty for none)."""
+    return json.dumps(list(send_nodes)) if send_nodes else ""
+
+
+def send_nodes_from(column: str) -> list[str]:
+    """The Send targets of a stored checkpoint (:func:`send_nodes_column`'s form)."""
+    return [str(name) for name in json.loads(column)] if column else []
+
+
+def send_target(task_path: str | None, send_nodes: Sequence[str]) -> str | None:
+    """The node a Send task at ``task_path`` runs, by the checkpoint's Send targets; None
+    when the path is not a Send task's or the index is not among them."""
+    match = _SEND_TASK_PATH.fullmatch(task_path or "")
+    if match is None:
+        return None
+    index = int(match.group(1))
+    return send_nodes[index] or None if index < len(send_nodes) else None
+
+
+def _named(
+    described: Sequence[GraphInterrupt], task_path: str | None, send_nodes: Sequence[str]
+) -> list[GraphInterrupt]:
+    """``described`` with the node its Send task runs, where the checkpoint's put named it:
+    the saver may describe the pause before it knows (its path holds only the Send's index)."""
+    node = send_target(task_path, send_nodes)
+    if node is None:
+        return list(described)
+    return [replace(interrupt, node_id=node) for interrupt in described]
 
 
 async def checkpoint_stored(
@@ -235,9 +289,11 @@ async def checkpoint_stored(
     checkpoint_id: str,
     parent_checkpoint_id: str,
     now: datetime,
+    send_nodes: Sequence[str] = (),
 ) -> None:
     """A PutGraphCheckpoint: end the pending rows recorded against its parent, and publish
-    the interrupts held for the checkpoint itself, in the transaction that stored it."""
+    the interrupts held for the checkpoint itself, in the transaction that stored it (named
+    by ``send_nodes``, the put's Send targets, where a Send task raised them)."""
     ended: list[PendingRecord] = []
     if parent_checkpoint_id:
         ended = await ops.of_checkpoint(thread_id, checkpoint_ns, parent_checkpoint_id)
@@ -246,6 +302,8 @@ async def checkpoint_stored(
     added: list[PendingRecord] = []
     for task_id, described in await ops.release(thread_id, checkpoint_ns, checkpoint_id):
         place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
+        if send_nodes:
+            described = _named(described, await ops.task_path_of(place), send_nodes)
         task_ended, task_added = await _task_changes(ops, place, described, now)
         ended += task_ended
         added += task_added

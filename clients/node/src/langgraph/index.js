@@ -37,6 +37,17 @@ const { CheckpointdClient, newId } = require('..');
 const { currentFence } = require('./fencing');
 const { EMPTY, EMPTY_BYTES, MAX_PAGE, PROBE_THREAD, configurableOf, describeInterrupt, nextVersion, nsOf } = require('./shape');
 
+/**
+ * The node each Send pending in a checkpoint targets, in order (TASKS, LangGraph's
+ * __pregel_tasks channel; an empty name keeps the index of a packet that is not a Send). A task
+ * a Send starts has only the Send's index in its task path: the server names its pauses by these
+ * (contract G8).
+ */
+function sendNodes(values) {
+  const sends = values[TASKS];
+  return Array.isArray(sends) ? sends.map((packet) => String(packet?.node ?? '')) : [];
+}
+
 /** The `fence` of a write made inside a resume worker's writesUnder (contract K4), if any. */
 function fenced() {
   const fence = currentFence();
@@ -179,6 +190,7 @@ class CheckpointdSaver extends BaseCheckpointSaver {
         channel_versions: versions,
       },
       new_values: newValues,
+      send_nodes: sendNodes(values),
       ...fenced(),
     });
     return { configurable: { thread_id: threadId, checkpoint_ns: checkpointNs, checkpoint_id: String(checkpoint.id) } };

@@ -30,7 +30,7 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
-from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
+from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace, send_nodes_column
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
@@ -183,6 +183,15 @@ class PostgresGraphStore:
                 times.utc_in(now),
                 *blobs,
             )
+            if cp.send_nodes:
+                await conn.execute(
+                    self._pending_sql.set_send_nodes,
+                    namespace,
+                    cp.thread_id,
+                    cp.checkpoint_ns,
+                    cp.checkpoint_id,
+                    send_nodes_column(cp.send_nodes),
+                )
             ops = PostgresPendingOps(
                 conn,
                 self._pending_sql,
@@ -197,6 +206,7 @@ class PostgresGraphStore:
                 cp.checkpoint_id,
                 cp.parent_checkpoint_id,
                 now,
+                cp.send_nodes,
             )
             return 0
 
@@ -244,6 +254,7 @@ class PostgresGraphStore:
             [w.value.data for w in writes],
         )
         statement = self._writes_then_task_rows[replace]
+        task_path = writes[0].task_path if writes else ""
 
         async def apply(conn: Any) -> int:
             task_rows = None
@@ -258,7 +269,7 @@ class PostgresGraphStore:
                 self._access.append_event,
                 task_rows=task_rows,
             )
-            await graph_interrupts.write_task(ops, place, interrupts, now)
+            await graph_interrupts.write_task(ops, place, interrupts, now, task_path)
             return 0
 
         await self._transaction(

@@ -15,6 +15,7 @@ from checkpointd.store.graph_interrupts import (
     TaskPlace,
     held_by_task,
     held_fields,
+    send_nodes_from,
 )
 
 __all__ = ["PendingSql", "PostgresPendingOps"]
@@ -63,6 +64,11 @@ class PendingSql:
             "namespace = $1 AND thread_id = $2 AND checkpoint_ns = $3 AND checkpoint_id = $4"
         )
         self.has_checkpoint = f"SELECT 1 FROM {s}.graph_checkpoints WHERE {checkpoint}"
+        self.send_nodes_of = f"SELECT send_nodes FROM {s}.graph_checkpoints WHERE {checkpoint}"
+        self.set_send_nodes = f"UPDATE {s}.graph_checkpoints SET send_nodes = $5 WHERE {checkpoint}"
+        self.task_path_of = (
+            f"SELECT task_path FROM {s}.graph_writes WHERE {checkpoint} AND task_id = $5 LIMIT 1"
+        )
         # A task's descriptions replace the ones it had held (unhold, then hold: $5 is its id;
         # $6-$11 arrays of positions and held_fields; $12 the time).
         self.unhold_task = f"DELETE FROM {held} WHERE {checkpoint} AND task_id = $5"
@@ -158,6 +164,27 @@ class PostgresPendingOps:
             self._sql.has_checkpoint, self._namespace, thread_id, checkpoint_ns, checkpoint_id
         )
         return found is not None
+
+    async def send_nodes_of(self, place: TaskPlace) -> list[str]:
+        found = await self._conn.fetchval(
+            self._sql.send_nodes_of,
+            self._namespace,
+            place.thread_id,
+            place.checkpoint_ns,
+            place.checkpoint_id,
+        )
+        return send_nodes_from(found or "")
+
+    async def task_path_of(self, place: TaskPlace) -> str | None:
+        found = await self._conn.fetchval(
+            self._sql.task_path_of,
+            self._namespace,
+            place.thread_id,
+            place.checkpoint_ns,
+            place.checkpoint_id,
+            place.task_id,
+        )
+        return None if found is None else str(found)
 
     async def hold(
         self, place: TaskPlace, described: Sequence[GraphInterrupt], now: datetime

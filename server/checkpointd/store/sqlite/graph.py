@@ -29,7 +29,7 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
-from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace
+from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace, send_nodes_column
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
@@ -184,6 +184,8 @@ class SQLiteGraphStore:
             if blobs:
                 await conn.run_many(gsql.INSERT_BLOB, blobs)
             await _run(conn, gsql.UPSERT_CHECKPOINT, row)
+            if cp.send_nodes:
+                await conn.run(gsql.SET_SEND_NODES, (send_nodes_column(cp.send_nodes), *row[:4]))
             await graph_interrupts.checkpoint_stored(
                 self._pending(conn, namespace),
                 cp.thread_id,
@@ -191,6 +193,7 @@ class SQLiteGraphStore:
                 cp.checkpoint_id,
                 cp.parent_checkpoint_id,
                 now,
+                cp.send_nodes,
             )
             return 0
 
@@ -231,12 +234,14 @@ class SQLiteGraphStore:
             for w in writes
         ]
 
+        task_path = writes[0].task_path if writes else ""
+
         async def apply(conn: Statements) -> int:
             if rows:
                 await conn.run_many(statement, rows)
             place = TaskPlace(thread_id, checkpoint_ns, checkpoint_id, task_id)
             await graph_interrupts.write_task(
-                self._pending(conn, namespace), place, interrupts, now
+                self._pending(conn, namespace), place, interrupts, now, task_path
             )
             return 0
 

@@ -16,6 +16,7 @@ from checkpointd.store.graph_interrupts import (
     TaskPlace,
     held_by_task,
     held_fields,
+    send_nodes_from,
 )
 from checkpointd.store.sqlite.on_thread import Statements
 
@@ -57,6 +58,14 @@ NEXT_SEQUENCE: Final = (
 
 HAS_CHECKPOINT: Final = (
     "SELECT 1 FROM graph_checkpoints WHERE namespace = ? AND thread_id = ? "
+    "AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+TASK_PATH_OF: Final = (
+    "SELECT task_path FROM graph_writes WHERE namespace = ? AND thread_id = ? "
+    "AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? LIMIT 1"
+)
+SEND_NODES_OF: Final = (
+    "SELECT send_nodes FROM graph_checkpoints WHERE namespace = ? AND thread_id = ? "
     "AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
 _HELD_COLUMNS: Final = "task_id, interrupt_id, chain_name, node_id, reason, context_json"
@@ -134,6 +143,26 @@ class SQLitePendingOps:
             HAS_CHECKPOINT, (self._namespace, thread_id, checkpoint_ns, checkpoint_id)
         )
         return bool(found)
+
+    async def task_path_of(self, place: TaskPlace) -> str | None:
+        found = await self._conn.fetch(
+            TASK_PATH_OF,
+            (
+                self._namespace,
+                place.thread_id,
+                place.checkpoint_ns,
+                place.checkpoint_id,
+                place.task_id,
+            ),
+        )
+        return str(found[0][0]) if found else None
+
+    async def send_nodes_of(self, place: TaskPlace) -> list[str]:
+        found = await self._conn.fetch(
+            SEND_NODES_OF,
+            (self._namespace, place.thread_id, place.checkpoint_ns, place.checkpoint_id),
+        )
+        return send_nodes_from(found[0][0] if found else "")
 
     async def hold(
         self, place: TaskPlace, described: Sequence[GraphInterrupt], now: datetime

@@ -28,6 +28,12 @@ ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
     written_at = excluded.written_at
 """
 
+#: The Send targets of a checkpoint its put names (G8), beside its upsert.
+SET_SEND_NODES: Final = (
+    "UPDATE graph_checkpoints SET send_nodes = ? WHERE namespace = ? AND thread_id = ? "
+    "AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+
 INSERT_BLOB: Final = """
 INSERT INTO graph_blobs
     (namespace, thread_id, checkpoint_ns, channel, version, value_type, value_data)
