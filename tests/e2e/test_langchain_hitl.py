@@ -241,6 +241,7 @@ async def test_g11_per_call_pauses_are_decided_one_by_one(
 
     done, found = await run_decided(sidecar, ran, decide, 2, interrupt_mode="per_call")
     assert {p.context["type"] for p in found} == {"tool_approval"}
+    assert {p.node_id for p in found} == {"tools"}  # a Send task's pause, named by its node
     assert not done["state"].next
     assert _outcome(done["state"].values) == expected
     assert ran == expected_ran == ["send_email:alice"]
