@@ -16,7 +16,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from langchain.agents import create_agent
@@ -132,8 +132,18 @@ def status_of(client: CheckpointdClient, thread: str, interrupt_id: str, status:
         time.sleep(0.05)
 
 
+class Reachable(Protocol):
+    """Where a sidecar answers: its target and the namespace a test writes in."""
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+
 async def run_decided(
-    sidecar: SharedSidecar, ran: list[str], decide: Any, count: int, **middleware: Any
+    sidecar: Reachable, ran: list[str], decide: Any, count: int, **middleware: Any
 ) -> tuple[dict[str, Any], list[PendingInterrupt]]:
     """Pause the agent in the sidecar, decide its ``count`` pauses with ``decide(client,
     pauses)`` and let a worker resume them; the thread's last state and the pauses."""
