@@ -219,6 +219,8 @@ def _slow_rank(item: pytest.Item) -> int:
 #: worker, one at a time, so they never starve each other of the CPUs.
 TIMING_SENSITIVE = (
     "tests/reliability/test_resume_workers.py",
+    "tests/reliability/test_graph_resume_workers.py",
+    "tests/reliability/test_stalled_workers.py",
     "tests/reliability/test_crash.py",
     "tests/console/test_page.py",
     "tests/console/test_page_states.py",

@@ -1,19 +1,28 @@
 """Paused order runs and the resume workers that carry out their decisions, one process per
-role, for the K2 suite.
+role, for the K2 and K4 suites.
 
     python tests/reliability/resume_fleet.py start --target T --namespace NS --events F --count N
     python tests/reliability/resume_fleet.py worker --target T --namespace NS --events F --name W
+        [--stall DIR]
 
 ``start`` runs N orders of the ``orders`` chain until each pauses for approval and prints
 their execution ids, one a line. ``worker`` runs a :class:`ResumeWorker` for that chain until
 SIGTERM. Every side effect is appended to the events file (one JSON line, with the pid): the
 ``@idempotent`` ones (``charge``, ``ship``, ``refund``) only when their body runs, and
-``fulfil`` each time the node runs (a re-driven run may run it again).
+``fulfil`` each time the node runs (a re-driven run may run it again); so is every write
+a worker makes (``write``, with ``ok`` or the reason the server refused it).
+
+With ``--stall DIR``, the first worker of the fleet to fulfil an order logs ``stall`` and then
+blocks in the node, its whole event loop with it (as a process stopped by SIGSTOP or a long
+GC: it cannot renew its lease), until ``DIR/<order_id>.go`` exists; then it goes on as if
+nothing happened. Such a worker resumes an order marked ``DIR/<order_id>.unfenced`` without
+K4's fence on its writes (the worker before K4), to show what the fence prevents.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -21,12 +30,15 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from fastaiagent import Chain, FunctionTool, idempotent, interrupt
 
+from checkpointd_client import CheckpointdError
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
+from checkpointd_client.fencing import LeaseFence, current_fence
 
 CHAIN_NAME = "orders"
 
@@ -37,7 +49,57 @@ def log(events: Path, event: str, **data: Any) -> None:
         fh.write(line + "\n")
 
 
-def build_chain(store: SidecarCheckpointer, events: Path, slow: float) -> Chain:
+class LoggedCheckpointer(SidecarCheckpointer):
+    """The sidecar checkpointer, noting each write and how the server answered it (``ok``, or
+    the refusal's reason) in the events file."""
+
+    events: Path
+    stall: Path | None = None
+
+    @contextlib.contextmanager
+    def _noted(self, method: str, order_id: str, *, end: bool = False) -> Iterator[None]:
+        # Whether it started after a stall in this order's resume was over.
+        after_stall = self.stall is not None and (self.stall / f"{order_id}.go").exists()
+        note = {"method": method, "order_id": order_id, "after_stall": after_stall}
+        try:
+            yield
+        except CheckpointdError as exc:
+            log(self.events, "write", outcome=str(exc.reason), **note)
+            raise
+        log(self.events, "write", outcome="ok", end=end, **note)
+
+    def put(self, checkpoint: Any) -> None:
+        end = checkpoint.step_type == "run_end"
+        with self._noted("put", checkpoint.execution_id, end=end):
+            super().put(checkpoint)
+
+    def record_interrupt(self, checkpoint: Any, pending: Any) -> None:
+        with self._noted("record_interrupt", checkpoint.execution_id):
+            super().record_interrupt(checkpoint, pending)
+
+    def put_idempotent(self, execution_id: str, function_key: str, result: Any) -> None:
+        with self._noted("put_idempotent", execution_id):
+            super().put_idempotent(execution_id, function_key, result)
+
+
+def stall_once(stall: Path | None, events: Path, order_id: str) -> None:
+    """With ``--stall DIR`` (given to workers only): the first fulfil of the order in the
+    fleet blocks the process until ``DIR/<order_id>.go`` exists."""
+    if stall is None:
+        return
+    try:
+        os.close(os.open(stall / f"{order_id}.stall", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    fence = current_fence()
+    log(events, "stall", order_id=order_id, attempt=fence.attempt if fence else 0)
+    while not (stall / f"{order_id}.go").exists():
+        time.sleep(0.02)
+
+
+def build_chain(
+    store: SidecarCheckpointer, events: Path, slow: float, stall: Path | None = None
+) -> Chain:
     """charge_and_approve (charge once, then wait for a decision) -> fulfil (ship or refund
     once, then linger, so that a kill often lands mid-resume)."""
 
@@ -64,6 +126,7 @@ def build_chain(store: SidecarCheckpointer, events: Path, slow: float) -> Chain:
     def fulfil(order_id: str, approved: bool) -> str:
         log(events, "fulfil", order_id=order_id)
         time.sleep(slow)
+        stall_once(stall, events, order_id)
         outcome: str = ship(order_id) if approved else refund(order_id)
         return outcome
 
@@ -112,9 +175,13 @@ def start(args: argparse.Namespace) -> int:
 def worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format=f"{args.name}: %(name)s: %(message)s")
     logging.getLogger("checkpointd_client.resume_worker").setLevel(logging.DEBUG)
-    store = SidecarCheckpointer(args.target, namespace=args.namespace)
+    if args.stall is not None:
+        unfence_marked(args.stall)
+    store = LoggedCheckpointer(args.target, namespace=args.namespace)
+    store.events = args.events
+    store.stall = args.stall
     resume_worker = ResumeWorker(
-        {CHAIN_NAME: build_chain(store, args.events, args.slow)},
+        {CHAIN_NAME: build_chain(store, args.events, args.slow, args.stall)},
         target=args.target,
         namespace=args.namespace,
         name=args.name,
@@ -129,6 +196,22 @@ def worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def unfence_marked(directory: Path) -> None:
+    """Resumes of the orders marked ``DIR/<order_id>.unfenced`` write without K4's fence, as
+    the worker did before K4: the control that shows what the fence prevents."""
+    from checkpointd_client import fencing, resume_worker
+
+    @contextlib.contextmanager
+    def writes_under(fence: LeaseFence) -> Iterator[LeaseFence]:
+        if (directory / f"{fence.execution_id}.unfenced").exists():
+            yield fence
+            return
+        with fencing.writes_under(fence):
+            yield fence
+
+    resume_worker.writes_under = writes_under  # type: ignore[attr-defined]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=("start", "worker"))
@@ -139,6 +222,7 @@ def main() -> int:
     parser.add_argument("--name", default=f"worker-{os.getpid()}")
     parser.add_argument("--lease-seconds", type=int, default=2)
     parser.add_argument("--slow", type=float, default=0.05)
+    parser.add_argument("--stall", type=Path)
     args = parser.parse_args()
     return start(args) if args.role == "start" else worker(args)
 
