@@ -219,8 +219,6 @@ def _slow_rank(item: pytest.Item) -> int:
 #: worker, one at a time, so they never starve each other of the CPUs.
 TIMING_SENSITIVE = (
     "tests/reliability/test_resume_workers.py",
-    "tests/reliability/test_graph_resume_workers.py",
-    "tests/reliability/test_stalled_workers.py",
     "tests/reliability/test_crash.py",
     "tests/console/test_page.py",
     "tests/console/test_page_states.py",
@@ -229,12 +227,20 @@ TIMING_SENSITIVE = (
     "tests/contract/test_durability.py::test_p3_",
 )
 
+#: The resume-worker kill and stall runs (2 s leases, SIGKILL and SIGSTOP): a second group of
+#: their own, one at a time, so the two groups together never run more than two such tests.
+WORKER_FAULTS = (
+    "tests/reliability/test_graph_resume_workers.py",
+    "tests/reliability/test_stalled_workers.py",
+)
+
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """On a pytest-xdist worker, put the long tests first: the controller (``--dist
     loadgroup``) hands tests out in collection order, so each worker starts on a long one and
-    none is left to start one as the rest finish. The timing-sensitive tests go in one group.
+    none is left to start one as the rest finish. The timing-sensitive tests go in one group,
+    the worker fault runs in another.
     A run in one process keeps the file order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
@@ -242,6 +248,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith(TIMING_SENSITIVE):
             item.add_marker(pytest.mark.xdist_group("timing"))
+        elif item.nodeid.startswith(WORKER_FAULTS):
+            item.add_marker(pytest.mark.xdist_group("worker-faults"))
 
 
 # --- the fault suites' figures (tests/reliability) ----------------------------------------------

@@ -557,6 +557,12 @@ SCRIPTS: dict[str, tuple[str, list[tuple[str, str | None]]]] = {
     "swarm": ("swarm", [("start", None), ("resume", None), ("resume", None)]),
 }
 
+#: The flows `make test` compares (each one a feature the others lack: a resume refused after
+#: the run ended, a hard crash, a fork, a swarm paused in its second agent); the full size
+#: (`make test-reliability`) compares every flow. The others' behaviour is still asserted by
+#: the functional tests above in `make test`.
+REDUCED_FLOWS = ("approval_chain", "fork", "hard_crash_recovery", "swarm_paused_in_b")
+
 #: Row fields that are identities or clocks, different in every run by design.
 VOLATILE = ("checkpoint_id", "parent_checkpoint_id", "created_at", "execution_id")
 
@@ -616,7 +622,7 @@ def reference_report(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str]
     return report
 
 
-@pytest.mark.parametrize("flow", sorted(SCRIPTS))
+@pytest.mark.parametrize("flow", sorted(SCRIPTS) if FULL else REDUCED_FLOWS)
 def test_p2_store_writes_the_same_rows_as_the_reference(
     flow: str,
     checkpointer_spec: CheckpointerSpec,

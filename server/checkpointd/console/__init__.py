@@ -133,12 +133,6 @@ _SECURITY_HEADERS: Final = {
 _EVERYTHING: Final = PendingFilter(chain_name=None, reason=None, agent_path_prefix=None)
 #: The body's spelling of an action's type (the stored form's), by its proto value.
 _ACTION_TYPES: Final = {name: number for number, name in decision_responses.ACTION_TYPES.items()}
-#: SubmitDecision's fields of a typed answer, as the console's body names them: a refusal
-#: names the field the caller sent.
-_BODY_FIELDS: Final = {
-    "response.resume_json": "response.resume",
-    "response.actions.edited_args_json": "response.actions.args",
-}
 _STATIC: Final = {
     "/": ("index.html", "text/html"),
     "/console.js": ("console.js", "text/javascript"),
@@ -226,11 +220,16 @@ def _decision_response(raw: object) -> pb.DecisionResponse:
 
 
 def _as_body_field(exc: InvalidField) -> InvalidField:
-    """``exc`` naming the body's field where SubmitDecision names its request's."""
+    """``exc`` naming the body's field where SubmitDecision names its request's: the body
+    spells ``resume_json`` ``resume`` and ``edited_args_json`` ``args``."""
     field, rule = exc.metadata.get("field", ""), exc.metadata.get("rule", "")
-    if field not in _BODY_FIELDS and "resume_json" not in rule:
-        return exc
-    return InvalidField(_BODY_FIELDS.get(field, field), rule.replace("resume_json", "resume"))
+    if field == "response.resume_json":
+        return InvalidField("response.resume", rule.replace("resume_json", "resume"))
+    if field == "response.actions.edited_args_json":
+        return InvalidField("response.actions.args", rule)
+    if "resume_json" in rule:
+        return InvalidField(field, rule.replace("resume_json", "resume"))
+    return exc
 
 
 def _error_response(exc: BaseException) -> web.Response:
