@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export CHECKPOINTD_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install run lock gen compile test test-compat test-reliability lint fmt typecheck check bench clean
+.PHONY: help install run lock gen compile test test-system test-compat test-reliability lint fmt typecheck check bench clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -78,8 +78,16 @@ TEST_WORKERS ?= 5
 compile:
 	$(PY) -m compileall -q -j 0 server pyclient
 
-test: install compile ## Run the test suite (both backends), in TEST_WORKERS processes.
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+# The whole-system runs: the fault suites, the frameworks' own suites and fastaiagent's flows
+# across processes. `make test` leaves them to `make test-system` (the same reduced size, in CI)
+# and `make test-reliability` (full size), so the inner loop stays within minutes.
+SYSTEM_TESTS := tests/reliability tests/peer tests/e2e/test_fastaiagent_e2e.py
+
+test: install compile ## Run the test suite (both backends) but the whole-system runs, in TEST_WORKERS processes.
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(addprefix --ignore=,$(SYSTEM_TESTS))
+
+test-system: install compile ## The whole-system runs at reduced size: fault suites (kill -9, outages, lost replies, worker kills and stalls, fuzz), fastaiagent's and LangGraph's own suites, fastaiagent's flows across processes. CI runs it after make test.
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(SYSTEM_TESTS)
 
 # The client's and the savers' tests (tests/client, tests/graph) in each compatibility
 # environment: "floor" has every range of both packages at its floor (protobuf 6.30, grpcio

@@ -6,7 +6,7 @@ in memory: it has to come back out of the store. The scenarios themselves live i
 ``scenarios.py``; this module drives them and asserts on each phase's JSON report.
 
 The store under test is the ``checkpointer_spec`` fixture: a checkpointd server (SQLite in
-``make test``, each backend at full size), reached through
+``make test-system``, each backend at full size), reached through
 ``checkpointd_client.fastaiagent.SidecarCheckpointer``. The
 ``reference_spec`` fixture is fastaiagent's own SQLiteCheckpointer: the comparison tests run
 the same flows on it, and one test shows where it goes wrong and we do not (C4).
@@ -69,7 +69,7 @@ class CheckpointerSpec:
         return cls(f"sidecar-{sidecar.backend}", sidecar.target, f"{sidecar.namespace}-e2e")
 
 
-#: ``make test`` runs these flows on SQLite; ``make test-reliability`` (full size) on both
+#: ``make test-system`` runs these flows on SQLite; ``make test-reliability`` (full size) on both
 #: backends. What differs between the backends is what the adapter's calls do, and that is
 #: the contract suite's, which runs on every backend in both.
 FULL = os.environ.get("CHECKPOINTD_RELIABILITY", "reduced").strip().lower() == "full"
@@ -557,10 +557,10 @@ SCRIPTS: dict[str, tuple[str, list[tuple[str, str | None]]]] = {
     "swarm": ("swarm", [("start", None), ("resume", None), ("resume", None)]),
 }
 
-#: The flows `make test` compares (each one a feature the others lack: a resume refused after
+#: The flows `make test-system` compares (each one a feature the others lack: a resume refused after
 #: the run ended, a hard crash, a fork, a swarm paused in its second agent); the full size
 #: (`make test-reliability`) compares every flow. The others' behaviour is still asserted by
-#: the functional tests above in `make test`.
+#: the functional tests above.
 REDUCED_FLOWS = ("approval_chain", "fork", "hard_crash_recovery", "swarm_paused_in_b")
 
 #: Row fields that are identities or clocks, different in every run by design.

@@ -222,7 +222,7 @@ def test_p5_fastaiagent_replication_tests_pass_with_the_sidecar_as_its_checkpoin
 ):
     """fastaiagent's outbox, quarantine, export-flag, run-end, restore and wire-mapping tests
     pass unmodified against its real drain and a loopback ingest stand-in, the sidecar holding
-    every checkpoint. `make test` runs them on SQLite; the full size on every backend (the
+    every checkpoint. `make test-system` runs them on SQLite; the full size on every backend (the
     replication outbox's own contract suite, tests/contract/test_replication.py, runs on
     every backend in both)."""
     code, counts, output = run_suite(fastaiagent_tests, sidecar, list(REPLICATION_FILES))
@@ -234,8 +234,8 @@ def test_p5_fastaiagent_replication_tests_pass_with_the_sidecar_as_its_checkpoin
 #: The durability files run in this many pytest processes, each a test of its own, so that
 #: pytest-xdist spreads them over its workers instead of one worker running them all.
 DURABILITY_SHARDS = 4
-#: The shard ``make test`` runs (on SQLite), to keep the suite within its ten minutes on two
-#: CPUs; the full size (``make test-reliability``) runs every shard on every backend.
+#: The shard ``make test-system`` runs (on SQLite), to keep CI within minutes on two CPUs; the
+#: full size (``make test-reliability``) runs every shard on every backend.
 REDUCED_SHARD = 1
 
 
@@ -262,7 +262,7 @@ def test_p2_fastaiagent_durability_tests_pass_with_the_sidecar_as_its_checkpoint
 ):
     """Every other test of fastaiagent's that builds a SQLiteCheckpointer passes unmodified
     with the sidecar in its place, but those that inspect or write its SQLite file directly
-    (EXCLUDED_FILES, DESELECTED). About 650 tests, in DURABILITY_SHARDS shards: `make test`
+    (EXCLUDED_FILES, DESELECTED). About 650 tests, in DURABILITY_SHARDS shards: `make test-system`
     runs one of them (REDUCED_SHARD) on the embedded default (SQLite) to stay within minutes;
     the full size (``make test-reliability``, or ``CHECKPOINTD_RELIABILITY=full``) runs every
     shard on every backend."""

@@ -10,7 +10,7 @@ of its own). Every test must pass: the same files pass on LangGraph's ``InMemory
 The sdist is that of the installed langgraph, from ``$CHECKPOINTD_LANGGRAPH_SDIST`` or fetched
 once per session with ``pip download`` (which installs nothing); its ``langgraph/`` sources
 are left out, so the installed package runs. Without network and without that variable the
-tests skip, unless ``CHECKPOINTD_REQUIRE_PEER=1`` makes that a failure. ``make test`` runs a
+tests skip, unless ``CHECKPOINTD_REQUIRE_PEER=1`` makes that a failure. ``make test-system`` runs a
 few of the files on SQLite; ``make test-reliability`` (``CHECKPOINTD_RELIABILITY=full``) runs
 all of them on every backend. LangGraph is MIT licensed.
 """
@@ -36,7 +36,7 @@ from tests.support.sidecar import Sidecar
 HERE = Path(__file__).resolve().parent
 STANDIN = HERE / "langgraph_standin.py"
 FULL = os.environ.get("CHECKPOINTD_RELIABILITY", "reduced").strip().lower() == "full"
-#: The files ``make test`` runs (interrupts, resumes, time travel); the full run takes every
+#: The files ``make test-system`` runs (interrupts, resumes, time travel); the full run takes every
 #: file whose tests take a checkpointer.
 REDUCED_FILES = (
     "tests/test_interrupt_state.py",

@@ -10,7 +10,7 @@ A worker reaching its planned point logs it and waits there; the test kills it a
 reads that, and starts a new worker in its place. Every thread ends finished exactly once:
 its history is one line with one checkpoint after ``finish``, nothing left to run, the state
 ``approve, slow, finish``; ``finish`` ran once; every decision ends ``resumed`` (a killed
-one after a takeover, attempt 2 or more); the inbox is empty. Reduced size in ``make test``
+one after a takeover, attempt 2 or more); the inbox is empty. Reduced size in ``make test-system``
 (one kill per point); five per point on 40 threads under ``CHECKPOINTD_RELIABILITY=full``.
 Both backends.
 """

@@ -7,7 +7,7 @@ side effect fires once, no decision is lost (each ends ``resumed``), and a secon
 any pause is refused. In the second variant a Node.js bot (clients/node/examples/
 approval_bot.js, approving everything it sees undecided) races the Python bot for every
 pause: each pause still takes exactly one decision, from one bot or the other. Reduced size
-in ``make test``; 200 runs under ``CHECKPOINTD_RELIABILITY=full``. Both backends.
+in ``make test-system``; 200 runs under ``CHECKPOINTD_RELIABILITY=full``. Both backends.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ workers did before K4), and the same stall lands the stalled worker's writes aft
 takeover, a second branch of the run that ends it a second time, so the harness is seen to
 catch what the fence prevents. With the asyncio saver the renewal that fails as the worker
 wakes may cancel the run before it writes its next checkpoint, so that kind has no control;
-in the other two only the fence stops the stalled worker. Reduced size in ``make test`` (one
+in the other two only the fence stops the stalled worker. Reduced size in ``make test-system`` (one
 control and one stall per kind and backend); six stalls each under
 ``CHECKPOINTD_RELIABILITY=full``. Both backends.
 """
