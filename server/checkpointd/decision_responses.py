@@ -14,10 +14,6 @@ from __future__ import annotations
 import json
 from typing import Any, Final, NamedTuple
 
-from jsonschema import exceptions as schema_errors
-from jsonschema import validators
-from referencing.exceptions import Unresolvable
-
 from checkpointd import validation as v
 from checkpointd.domain import PendingRecord
 from checkpointd.errors import InvalidField
@@ -209,6 +205,12 @@ def _args_misfit(schema: dict[str, Any], args: dict[str, Any]) -> str | None:
     """Where and why ``args`` does not fit the JSON schema ``schema``; None when they fit, or
     when the schema cannot check anything (it is invalid, or refers to what it does not hold):
     a schema the agent sent badly must not keep a person from deciding."""
+    # Imported here: jsonschema takes a tenth of a second to import, which every server start
+    # would pay for a check only an edit with a schema needs.
+    from jsonschema import exceptions as schema_errors
+    from jsonschema import validators
+    from referencing.exceptions import Unresolvable
+
     try:
         checker = validators.validator_for(schema)
         checker.check_schema(schema)
