@@ -78,15 +78,18 @@ TEST_WORKERS ?= 5
 compile:
 	$(PY) -m compileall -q -j 0 server pyclient
 
-# The whole-system runs: the fault suites, the frameworks' own suites and fastaiagent's flows
-# across processes. `make test` leaves them to `make test-system` (the same reduced size, in CI)
-# and `make test-reliability` (full size), so the inner loop stays within minutes.
-SYSTEM_TESTS := tests/reliability tests/peer tests/e2e/test_fastaiagent_e2e.py
+# The whole-system runs: the fault suites, the frameworks' own suites, fastaiagent's flows
+# across processes, the approvals page in Chromium and the Node.js client and savers in node
+# processes. `make test` leaves them to `make test-system` (the same reduced size, in CI) and
+# `make test-reliability` (the fault and peer suites at full size), so the inner loop stays
+# within minutes.
+SYSTEM_TESTS := tests/reliability tests/peer tests/e2e/test_fastaiagent_e2e.py tests/console \
+	tests/polyglot
 
 test: install compile ## Run the test suite (both backends) but the whole-system runs, in TEST_WORKERS processes.
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(addprefix --ignore=,$(SYSTEM_TESTS))
 
-test-system: install compile ## The whole-system runs at reduced size: fault suites (kill -9, outages, lost replies, worker kills and stalls, fuzz), fastaiagent's and LangGraph's own suites, fastaiagent's flows across processes. CI runs it after make test.
+test-system: install compile ## The whole-system runs at reduced size: fault suites (kill -9, outages, lost replies, worker kills and stalls, fuzz), fastaiagent's and LangGraph's own suites, fastaiagent's flows across processes, the approvals page in Chromium, the Node.js client. CI runs it after make test.
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(SYSTEM_TESTS)
 
 # The client's and the savers' tests (tests/client, tests/graph) in each compatibility
