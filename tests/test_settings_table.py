@@ -1,5 +1,5 @@
 """The one table of settings: the command line's defaults are the settings' defaults, and the
-README's table is the one tools/settings_table.py writes from it."""
+operations guide's table is the one tools/settings_table.py writes from it."""
 
 from __future__ import annotations
 
@@ -17,11 +17,12 @@ from checkpointd.config import OPTIONS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOL = ROOT / "tools" / "settings_table.py"
+GUIDE = ROOT / "docs" / "operations.md"
 
 
-def _check(readme: Path) -> subprocess.CompletedProcess[str]:
+def _check(guide: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(TOOL), "--check", "--readme", str(readme)],
+        [sys.executable, str(TOOL), "--check", "--doc", str(guide)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -29,22 +30,22 @@ def _check(readme: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_readme_settings_table_is_generated_from_the_options():
-    """README.md's table is what the tool writes (make lint runs the same check)."""
-    result = _check(ROOT / "README.md")
+def test_operations_guide_settings_table_is_generated_from_the_options():
+    """docs/operations.md's table is what the tool writes (make lint runs the same check)."""
+    result = _check(GUIDE)
     assert result.returncode == 0, result.stderr
 
 
 def test_a_stale_table_fails_the_check_until_rewritten(tmp_path: Path):
     """A row edited by hand is caught, and the tool puts the table back."""
-    readme = tmp_path / "README.md"
-    original = (ROOT / "README.md").read_text()
-    readme.write_text(original.replace("| `--store-timeout` |", "| `--store-timeout-old` |"))
-    stale = _check(readme)
+    guide = tmp_path / "operations.md"
+    original = GUIDE.read_text()
+    guide.write_text(original.replace("| `--store-timeout` |", "| `--store-timeout-old` |"))
+    stale = _check(guide)
     assert stale.returncode == 1
     assert "stale" in stale.stderr
-    subprocess.run([sys.executable, str(TOOL), "--readme", str(readme)], check=True, timeout=60)
-    assert readme.read_text() == original
+    subprocess.run([sys.executable, str(TOOL), "--doc", str(guide)], check=True, timeout=60)
+    assert guide.read_text() == original
 
 
 def test_every_option_names_a_setting_and_its_own_variable():

@@ -57,7 +57,7 @@ COPIES = (
     Copy("deploy/kubernetes/sqlite/deployment.yaml", r"image: checkpointd:(?P<v>\S+)$"),
     Copy("deploy/kubernetes/postgres/deployment.yaml", r"image: checkpointd:(?P<v>\S+)$"),
     Copy("deploy/kubernetes/README.md", r"checkpointd:(?P<v>[0-9][^`\s]*)", 2),
-    Copy("README.md", r"docker build -t checkpointd:(?P<v>\S+) \."),
+    Copy("docs/operations.md", r"docker build -t checkpointd:(?P<v>\S+) \."),
 )
 
 

@@ -1,10 +1,11 @@
-"""Write the README's table of settings from the one table of options (checkpointd.config).
+"""Write the operations guide's table of settings from the one table of options
+(checkpointd.config).
 
-    python tools/settings_table.py          # rewrite the table in README.md
-    python tools/settings_table.py --check  # exit 1 when README.md's table is stale
+    python tools/settings_table.py          # rewrite the table in docs/operations.md
+    python tools/settings_table.py --check  # exit 1 when docs/operations.md's table is stale
 
-The table sits between the two marker lines below; everything else in the README is left
-as it is.
+The table sits between the two marker lines below; everything else in the guide is left as
+it is. Its links are relative to docs/, where the guide is.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+GUIDE = ROOT / "docs" / "operations.md"
 # This checkout's server, whatever checkpointd the interpreter has installed.
 sys.path.insert(0, str(ROOT / "server"))
 
@@ -42,34 +44,36 @@ def render() -> str:
     return "\n".join(lines) + "\n"
 
 
-def updated(readme: str) -> str:
-    """``readme`` with the table between the markers replaced by :func:`render`'s."""
-    start = readme.find(BEGIN)
-    end = readme.find(END)
+def updated(guide: str) -> str:
+    """``guide`` with the table between the markers replaced by :func:`render`'s."""
+    start = guide.find(BEGIN)
+    end = guide.find(END)
     if start < 0 or end < start:
-        raise SystemExit(f"settings_table: README.md lacks the markers {BEGIN!r} ... {END!r}")
-    head = readme[: start + len(BEGIN)]
-    return f"{head}\n{render()}{readme[end:]}"
+        raise SystemExit(f"settings_table: the guide lacks the markers {BEGIN!r} ... {END!r}")
+    head = guide[: start + len(BEGIN)]
+    return f"{head}\n{render()}{guide[end:]}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Rewrite the README's table, or with ``--check`` say whether it is stale."""
+    """Rewrite the guide's table, or with ``--check`` say whether it is stale."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail when the table is stale")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument(
+        "--doc", type=Path, default=GUIDE, help=f"the file (default {GUIDE.relative_to(ROOT)})"
+    )
     args = parser.parse_args(argv)
-    text = args.readme.read_text(encoding="utf-8")
+    text = args.doc.read_text(encoding="utf-8")
     new = updated(text)
     if args.check:
         if new != text:
             print(
-                f"{args.readme}: the settings table is stale; run python tools/settings_table.py",
+                f"{args.doc}: the settings table is stale; run python tools/settings_table.py",
                 file=sys.stderr,
             )
             return 1
         return 0
     if new != text:
-        args.readme.write_text(new, encoding="utf-8")
+        args.doc.write_text(new, encoding="utf-8")
     return 0
 
 

@@ -479,7 +479,7 @@ OPTIONS: tuple[Option, ...] = (
         flags=("--pg-pooler",),
         parse=str.lower,
         choices=PG_POOLERS,
-        more=" ([Many pods](#many-pods))",
+        more=" ([Many pods](ha.md#many-pods))",
     ),
     Option(
         "pg_statement_cache_size",
@@ -676,7 +676,7 @@ OPTIONS: tuple[Option, ...] = (
         flags=("--console-listen",),
         parse=console_address,
         metavar="HOST:PORT",
-        more=" ([Approvals page](#approvals-page))",
+        more=" ([Approvals page](approvals.md#approvals-page))",
     ),
     Option(
         "auth_tokens_file",
@@ -687,7 +687,7 @@ OPTIONS: tuple[Option, ...] = (
         parse=Path,
         metavar="PATH",
         shown_default="off (no authentication)",
-        more=" ([Security](#security))",
+        more=" ([Security](security.md))",
         security=True,
     ),
     Option(

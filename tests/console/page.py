@@ -13,7 +13,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
 WAIT_S = 30
-#: Where the screenshots of the page's states go (the README shows them).
+#: Where the screenshots of the page's states go (docs/approvals.md shows them).
 SCREENSHOTS_ENV = "CHECKPOINTD_SCREENSHOTS"
 
 

@@ -1,6 +1,6 @@
 """`checkpointd store backup` and `store check` on a real SQLite store that a running server
 keeps writing to: the backup holds every write acknowledged before it started, opens with
-`checkpointd serve`, and checks clean. (Postgres is backed up with pg_dump; see the README.)"""
+`checkpointd serve`, and checks clean. (Postgres is backed up with pg_dump: docs/operations.md.)"""
 
 from __future__ import annotations
 
