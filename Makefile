@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 export CHECKPOINTD_TEST_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/test
 
 .DEFAULT_GOAL := help
-.PHONY: help install run lock gen compile test test-system test-compat test-reliability lint fmt typecheck check bench clean
+.PHONY: help install run lock gen compile test test-quick test-system test-compat test-reliability lint fmt typecheck check bench clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -79,18 +79,25 @@ compile:
 	$(PY) -m compileall -q -j 0 server pyclient
 
 # The whole-system runs: the fault suites, the frameworks' own suites, fastaiagent's flows
-# across processes, the approvals page in Chromium and the Node.js client and savers in node
-# processes. `make test` leaves them to `make test-system` (the same reduced size, in CI) and
+# across processes, the approvals page in Chromium, the Node.js client and savers in node
+# processes, the benchmark harness end to end and the image's build steps. `make test` leaves them to `make test-system` (the same reduced size, in CI) and
 # `make test-reliability` (the fault and peer suites at full size), so the inner loop stays
 # within minutes.
 SYSTEM_TESTS := tests/reliability tests/peer tests/e2e/test_fastaiagent_e2e.py tests/console \
-	tests/polyglot
+	tests/polyglot tests/test_bench_smoke.py tests/packaging/test_dockerfile.py
+
+# The twenty slowest tests close every run, so a test that grows is seen.
+DURATIONS := --durations=20
 
 test: install compile ## Run the test suite (both backends) but the whole-system runs, in TEST_WORKERS processes.
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(addprefix --ignore=,$(SYSTEM_TESTS))
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(DURATIONS) $(addprefix --ignore=,$(SYSTEM_TESTS))
 
-test-system: install compile ## The whole-system runs at reduced size: fault suites (kill -9, outages, lost replies, worker kills and stalls, fuzz), fastaiagent's and LangGraph's own suites, fastaiagent's flows across processes, the approvals page in Chromium, the Node.js client. CI runs it after make test.
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(SYSTEM_TESTS)
+test-quick: install compile ## The inner loop: the unit, store and contract tests on SQLite only (about a minute).
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(DURATIONS) -m "not postgres" tests/unit tests/store \
+		tests/contract
+
+test-system: install compile ## The whole-system runs at reduced size: fault suites (kill -9, outages, lost replies, worker kills and stalls, fuzz), fastaiagent's and LangGraph's own suites, fastaiagent's flows across processes, the approvals page in Chromium, the Node.js client, the benchmark harness, the image's build steps. CI runs it after make test.
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(DURATIONS) $(SYSTEM_TESTS)
 
 # The client's and the savers' tests (tests/client, tests/graph) in each compatibility
 # environment: "floor" has every range of both packages at its floor (protobuf 6.30, grpcio
@@ -109,10 +116,10 @@ $(COMPAT_ROOT)/%/.installed: requirements/compat-%.txt $(UV) pyproject.toml pycl
 		$(if $(filter floor,$*),-e .)
 	touch $@
 
-test-reliability: install compile ## The fault suites, fastaiagent's own suites and end-to-end flows on every backend, and the memory bounds behind PgBouncer, at full size: crashes, outages, lost replies, fuzz (long; README).
+test-reliability: install compile ## The fault suites, fastaiagent's own suites and end-to-end flows on every backend, and the memory bounds behind PgBouncer, at full size: crashes, outages, lost replies, fuzz (long; CONTRIBUTING.md).
 	CHECKPOINTD_RELIABILITY=full $(PY) -m pytest tests/reliability tests/peer tests/contract/test_bounds.py tests/e2e/test_fastaiagent_e2e.py
 
-lint: install ## ruff, the README's settings table, the generated sync client, the locks against their .in files, the release version's copies, buf lint, buf breaking against the committed v1 image, hadolint.
+lint: install ## ruff, the settings table of docs/operations.md, the generated sync client, the locks against their .in files, the release version's copies, buf lint, buf breaking against the committed v1 image, hadolint.
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(PY) tools/settings_table.py --check

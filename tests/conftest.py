@@ -148,8 +148,9 @@ SHARED_PG_POOL_MAX = 4
 def shared_servers(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Callable[[str], SharedServer]]:
-    """The servers the tests of ``shared_server`` modules share: one per backend, started on
-    first use, stopped (and their stores dropped) at the end of the session."""
+    """The servers the tests share (all but those marked ``own_server``): one per backend and
+    pytest-xdist worker, started on first use, stopped (and their stores dropped) at the end of
+    the session."""
     servers: dict[str, SharedServer] = {}
 
     def get(backend: str) -> SharedServer:
@@ -175,10 +176,11 @@ def shared_servers(
 
 @pytest.fixture
 def sidecar(request: pytest.FixtureRequest, backend: str) -> Iterator[Sidecar | SharedSidecar]:
-    """A running server per backend: a fresh one on a fresh store, or, in a module marked
-    ``shared_server``, a fresh namespace on the backend's shared server
-    (tests/support/shared_server.py)."""
-    if request.node.get_closest_marker("shared_server") is None:
+    """A running server per backend: by default a fresh namespace on the backend's shared
+    server (tests/support/shared_server.py); in a test or module marked ``own_server`` (it
+    needs a fresh store, its own settings, or a server to stop or kill) a fresh server on a
+    fresh store."""
+    if request.node.get_closest_marker("own_server") is not None:
         yield request.getfixturevalue("sidecar_factory")()
         return
     shared: SharedServer = request.getfixturevalue("shared_servers")(backend)

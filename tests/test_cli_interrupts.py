@@ -12,10 +12,14 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
+import pytest
+
 from checkpointd.cli.interrupts import format_age
 from checkpointd_client import CheckpointdClient
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
+
+pytestmark = pytest.mark.own_server
 
 TIMEOUT = 30
 

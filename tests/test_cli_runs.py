@@ -18,8 +18,6 @@ from checkpointd_client import CheckpointdClient, NotFoundError
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 TIMEOUT = 30
 
 

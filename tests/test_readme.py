@@ -13,6 +13,8 @@ import pytest
 from checkpointd_client import CheckpointdClient
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

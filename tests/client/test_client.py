@@ -40,8 +40,6 @@ from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.shared_server
-
 FAST_RETRY = cc.RetryPolicy(initial_backoff=0.01, max_backoff=0.02)
 NO_RETRY = cc.RetryPolicy(max_attempts=1)
 

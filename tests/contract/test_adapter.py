@@ -21,8 +21,6 @@ from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.contract.conftest import NO_RETRY
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.shared_server
-
 #: A state with what JSON round trips tend to break (J1): big ints, floats, unicode, nesting.
 STATE = {"n": 2**70, "f": 0.1, "text": "héllo ✓", "nested": {"a": [1, {"b": None}]}, "e": {}}
 

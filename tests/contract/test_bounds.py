@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -24,6 +25,8 @@ from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar
+
+pytestmark = pytest.mark.own_server
 
 #: Longest wait for something expected; reached only when a test is failing.
 PATIENCE = 60.0

@@ -30,8 +30,6 @@ from checkpointd_client.v1 import (
 from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 
-pytestmark = pytest.mark.shared_server
-
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:

@@ -36,8 +36,6 @@ from tests.contract.helpers import checkpoint, interrupted
 from tests.support.grpc_errors import error_details
 from tests.support.store_dump import dump_store
 
-pytestmark = pytest.mark.shared_server
-
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:

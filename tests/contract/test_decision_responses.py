@@ -33,8 +33,6 @@ from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from tests.contract.helpers import interrupted
 
-pytestmark = pytest.mark.shared_server
-
 #: Two actions of one model turn, as the batched middleware asks about them.
 BATCH = {
     "action_requests": [

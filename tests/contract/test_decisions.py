@@ -25,8 +25,6 @@ from checkpointd_client import (
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.shared_server
-
 
 def pause(client: CheckpointdClient, execution_id: str, **fields: object) -> str:
     """Record a pause; return its checkpoint id."""

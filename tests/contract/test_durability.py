@@ -29,6 +29,8 @@ from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar, StoreSpec
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.own_server
+
 
 def test_e1_acknowledged_writes_survive_kill_9(sidecar, execution_id):
     """Every write acknowledged before a SIGKILL is there, unchanged, after a restart."""

@@ -19,8 +19,6 @@ from checkpointd_client.v1 import checkpoint_service_pb2_grpc
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.grpc_errors import error_details
 
-pytestmark = pytest.mark.shared_server
-
 
 def _populate(client: CheckpointdClient) -> dict[str, str]:
     """One run of each status, and a fork, written oldest first: running, ended, failed,

@@ -28,8 +28,6 @@ from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:

@@ -18,8 +18,6 @@ from checkpointd_client.v1 import graph_service_pb2_grpc as g_grpc
 from tests.contract.graph_breakers import GRAPH_BREAKERS, graph_checkpoint
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 TIMEOUT = 10.0
 
 

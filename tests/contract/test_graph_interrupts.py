@@ -33,8 +33,6 @@ from checkpointd_client.v1 import graph_service_pb2_grpc as g_grpc
 from tests.contract.helpers import interrupted
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 
 class State(TypedDict):
     log: Annotated[list[str], operator.add]

@@ -34,8 +34,6 @@ from tests.ops.helpers import sample, scrape
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.shared_server
-
 #: The idle time of the tests that wait for threads to become idle: long enough that a
 #: thread written just before the call is not idle on a loaded machine.
 IDLE_S = 2

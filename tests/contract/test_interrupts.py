@@ -14,8 +14,6 @@ from tests.contract.conftest import NO_RETRY, WRITE_PATHS
 from tests.contract.helpers import checkpoint, interrupted
 from tests.reliability.figures import FULL
 
-pytestmark = pytest.mark.shared_server
-
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:

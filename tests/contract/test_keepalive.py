@@ -15,12 +15,15 @@ from collections.abc import Iterator
 from concurrent import futures
 
 import grpc
+import pytest
 
 from checkpointd_client import CheckpointdClient, RetryPolicy
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
+
+pytestmark = pytest.mark.own_server
 
 #: A client that pings every second, ten times the rate the guide asks for, without pause.
 EAGER_PINGS = [

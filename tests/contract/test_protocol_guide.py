@@ -36,6 +36,8 @@ from tests.contract.graph_breakers import GRAPH_BREAKERS
 from tests.support.sidecar import Sidecar
 from tests.unit.test_invalid_field_values import documented_fields
 
+pytestmark = pytest.mark.own_server
+
 TIMEOUT = 10.0
 #: The longest wait for one expected watch message; reached only when a test is failing.
 PATIENCE = 30.0

@@ -23,8 +23,6 @@ from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 from tests.support.store_dump import StoreReader
 
-pytestmark = pytest.mark.shared_server
-
 
 @pytest.fixture
 def outbox(sidecar: Sidecar | SharedSidecar) -> Iterator[CheckpointdClient]:

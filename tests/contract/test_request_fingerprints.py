@@ -41,8 +41,6 @@ from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 from tests.support.store_dump import StoreReader
 
-pytestmark = pytest.mark.shared_server
-
 REUSED = "REQUEST_ID_REUSED"
 _TABLES = (
     "checkpoints",

@@ -31,8 +31,6 @@ from tests.contract.helpers import checkpoint, interrupted
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.shared_server
-
 
 @pytest.fixture(params=WRITE_PATHS)
 def write_path(request: pytest.FixtureRequest) -> str:

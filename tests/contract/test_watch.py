@@ -37,6 +37,8 @@ from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar, StoreSpec
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.own_server
+
 KINDS = {
     svc.INTERRUPT_EVENT_TYPE_ADDED: "added",
     svc.INTERRUPT_EVENT_TYPE_CLAIMED: "claimed",

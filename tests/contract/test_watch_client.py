@@ -36,8 +36,6 @@ from tests.support.watch_blackhole_proxy import WatchBlackholeProxy
 
 from .helpers import interrupted
 
-pytestmark = pytest.mark.shared_server
-
 #: Reconnect quickly: a test waits for the server to come back, not for a long backoff.
 FAST = RetryPolicy(initial_backoff=0.02, max_backoff=0.2)
 #: The bound of every watch here: a broken server fails the test instead of hanging it.

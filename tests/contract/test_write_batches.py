@@ -35,8 +35,6 @@ from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.grpc_fault_rules import Kind
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 KINDS = ["sync", "async"]
 WRITERS = 32
 

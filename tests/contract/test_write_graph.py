@@ -34,8 +34,6 @@ from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.shared_server
-
 KINDS = ["sync", "async"]
 #: The item field of each graph RPC the stream carries.
 FIELDS = {"PutGraphCheckpoint": "put_graph_checkpoint", "PutGraphWrites": "put_graph_writes"}

@@ -35,8 +35,6 @@ from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar, StoreSpec
 
-pytestmark = pytest.mark.shared_server
-
 
 def _holds_at_least(items: Sized, count: int) -> bool:
     return len(items) >= count

@@ -41,8 +41,6 @@ from tests.reliability.figures import size
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 PUTS = size(8, 40)
 TIMEOUT = 1.5
 RETRY = RetryPolicy(max_attempts=6)

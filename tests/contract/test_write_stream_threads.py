@@ -11,14 +11,10 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
-
 from checkpointd_client import Checkpoint, CheckpointdClient, DeadlineExceededError
 from tests.contract.conftest import NO_RETRY
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.shared_server import SharedSidecar
-
-pytestmark = pytest.mark.shared_server
 
 THREADS = 32
 ROUNDS = 5

@@ -19,8 +19,12 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from checkpointd_client import CheckpointdClient
 from tests.support.sidecar import Sidecar
+
+pytestmark = pytest.mark.own_server
 
 ROOT = Path(__file__).resolve().parents[2]
 BOT = ROOT / "examples" / "approval_bot.py"

@@ -34,8 +34,6 @@ from tests.support.sidecar import Sidecar
 
 from .scenarios import HARD_CRASH_EXIT_CODE, REFERENCE_PREFIX
 
-pytestmark = pytest.mark.shared_server
-
 RUNNER = Path(__file__).with_name("run_scenario.py")
 #: Generous: one phase is one interpreter start plus a handful of store round trips.
 PHASE_TIMEOUT_S = 60

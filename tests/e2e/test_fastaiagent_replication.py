@@ -28,6 +28,8 @@ from checkpointd_client import Checkpoint
 from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 #: How long the background drain may take to deliver (a liveness bound, not a speed claim).
 DELIVERY_WAIT_S = 60.0
 

@@ -36,8 +36,6 @@ from checkpointd_client import (
 from checkpointd_client.langgraph import AsyncCheckpointdSaver, GraphResumeWorker
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 TIMEOUT_S = 60
 CALLS = [
     {"name": "send_email", "args": {"to": "alice", "body": "hi"}, "id": "call-1"},

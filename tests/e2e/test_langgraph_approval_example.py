@@ -16,6 +16,8 @@ import pytest
 from checkpointd_client import CheckpointdClient
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_approval.py"
 TIMEOUT_S = 60
 

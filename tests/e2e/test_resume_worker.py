@@ -19,6 +19,8 @@ from checkpointd_client import CheckpointdClient, PendingInterrupt
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 TIMEOUT_S = 60
 
 

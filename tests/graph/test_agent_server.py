@@ -46,8 +46,6 @@ from checkpointd_client.langgraph import AgentServerGraph, GraphResumeWorker
 from tests.conftest import BACKENDS
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 #: The bound of every wait: the Agent Server's start, a pause reaching the inbox, a resume.
 TIMEOUT_S = 60.0
 

@@ -21,8 +21,6 @@ from checkpointd_client.langgraph import AsyncCheckpointdSaver, CheckpointdSaver
 from tests.graph.threaded import ThreadedSaver
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 CAPABILITIES = [capability.value for capability in Capability]
 
 

@@ -20,8 +20,6 @@ import pytest
 from tests.conftest import BACKENDS
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 PHASE = Path(__file__).with_name("graph_phase.py")
 
 

@@ -24,7 +24,6 @@ from tests.support.sidecar import Sidecar
 
 Server = Sidecar | SharedSidecar
 
-pytestmark = pytest.mark.shared_server
 
 SCRIPT = Path(__file__).with_name("graph_worker.py")
 TIMEOUT_S = 60

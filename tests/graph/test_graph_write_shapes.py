@@ -28,8 +28,6 @@ from checkpointd_client.langgraph import AsyncCheckpointdSaver, CheckpointdSaver
 from checkpointd_client.langgraph._shape import put_writes_request
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 
 class Answers(TypedDict):
     answers: list[str]

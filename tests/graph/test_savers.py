@@ -13,8 +13,6 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 from checkpointd_client.langgraph import AsyncCheckpointdSaver, CheckpointdSaver
 from tests.support.shared_server import SharedSidecar
 
-pytestmark = pytest.mark.shared_server
-
 
 def _config(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}

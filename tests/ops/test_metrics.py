@@ -11,6 +11,8 @@ from checkpointd_client import CheckpointdClient, NotFoundError
 from tests.contract.helpers import checkpoint, interrupted
 from tests.ops.helpers import EarlySidecar, sample, scrape
 
+pytestmark = pytest.mark.own_server
+
 
 def test_metrics_count_rpcs_by_method_and_code_and_report_the_store(store_spec):
     """After a few calls the scrape has their counters and latencies by method and code, the

@@ -11,6 +11,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
+pytestmark = pytest.mark.own_server
+
 
 @pytest.mark.parametrize("backend", ["sqlite"])
 def test_reflection_lists_the_services_and_a_dynamic_call_works(sidecar):

@@ -13,6 +13,8 @@ import pytest
 
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 
 def _mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)

@@ -30,6 +30,8 @@ from tests.e2e.test_fastaiagent_e2e import CheckpointerSpec, ScenarioRun
 from tests.support.shared import built_once
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 SCENARIO = "approval_chain"
 IMPORT_TIMEOUT_S = 60
 

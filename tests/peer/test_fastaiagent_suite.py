@@ -28,6 +28,8 @@ import pytest
 from tests.support.shared import built_once
 from tests.support.sidecar import Sidecar, StoreSpec
 
+pytestmark = pytest.mark.own_server
+
 FASTAIAGENT_VERSION = "1.94.0"
 HERE = Path(__file__).resolve().parent
 #: Whether this is the full-size run, as for the fault suites.

@@ -23,6 +23,8 @@ from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT
 
+pytestmark = pytest.mark.own_server
+
 SCRIPT = NODE_CLIENT / "examples" / "interrupts.js"
 LINE_TIMEOUT_S = 30
 

@@ -18,11 +18,15 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from checkpointd_client import CheckpointdClient
 from tests.reliability.test_resume_workers import FLEET, fleet_env
 from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT
+
+pytestmark = pytest.mark.own_server
 
 BOT = NODE_CLIENT / "examples" / "approval_bot.js"
 TIMEOUT_S = 60

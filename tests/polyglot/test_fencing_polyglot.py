@@ -12,8 +12,6 @@ import time
 import uuid
 from pathlib import Path
 
-import pytest
-
 from checkpointd_client import CheckpointdClient, FailedPreconditionError
 from checkpointd_client.fencing import LeaseFence
 from checkpointd_client.langgraph import CheckpointdSaver
@@ -21,8 +19,6 @@ from tests.support.shared_server import SharedSidecar
 
 from .conftest import NODE_CLIENT
 from .test_langgraph_js_worker import pause_js
-
-pytestmark = pytest.mark.shared_server
 
 TIMEOUT_S = 60
 

@@ -11,11 +11,15 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from checkpointd_client import CheckpointdClient
 from tests.graph.test_graph_worker import lines, pause, start, wait_for, workers  # noqa: F401
 from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT
+
+pytestmark = pytest.mark.own_server
 
 TIMEOUT_S = 60
 

@@ -9,8 +9,6 @@ import json
 import os
 import subprocess
 
-import pytest
-
 from checkpointd_client import CheckpointdClient, PendingInterrupt
 from tests.e2e.test_langchain_hitl import (  # noqa: F401 - ran is a fixture
     _outcome,
@@ -22,8 +20,6 @@ from tests.e2e.test_langchain_hitl import (  # noqa: F401 - ran is a fixture
 from tests.support.shared_server import SharedSidecar
 
 from .conftest import NODE_CLIENT
-
-pytestmark = pytest.mark.shared_server
 
 TIMEOUT_S = 60
 

@@ -34,8 +34,6 @@ from tests.support.shared_server import SharedSidecar
 
 from .conftest import NODE_CLIENT
 
-pytestmark = pytest.mark.shared_server
-
 #: LangGraph's conformance suite: 718 tests of specTest and 8 of getDeltaChannelHistory.
 VALIDATION_TESTS = 726
 #: The graph spec's tests.

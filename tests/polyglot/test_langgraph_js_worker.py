@@ -33,8 +33,6 @@ from tests.support.shared_server import SharedSidecar
 
 from .conftest import NODE_CLIENT
 
-pytestmark = pytest.mark.shared_server
-
 SCRIPT = NODE_CLIENT / "spec" / "langgraph" / "support_graph.cjs"
 TIMEOUT_S = 60
 

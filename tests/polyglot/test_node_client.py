@@ -17,6 +17,8 @@ from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT
 
+pytestmark = pytest.mark.own_server
+
 NODE_TEST_TIMEOUT_S = 100
 
 

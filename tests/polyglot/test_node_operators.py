@@ -21,8 +21,6 @@ from tests.support.shared_server import SharedSidecar
 
 from .conftest import NODE_CLIENT
 
-pytestmark = pytest.mark.shared_server
-
 TIMEOUT_S = 60
 
 RUNS = """

@@ -30,7 +30,7 @@ from tests.support.sidecar import Sidecar
 from .conftest import NODE_CLIENT, ROOT, _node_unavailable
 from .test_node_readme import run_quickstart
 
-pytestmark = [pytest.mark.shared_server, pytest.mark.xdist_group("node-package")]
+pytestmark = pytest.mark.xdist_group("node-package")
 
 PACKAGE = "checkpointd-client"
 NPM_TIMEOUT_S = 180

@@ -17,6 +17,8 @@ from tests.support.sidecar import Sidecar
 
 from .conftest import NODE_CLIENT
 
+pytestmark = pytest.mark.own_server
+
 EXAMPLE = NODE_CLIENT / "examples" / "langgraph_quickstart.js"
 TIMEOUT_S = 120
 

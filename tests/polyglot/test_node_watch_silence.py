@@ -12,12 +12,16 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from checkpointd_client import CheckpointdClient, RetryPolicy
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
 from tests.support.watch_blackhole_proxy import WatchBlackholeProxy
 
 from .conftest import NODE_CLIENT
+
+pytestmark = pytest.mark.own_server
 
 #: Silence (3 intervals of 1 s), a reconnect's backoff and a busy machine's delays.
 DARK_BOUND = 15.0

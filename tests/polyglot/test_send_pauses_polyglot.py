@@ -9,14 +9,10 @@ import os
 import subprocess
 import uuid
 
-import pytest
-
 from checkpointd_client import CheckpointdClient
 from tests.support.shared_server import SharedSidecar
 
 from .conftest import NODE_CLIENT
-
-pytestmark = pytest.mark.shared_server
 
 TIMEOUT_S = 60
 

@@ -40,6 +40,8 @@ from tests.reliability.store_dump import StoreReader
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar
 
+pytestmark = pytest.mark.own_server
+
 NAMESPACE = "crash"
 CYCLES = size(5, 100)
 # Retries ride over a restart (about a second); a call gives up only after 30 s.

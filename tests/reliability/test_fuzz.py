@@ -35,7 +35,7 @@ from tests.reliability.store_dump import StoreReader
 from tests.support.grpc_errors import error_details
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.timeout(size(120, 3600))
+pytestmark = [pytest.mark.own_server, pytest.mark.timeout(size(120, 3600))]
 
 CASES = size(300, 10_000)
 _BASE = settings(

@@ -35,7 +35,7 @@ from tests.reliability import graph_fleet
 from tests.reliability.figures import record, size
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.timeout(size(300, 1800))
+pytestmark = [pytest.mark.own_server, pytest.mark.timeout(size(300, 1800))]
 
 FLEET = Path(graph_fleet.__file__)
 POINTS = graph_fleet.POINTS

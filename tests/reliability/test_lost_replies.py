@@ -47,7 +47,7 @@ from tests.reliability.store_dump import StoreReader
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.timeout(size(120, 1800))
+pytestmark = [pytest.mark.own_server, pytest.mark.timeout(size(120, 1800))]
 
 TRIALS = size(20, 200)
 CLAIMERS = 64

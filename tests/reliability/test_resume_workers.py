@@ -30,7 +30,7 @@ from tests.polyglot.conftest import node as node  # the fixture, for the Node va
 from tests.reliability.figures import record, size
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.timeout(size(240, 1800))
+pytestmark = [pytest.mark.own_server, pytest.mark.timeout(size(240, 1800))]
 
 FLEET = Path(__file__).with_name("resume_fleet.py")
 RUNS = size(20, 200)

@@ -46,7 +46,7 @@ from tests.reliability.figures import record, size
 from tests.reliability.test_resume_workers import fleet_env
 from tests.support.sidecar import Sidecar
 
-pytestmark = pytest.mark.timeout(size(300, 1800))
+pytestmark = [pytest.mark.own_server, pytest.mark.timeout(size(300, 1800))]
 
 HERE = Path(__file__).parent
 RESUME_FLEET = HERE / "resume_fleet.py"

@@ -1,11 +1,11 @@
 """One server per backend that many tests share, each test in a namespace of its own.
 
-Most contract tests need nothing of a server but its calls: a fresh store is not what they
-prove, and starting a process per test is most of what they cost. A module marked
-``pytest.mark.shared_server`` gets, for its tests that ask for ``sidecar``, a view of one
-long-lived server per backend (per pytest-xdist worker) with a fresh namespace; N1 keeps the
-tests apart. The view has no stop, kill or start: a test that needs to do that to a server
-has one of its own (``sidecar_factory``).
+Most tests need nothing of a server but its calls: a fresh store is not what they prove, and
+starting a process per test is most of what they cost. So a test that asks for ``sidecar``
+gets, by default, a view of one long-lived server per backend (per pytest-xdist worker) with a
+fresh namespace; N1 keeps the tests apart. The view has no stop, kill or start: a test that
+needs a fresh store, settings of its own, or a server to stop or kill is marked
+``pytest.mark.own_server`` (or uses ``sidecar_factory``).
 
 After each test, :meth:`SharedServer.check_namespaces` fails the test if it left a row in a
 namespace that is not its own (``view.namespace`` or one that starts with it and a ``-``),
