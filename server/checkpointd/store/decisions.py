@@ -1,10 +1,18 @@
-"""The rules of a decision's lease and its report (contract K2), the same on both backends:
-each backend reads the pause's decision row under its own lock and asks these."""
+"""Decisions (contracts K1-K4), the same on both backends: the rules of a decision's lease and
+its report, and the transactions that decide, lease and report (:class:`DecisionTransactions`).
+Each backend reads the pause's rows under its own lock (SQLite's ``BEGIN IMMEDIATE`` takes the
+write lock first; Postgres reads them ``FOR UPDATE``), which its :class:`DecisionSql` says."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from checkpointd import decision_responses
 from checkpointd.domain import (
     DecisionChange,
     DecisionOutcome,
@@ -14,8 +22,14 @@ from checkpointd.domain import (
     LeaseFence,
     PendingRecord,
 )
+from checkpointd.store import retries, rows
+from checkpointd.store.base import StoreUnavailable
+from checkpointd.store.columns import decision_params
+from checkpointd.store.statements import Statements, StatementStore
 
 __all__ = [
+    "DecisionSql",
+    "DecisionTransactions",
     "fence_holds",
     "lease_refusal",
     "renews_lease",
@@ -93,3 +107,181 @@ def replaces(winner: PendingRecord, request_id: str, held_request_id: str) -> bo
 def resume_event_kind(status: DecisionStatus) -> EventKind:
     """The outbox event of a report."""
     return EventKind.RESUMED if status is DecisionStatus.RESUMED else EventKind.RESUME_FAILED
+
+
+#: A pause: namespace, execution id, checkpoint id, interrupt id.
+Pause = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionSql:
+    """A backend's decision statements. The ``_locked`` reads lock what they read until the
+    transaction ends (Postgres ``FOR UPDATE``; on SQLite the plain read, under ``BEGIN
+    IMMEDIATE``); the writes return the changed decision row."""
+
+    #: Parameters: namespace, request id.
+    decision_by_request_id: str
+    #: Parameters: namespace, execution id, interrupt id.
+    pending_of_pause_locked: str
+    newest_decision_of_execution: str
+    #: Parameters: the pause.
+    decision_of_pause: str
+    decision_of_pause_locked: str
+    delete_decision_of_pause: str
+    #: Parameters: :func:`~checkpointd.store.columns.decision_params`.
+    insert_decision: str
+    #: Parameters: lease token, lease until, attempts added (0 or 1), then the pause.
+    take_lease: str
+    #: Parameters: status, error, reported at, then the pause.
+    report_decision: str
+    #: Parameters: namespace, after sequence, limit.
+    list_decisions: str
+    list_open_decisions: str
+
+
+class DecisionTransactions(StatementStore):
+    """The decision methods of the :class:`~checkpointd.store.base.Store` protocol, each one
+    transaction of the backend's :class:`DecisionSql`."""
+
+    _decision_sql: DecisionSql
+
+    def _holding_pause(self, pause: Pause) -> AbstractAsyncContextManager[object]:
+        """What a lease holds besides its transaction (SQLite: the pause's in-process lock,
+        which :meth:`fenced` shares; Postgres: nothing, the row lock does it)."""
+        return contextlib.nullcontext()
+
+    def _decided(self, row: Any) -> PendingRecord:
+        return rows.pending_from_row(row, self._read_time, with_decision=True)
+
+    async def submit_decision(
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        decision: DecisionRecord,
+        *,
+        fingerprint: str = "",
+        interrupt_id: str = "",
+    ) -> DecisionChange:
+        """Store the one decision on the execution's pending interrupt (the one named by
+        ``interrupt_id``; empty: the fastaiagent pause), with a ``decided`` event, in one
+        transaction (K1, G8). Concurrent deciders queue on the pending row's lock; each later
+        one then finds the winner."""
+        sql = self._decision_sql
+
+        async def body(conn: Statements) -> DecisionChange:
+            if request_id:
+                earlier = await conn.fetch(sql.decision_by_request_id, (namespace, request_id))
+                if earlier:
+                    first = earlier[0]["request_fingerprint"]
+                    retries.check_fingerprint(request_id, first, fingerprint)
+                    return DecisionChange(DecisionOutcome.REPEATED, self._decided(earlier[0]))
+            by_pause = (namespace, execution_id, interrupt_id)
+            found = await conn.fetch(sql.pending_of_pause_locked, by_pause)
+            if not found:
+                # Resumed since (its pending row claimed): the run's last decision stands.
+                last = await conn.fetch(sql.newest_decision_of_execution, by_pause)
+                if last:
+                    return DecisionChange(DecisionOutcome.CONFLICT, self._decided(last[0]))
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            pending = rows.pending_from_row(found[0], self._read_time)
+            decision_responses.check_fits(pending, decision.response_json)
+            pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
+            winner = await conn.fetch(sql.decision_of_pause, pause)
+            held = winner[0]["request_id"] if winner else ""
+            if winner and replaces(self._decided(winner[0]), request_id, held):
+                await conn.run(sql.delete_decision_of_pause, pause)
+            elif winner:
+                same = bool(request_id) and held == request_id
+                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
+                return DecisionChange(outcome, self._decided(winner[0]))
+            params = decision_params(
+                namespace, request_id, decision, pending, self._write_time, fingerprint
+            )
+            inserted = await conn.fetch(sql.insert_decision, params)
+            if not inserted:
+                # Only a concurrent call with this request id, on another pause, can get here.
+                raise StoreUnavailable("the decision raced with another; retry")
+            decided = self._decided(inserted[0])
+            kind = EventKind.DECIDED
+            await self._append_event_at(conn, namespace, kind, decided, decision.decided_at)
+            return DecisionChange(DecisionOutcome.APPLIED, decided)
+
+        return await self._in_transaction(body)
+
+    async def lease_decision(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        interrupt_id: str = "",
+    ) -> DecisionChange:
+        """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
+        whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
+        sql = self._decision_sql
+        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
+
+        async def body(conn: Statements) -> DecisionChange:
+            found = await conn.fetch(sql.decision_of_pause_locked, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = self._decided(found[0])
+            renew = renews_lease(current, found[0]["lease_token"], lease_token)
+            refusal = lease_refusal(current, renew=renew, now=now)
+            if refusal is not None:
+                return refusal
+            lease = (lease_token, self._write_time(lease_until), 0 if renew else 1)
+            taken = await conn.fetch(sql.take_lease, (*lease, *pause))
+            return DecisionChange(DecisionOutcome.APPLIED, self._decided(taken[0]))
+
+        async with self._holding_pause(pause):
+            return await self._in_transaction(body)
+
+    async def report_resume(
+        self,
+        namespace: str,
+        execution_id: str,
+        checkpoint_id: str,
+        lease_token: str,
+        status: DecisionStatus,
+        error: str | None,
+        now: datetime,
+        *,
+        interrupt_id: str = "",
+    ) -> DecisionChange:
+        """Record how the lease holder carried the decision out, with a ``resumed`` or
+        ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
+        REPEATED; a report by anyone but the lease holder, or a different second report, is a
+        CONFLICT."""
+        sql = self._decision_sql
+        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
+
+        async def body(conn: Statements) -> DecisionChange:
+            found = await conn.fetch(sql.decision_of_pause_locked, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            current = self._decided(found[0])
+            refusal = report_refusal(current, found[0]["lease_token"], lease_token, status)
+            if refusal is not None:
+                return refusal
+            report = (status.value, error, self._write_time(now))
+            changed = await conn.fetch(sql.report_decision, (*report, *pause))
+            reported = self._decided(changed[0])
+            kind = resume_event_kind(status)
+            await self._append_event_at(conn, namespace, kind, reported, now)
+            return DecisionChange(DecisionOutcome.APPLIED, reported)
+
+        return await self._in_transaction(body)
+
+    async def list_decisions(
+        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
+    ) -> list[PendingRecord]:
+        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        sql = self._decision_sql
+        query = sql.list_open_decisions if open_only else sql.list_decisions
+        found: Sequence[Any] = await self._query(query, (namespace, after_sequence, limit))
+        return [self._decided(row) for row in found]

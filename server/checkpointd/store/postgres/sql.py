@@ -24,6 +24,7 @@ from checkpointd.store.columns import (
     PENDING_COLUMNS,
     sizes,
 )
+from checkpointd.store.decisions import DecisionSql
 from checkpointd.store.filters import PrefixMatch, conditions, shape
 from checkpointd.store.outbox import OutboxSql
 
@@ -358,15 +359,15 @@ class Sql:
             ON CONFLICT DO NOTHING
             RETURNING {dcols}"""
         self.take_lease = f"""
-            UPDATE {decisions} SET decision_status = 'resuming', lease_token = $5,
-                lease_expires_at = $6, attempts = attempts + $7
-            WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
-                AND interrupt_id = $4
+            UPDATE {decisions} SET decision_status = 'resuming', lease_token = $1,
+                lease_expires_at = $2, attempts = attempts + $3
+            WHERE namespace = $4 AND execution_id = $5 AND checkpoint_id = $6
+                AND interrupt_id = $7
             RETURNING {dcols}"""
         self.report_decision = f"""
-            UPDATE {decisions} SET decision_status = $5, decision_error = $6, reported_at = $7
-            WHERE namespace = $1 AND execution_id = $2 AND checkpoint_id = $3
-                AND interrupt_id = $4
+            UPDATE {decisions} SET decision_status = $1, decision_error = $2, reported_at = $3
+            WHERE namespace = $4 AND execution_id = $5 AND checkpoint_id = $6
+                AND interrupt_id = $7
             RETURNING {dcols}"""
         self.list_decisions = (
             f"SELECT {dcols} FROM {decisions} WHERE namespace = $1 AND sequence > $2 "
@@ -378,6 +379,20 @@ class Sql:
         )
         self.delete_decisions = (
             f"DELETE FROM {decisions} WHERE namespace = $1 AND execution_id = $2 AND {fastaiagent}"
+        )
+        #: The decision transactions' statements (the pause's rows read FOR UPDATE).
+        self.decisions = DecisionSql(
+            decision_by_request_id=self.decision_by_request_id,
+            pending_of_pause_locked=self.pending_of_pause_locked,
+            newest_decision_of_execution=self.newest_decision_of_execution,
+            decision_of_pause=self.decision_of_pause,
+            decision_of_pause_locked=self.decision_of_pause_locked,
+            delete_decision_of_pause=self.delete_decision_of_pause,
+            insert_decision=self.insert_decision,
+            take_lease=self.take_lease,
+            report_decision=self.report_decision,
+            list_decisions=self.list_decisions,
+            list_open_decisions=self.list_open_decisions,
         )
         purged = f"{s}.interrupt_events_purged"
         #: The outbox (I5) and the snapshot of a watch.

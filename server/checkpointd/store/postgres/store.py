@@ -64,13 +64,12 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 import asyncpg
 import asyncpg.exceptions
 import asyncpg.pool
 
-from checkpointd import decision_responses
 from checkpointd.config import (
     DEFAULT_PG_POLL_INTERVAL,
     DEFAULT_PG_POOL_MAX,
@@ -82,10 +81,6 @@ from checkpointd.config import (
 from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
-    DecisionChange,
-    DecisionOutcome,
-    DecisionRecord,
-    DecisionStatus,
     DeleteExecutionResult,
     EventKind,
     EventPage,
@@ -105,21 +100,25 @@ from checkpointd.store.columns import (
     MAX_SEQUENCE,
     checkpoint_params,
     decision_json,
-    decision_params,
     event_params,
     pending_params,
 )
+from checkpointd.store.decisions import DecisionTransactions
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres import errors
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.dsn import describe_target, has_application_name
 from checkpointd.store.postgres.notifier import Listener, PgEventNotifier, PollingNotifier
 from checkpointd.store.postgres.sql import Sql, lock_key, notify_channel, quoted_schema
+from checkpointd.store.postgres.statements import PgStatements
 from checkpointd.store.schema import Migration, load_migrations
+from checkpointd.store.statements import Body, Statements
 
 __all__ = ["PostgresStore"]
 
 _Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+
+T = TypeVar("T")
 
 #: Lower bound of the first prune batch (the keyset scan then moves forward).
 _BEGINNING_OF_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
@@ -180,7 +179,7 @@ def _load_migrations() -> tuple[Migration, ...]:
     return load_migrations("postgres")
 
 
-class PostgresStore:
+class PostgresStore(DecisionTransactions):
     """A :class:`~checkpointd.store.base.Store` on PostgreSQL through an asyncpg pool.
 
     ``timeout`` (seconds) bounds connecting, acquiring a pooled connection and every
@@ -240,6 +239,9 @@ class PostgresStore:
         self._event_lock = lock_key("events", schema)
         self._channel = notify_channel(schema)
         self._sql = Sql(self._quoted_schema)
+        self._read_time = times.utc_out
+        self._write_time = times.utc_in
+        self._decision_sql = self._sql.decisions
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         # Keys: (namespace, checkpoint_id) and (namespace, execution_id, key), so no two rows
         # of one statement collide.
@@ -711,92 +713,6 @@ class PostgresStore:
 
     # --- decisions -----------------------------------------------------------------------
 
-    async def submit_decision(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        decision: DecisionRecord,
-        *,
-        fingerprint: str = "",
-        interrupt_id: str = "",
-    ) -> DecisionChange:
-        """Store the one decision on the execution's pending interrupt, with a ``decided``
-        event, in one transaction (K1). Concurrent deciders queue on the pending row's lock;
-        each later one then finds the winner."""
-        async with self._connection() as conn, conn.transaction():
-            if request_id:
-                row = await conn.fetchrow(self._sql.decision_by_request_id, namespace, request_id)
-                if row is not None:
-                    first = row["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                    return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(row))
-            by_pause = (namespace, execution_id, interrupt_id)
-            row = await conn.fetchrow(self._sql.pending_of_pause_locked, *by_pause)
-            if row is None:
-                # Resumed since (its pending row claimed): the run's last decision stands.
-                last = await conn.fetchrow(self._sql.newest_decision_of_execution, *by_pause)
-                if last is not None:
-                    return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last))
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            pending = _pending_from_row(row)
-            decision_responses.check_fits(pending, decision.response_json)
-            pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
-            winner = await conn.fetchrow(self._sql.decision_of_pause, *pause)
-            held = "" if winner is None else winner["request_id"]
-            if winner is not None and decisions.replaces(
-                _decided_from_row(winner), request_id, held
-            ):
-                await conn.execute(self._sql.delete_decision_of_pause, *pause)
-            elif winner is not None:
-                same = bool(request_id) and held == request_id
-                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
-                return DecisionChange(outcome, _decided_from_row(winner))
-            row = await conn.fetchrow(
-                self._sql.insert_decision,
-                *decision_params(
-                    namespace, request_id, decision, pending, times.utc_in, fingerprint
-                ),
-            )
-            if row is None:
-                # Only a concurrent call with this request id, on another pause, can get here.
-                raise StoreUnavailable("the decision raced with another; retry")
-            decided = _decided_from_row(row)
-            await self._append_event(conn, namespace, EventKind.DECIDED, decided)
-            return DecisionChange(DecisionOutcome.APPLIED, decided)
-
-    async def lease_decision(
-        self,
-        namespace: str,
-        execution_id: str,
-        checkpoint_id: str,
-        lease_token: str,
-        lease_until: datetime,
-        now: datetime,
-        *,
-        interrupt_id: str = "",
-    ) -> DecisionChange:
-        """Take or renew the lease on a pause's decision (K2); see the Store protocol."""
-        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
-        async with self._connection() as conn, conn.transaction():
-            row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
-            if row is None:
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current = _decided_from_row(row)
-            renew = decisions.renews_lease(current, row["lease_token"], lease_token)
-            refusal = decisions.lease_refusal(current, renew=renew, now=now)
-            if refusal is not None:
-                return refusal
-            row = await conn.fetchrow(
-                self._sql.take_lease,
-                *pause,
-                lease_token,
-                times.utc_in(lease_until),
-                0 if renew else 1,
-            )
-            assert row is not None  # the row is locked
-            return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(row))
-
     @contextlib.asynccontextmanager
     async def fenced(self, namespace: str, fence: LeaseFence) -> AsyncIterator[bool]:
         """Hold the pause's decision row FOR SHARE while a write under ``fence`` runs (K4): a
@@ -807,47 +723,6 @@ class PostgresStore:
             row = await conn.fetchrow(self._sql.decision_of_pause_shared, *pause)
             current = None if row is None else _decided_from_row(row)
             yield decisions.fence_holds(current, None if row is None else row["lease_token"], fence)
-
-    async def report_resume(
-        self,
-        namespace: str,
-        execution_id: str,
-        checkpoint_id: str,
-        lease_token: str,
-        status: DecisionStatus,
-        error: str | None,
-        now: datetime,
-        *,
-        interrupt_id: str = "",
-    ) -> DecisionChange:
-        """Record how the lease holder carried the decision out, with its event (K2); see
-        the Store protocol."""
-        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
-        async with self._connection() as conn, conn.transaction():
-            row = await conn.fetchrow(self._sql.decision_of_pause_locked, *pause)
-            if row is None:
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current = _decided_from_row(row)
-            refusal = decisions.report_refusal(current, row["lease_token"], lease_token, status)
-            if refusal is not None:
-                return refusal
-            row = await conn.fetchrow(
-                self._sql.report_decision, *pause, status.value, error, times.utc_in(now)
-            )
-            assert row is not None  # the row is locked
-            reported = _decided_from_row(row)
-            kind = decisions.resume_event_kind(status)
-            await self._append_event(conn, namespace, kind, reported)
-            return DecisionChange(DecisionOutcome.APPLIED, reported)
-
-    async def list_decisions(
-        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
-    ) -> list[PendingRecord]:
-        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
-        query = self._sql.list_open_decisions if open_only else self._sql.list_decisions
-        async with self._connection() as conn:
-            found = await conn.fetch(query, namespace, after_sequence, limit)
-        return [_decided_from_row(row) for row in found]
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time, in batches; return how many went."""
@@ -1065,6 +940,35 @@ class PostgresStore:
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             yield conn
+
+    async def _in_transaction(self, body: Body[T]) -> T:
+        async with self._connection() as conn:
+            statements = PgStatements(conn)
+            async with conn.transaction():
+                result = await body(statements)
+        for callback in statements.callbacks:
+            callback()
+        return result
+
+    async def _in_read(self, body: Body[T]) -> T:
+        async with self._connection() as conn:
+            return await body(PgStatements(conn))
+
+    async def _in_snapshot(self, body: Body[T]) -> T:
+        async with self._read_snapshot() as conn:
+            return await body(PgStatements(conn))
+
+    async def _append_event_at(
+        self,
+        conn: Statements,
+        namespace: str,
+        kind: EventKind,
+        pending: PendingRecord,
+        at: datetime,
+    ) -> None:
+        # The event's time is the database's (the column's default, now()), not ``at``.
+        assert isinstance(conn, PgStatements)
+        await self._append_event(conn.connection, namespace, kind, pending)
 
     def _translate(self, exc: Exception) -> StoreError | None:
         return errors.translate(exc, timeout=self._timeout, secrets=self._secrets)

@@ -33,38 +33,15 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
+
+from checkpointd.store.statements import Body, Statements
 
 __all__ = ["Body", "HopStatements", "OnThread", "Statements"]
 
 T = TypeVar("T")
-
-
-class Statements(Protocol):
-    """The statements of one transaction or read."""
-
-    async def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
-        """All rows of a query (fetched to the end, so no statement stays open)."""
-        ...
-
-    async def run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
-        """Run one statement; return the number of rows it changed."""
-        ...
-
-    async def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        """Run one statement once per row of parameters."""
-        ...
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` on the event loop once the transaction has committed (once per
-        callback, however often it is asked)."""
-        ...
-
-
-#: A transaction's or a read's work: awaits only its statements.
-Body = Callable[[Statements], Coroutine[Any, Any, T]]
 
 
 class _Direct:

@@ -21,6 +21,7 @@ from checkpointd.store.columns import (
     PENDING_COLUMNS,
     sizes,
 )
+from checkpointd.store.decisions import DecisionSql
 from checkpointd.store.outbox import OutboxSql
 
 
@@ -197,16 +198,19 @@ INSERT_DECISION: Final = (
     "INSERT INTO interrupt_decisions (namespace, request_id, approved, metadata_json, "
     "decided_by, decision_reason, decided_at, decision_status, "
     f"{PENDING_COLUMNS}, request_fingerprint, response_json) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, 'decided', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    f"RETURNING {DECISION_ROW_COLUMNS}"
 )
 TAKE_LEASE: Final = (
     "UPDATE interrupt_decisions SET decision_status = 'resuming', lease_token = ?, "
     "lease_expires_at = ?, attempts = attempts + ? "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ? "
+    f"RETURNING {DECISION_ROW_COLUMNS}"
 )
 REPORT_DECISION: Final = (
     "UPDATE interrupt_decisions SET decision_status = ?, decision_error = ?, reported_at = ? "
-    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ?"
+    "WHERE namespace = ? AND execution_id = ? AND checkpoint_id = ? AND interrupt_id = ? "
+    f"RETURNING {DECISION_ROW_COLUMNS}"
 )
 LIST_DECISIONS: Final = (
     f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
@@ -216,6 +220,21 @@ LIST_OPEN_DECISIONS: Final = (
     f"SELECT {DECISION_ROW_COLUMNS} FROM interrupt_decisions "
     "WHERE namespace = ? AND sequence > ? AND decision_status IN ('decided', 'resuming') "
     "ORDER BY sequence LIMIT ?"
+)
+#: The decision transactions' statements: ``BEGIN IMMEDIATE`` has taken the write lock, so
+#: the plain reads are the locked ones.
+DECISIONS: Final = DecisionSql(
+    decision_by_request_id=DECISION_BY_REQUEST_ID,
+    pending_of_pause_locked=PENDING_OF_PAUSE,
+    newest_decision_of_execution=NEWEST_DECISION_OF_EXECUTION,
+    decision_of_pause=DECISION_OF_PAUSE,
+    decision_of_pause_locked=DECISION_OF_PAUSE,
+    delete_decision_of_pause=DELETE_DECISION_OF_PAUSE,
+    insert_decision=INSERT_DECISION,
+    take_lease=TAKE_LEASE,
+    report_decision=REPORT_DECISION,
+    list_decisions=LIST_DECISIONS,
+    list_open_decisions=LIST_OPEN_DECISIONS,
 )
 DELETE_DECISIONS_OF_EXECUTION: Final = (
     "DELETE FROM interrupt_decisions WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"

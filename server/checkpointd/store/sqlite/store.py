@@ -57,20 +57,16 @@ import sqlite3
 import types
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from checkpointd import decision_responses
 from checkpointd.config import DEFAULT_SQLITE_BUSY_TIMEOUT_MS, DEFAULT_STORE_TIMEOUT
 from checkpointd.domain import (
     RUN_END,
     CheckpointRecord,
-    DecisionChange,
-    DecisionOutcome,
-    DecisionRecord,
-    DecisionStatus,
     DeleteExecutionResult,
     EventKind,
     EventPage,
@@ -89,10 +85,10 @@ from checkpointd.store.columns import (
     MAX_SEQUENCE,
     checkpoint_params,
     decision_json,
-    decision_params,
     event_params,
     pending_params,
 )
+from checkpointd.store.decisions import DecisionTransactions, Pause
 from checkpointd.store.fence_locks import PauseLocks
 from checkpointd.store.filters import conditions
 from checkpointd.store.group_commit import GroupCommit
@@ -179,7 +175,7 @@ class _Call:
                 raise failure from exc
 
 
-class SQLiteStore:
+class SQLiteStore(DecisionTransactions):
     """A :class:`~checkpointd.store.base.Store` in one SQLite file.
 
     ``busy_timeout_ms`` is how long a write waits for another process's write lock before
@@ -226,6 +222,9 @@ class SQLiteStore:
         self._group: GroupCommit[_GroupWrite, Any] = GroupCommit(
             self._commit_group, max_batch=GROUP_COMMIT_MAX
         )
+        self._read_time = times.from_us
+        self._write_time = times.to_us
+        self._decision_sql = sql.DECISIONS
 
     @property
     def path(self) -> str:
@@ -420,6 +419,32 @@ class SQLiteStore:
         a cancelled caller leaves no transaction open); its commit wakes the event notifiers
         when it wrote an event."""
         return await self._on(self._writes).transaction("BEGIN IMMEDIATE", body)
+
+    async def _in_transaction(self, body: Body[T]) -> T:
+        async with self._call():
+            return await self._write(body)
+
+    async def _in_read(self, body: Body[T]) -> T:
+        async with self._call():
+            return await self._read(body)
+
+    async def _in_snapshot(self, body: Body[T]) -> T:
+        async with self._call():
+            return await self._events_read(body)
+
+    async def _append_event_at(
+        self,
+        conn: Statements,
+        namespace: str,
+        kind: EventKind,
+        pending: PendingRecord,
+        at: datetime,
+    ) -> None:
+        await self._append_event(conn, namespace, kind, pending, times.to_us(at))
+
+    def _holding_pause(self, pause: Pause) -> AbstractAsyncContextManager[object]:
+        # The lease excludes this process's fenced writes on the pause (K4).
+        return self._pause_locks.exclusive(pause)
 
     def _call(self) -> _Call:
         """Bound a call by ``timeout`` and turn SQLite errors into store errors."""
@@ -870,98 +895,6 @@ class SQLiteStore:
 
     # --- decisions -----------------------------------------------------------------------
 
-    async def submit_decision(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        decision: DecisionRecord,
-        *,
-        fingerprint: str = "",
-        interrupt_id: str = "",
-    ) -> DecisionChange:
-        """Store the one decision on the execution's pending interrupt (the one named by
-        ``interrupt_id``; empty: the fastaiagent pause), with a ``decided`` event, in one
-        transaction (K1, G8). Writers are serialized, so the first one wins."""
-
-        async def body(conn: Statements) -> DecisionChange:
-            if request_id:
-                earlier = await _fetch(conn, sql.DECISION_BY_REQUEST_ID, (namespace, request_id))
-                if earlier:
-                    first = earlier[0]["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                    return DecisionChange(DecisionOutcome.REPEATED, _decided_from_row(earlier[0]))
-            by_pause = (namespace, execution_id, interrupt_id)
-            found = await _fetch(conn, sql.PENDING_OF_PAUSE, by_pause)
-            if not found:
-                # Resumed since (its pending row claimed): the run's last decision stands.
-                last = await _fetch(conn, sql.NEWEST_DECISION_OF_EXECUTION, by_pause)
-                if last:
-                    return DecisionChange(DecisionOutcome.CONFLICT, _decided_from_row(last[0]))
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            pending = _pending_from_row(found[0])
-            decision_responses.check_fits(pending, decision.response_json)
-            pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
-            winner = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
-            held = winner[0]["request_id"] if winner else ""
-            if winner and decisions.replaces(_decided_from_row(winner[0]), request_id, held):
-                await _run(conn, sql.DELETE_DECISION_OF_PAUSE, pause)
-            elif winner:
-                same = bool(request_id) and held == request_id
-                outcome = DecisionOutcome.REPEATED if same else DecisionOutcome.CONFLICT
-                return DecisionChange(outcome, _decided_from_row(winner[0]))
-            stored = dataclasses.replace(
-                decision, decided_at=times.from_us(times.to_us(decision.decided_at))
-            )
-            await _run(
-                conn,
-                sql.INSERT_DECISION,
-                decision_params(namespace, request_id, stored, pending, times.to_us, fingerprint),
-            )
-            decided = dataclasses.replace(pending, decision=stored)
-            await self._append_event(
-                conn, namespace, EventKind.DECIDED, decided, times.to_us(stored.decided_at)
-            )
-            return DecisionChange(DecisionOutcome.APPLIED, decided)
-
-        async with self._call():
-            return await self._write(body)
-
-    async def lease_decision(
-        self,
-        namespace: str,
-        execution_id: str,
-        checkpoint_id: str,
-        lease_token: str,
-        lease_until: datetime,
-        now: datetime,
-        *,
-        interrupt_id: str = "",
-    ) -> DecisionChange:
-        """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
-        whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
-        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
-
-        async def body(conn: Statements) -> DecisionChange:
-            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
-            if not found:
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current = _decided_from_row(found[0])
-            renew = decisions.renews_lease(current, found[0]["lease_token"], lease_token)
-            refusal = decisions.lease_refusal(current, renew=renew, now=now)
-            if refusal is not None:
-                return refusal
-            await _run(
-                conn,
-                sql.TAKE_LEASE,
-                (lease_token, times.to_us(lease_until), 0 if renew else 1, *pause),
-            )
-            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
-            return DecisionChange(DecisionOutcome.APPLIED, _decided_from_row(found[0]))
-
-        async with self._pause_locks.exclusive(pause), self._call():
-            return await self._write(body)
-
     @contextlib.asynccontextmanager
     async def fenced(self, namespace: str, fence: LeaseFence) -> AsyncIterator[bool]:
         """Hold the pause's lock shared while a write under ``fence`` runs (K4)."""
@@ -971,54 +904,6 @@ class SQLiteStore:
                 found = await self._rows(sql.DECISION_OF_PAUSE, pause)
             current = _decided_from_row(found[0]) if found else None
             yield decisions.fence_holds(current, found[0]["lease_token"] if found else None, fence)
-
-    async def report_resume(
-        self,
-        namespace: str,
-        execution_id: str,
-        checkpoint_id: str,
-        lease_token: str,
-        status: DecisionStatus,
-        error: str | None,
-        now: datetime,
-        *,
-        interrupt_id: str = "",
-    ) -> DecisionChange:
-        """Record how the lease holder carried the decision out, with a ``resumed`` or
-        ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
-        REPEATED; a report by anyone but the lease holder, or a different second report, is a
-        CONFLICT."""
-        pause = (namespace, execution_id, checkpoint_id, interrupt_id)
-
-        async def body(conn: Statements) -> DecisionChange:
-            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
-            if not found:
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current = _decided_from_row(found[0])
-            refusal = decisions.report_refusal(
-                current, found[0]["lease_token"], lease_token, status
-            )
-            if refusal is not None:
-                return refusal
-            now_us = times.to_us(now)
-            await _run(conn, sql.REPORT_DECISION, (status.value, error, now_us, *pause))
-            found = await _fetch(conn, sql.DECISION_OF_PAUSE, pause)
-            reported = _decided_from_row(found[0])
-            kind = decisions.resume_event_kind(status)
-            await self._append_event(conn, namespace, kind, reported, now_us)
-            return DecisionChange(DecisionOutcome.APPLIED, reported)
-
-        async with self._call():
-            return await self._write(body)
-
-    async def list_decisions(
-        self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
-    ) -> list[PendingRecord]:
-        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
-        query = sql.LIST_OPEN_DECISIONS if open_only else sql.LIST_DECISIONS
-        async with self._call():
-            found = await self._rows(query, (namespace, after_sequence, limit))
-        return [_decided_from_row(row) for row in found]
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims made before ``claimed_before``; return how many went."""

@@ -1,0 +1,88 @@
+"""The small statement interface both backends' transactions are written against, and the
+hooks a backend store gives the shared transaction bodies.
+
+A transaction body is an ``async`` function of :class:`Statements`: SQLite runs it in one
+call on its connection's thread (:mod:`checkpointd.store.sqlite.on_thread`), Postgres on a
+pooled connection (:class:`checkpointd.store.postgres.statements.PgStatements`). The bodies
+written once for both (:mod:`~checkpointd.store.decisions`,
+:mod:`~checkpointd.store.outbox`, :mod:`~checkpointd.store.checkpoints`) live in mixins of
+:class:`StatementStore`; each backend keeps its own locking (``BEGIN IMMEDIATE``, ``FOR
+UPDATE``) by what its hooks and its statements do.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.store.columns import TimeWriter
+from checkpointd.store.rows import TimeReader
+
+__all__ = ["Body", "StatementStore", "Statements"]
+
+T = TypeVar("T")
+
+
+class Statements(Protocol):
+    """The statements of one transaction or read."""
+
+    async def fetch(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        """All rows of a query (fetched to the end, so no statement stays open)."""
+        ...
+
+    async def run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        """Run one statement; return the number of rows it changed."""
+        ...
+
+    async def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run one statement once per row of parameters."""
+        ...
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` on the event loop once the transaction has committed (once per
+        callback, however often it is asked)."""
+        ...
+
+
+#: A transaction's or a read's work: awaits only its statements.
+Body = Callable[[Statements], Coroutine[Any, Any, T]]
+
+
+class StatementStore(abc.ABC):
+    """What the shared transaction bodies need of a backend store: where to run them, how
+    its times are stored, and how it appends an outbox event."""
+
+    #: Stored time to an aware datetime.
+    _read_time: TimeReader
+    #: Aware datetime to the stored form (checked: a naive time raises).
+    _write_time: TimeWriter
+
+    @abc.abstractmethod
+    async def _in_transaction(self, body: Body[T]) -> T:
+        """Run ``body`` in one write transaction, bounded and with the store's errors."""
+
+    @abc.abstractmethod
+    async def _in_read(self, body: Body[T]) -> T:
+        """Run ``body``'s reads, each statement seeing the last committed state."""
+
+    @abc.abstractmethod
+    async def _in_snapshot(self, body: Body[T]) -> T:
+        """Run ``body``'s reads in one read transaction: every statement sees one state."""
+
+    @abc.abstractmethod
+    async def _append_event_at(
+        self,
+        conn: Statements,
+        namespace: str,
+        kind: EventKind,
+        pending: PendingRecord,
+        at: datetime,
+    ) -> None:
+        """Append an outbox event as the last statement of ``conn``'s transaction."""
+
+    async def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """All rows of one read."""
+        return await self._in_read(lambda conn: conn.fetch(sql, params))
