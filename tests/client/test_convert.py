@@ -366,10 +366,10 @@ def test_p2_adapter_carries_every_field_of_fastaiagents_models():
     from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
     from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
 
-    from checkpointd_client import fastaiagent as adapter
+    from checkpointd_client.fastaiagent import _models as adapter
 
-    assert set(FastCheckpoint.model_fields) == {*adapter._CHECKPOINT_FIELDS, "created_at"}
-    assert set(FastPendingInterrupt.model_fields) == {*adapter._PENDING_FIELDS, "created_at"}
+    assert set(FastCheckpoint.model_fields) == {*adapter.CHECKPOINT_FIELDS, "created_at"}
+    assert set(FastPendingInterrupt.model_fields) == {*adapter.PENDING_FIELDS, "created_at"}
 
 
 @pytest.mark.parametrize("text", ["1e999", "-1e999", '{"x": [1E400]}', "NaN", '{"x": -Infinity}'])

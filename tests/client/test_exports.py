@@ -164,7 +164,7 @@ def test_p2_adapter_converts_fastaiagent_models_both_ways() -> None:
     from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
     from fastaiagent.checkpointers import PendingInterrupt as FastPending
 
-    from checkpointd_client import fastaiagent as adapter
+    from checkpointd_client.fastaiagent import _models as adapter
 
     fast = FastCheckpoint(
         checkpoint_id="cp",
@@ -185,15 +185,15 @@ def test_p2_adapter_converts_fastaiagent_models_both_ways() -> None:
         agent_path="swarm:s",
         created_at="2024-05-06T07:08:09.123456+00:00",
     )
-    ours = adapter._to_checkpoint(fast)
+    ours = adapter.to_checkpoint(fast)
     assert ours.created_at == datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-    assert adapter._from_checkpoint(ours) == fast
+    assert adapter.from_checkpoint(ours) == fast
 
     pending = FastPending(
         execution_id="e", chain_name="c", node_id="n", reason="r", context={"a": [1]}
     )
-    assert adapter._to_pending(pending).created_at is None
-    back = adapter._from_pending(adapter._to_pending(pending))
+    assert adapter.to_pending(pending).created_at is None
+    back = adapter.from_pending(adapter.to_pending(pending))
     assert back == pending
 
 
@@ -208,15 +208,15 @@ def test_p2_adapter_converts_fastaiagent_models_both_ways() -> None:
 )
 def test_p2_adapter_parses_iso_times_naive_as_utc(text: str, expected: datetime | None) -> None:
     """created_at strings parse as aware datetimes; naive ones are UTC; "" is unset."""
-    from checkpointd_client import fastaiagent as adapter
+    from checkpointd_client.fastaiagent import _models as adapter
 
-    assert adapter._parse_time(text) == expected
+    assert adapter.parse_time(text) == expected
 
 
 def test_p2_adapter_formats_times_like_the_reference() -> None:
     """Times come back as datetime.isoformat() of an aware UTC datetime."""
-    from checkpointd_client import fastaiagent as adapter
+    from checkpointd_client.fastaiagent import _models as adapter
 
     when = datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
-    assert adapter._format_time(when) == "2024-01-02T03:04:05.000006+00:00"
-    assert adapter._format_time(None) == ""
+    assert adapter.format_time(when) == "2024-01-02T03:04:05.000006+00:00"
+    assert adapter.format_time(None) == ""

@@ -1,51 +1,14 @@
-"""A fastaiagent ``Checkpointer`` backed by checkpointd: a drop-in for ``SQLiteCheckpointer``.
-
-::
-
-    from checkpointd_client.fastaiagent import SidecarCheckpointer
-
-    checkpointer = SidecarCheckpointer("unix:///run/checkpointd.sock")
-    chain = Chain("pipeline", checkpointer=checkpointer)
-
-It satisfies ``isinstance(x, fastaiagent.checkpointers.Checkpointer)``, and fastaiagent's optional
-``ReplicatedCheckpointer`` and ``QuarantinableCheckpointer``, so ``fastaiagent.connect()``
-replicates its checkpoints to the platform as it does the reference's. It returns fastaiagent's
-own ``Checkpoint`` and ``PendingInterrupt`` models with ``created_at`` as ISO-8601 strings.
-Its methods block on the synchronous gRPC client: they are thread-safe and need no event
-loop, so fastaiagent may call them from inside ``async def`` code, as it does.
-
-Where it deliberately differs from the reference ``SQLiteCheckpointer``:
-
-* ``list(execution_id, limit=N)`` returns the **newest** N checkpoints, oldest first, in
-  write order. The reference sorts by ``node_index`` and cuts the *first* N rows, which
-  silently drops the newest rows of a long run and misorders a resumed Swarm (contract C4).
-* ``get_last`` is the row written last (by the store's sequence), not the one with the
-  greatest ``created_at`` (C3).
-* A second ``put`` of an existing ``checkpoint_id`` raises
-  :class:`~checkpointd_client.AlreadyExistsError`, whose MRO contains a class named
-  ``IntegrityError``, as DB-API callers expect (C2).
-* ``record_interrupt`` for an execution that already has a pending interrupt keeps that row
-  and still stores the checkpoint (the reference Postgres behaviour, I2).
-* ``prune`` keeps the idempotency rows of a run that still has a pending interrupt (C7).
-* JSON with ``NaN`` or ``Infinity`` is refused with ``ValueError`` before anything is sent.
-* The replication outbox (``fetch_unsynced``, ``mark_synced``, ``mark_quarantined``, served
-  by the server's ``ReplicationService``) is per namespace: ``project_id`` is ignored, as the
-  reference ``PostgresCheckpointer`` ignores it. Several processes may drain one namespace;
-  each row is settled once (R4).
-
-fastaiagent is imported lazily, when a :class:`SidecarCheckpointer` is created; install it
-with the ``fastaiagent`` extra (``pip install 'checkpointd-client[fastaiagent]'``).
-"""
+"""The fastaiagent ``Checkpointer`` on checkpointd: :class:`SidecarCheckpointer` (what it
+keeps and where it differs from the reference: the package's docstring)."""
 
 from __future__ import annotations
 
 import builtins
-import functools
 import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
@@ -56,13 +19,21 @@ from checkpointd_client.client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import NotFoundError
+from checkpointd_client.fastaiagent._models import (
+    fastaiagent_models,
+    format_time,
+    from_checkpoint,
+    from_pending,
+    to_checkpoint,
+    to_pending,
+)
 from checkpointd_client.models import Checkpoint, PendingInterrupt
 
 if TYPE_CHECKING:
     from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
     from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
 
-__all__ = ["ResumeWorker", "SidecarCheckpointer"]
+__all__ = ["SidecarCheckpointer"]
 
 _log = logging.getLogger(__name__)
 
@@ -70,83 +41,11 @@ _log = logging.getLogger(__name__)
 _MAX_PAGE = 1000
 
 
-@functools.cache
-def _fastaiagent_models() -> tuple[type[FastCheckpoint], type[FastPendingInterrupt]]:
-    """Import fastaiagent's models on first use, with an install hint when it is missing."""
-    try:
-        from fastaiagent.chain.checkpoint import Checkpoint as FastCheckpoint
-        from fastaiagent.checkpointers import PendingInterrupt as FastPendingInterrupt
-    except ImportError as exc:
-        raise ImportError(
-            "checkpointd_client.fastaiagent needs fastaiagent: "
-            "pip install 'checkpointd-client[fastaiagent]'"
-        ) from exc
-    return FastCheckpoint, FastPendingInterrupt
-
-
-def _parse_time(value: str) -> datetime | None:
-    """Parse fastaiagent's ISO-8601 ``created_at`` ("" means unset; naive means UTC)."""
-    if not value:
-        return None
-    parsed = datetime.fromisoformat(value)
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def _format_time(value: datetime | None) -> str:
-    """Format a time the way the reference does: ``datetime.isoformat()`` of an aware UTC time."""
-    return value.astimezone(UTC).isoformat() if value is not None else ""
-
-
 def _check_limit(limit: int) -> int:
     limit = int(limit)
     if limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
     return limit
-
-
-# The fields both models carry under the same name and type; created_at differs (an ISO
-# string in fastaiagent, a datetime here) and is converted on its own.
-_CHECKPOINT_FIELDS = (
-    "execution_id",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "chain_name",
-    "node_id",
-    "node_index",
-    "step_type",
-    "status",
-    "state_snapshot",
-    "node_input",
-    "node_output",
-    "iteration",
-    "iteration_counters",
-    "interrupt_reason",
-    "interrupt_context",
-    "agent_path",
-)
-_PENDING_FIELDS = ("execution_id", "chain_name", "node_id", "reason", "context", "agent_path")
-
-
-def _to_checkpoint(cp: FastCheckpoint) -> Checkpoint:
-    fields = {name: getattr(cp, name) for name in _CHECKPOINT_FIELDS}
-    return Checkpoint(**fields, created_at=_parse_time(cp.created_at))
-
-
-def _from_checkpoint(cp: Checkpoint) -> FastCheckpoint:
-    fast_checkpoint, _ = _fastaiagent_models()
-    fields = {name: getattr(cp, name) for name in _CHECKPOINT_FIELDS}
-    return fast_checkpoint(**fields, created_at=_format_time(cp.created_at))
-
-
-def _to_pending(pending: FastPendingInterrupt) -> PendingInterrupt:
-    fields = {name: getattr(pending, name) for name in _PENDING_FIELDS}
-    return PendingInterrupt(**fields, created_at=_parse_time(pending.created_at))
-
-
-def _from_pending(pending: PendingInterrupt) -> FastPendingInterrupt:
-    _, fast_pending = _fastaiagent_models()
-    fields = {name: getattr(pending, name) for name in _PENDING_FIELDS}
-    return fast_pending(**fields, created_at=_format_time(pending.created_at))
 
 
 class SidecarCheckpointer:
@@ -172,7 +71,7 @@ class SidecarCheckpointer:
         token: str | None = None,
         tls: TlsConfig | bool | None = None,
     ) -> None:
-        _fastaiagent_models()  # fail here, not mid-run, when fastaiagent is missing
+        fastaiagent_models()  # fail here, not mid-run, when fastaiagent is missing
 
         def connect() -> CheckpointdClient:
             return CheckpointdClient(
@@ -272,11 +171,11 @@ class SidecarCheckpointer:
         # Only the id and created_at are read back: the reply need not carry the state, and
         # is read as its message rather than converted whole.
         stored = self._open_client()._put_checkpoint_message(
-            _to_checkpoint(checkpoint), None, "basic", None, ()
+            to_checkpoint(checkpoint), None, "basic", None, ()
         )
         checkpoint.checkpoint_id = stored.checkpoint_id
         checkpoint.created_at = (
-            _format_time(timestamp_to_datetime(stored.created_at))
+            format_time(timestamp_to_datetime(stored.created_at))
             if stored.HasField("created_at")
             else ""
         )
@@ -298,12 +197,12 @@ class SidecarCheckpointer:
         if not pending.created_at and checkpoint.created_at:
             pending.created_at = checkpoint.created_at
         result = self._open_client().record_interrupt(
-            _to_checkpoint(checkpoint), _to_pending(pending)
+            to_checkpoint(checkpoint), to_pending(pending)
         )
         checkpoint.checkpoint_id = result.checkpoint.checkpoint_id
-        checkpoint.created_at = _format_time(result.checkpoint.created_at)
+        checkpoint.created_at = format_time(result.checkpoint.created_at)
         if result.pending_created:
-            pending.created_at = _format_time(result.pending.created_at)
+            pending.created_at = format_time(result.pending.created_at)
         elif not pending.created_at:
             pending.created_at = checkpoint.created_at
         self._maybe_replicate()
@@ -322,7 +221,7 @@ class SidecarCheckpointer:
             )
         except NotFoundError:
             return None
-        return _from_pending(claimed)
+        return from_pending(claimed)
 
     def delete_execution(self, execution_id: str) -> None:
         """Delete every checkpoint, the pending interrupt and the idempotency rows of a run."""
@@ -341,14 +240,14 @@ class SidecarCheckpointer:
     def get_last(self, execution_id: str) -> FastCheckpoint | None:
         """Return the checkpoint written last, or ``None`` when the run has none."""
         try:
-            return _from_checkpoint(self._open_client().get_latest_checkpoint(execution_id))
+            return from_checkpoint(self._open_client().get_latest_checkpoint(execution_id))
         except NotFoundError:
             return None
 
     def get_by_id(self, execution_id: str, checkpoint_id: str) -> FastCheckpoint | None:
         """Return one checkpoint by id, or ``None``."""
         try:
-            return _from_checkpoint(self._open_client().get_checkpoint(execution_id, checkpoint_id))
+            return from_checkpoint(self._open_client().get_checkpoint(execution_id, checkpoint_id))
         except NotFoundError:
             return None
 
@@ -373,7 +272,7 @@ class SidecarCheckpointer:
             token = page.next_page_token
             if not token:
                 break
-        return [_from_checkpoint(cp) for cp in reversed(newest_first[:limit])]
+        return [from_checkpoint(cp) for cp in reversed(newest_first[:limit])]
 
     def list_pending_interrupts(self, *, limit: int = 100) -> builtins.list[FastPendingInterrupt]:
         """Return up to ``limit`` pending interrupts, newest first."""
@@ -388,7 +287,7 @@ class SidecarCheckpointer:
             token = page.next_page_token
             if not token:
                 break
-        return [_from_pending(p) for p in rows[:limit]]
+        return [from_pending(p) for p in rows[:limit]]
 
     def get_idempotent(self, execution_id: str, function_key: str) -> Any | None:
         """Return the cached result, or ``None`` when there is none (as the reference does)."""
@@ -481,12 +380,8 @@ def _outbox_row(cp: Checkpoint, project_id: str | None) -> dict[str, Any]:
         "interrupt_reason": cp.interrupt_reason,
         "interrupt_context": json.dumps(cp.interrupt_context),
         "agent_path": cp.agent_path,
-        "created_at": _format_time(cp.created_at),
+        "created_at": format_time(cp.created_at),
         "project_id": project_id,
         "synced": 0,
         "sync_error": None,
     }
-
-
-# Imported last: the worker module uses this one's adapter only through fastaiagent's runners.
-from checkpointd_client.resume_worker import ResumeWorker  # noqa: E402
