@@ -19,6 +19,7 @@ import pytest
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.errors import CheckpointdError
 from tests.contract.helpers import checkpoint, interrupted
+from tests.reliability.faults import capability_missing
 from tests.support.sidecar import Sidecar, StoreSpec
 
 TIMEOUT = 120
@@ -221,3 +222,24 @@ def test_store_check_counts_every_table_on_each_backend(sidecar_factory, store_s
     text = cli("store", "check", *args)
     assert text.returncode == 0
     assert text.stdout.splitlines()[-1].endswith(": ok")
+
+
+def test_backup_to_a_directory_it_cannot_write_names_that_directory(
+    live_store: tuple[Sidecar, Path], tmp_path: Path
+):
+    """A destination whose directory refuses new files (immutable: read only even for root)
+    is named in the error, not the store, and nothing is left behind."""
+    _, path = live_store
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    made = subprocess.run(["chattr", "+i", str(locked)], capture_output=True, check=False)
+    if made.returncode != 0:
+        capability_missing(f"chattr +i is not possible here: {made.stderr.decode().strip()}")
+    try:
+        refused = cli("store", "backup", "--store", f"sqlite://{path}", "--to", f"{locked}/b.db")
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], check=True)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith(f"cannot write to {locked}: Operation not permitted")
+    assert str(path) not in refused.stderr
+    assert list(locked.iterdir()) == []

@@ -104,7 +104,17 @@ def backup(
         raise BackupError(f"{destination.parent} is not a directory")
     started = time.monotonic()
     partial = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.partial")
-    src = _open_existing(source)
+    try:
+        # Made here, so a destination that cannot be written is named as such, not
+        # reported later as SQLite's "unable to open database file" about the copy.
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as exc:
+        raise BackupError(f"cannot write to {destination.parent}: {exc.strerror}") from None
+    try:
+        src = _open_existing(source)
+    except BaseException:
+        partial.unlink()
+        raise
     try:
         # The snapshot: the read transaction begins at the first read, not at BEGIN.
         src.execute("BEGIN")
@@ -131,7 +141,7 @@ def backup(
     except sqlite3.Error as exc:
         with contextlib.suppress(OSError):
             partial.unlink()
-        raise BackupError(f"cannot copy {source}: {exc}") from None
+        raise BackupError(f"cannot copy {source} to {destination}: {exc}") from None
     except BaseException:
         with contextlib.suppress(OSError):
             partial.unlink()
