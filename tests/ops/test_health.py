@@ -10,7 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from checkpointd_client import CheckpointdClient, RetryPolicy, UnavailableError
+from checkpointd_client import CheckpointdClient, NotFoundError, RetryPolicy, UnavailableError
 from tests.contract.helpers import checkpoint
 from tests.ops.helpers import NOT_SERVING, SERVING, EarlySidecar, HealthProbe, Outage, next_status
 from tests.support.sidecar import Sidecar, StoreSpec
@@ -182,3 +182,63 @@ def test_b1_health_watch_streams_are_bounded_and_end_on_shutdown(tmp_path):
     finally:
         channel.close()
         server.close()
+
+
+def _sql(dsn: str, *statements: str) -> None:
+    import asyncio
+
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(dsn, timeout=10)
+        try:
+            for statement in statements:
+                await conn.execute(statement)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("backend", ["postgres"])
+def test_e3_a_postgres_that_takes_no_writes_is_unavailable_and_not_serving(store_spec):
+    """A connection that lands where Postgres takes no writes (a standby, a primary demoted
+    by a failover: here the server's role made read-only, its connections cut) answers writes
+    UNAVAILABLE (STORE_UNAVAILABLE, never INTERNAL) and health NOT_SERVING, and both come back
+    once writes are taken again, without a restart."""
+    role = f"cpd_{uuid.uuid4().hex[:12]}"
+    admin = store_spec.url
+    scheme, rest = admin.split("://", 1)
+    as_role = f"{scheme}://{role}@{rest.split('@', 1)[1]}"
+    cut = f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
+    _sql(admin, f"CREATE ROLE {role} LOGIN SUPERUSER")
+    server = EarlySidecar(
+        StoreSpec("postgres", as_role, pg_schema=store_spec.pg_schema),
+        extra_args=["--health-interval", "0.2"],
+    )
+    try:
+        server.start()
+        probe = HealthProbe(server.target)
+        watch = probe.watch()
+        next_status(watch, SERVING)
+        with CheckpointdClient(server.target, retry=RetryPolicy(max_attempts=1)) as client:
+            client.put_checkpoint(checkpoint("run-before"))
+            _sql(admin, f"ALTER ROLE {role} SET default_transaction_read_only = on", cut)
+            next_status(watch, NOT_SERVING)
+            for attempt in range(3):  # each a fresh connection, each refused the same way
+                with pytest.raises(UnavailableError) as refused:
+                    client.put_checkpoint(checkpoint(f"run-refused-{attempt}"))
+                assert refused.value.reason == "STORE_UNAVAILABLE"
+                assert "takes no writes" in str(refused.value)
+            _sql(admin, f"ALTER ROLE {role} RESET default_transaction_read_only", cut)
+            next_status(watch, SERVING)
+            client.put_checkpoint(checkpoint("run-after"))
+            for attempt in range(3):  # nothing refused was written
+                with pytest.raises(NotFoundError):
+                    client.get_latest_checkpoint(f"run-refused-{attempt}")
+        watch.cancel()
+        probe.close()
+        assert "Traceback" not in server.log_text()
+    finally:
+        server.close()
+        _sql(admin, cut, f"DROP OWNED BY {role} CASCADE", f"DROP ROLE {role}")

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 import asyncpg.exceptions
 
 from checkpointd.store.base import StoreError, StoreUnavailable
 
-__all__ = ["describe", "is_broken_connection", "translate"]
+__all__ = [
+    "READ_ONLY_QUERY",
+    "describe",
+    "is_broken_connection",
+    "read_only_connection",
+    "translate",
+]
 
 
 def is_broken_connection(exc: Exception) -> bool:
@@ -26,9 +33,27 @@ def is_broken_connection(exc: Exception) -> bool:
         | E.AdminShutdownError
         | E.CrashShutdownError
         | E.CannotConnectNowError
+        # A connection to a standby, or to a primary demoted under it by a failover: a new
+        # connection may find the new primary (target_session_attrs=read-write).
+        | E.ReadOnlySQLTransactionError
         # A FATAL message that arrived while the connection sat idle (its backend was
         # terminated) leaves the protocol waiting for a reply that never comes.
         | E.InternalClientError,
+    )
+
+
+#: True where this connection cannot write: a standby (in recovery) or a session that is read
+#: only (a primary being demoted, ``default_transaction_read_only``).
+READ_ONLY_QUERY = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+
+
+async def read_only_connection(conn: Any) -> NoReturn:
+    """Drop ``conn`` (the next connection may reach the new primary) and raise the
+    :class:`StoreUnavailable` a write on it would have raised."""
+    conn.terminate()
+    raise StoreUnavailable(
+        "Postgres takes no writes on this connection (a standby, or a primary demoted by a "
+        "failover); name every node with target_session_attrs=read-write"
     )
 
 
@@ -56,6 +81,12 @@ def translate(exc: Exception, *, timeout: float, secrets: Sequence[str]) -> Stor
         | E.InsufficientResourcesError,  # too many connections, disk full, out of memory
     ):
         return StoreUnavailable(f"Postgres is unavailable: {describe(exc, secrets)}")
+    if isinstance(exc, E.ReadOnlySQLTransactionError):
+        return StoreUnavailable(
+            "Postgres takes no writes on this connection (a standby, or a primary demoted by "
+            "a failover); name every node with target_session_attrs=read-write: "
+            f"{describe(exc, secrets)}"
+        )
     if isinstance(exc, E.TransactionRollbackError):  # serialization failure, deadlock
         return StoreUnavailable(
             f"Postgres aborted a conflicting transaction: {describe(exc, secrets)}"

@@ -316,9 +316,12 @@ class PostgresStore(DecisionTransactions):
             pool.terminate()
 
     async def ping(self) -> None:
-        """Raise :class:`StoreUnavailable` unless the database answers a trivial query."""
+        """Raise :class:`StoreUnavailable` unless the database answers and takes writes: a
+        standby, or a primary demoted by a failover, answers but cannot serve."""
         async with self._connection() as conn:
-            await conn.fetchval("SELECT 1")
+            read_only = await conn.fetchval(errors.READ_ONLY_QUERY)
+            if read_only:
+                await errors.read_only_connection(conn)
 
     def pool_state(self) -> PoolState | None:
         """The asyncpg pool's size, idle connections and maximum; None while closed."""
