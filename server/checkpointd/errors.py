@@ -22,7 +22,9 @@ error can carry unbounded input whatever raised it.
     ├── WatcherTooSlow        RESOURCE_EXHAUSTED   WATCHER_TOO_SLOW (metadata: buffer_events)
     ├── TooManyWatchStreams   RESOURCE_EXHAUSTED   TOO_MANY_WATCH_STREAMS (metadata: limit, scope)
     ├── CursorExpired         OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
-    │                                                              purged_through)
+    │   │                                                          purged_through)
+    │   └── CursorBeyondStore OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
+    │                                                              newest_cursor)
     ├── ShuttingDown          UNAVAILABLE          SHUTTING_DOWN
     ├── WatchExpired          UNAVAILABLE          WATCH_EXPIRED (metadata: max_lifetime_s)
     ├── MissingToken          UNAUTHENTICATED      MISSING_TOKEN
@@ -75,6 +77,7 @@ __all__ = [
     "AlreadyDecided",
     "CheckpointNotFound",
     "CheckpointdError",
+    "CursorBeyondStore",
     "CursorExpired",
     "DecisionClosed",
     "InvalidField",
@@ -340,6 +343,23 @@ class CursorExpired(CheckpointdError):
             "after_cursor to get a fresh snapshot",
             after_cursor=str(after_cursor),
             purged_through=str(purged_through),
+        )
+
+
+class CursorBeyondStore(CursorExpired):
+    """A watch resumed from a cursor above the store's newest event: the store's history is
+    not the one the cursor came from (a failover that lost commits, a restored backup, another
+    store). Like an expired cursor, the client starts again from a fresh snapshot (I5)."""
+
+    def __init__(self, after_cursor: int, newest_cursor: int) -> None:
+        CheckpointdError.__init__(
+            self,
+            f"after_cursor: {after_cursor} is beyond the newest event of this store "
+            f"({newest_cursor}): the store is not the history the cursor came from (a "
+            "failover that lost commits, a restored backup, another store); watch again "
+            "without after_cursor to get a fresh snapshot",
+            after_cursor=str(after_cursor),
+            newest_cursor=str(newest_cursor),
         )
 
 

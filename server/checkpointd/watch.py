@@ -52,8 +52,8 @@ from dataclasses import dataclass
 from checkpointd.config import DEFAULT_WATCH_PAGE_BYTES
 from checkpointd.domain import EventPage, InterruptEventRecord, PendingFilter, PendingRecord
 from checkpointd.errors import (
+    CursorBeyondStore,
     CursorExpired,
-    InvalidField,
     ShuttingDown,
     TooManyWatchStreams,
     WatcherTooSlow,
@@ -337,11 +337,10 @@ class Watch:
             if position < bounds.purged_through:
                 raise CursorExpired(position, bounds.purged_through)
             if position > bounds.latest_cursor:
-                raise InvalidField(
-                    "after_cursor",
-                    f"{position} is beyond the newest event of this store "
-                    f"({bounds.latest_cursor}); send a cursor this store returned, or 0",
-                )
+                # Not the client's mistake: the store went back in time under it (a failover
+                # that lost commits, a restore). Ending the watch for good would strand it; a
+                # fresh snapshot is what it needs.
+                raise CursorBeyondStore(position, bounds.latest_cursor)
         self._last_cursor = position
         self._last_sent_at = loop.time()
 

@@ -544,8 +544,15 @@ def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -
     (elsewhere,) = _first_messages(stubs, 1, namespace="quiet")
     assert elsewhere.snapshot_complete.cursor == replayed.event.cursor
 
-    # A cursor above the store's newest event is refused, naming after_cursor.
+    # A cursor above the store's newest event (a store that went back in time under the
+    # client) is answered as an expired one: the client starts again from a snapshot.
+    beyond = replayed.event.cursor + 1000
     with pytest.raises(grpc.RpcError) as caught:
-        _first_messages(stubs, 1, after_cursor=replayed.event.cursor + 1000)
-    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert _error_info(caught.value).metadata["field"] == "after_cursor"
+        _first_messages(stubs, 1, after_cursor=beyond)
+    assert caught.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    info = _error_info(caught.value)
+    assert info.reason == "CURSOR_EXPIRED"
+    assert dict(info.metadata) == {
+        "after_cursor": str(beyond),
+        "newest_cursor": str(replayed.event.cursor),
+    }

@@ -364,6 +364,34 @@ def test_p4_i5_expired_cursor_leads_to_a_flagged_resnapshot(
             assert claimed.cursor > resnapshot_cursor
 
 
+def test_p4_i5_a_store_behind_the_cursor_leads_to_a_flagged_resnapshot(sidecar):
+    """A cursor above the store's newest event (the store went back in time under the
+    watcher: a failover that lost commits, a restored backup) is OUT_OF_RANGE like an expired
+    one; the reconnecting watch answers it with a flagged snapshot and goes on live, where it
+    used to end for good on INVALID_ARGUMENT."""
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=FAST) as client:
+        record(client, "a")
+        with client.watch_interrupts(reconnect=False, timeout=WATCH_TIMEOUT) as first:
+            assert isinstance(next(first), SnapshotItem)
+            marker = next(first)
+            assert isinstance(marker, SnapshotComplete)
+        beyond = marker.cursor + 10**9  # a cursor from a longer history of the store
+        probe = client.watch_interrupts(after_cursor=beyond, reconnect=False, timeout=WATCH_TIMEOUT)
+        with probe, pytest.raises(OutOfRangeError) as refused:
+            next(probe)
+        assert refused.value.reason == "CURSOR_EXPIRED"
+        assert refused.value.metadata["after_cursor"] == str(beyond)
+        with client.watch_interrupts(after_cursor=beyond, timeout=WATCH_TIMEOUT) as watch:
+            again = [next(watch), next(watch)]
+            assert [type(i) for i in again] == [SnapshotItem, SnapshotComplete]
+            assert again[0].pending.execution_id == "a"  # type: ignore[union-attr]
+            assert all(i.resnapshot for i in again)  # type: ignore[union-attr]
+            assert watch.cursor < beyond
+            client.claim_interrupt("a")
+            claimed = next_event(watch)
+            assert (claimed.type, claimed.pending.execution_id) == ("claimed", "a")
+
+
 #: The progress interval the P6 watches ask for: a silent stream is dead after 3 s.
 PROGRESS = 1.0
 #: Silence (3 intervals), a reconnect's backoff and a busy machine's delays: the bound on

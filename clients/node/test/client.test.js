@@ -372,6 +372,26 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     }
   });
 
+  test('I5 watch() from a cursor above the store\'s newest event starts again from a flagged snapshot', { timeout: 60_000 }, async () => {
+    // The store went back in time under the watcher (a failover that lost commits, a restore).
+    const ns = `${NAMESPACE}-behind`;
+    const watcher = new CheckpointdClient({ target: TARGET, namespace: ns });
+    const abort = new AbortController();
+    try {
+      await watcher.recordInterrupt(...pause('run-b', 'review'));
+      const raw = watcher.watchInterrupts({ afterCursor: '999999999999' });
+      await rejectsWith(raw[Symbol.asyncIterator]().next(), 'OUT_OF_RANGE', 'CURSOR_EXPIRED');
+      const seen = [];
+      for await (const message of watcher.watch({ afterCursor: '999999999999', signal: abort.signal })) {
+        seen.push(message.item === 'snapshot' ? `snapshot:${message.snapshot.execution_id}` : message.item);
+        if (message.item === 'snapshot_complete') abort.abort();
+      }
+      assert.deepEqual(seen, ['resync', 'snapshot:run-b', 'snapshot_complete']);
+    } finally {
+      watcher.close();
+    }
+  });
+
   test('I5 watch() iterates through the contract and stops on abort', { timeout: 60_000 }, async () => {
     const ns = `${NAMESPACE}-watch2`;
     const watcher = new CheckpointdClient({ target: TARGET, namespace: ns });

@@ -150,7 +150,8 @@ class InterruptServiceServicer(object):
         store (every namespace) from 1, so a `snapshot_complete` carries 0 only while the store
         has never written an event, and that snapshot is empty. A client that reconnects with
         that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
-        lost or repeated. A cursor above the store's newest event is INVALID_ARGUMENT.
+        lost or repeated. A cursor above the store's newest event (the store went back in time:
+        a failover that lost commits, a restored backup) is answered as an expired one.
 
         Events that do not match the filters are skipped. Events from every server process that
         shares the store reach every watcher.
@@ -168,7 +169,8 @@ class InterruptServiceServicer(object):
 
         The stream ends with a status, never silently:
         * OUT_OF_RANGE (reason CURSOR_EXPIRED): after_cursor is older than the event retention
-        (--event-retention, default 7 days). Reconnect without after_cursor to re-snapshot.
+        (--event-retention, default 7 days), or above the store's newest event (metadata
+        "newest_cursor"). Reconnect without after_cursor to re-snapshot.
         * RESOURCE_EXHAUSTED (reason WATCHER_TOO_SLOW): the watcher fell more than the server's
         buffer behind (--watch-buffer events). Reconnect with the last cursor; nothing is lost.
         * RESOURCE_EXHAUSTED (reason TOO_MANY_WATCH_STREAMS, metadata "limit" and "scope"): the
