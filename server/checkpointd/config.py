@@ -438,7 +438,9 @@ OPTIONS: tuple[Option, ...] = (
         "store",
         ("CHECKPOINTD_STORE",),
         "`sqlite://PATH` (`sqlite:///var/lib/checkpointd/store.db`) or "
-        "`postgresql://user@host:5432/db`",
+        "`postgresql://user@host:5432/db`; for a replicated Postgres name every node and ask "
+        "for the writable one: `postgresql://user@db1:5432,db2:5432/db"
+        "?target_session_attrs=read-write`",
         flags=("--store",),
         shown_default="`sqlite://$DATA_DIR/checkpointd.db`",
     ),
