@@ -1,13 +1,14 @@
 """The interrupt-event outbox (contract I5) and the pending snapshot of a watch, as both
 backends read them: the same statements but for table names and placeholders, the same
 loops. Each backend opens the transaction (its own isolation and locking) and hands in a
-``fetch`` that runs one statement in it.
+``fetch`` that runs one statement in it; :class:`OutboxReads` is the store's methods over them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from checkpointd.domain import EventPage, PendingFilter, PendingRecord, SnapshotPage
@@ -19,9 +20,11 @@ from checkpointd.store.columns import (
     EVENT_PENDING_COLUMNS,
     MAX_SEQUENCE,
 )
+from checkpointd.store.statements import Statements, StatementStore
 
 __all__ = [
     "Fetch",
+    "OutboxReads",
     "OutboxSql",
     "event_bounds",
     "purge_event_batch",
@@ -247,3 +250,88 @@ async def snapshot_page(
         more=len(sizes) > taken,
         purged_through=purged_through,
     )
+
+
+class OutboxReads(StatementStore):
+    """The outbox methods of the :class:`~checkpointd.store.base.Store` protocol over the
+    backend's :class:`OutboxSql`: each read one read transaction (every statement sees one
+    state), each purge batch one write transaction."""
+
+    _outbox_sql: OutboxSql
+
+    async def snapshot_pending(
+        self,
+        namespace: str,
+        filters: PendingFilter,
+        *,
+        as_of_cursor: int,
+        before_sequence: int | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> SnapshotPage:
+        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
+        transaction (see :func:`snapshot_page`; events commit in cursor order, so "added after
+        the cursor" is exactly "its ``added`` event has a higher cursor")."""
+
+        async def body(conn: Statements) -> SnapshotPage:
+            return await snapshot_page(
+                conn.fetch,
+                self._outbox_sql,
+                self._read_time,
+                namespace,
+                filters,
+                as_of_cursor=as_of_cursor,
+                before_sequence=before_sequence,
+                limit=limit,
+                max_bytes=max_bytes,
+            )
+
+        return await self._in_snapshot(body)
+
+    async def read_events(
+        self,
+        *,
+        after_cursor: int,
+        up_to_cursor: int | None,
+        limit: int,
+        namespace: str | None,
+        max_bytes: int | None = None,
+    ) -> EventPage:
+        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
+        ``max_bytes``, with the outbox's bounds, in one read transaction."""
+        if limit == 0:
+            # Only the bounds (the watch reader's look while no stream is open, once a second
+            # on an idle server): one statement sees one state by itself, so it needs no
+            # transaction (on Postgres, no BEGIN and COMMIT round trips).
+            purged_through, latest = await self._in_read(
+                lambda conn: event_bounds(conn.fetch, self._outbox_sql)
+            )
+            return EventPage(
+                events=[], purged_through=purged_through, latest_cursor=latest, more=False
+            )
+
+        async def body(conn: Statements) -> EventPage:
+            return await read_event_page(
+                conn.fetch,
+                self._outbox_sql,
+                self._read_time,
+                after_cursor=after_cursor,
+                up_to_cursor=up_to_cursor,
+                limit=limit,
+                namespace=namespace,
+                max_bytes=max_bytes,
+            )
+
+        return await self._in_snapshot(body)
+
+    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
+        """Delete the oldest events up to the first one written at or after
+        ``written_before``, at most ``batch_size`` per transaction."""
+        cutoff = self._write_time(written_before)
+
+        async def body(conn: Statements) -> tuple[int, int]:
+            return await purge_event_batch(
+                conn.fetch, conn.run, self._outbox_sql, cutoff, batch_size
+            )
+
+        return await purge_in_batches(lambda: self._in_transaction(body), batch_size=batch_size)

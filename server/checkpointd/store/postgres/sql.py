@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from checkpointd.domain import CheckpointStatus, PendingFilter
 from checkpointd.store import replies
+from checkpointd.store.checkpoints import CheckpointSql
 from checkpointd.store.columns import (
     CHECKPOINT_COLUMNS,
     CHECKPOINT_INSERT_COLUMNS,
@@ -156,6 +157,14 @@ class Sql:
         # Keyset listing (parameters: namespace, execution_id, bound, limit), and the same
         # listing of stored sizes only, read first so that only the rows that fit the byte
         # budget are loaded (see checkpointd.store.budget).
+        self.checkpoints = CheckpointSql(
+            get_checkpoint=self.get_checkpoint,
+            latest=self.latest,
+            latest_skip_step_type=self.latest_skip_run_end,
+            checkpoint_by_id=self.checkpoint_by_id,
+            checkpoint_by_request_id=self.checkpoint_by_request_id,
+            tombstone_fingerprint=self.tombstone_fingerprint,
+        )
         self.list_ascending = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND sequence > $3 ORDER BY sequence LIMIT $4"

@@ -62,9 +62,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
-from typing import Any, Final, TypeAlias, TypeVar
+from datetime import datetime
+from typing import Any, Final, TypeVar
 
 import asyncpg
 import asyncpg.exceptions
@@ -79,107 +78,57 @@ from checkpointd.config import (
     dsn_secrets,
 )
 from checkpointd.domain import (
-    RUN_END,
     CheckpointRecord,
-    DeleteExecutionResult,
     EventKind,
-    EventPage,
     LeaseFence,
-    Page,
-    PendingFilter,
     PendingRecord,
-    PruneResult,
-    RecordInterruptResult,
-    SnapshotPage,
 )
-from checkpointd.store import budget, decisions, outbox, replies, retries, rows, times
+from checkpointd.store import decisions, times
 from checkpointd.store.base import PoolState, StoreError, StoreUnavailable
+from checkpointd.store.checkpoints import CheckpointReads
 from checkpointd.store.columns import (
-    CHECKPOINT_INSERT_COLUMNS,
     GROUP_COMMIT_MAX,
-    MAX_SEQUENCE,
-    checkpoint_params,
     decision_json,
     event_params,
-    pending_params,
 )
 from checkpointd.store.decisions import DecisionTransactions
 from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.idempotency import IdempotencyReads
+from checkpointd.store.outbox import OutboxReads
 from checkpointd.store.postgres import errors
 from checkpointd.store.postgres.access import PostgresAccess
+from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
+from checkpointd.store.postgres.core import CheckpointRow, decided_from_row
 from checkpointd.store.postgres.dsn import describe_target, has_application_name
+from checkpointd.store.postgres.interrupts import PostgresInterrupts
 from checkpointd.store.postgres.notifier import Listener, PgEventNotifier, PollingNotifier
 from checkpointd.store.postgres.sql import Sql, lock_key, notify_channel, quoted_schema
-from checkpointd.store.postgres.statements import PgStatements
+from checkpointd.store.postgres.statements import Conn, PgStatements
 from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.statements import Body, Statements
 
 __all__ = ["PostgresStore"]
 
-_Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
-
 T = TypeVar("T")
 
-#: Lower bound of the first prune batch (the keyset scan then moves forward).
-_BEGINNING_OF_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
-#: Rows per transaction when purging expired claims.
-_PURGE_BATCH: Final = 1000
-#: Attempts when a row we conflicted with vanished before we could read it (a concurrent
-#: delete or claim); each attempt is cheap and two are practically always enough.
-_RACE_ATTEMPTS: Final = 5
 #: Migrations may wait for another replica's migration and may build indexes.
 _MIN_MIGRATION_TIMEOUT: Final = 60.0
-#: What one row's values can make a multi-row statement fail with (a value or a constraint
-#: Postgres refuses), as opposed to the connection or the database failing.
-_ROW_ERRORS: Final = (
-    asyncpg.exceptions.DataError,
-    asyncpg.exceptions.IntegrityConstraintViolationError,
-)
 #: asyncpg's own default: prepared statements kept per connection.
 _DEFAULT_STATEMENT_CACHE: Final = 100
-
-
-def _count(status: str) -> int:
-    """Return the row count of a command status such as ``DELETE 3``."""
-    return int(status.rsplit(" ", 1)[-1])
-
-
-@dataclass(frozen=True, slots=True)
-class _CheckpointRow:
-    """A checkpoint on its way into the table: the insert's parameters and the record they
-    were made from. The insert returns only the sequence: the stored row is the record with
-    it (and its time as written, in UTC), so 2 KB of state never travels back."""
-
-    args: tuple[object, ...]
-    record: CheckpointRecord
-
-    def stored(self, sequence: int) -> CheckpointRecord:
-        created_at = self.args[_CREATED_AT_PARAM]
-        assert isinstance(created_at, datetime)
-        return replace(self.record, sequence=sequence, created_at=created_at)
-
-
-#: Where the write time sits in :func:`~checkpointd.store.columns.checkpoint_params`.
-_CREATED_AT_PARAM: Final = CHECKPOINT_INSERT_COLUMNS.split(", ").index("created_at")
-
-
-def _checkpoint_from_row(row: asyncpg.Record) -> CheckpointRecord:
-    return rows.checkpoint_from_row(row, times.utc_out)
-
-
-def _pending_from_row(row: asyncpg.Record) -> PendingRecord:
-    return rows.pending_from_row(row, times.utc_out)
-
-
-def _decided_from_row(row: asyncpg.Record) -> PendingRecord:
-    return rows.pending_from_row(row, times.utc_out, with_decision=True)
 
 
 def _load_migrations() -> tuple[Migration, ...]:
     return load_migrations("postgres")
 
 
-class PostgresStore(DecisionTransactions):
+class PostgresStore(
+    PostgresCheckpoints,
+    PostgresInterrupts,
+    DecisionTransactions,
+    OutboxReads,
+    CheckpointReads,
+    IdempotencyReads,
+):
     """A :class:`~checkpointd.store.base.Store` on PostgreSQL through an asyncpg pool.
 
     ``timeout`` (seconds) bounds connecting, acquiring a pooled connection and every
@@ -242,10 +191,13 @@ class PostgresStore(DecisionTransactions):
         self._read_time = times.utc_out
         self._write_time = times.utc_in
         self._decision_sql = self._sql.decisions
+        self._outbox_sql = self._sql.outbox
+        self._checkpoint_sql = self._sql.checkpoints
+        self._get_idempotent_sql = self._sql.get_idempotent
         self._pool: asyncpg.Pool[asyncpg.Record] | None = None
         # Keys: (namespace, checkpoint_id) and (namespace, execution_id, key), so no two rows
         # of one statement collide.
-        self._checkpoint_group: GroupCommit[_CheckpointRow, CheckpointRecord | None] = GroupCommit(
+        self._checkpoint_group: GroupCommit[CheckpointRow, CheckpointRecord | None] = GroupCommit(
             self._insert_checkpoints,
             max_batch=GROUP_COMMIT_MAX,
             key=lambda row: (row.args[0], row.args[2]),
@@ -375,344 +327,7 @@ class PostgresStore(DecisionTransactions):
 
     # --- checkpoints ---------------------------------------------------------------------
 
-    async def put_checkpoint(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        *,
-        fingerprint: str = "",
-    ) -> CheckpointRecord:
-        """Insert one checkpoint and return it with its sequence (see the Store protocol).
-
-        The row goes into the next group-commit statement; when its id is taken, the
-        single-row path below tells a retry (the stored row) from a duplicate. Each is an
-        ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a duplicate,
-        so no transaction is ever left open or aborted, and an acknowledged row is committed.
-        """
-        row = _CheckpointRow(
-            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
-        )
-        stored = await self._checkpoint_group.submit(row)
-        if stored is not None:
-            return stored
-        async with self._connection() as conn:
-            for _ in range(_RACE_ATTEMPTS):
-                sequence = await conn.fetchval(self._sql.insert_checkpoint, *row.args)
-                if sequence is not None:
-                    return row.stored(sequence)
-                stored = await self._existing_checkpoint(
-                    conn, namespace, request_id, checkpoint, fingerprint
-                )
-                if stored is not None:
-                    return stored
-        raise StoreUnavailable("checkpoint write kept racing with a delete; retry")
-
-    async def get_checkpoint(
-        self, namespace: str, execution_id: str, checkpoint_id: str
-    ) -> CheckpointRecord | None:
-        """Return the checkpoint with this id if it belongs to this execution."""
-        async with self._connection() as conn:
-            row = await conn.fetchrow(
-                self._sql.get_checkpoint, namespace, checkpoint_id, execution_id
-            )
-        return None if row is None else _checkpoint_from_row(row)
-
-    async def get_latest_checkpoint(
-        self, namespace: str, execution_id: str, *, skip_run_end: bool = False
-    ) -> CheckpointRecord | None:
-        """Return the execution's row with the highest sequence (optionally not a run_end)."""
-        async with self._connection() as conn:
-            if skip_run_end:
-                row = await conn.fetchrow(
-                    self._sql.latest_skip_run_end, namespace, execution_id, RUN_END
-                )
-            else:
-                row = await conn.fetchrow(self._sql.latest, namespace, execution_id)
-        return None if row is None else _checkpoint_from_row(row)
-
-    async def list_checkpoints(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        after_sequence: int | None,
-        descending: bool,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> Page[CheckpointRecord]:
-        """Up to ``limit`` rows of the execution ordered by sequence (keyset paging), within
-        ``max_bytes``: sizes first, then only the rows that fit, in one REPEATABLE READ
-        transaction (so the second read returns exactly the rows the first one sized)."""
-        if limit <= 0:
-            return Page()
-        if descending:
-            sizes_query, query = self._sql.list_descending_sizes, self._sql.list_descending
-            bound = MAX_SEQUENCE if after_sequence is None else after_sequence
-        else:
-            sizes_query, query = self._sql.list_ascending_sizes, self._sql.list_ascending
-            bound = 0 if after_sequence is None else after_sequence
-        async with self._read_snapshot() as conn:
-            sizes = await conn.fetch(sizes_query, namespace, execution_id, bound, limit + 1)
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            found = await conn.fetch(query, namespace, execution_id, bound, taken)
-        return Page((_checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
-
-    async def delete_execution(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
-    ) -> DeleteExecutionResult:
-        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction; write a ``removed`` event when a pending interrupt went away.
-
-        The request ids of the deleted checkpoints become tombstones in the same statement.
-        A non-empty ``request_id`` is recorded first: a concurrent call with the same id
-        waits on that row and, once this one commits, returns its reply (C9).
-        """
-        applied_at = times.utc_in(datetime.now(UTC) if now is None else now)
-        async with self._connection() as conn, conn.transaction():
-            record = bool(request_id)
-            if request_id and not await conn.fetchval(
-                self._sql.record_reply,
-                namespace,
-                request_id,
-                applied_at,
-                replies.DELETE_EXECUTION,
-                None,
-                fingerprint or None,
-            ):
-                row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
-                if row is not None:
-                    first = row["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                if row is not None and row["kind"] == replies.DELETE_EXECUTION:
-                    return replies.decode_delete(row["reply_json"])
-                # An id stored without a fingerprint by another kind of call is kept.
-                record = False
-            checkpoints = int(
-                await conn.fetchval(
-                    self._sql.delete_checkpoints, namespace, execution_id, applied_at
-                )
-            )
-            removed = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
-            results = _count(
-                await conn.execute(self._sql.delete_idempotent, namespace, execution_id)
-            )
-            await conn.execute(self._sql.delete_decisions, namespace, execution_id)
-            result = DeleteExecutionResult(
-                checkpoints_deleted=checkpoints,
-                pending_interrupt_deleted=removed is not None,
-                idempotency_results_deleted=results,
-            )
-            if record:
-                await conn.execute(
-                    self._sql.set_reply, namespace, request_id, replies.encode(result)
-                )
-            if removed is not None:
-                await self._append_event(
-                    conn, namespace, EventKind.REMOVED, _pending_from_row(removed)
-                )
-        return result
-
-    async def prune(
-        self,
-        namespace: str,
-        cutoff: datetime,
-        *,
-        batch_size: int,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
-    ) -> PruneResult:
-        """Delete completed/failed checkpoints and idempotency results older than ``cutoff``.
-
-        Each batch is one statement (its own transaction) of at most ``batch_size`` rows, so
-        other callers never wait long; batches repeat until nothing old is left. Each batch
-        records the request ids of the checkpoints it deleted as tombstones; the reply is
-        recorded under ``request_id`` once the prune is complete, and a retry returns it (C9).
-        """
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        cutoff = times.utc_in(cutoff)
-        applied_at = times.utc_in(datetime.now(UTC) if now is None else now)
-        if request_id:
-            earlier = await self._prune_reply(namespace, request_id, fingerprint)
-            if earlier is not None:
-                return earlier
-        checkpoints = await self._prune_loop(
-            self._sql.prune_checkpoints, namespace, cutoff, batch_size, applied_at
-        )
-        results = await self._prune_loop(self._sql.prune_idempotent, namespace, cutoff, batch_size)
-        result = PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=results)
-        if request_id:
-            async with self._connection() as conn:
-                recorded = await conn.fetchval(
-                    self._sql.record_reply,
-                    namespace,
-                    request_id,
-                    applied_at,
-                    replies.PRUNE,
-                    replies.encode(result),
-                    fingerprint or None,
-                )
-            if not recorded:
-                # A concurrent call with this id finished first: answer like it did.
-                return await self._prune_reply(namespace, request_id, fingerprint) or result
-        return result
-
-    async def _prune_reply(
-        self, namespace: str, request_id: str, fingerprint: str
-    ) -> PruneResult | None:
-        """The reply recorded under ``request_id`` (None: none, or another kind of call's id
-        stored without a fingerprint); :class:`RequestIdReused` for another request's id."""
-        async with self._connection() as conn:
-            row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
-        if row is not None:
-            retries.check_fingerprint(request_id, row["request_fingerprint"], fingerprint)
-        if row is None or row["kind"] != replies.PRUNE:
-            return None
-        return replies.decode_prune(row["reply_json"])
-
-    async def _prune_loop(
-        self, query: str, namespace: str, cutoff: datetime, batch_size: int, *extra: object
-    ) -> int:
-        deleted = 0
-        resume_at = _BEGINNING_OF_TIME
-        while True:
-            async with self._connection() as conn:
-                row = await conn.fetchrow(query, namespace, resume_at, cutoff, batch_size, *extra)
-            if row is None:  # cannot happen: an aggregate query returns one row
-                raise StoreError("prune batch returned no counts")
-            deleted += int(row["deleted"])
-            if row["candidates"] < batch_size:
-                return deleted
-            resume_at = times.utc_out(row["resume_at"])
-
     # --- interrupts ----------------------------------------------------------------------
-
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
-    ) -> RecordInterruptResult:
-        """Insert the interrupted checkpoint and, unless the execution already has one, the
-        pending row plus an ``added`` event, all in one transaction (contracts I1, I2)."""
-        if pending.execution_id != checkpoint.execution_id:
-            raise ValueError("the pending row and its checkpoint name different executions")
-        checkpoint_row = _CheckpointRow(
-            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
-        )
-        async with self._connection() as conn, conn.transaction():
-            stored: CheckpointRecord | None = None
-            for _ in range(_RACE_ATTEMPTS):
-                sequence = await conn.fetchval(self._sql.insert_checkpoint, *checkpoint_row.args)
-                if sequence is not None:
-                    stored = checkpoint_row.stored(sequence)
-                    break
-                retried = await self._existing_checkpoint(
-                    conn, namespace, request_id, checkpoint, fingerprint
-                )
-                if retried is not None:
-                    return await self._retried_interrupt(conn, namespace, retried, pending)
-            if stored is None:
-                raise StoreUnavailable("interrupt write kept racing with a delete; retry")
-
-            proposed = replace(
-                pending, checkpoint_id=stored.checkpoint_id, sequence=stored.sequence
-            )
-            new_row = pending_params(proposed, times.utc_in)
-            event = (self._event_lock, EventKind.ADDED.value, self._channel)
-            for _ in range(_RACE_ATTEMPTS):
-                # The row and its ``added`` event in one statement.
-                row = await conn.fetchrow(
-                    self._sql.insert_pending_with_event, namespace, *new_row, *event
-                )
-                if row is not None:
-                    added = _pending_from_row(row)
-                    return RecordInterruptResult(stored, added, pending_created=True)
-                # I2: the execution already has a pending row; it stays, the checkpoint too.
-                row = await conn.fetchrow(
-                    self._sql.pending_by_execution, namespace, pending.execution_id
-                )
-                if row is not None:
-                    return RecordInterruptResult(
-                        stored, _pending_from_row(row), pending_created=False
-                    )
-                # It was claimed between our insert and our read: insert again.
-        raise StoreUnavailable("interrupt write kept racing with claims; retry")
-
-    async def _retried_interrupt(
-        self, conn: _Conn, namespace: str, stored: CheckpointRecord, pending: PendingRecord
-    ) -> RecordInterruptResult:
-        """Answer a retried record_interrupt: the stored checkpoint and the pending row now in
-        place. When none is (it was claimed since), the row the first call wrote is rebuilt
-        from the request."""
-        row = await conn.fetchrow(self._sql.pending_by_execution, namespace, stored.execution_id)
-        if row is not None:
-            in_place = _pending_from_row(row)
-            created = in_place.checkpoint_id == stored.checkpoint_id
-            return RecordInterruptResult(stored, in_place, pending_created=created)
-        rebuilt = replace(
-            pending,
-            created_at=times.utc_in(pending.created_at),
-            checkpoint_id=stored.checkpoint_id,
-            sequence=stored.sequence,
-        )
-        return RecordInterruptResult(stored, rebuilt, pending_created=True)
-
-    async def claim_interrupt(
-        self, namespace: str, execution_id: str, claim_token: str, now: datetime
-    ) -> PendingRecord | None:
-        """Atomically take the execution's pending row; exactly one caller gets it (I3).
-
-        A non-empty ``claim_token`` files the claimed row under that token, so a retry with
-        the same token gets the same row back until :meth:`purge_claims` forgets it. The look
-        for that row, the claim and its ``claimed`` event are one statement (one transaction,
-        one round trip); only a claim that takes nothing looks again.
-        """
-        now = times.utc_in(now)
-        async with self._connection() as conn:
-            # The claim and its event (and, with a token, the look for the token's earlier
-            # claim) are one statement, so one transaction in autocommit.
-            event = (self._event_lock, EventKind.CLAIMED.value, self._channel)
-            try:
-                if claim_token:
-                    row = await conn.fetchrow(
-                        self._sql.claim_with_token_and_event,
-                        namespace,
-                        execution_id,
-                        claim_token,
-                        now,
-                        *event,
-                    )
-                else:
-                    row = await conn.fetchrow(
-                        self._sql.claim_with_event, namespace, execution_id, *event
-                    )
-                if row is not None:
-                    return _pending_from_row(row)
-            except asyncpg.exceptions.UniqueViolationError:
-                # This token already holds an earlier claim of this execution, filed by a
-                # concurrent retry after the statement's snapshot: everything rolled back, and
-                # the look below returns that claim.
-                pass
-            if not claim_token:
-                return None
-            row = await conn.fetchrow(
-                self._sql.claim_by_token, namespace, execution_id, claim_token
-            )
-        return None if row is None else _pending_from_row(row)
 
     # --- decisions -----------------------------------------------------------------------
 
@@ -724,180 +339,10 @@ class PostgresStore(DecisionTransactions):
         pause = (namespace, fence.execution_id, fence.checkpoint_id, fence.interrupt_id)
         async with self._fence_slots, self._connection() as conn, conn.transaction():
             row = await conn.fetchrow(self._sql.decision_of_pause_shared, *pause)
-            current = None if row is None else _decided_from_row(row)
+            current = None if row is None else decided_from_row(row)
             yield decisions.fence_holds(current, None if row is None else row["lease_token"], fence)
 
-    async def purge_claims(self, claimed_before: datetime) -> int:
-        """Forget claims older than the retention time, in batches; return how many went."""
-        claimed_before = times.utc_in(claimed_before)
-        purged = 0
-        while True:
-            async with self._connection() as conn:
-                row = await conn.fetchrow(self._sql.purge_claims, claimed_before, _PURGE_BATCH)
-            if row is None:  # cannot happen: an aggregate query returns one row
-                raise StoreError("claim purge returned no counts")
-            purged += int(row["deleted"])
-            if row["candidates"] < _PURGE_BATCH:
-                return purged
-
-    async def purge_applied_requests(self, applied_before: datetime) -> int:
-        """Forget the request ids of idempotency puts applied before ``applied_before``, in
-        batches; return how many went."""
-        applied_before = times.utc_in(applied_before)
-        purged = 0
-        while True:
-            async with self._connection() as conn:
-                row = await conn.fetchrow(
-                    self._sql.purge_applied_requests, applied_before, _PURGE_BATCH
-                )
-            if row is None:  # cannot happen: an aggregate query returns one row
-                raise StoreError("applied request purge returned no counts")
-            purged += int(row["deleted"])
-            if row["candidates"] < _PURGE_BATCH:
-                return purged
-
-    async def list_pending(
-        self,
-        namespace: str,
-        *,
-        before_sequence: int | None,
-        limit: int,
-        filters: PendingFilter,
-        max_bytes: int | None = None,
-    ) -> Page[PendingRecord]:
-        """Up to ``limit`` pending rows with sequence < ``before_sequence``, newest first,
-        matching every set filter (the agent_path filter is a plain prefix match; an empty
-        prefix matches everything), within ``max_bytes``: sizes first, then only the rows
-        that fit, in one REPEATABLE READ transaction."""
-        if limit <= 0:
-            return Page()
-        bound = MAX_SEQUENCE if before_sequence is None else before_sequence
-        sizes_query, params = self._sql.list_pending(filters, sizes=True)
-        query, _ = self._sql.list_pending(filters)
-        async with self._read_snapshot() as conn:
-            sizes = await conn.fetch(sizes_query, namespace, bound, *params, limit + 1)
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            found = await conn.fetch(query, namespace, bound, *params, taken)
-        return Page((_decided_from_row(row) for row in found), more=len(sizes) > taken)
-
     # --- idempotency ---------------------------------------------------------------------
-
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (contract D1), in
-        the next group-commit statement; a retry of a recorded ``request_id`` writes
-        nothing."""
-        row = (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
-        fresh = await self._idempotent_group.submit((*row, fingerprint or None))
-        if request_id and not fresh:
-            # A retry (the first call's write stands), or another request's id (C10).
-            async with self._connection() as conn:
-                first = await conn.fetchval(self._sql.fingerprint_of_applied, namespace, request_id)
-            retries.check_fingerprint(request_id, first, fingerprint)
-
-    async def _insert_checkpoints(
-        self, batch: list[_CheckpointRow]
-    ) -> list[CheckpointRecord | Exception | None]:
-        """Write a group of checkpoint rows in one statement (one round trip); None for a row
-        whose id was already taken (nothing of it was written). A group of one uses the
-        one-row INSERT. When a row's data fails the statement (a value Postgres refuses),
-        nothing of it was written, and each row is written alone: the bad one fails alone."""
-        if len(batch) == 1:
-            only = batch[0]
-            async with self._connection() as conn:
-                sequence = await conn.fetchval(self._sql.insert_checkpoint, *only.args)
-            return [None if sequence is None else only.stored(sequence)]
-        columns = [list(column) for column in zip(*(row.args for row in batch), strict=True)]
-        async with self._connection() as conn:
-            try:
-                written = await conn.fetch(self._sql.insert_checkpoints, *columns)
-            except _ROW_ERRORS:
-                return [await self._insert_alone(conn, row) for row in batch]
-        sequences = {(r["namespace"], r["checkpoint_id"]): r["sequence"] for r in written}
-        outcomes: list[CheckpointRecord | Exception | None] = []
-        for row in batch:
-            sequence = sequences.get((row.args[0], row.args[2]))
-            outcomes.append(None if sequence is None else row.stored(sequence))
-        return outcomes
-
-    async def _insert_alone(
-        self, conn: _Conn, row: _CheckpointRow
-    ) -> CheckpointRecord | Exception | None:
-        """One row of a group whose statement failed on a row's data: its own outcome."""
-        try:
-            sequence = await conn.fetchval(self._sql.insert_checkpoint, *row.args)
-        except _ROW_ERRORS as exc:
-            return self._translate(exc) or StoreError("the checkpoint could not be written")
-        return None if sequence is None else row.stored(sequence)
-
-    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
-        """Upsert a group of idempotency results in one statement (one row: the one-row
-        upsert); for each, whether its request id was recorded by this statement (True
-        without one). A later row of the group with the request id of an earlier one is left
-        out (a retry of it, or another request: its caller compares the fingerprints)."""
-        rows: list[tuple[object, ...]] = []
-        seen: set[tuple[object, object]] = set()
-        for args in batch:
-            request = (args[0], args[5])
-            if args[5]:
-                if request in seen:
-                    continue
-                seen.add(request)
-            rows.append(args)
-        fresh: set[tuple[object, object]] = set()
-        failed: dict[int, Exception] = {}
-        async with self._connection() as conn:
-            if len(rows) > 1:
-                columns = [list(column) for column in zip(*rows, strict=True)]
-                try:
-                    recorded = await conn.fetch(self._sql.put_idempotents, *columns)
-                    fresh = {(row["namespace"], row["request_id"]) for row in recorded}
-                except _ROW_ERRORS:
-                    # A row Postgres refuses failed the statement (nothing was written): each
-                    # row alone, so that one fails alone.
-                    for args in rows:
-                        try:
-                            if await self._put_idempotent_alone(conn, args):
-                                fresh.add((args[0], args[5]))
-                        except _ROW_ERRORS as exc:
-                            failed[id(args)] = self._translate(exc) or StoreError(
-                                "the idempotency result could not be written"
-                            )
-            elif await self._put_idempotent_alone(conn, rows[0]):
-                fresh = {(rows[0][0], rows[0][5])}
-        kept = {id(args) for args in rows}
-        return [
-            failed.get(id(args))
-            or (not args[5] or (id(args) in kept and (args[0], args[5]) in fresh))
-            for args in batch
-        ]
-
-    async def _put_idempotent_alone(self, conn: _Conn, args: tuple[object, ...]) -> bool:
-        """One idempotency row by the one-row upsert; whether its request id was recorded by
-        it (False without one)."""
-        if args[5]:
-            return bool(await conn.fetchval(self._sql.put_idempotent_once, *args))
-        await conn.execute(self._sql.put_idempotent, *args[:5])
-        return False
-
-    async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
-        """Return the cached JSON text, or None when there is none."""
-        async with self._connection() as conn:
-            value: str | None = await conn.fetchval(
-                self._sql.get_idempotent, namespace, execution_id, key
-            )
-        return value
 
     def graph_access(self) -> PostgresAccess:
         """The pool and schema the graph wing shares with this store."""
@@ -906,7 +351,7 @@ class PostgresStore(DecisionTransactions):
     # --- helpers -------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[_Conn]:
+    async def _connection(self) -> AsyncIterator[Conn]:
         """Lend a pooled connection; turn driver failures into store errors."""
         pool = self._pool
         if pool is None:
@@ -935,7 +380,7 @@ class PostgresStore(DecisionTransactions):
             raise translated from exc
 
     @contextlib.asynccontextmanager
-    async def _read_snapshot(self) -> AsyncIterator[_Conn]:
+    async def _read_snapshot(self) -> AsyncIterator[Conn]:
         """One read-only REPEATABLE READ transaction: its queries all see one state (a page's
         sizes and its rows, the outbox's bounds and its events)."""
         async with (
@@ -979,51 +424,8 @@ class PostgresStore(DecisionTransactions):
     def _describe(self, exc: BaseException) -> str:
         return errors.describe(exc, self._secrets)
 
-    @staticmethod
-    def _checkpoint_args(
-        namespace: str, request_id: str, checkpoint: CheckpointRecord, fingerprint: str
-    ) -> tuple[object, ...]:
-        return checkpoint_params(
-            namespace, request_id or None, checkpoint, times.utc_in, fingerprint
-        )
-
-    async def _existing_checkpoint(
-        self,
-        conn: _Conn,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        fingerprint: str,
-    ) -> CheckpointRecord | None:
-        """After an insert wrote nothing: see :func:`retries.existing_checkpoint` (None: the
-        conflicting row is gone again, and the caller inserts once more)."""
-
-        async def by_request_id() -> tuple[CheckpointRecord, str | None] | None:
-            row = await conn.fetchrow(self._sql.checkpoint_by_request_id, namespace, request_id)
-            if row is None:
-                return None
-            return _checkpoint_from_row(row), row["request_fingerprint"]
-
-        async def tombstone() -> tuple[str | None] | None:
-            sql = self._sql.tombstone_fingerprint
-            row = await conn.fetchrow(sql, namespace, request_id)
-            return None if row is None else (row[0],)
-
-        async def by_checkpoint_id() -> bool:
-            cid = checkpoint.checkpoint_id
-            return await conn.fetchrow(self._sql.checkpoint_by_id, namespace, cid) is not None
-
-        return await retries.existing_checkpoint(
-            request_id,
-            checkpoint.checkpoint_id,
-            fingerprint,
-            by_request_id=by_request_id,
-            tombstone=tombstone,
-            by_checkpoint_id=by_checkpoint_id,
-        )
-
     async def _append_event(
-        self, conn: _Conn, namespace: str, kind: EventKind, pending: PendingRecord
+        self, conn: Conn, namespace: str, kind: EventKind, pending: PendingRecord
     ) -> None:
         """Append an outbox event; must be the last statement of the caller's transaction.
 
@@ -1040,93 +442,6 @@ class PostgresStore(DecisionTransactions):
             self._event_lock,
         )
 
-    # --- interrupt events ----------------------------------------------------------------
-
-    @staticmethod
-    def _fetch(conn: _Conn) -> outbox.Fetch:
-        async def fetch(query: str, params: Sequence[Any]) -> list[asyncpg.Record]:
-            return await conn.fetch(query, *params)
-
-        return fetch
-
-    async def snapshot_pending(
-        self,
-        namespace: str,
-        filters: PendingFilter,
-        *,
-        as_of_cursor: int,
-        before_sequence: int | None,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> SnapshotPage:
-        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one
-        REPEATABLE READ transaction (see :func:`checkpointd.store.outbox.snapshot_page`;
-        events commit in cursor order, so "added after the cursor" is exactly "its ``added``
-        event has a higher cursor")."""
-        async with self._read_snapshot() as conn:
-            return await outbox.snapshot_page(
-                self._fetch(conn),
-                self._sql.outbox,
-                times.utc_out,
-                namespace,
-                filters,
-                as_of_cursor=as_of_cursor,
-                before_sequence=before_sequence,
-                limit=limit,
-                max_bytes=max_bytes,
-            )
-
-    async def read_events(
-        self,
-        *,
-        after_cursor: int,
-        up_to_cursor: int | None,
-        limit: int,
-        namespace: str | None,
-        max_bytes: int | None = None,
-    ) -> EventPage:
-        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
-        ``max_bytes``, with the outbox's bounds, in one REPEATABLE READ transaction."""
-        if limit == 0:
-            # Only the bounds (the watch reader's look while no stream is open, once a second
-            # on an idle server): one statement sees one state by itself, so it skips the
-            # transaction's BEGIN and COMMIT round trips.
-            async with self._connection() as conn:
-                purged_through, latest = await outbox.event_bounds(
-                    self._fetch(conn), self._sql.outbox
-                )
-            return EventPage(
-                events=[], purged_through=purged_through, latest_cursor=latest, more=False
-            )
-        async with self._read_snapshot() as conn:
-            return await outbox.read_event_page(
-                self._fetch(conn),
-                self._sql.outbox,
-                times.utc_out,
-                after_cursor=after_cursor,
-                up_to_cursor=up_to_cursor,
-                limit=limit,
-                namespace=namespace,
-                max_bytes=max_bytes,
-            )
-
-    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
-        """Delete the oldest events up to the first one written at or after
-        ``written_before``, at most ``batch_size`` per transaction."""
-        cutoff = times.utc_in(written_before)
-
-        async def batch() -> tuple[int, int]:
-            async with self._connection() as conn, conn.transaction():
-
-                async def run(query: str, params: Sequence[Any]) -> int:
-                    return _count(await conn.execute(query, *params))
-
-                return await outbox.purge_event_batch(
-                    self._fetch(conn), run, self._sql.outbox, cutoff, batch_size
-                )
-
-        return await outbox.purge_in_batches(batch, batch_size=batch_size)
-
     def event_notifier(self) -> PgEventNotifier | PollingNotifier:
         """A notifier that LISTENs on its own connection (opened on the first wait); behind
         a transaction pooler without a listen DSN, one that polls every ``poll_interval``."""
@@ -1135,33 +450,6 @@ class PostgresStore(DecisionTransactions):
         return PgEventNotifier(self._listen, self._describe, self._timeout)
 
     # --- replication outbox (contracts R1-R4) --------------------------------------------
-
-    async def list_unsynced(
-        self, namespace: str, *, after_sequence: int | None, limit: int
-    ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
-        first."""
-        if limit <= 0:
-            return []
-        bound = 0 if after_sequence is None else after_sequence
-        async with self._connection() as conn:
-            rows = await conn.fetch(self._sql.list_unsynced, namespace, bound, limit)
-        return [_checkpoint_from_row(row) for row in rows]
-
-    async def settle_checkpoints(
-        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
-    ) -> list[str]:
-        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
-        if not settlements:
-            return []
-        ids = [cid for cid, _ in settlements]
-        reasons = [reason for _, reason in settlements]
-        async with self._connection() as conn, conn.transaction():
-            if any(reason is not None for reason in reasons):
-                await conn.execute(self._sql.requarantine, namespace, ids, reasons)
-            rows = await conn.fetch(self._sql.settle, namespace, times.utc_in(now), ids, reasons)
-        settled = {str(row["checkpoint_id"]) for row in rows}
-        return [cid for cid in ids if cid in settled]
 
     async def _listen(self, on_notify: Listener, on_lost: Listener) -> asyncpg.Connection[Any]:
         """Open a connection outside the pool that LISTENs to this store's event channel."""

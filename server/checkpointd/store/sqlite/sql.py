@@ -12,6 +12,7 @@ from typing import Final
 
 from checkpointd.store import filters
 from checkpointd.store.base import StoreError
+from checkpointd.store.checkpoints import CheckpointSql
 from checkpointd.store.columns import (
     CHECKPOINT_COLUMNS,
     CHECKPOINT_INSERT_COLUMNS,
@@ -133,6 +134,14 @@ TOMBSTONE: Final = (
 IS_TOMBSTONE: Final = (
     "SELECT request_fingerprint FROM applied_requests "
     "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write'"
+)
+CHECKPOINTS: Final = CheckpointSql(
+    get_checkpoint=GET_CHECKPOINT,
+    latest=LATEST_CHECKPOINT,
+    latest_skip_step_type=LATEST_CHECKPOINT_SKIP_STEP_TYPE,
+    checkpoint_by_id=CHECKPOINT_BY_ID,
+    checkpoint_by_request_id=CHECKPOINT_BY_REQUEST_ID,
+    tombstone_fingerprint=IS_TOMBSTONE,
 )
 REPLY_OF_REQUEST: Final = (
     "SELECT kind, reply_json, request_fingerprint FROM applied_requests "

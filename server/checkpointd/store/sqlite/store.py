@@ -49,14 +49,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import functools
 import os
 import random
 import sqlite3
 import types
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -65,54 +63,35 @@ import aiosqlite
 
 from checkpointd.config import DEFAULT_SQLITE_BUSY_TIMEOUT_MS, DEFAULT_STORE_TIMEOUT
 from checkpointd.domain import (
-    RUN_END,
-    CheckpointRecord,
-    DeleteExecutionResult,
     EventKind,
-    EventPage,
     LeaseFence,
-    Page,
-    PendingFilter,
     PendingRecord,
-    PruneResult,
-    RecordInterruptResult,
-    SnapshotPage,
 )
-from checkpointd.store import budget, decisions, outbox, replies, retries, rows, times
+from checkpointd.store import decisions, times
 from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.checkpoints import CheckpointReads
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
-    MAX_SEQUENCE,
-    checkpoint_params,
     decision_json,
     event_params,
-    pending_params,
 )
 from checkpointd.store.decisions import DecisionTransactions, Pause
 from checkpointd.store.fence_locks import PauseLocks
-from checkpointd.store.filters import conditions
 from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.idempotency import IdempotencyReads
+from checkpointd.store.outbox import OutboxReads
 from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.sqlite import errors, sql
 from checkpointd.store.sqlite.access import SQLiteAccess
+from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
+from checkpointd.store.sqlite.core import GroupWrite, decided_from_row
+from checkpointd.store.sqlite.interrupts import SQLiteInterrupts
 from checkpointd.store.sqlite.notifier import DataVersion, SQLiteEventNotifier
 from checkpointd.store.sqlite.on_thread import Body, HopStatements, OnThread, Statements
 
 __all__ = ["SQLiteStore"]
 
 # --- rows ----------------------------------------------------------------------------------
-
-
-def _checkpoint_from_row(row: sqlite3.Row) -> CheckpointRecord:
-    return rows.checkpoint_from_row(row, times.from_us)
-
-
-def _pending_from_row(row: sqlite3.Row) -> PendingRecord:
-    return rows.pending_from_row(row, times.from_us)
-
-
-def _decided_from_row(row: sqlite3.Row) -> PendingRecord:
-    return rows.pending_from_row(row, times.from_us, with_decision=True)
 
 
 def _load_migrations() -> tuple[Migration, ...]:
@@ -128,9 +107,6 @@ async def _run(conn: Statements, sql: str, params: Sequence[Any]) -> int:
     """Run one statement; return the number of rows it changed."""
     return await conn.run(sql, params)
 
-
-#: One write of a group transaction: its statements, run on the writer inside the transaction.
-_GroupWrite = Callable[[Statements], Awaitable[Any]]
 
 T = TypeVar("T")
 
@@ -175,7 +151,14 @@ class _Call:
                 raise failure from exc
 
 
-class SQLiteStore(DecisionTransactions):
+class SQLiteStore(
+    SQLiteCheckpoints,
+    SQLiteInterrupts,
+    DecisionTransactions,
+    OutboxReads,
+    CheckpointReads,
+    IdempotencyReads,
+):
     """A :class:`~checkpointd.store.base.Store` in one SQLite file.
 
     ``busy_timeout_ms`` is how long a write waits for another process's write lock before
@@ -219,12 +202,15 @@ class SQLiteStore(DecisionTransactions):
         # Notifiers not closed yet: closing the store closes their inotify descriptors.
         self._notifiers: weakref.WeakSet[SQLiteEventNotifier] = weakref.WeakSet()
         self._cleanups: set[asyncio.Future[None]] = set()
-        self._group: GroupCommit[_GroupWrite, Any] = GroupCommit(
+        self._group: GroupCommit[GroupWrite, Any] = GroupCommit(
             self._commit_group, max_batch=GROUP_COMMIT_MAX
         )
         self._read_time = times.from_us
         self._write_time = times.to_us
         self._decision_sql = sql.DECISIONS
+        self._outbox_sql = sql.OUTBOX
+        self._checkpoint_sql = sql.CHECKPOINTS
+        self._get_idempotent_sql = sql.GET_IDEMPOTENT
 
     @property
     def path(self) -> str:
@@ -424,6 +410,10 @@ class SQLiteStore(DecisionTransactions):
         async with self._call():
             return await self._write(body)
 
+    async def _grouped(self, write: GroupWrite) -> Any:
+        async with self._call():
+            return await self._group.submit(write)
+
     async def _in_read(self, body: Body[T]) -> T:
         async with self._call():
             return await self._read(body)
@@ -526,7 +516,7 @@ class SQLiteStore(DecisionTransactions):
         finally:
             lock.release()
 
-    async def _commit_group(self, writes: list[_GroupWrite]) -> list[Any]:
+    async def _commit_group(self, writes: list[GroupWrite]) -> list[Any]:
         """Run ``writes`` in one transaction (one call on the writer's thread); a write's own
         :class:`StoreError` (a duplicate id) is its outcome, and SQLite has undone only that
         write's failed statement."""
@@ -543,355 +533,9 @@ class SQLiteStore(DecisionTransactions):
         async with self._call():
             return await self._write(body)
 
-    async def _insert_checkpoint(
-        self,
-        conn: Statements,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        fingerprint: str,
-    ) -> tuple[CheckpointRecord, bool]:
-        """Insert inside the caller's transaction; return the stored row and whether this call
-        wrote it (False: a retry of the same request). Raise :class:`CheckpointExists`,
-        :class:`RequestAppliedThenDeleted` or :class:`RequestIdReused`. One statement when the
-        row is written."""
-        params = checkpoint_params(namespace, request_id, checkpoint, times.to_us, fingerprint)
-        created_at_us = params[-2]
-        try:
-            written = await _fetch(conn, sql.INSERT_CHECKPOINT, (*params, namespace, request_id))
-        except sqlite3.IntegrityError:
-            written = []
-        if written:
-            stored = dataclasses.replace(
-                checkpoint, sequence=int(written[0][0]), created_at=times.from_us(created_at_us)
-            )
-            return stored, True
-
-        # Nothing written: a taken id, or a tombstone. Writers are serialized, so what these
-        # lookups see is what stopped the insert.
-        async def by_request_id() -> tuple[CheckpointRecord, str | None] | None:
-            found = await _fetch(conn, sql.CHECKPOINT_BY_REQUEST_ID, (namespace, request_id))
-            if not found:
-                return None
-            return _checkpoint_from_row(found[0]), found[0]["request_fingerprint"]
-
-        async def tombstone() -> tuple[str | None] | None:
-            found = await _fetch(conn, sql.IS_TOMBSTONE, (namespace, request_id))
-            return (found[0][0],) if found else None
-
-        async def by_checkpoint_id() -> bool:
-            cid = checkpoint.checkpoint_id
-            return bool(await _fetch(conn, sql.CHECKPOINT_BY_ID, (namespace, cid)))
-
-        stored_before = await retries.existing_checkpoint(
-            request_id,
-            checkpoint.checkpoint_id,
-            fingerprint,
-            by_request_id=by_request_id,
-            tombstone=tombstone,
-            by_checkpoint_id=by_checkpoint_id,
-        )
-        if stored_before is not None:
-            return stored_before, False  # a retry, whatever its id
-        raise StoreError(f"SQLite database {self._path}: a checkpoint insert failed a constraint")
-
     # --- checkpoints ---------------------------------------------------------------------
 
-    async def put_checkpoint(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        *,
-        fingerprint: str = "",
-    ) -> CheckpointRecord:
-        """Insert one checkpoint (group commit); a retry with the same request id returns the
-        stored row."""
-        times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
-
-        async def write(conn: Statements) -> CheckpointRecord:
-            stored, _ = await self._insert_checkpoint(
-                conn, namespace, request_id, checkpoint, fingerprint
-            )
-            return stored
-
-        async with self._call():
-            result: CheckpointRecord = await self._group.submit(write)
-        return result
-
-    async def get_checkpoint(
-        self, namespace: str, execution_id: str, checkpoint_id: str
-    ) -> CheckpointRecord | None:
-        """Return the checkpoint with this id if it belongs to this execution."""
-        async with self._call():
-            rows = await self._rows(sql.GET_CHECKPOINT, (namespace, checkpoint_id, execution_id))
-        return _checkpoint_from_row(rows[0]) if rows else None
-
-    async def get_latest_checkpoint(
-        self, namespace: str, execution_id: str, *, skip_run_end: bool = False
-    ) -> CheckpointRecord | None:
-        """Return the execution's row with the highest sequence (optionally not a run_end)."""
-        async with self._call():
-            if skip_run_end:
-                rows = await self._rows(
-                    sql.LATEST_CHECKPOINT_SKIP_STEP_TYPE, (namespace, execution_id, RUN_END)
-                )
-            else:
-                rows = await self._rows(sql.LATEST_CHECKPOINT, (namespace, execution_id))
-        return _checkpoint_from_row(rows[0]) if rows else None
-
-    async def list_checkpoints(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        after_sequence: int | None,
-        descending: bool,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> Page[CheckpointRecord]:
-        """Up to ``limit`` rows ordered by sequence, after ``after_sequence`` in the direction
-        of travel, within ``max_bytes`` (sizes first, then only the rows that fit)."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-        if descending:
-            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_DESC, sql.LIST_CHECKPOINTS_DESC
-            low, high = 0, MAX_SEQUENCE if after_sequence is None else after_sequence
-        else:
-            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_ASC, sql.LIST_CHECKPOINTS_ASC
-            low, high = 0 if after_sequence is None else after_sequence, MAX_SEQUENCE
-
-        async def page(conn: Statements) -> Page[CheckpointRecord] | None:
-            sizes = await _fetch(conn, sizes_sql, (namespace, execution_id, low, high, limit + 1))
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            chosen = [int(row[0]) for row in sizes[:taken]]
-            # No new row can fall inside the chosen range (SQLite hands out sequences in
-            # commit order), so this reads the chosen rows, less any deleted meanwhile.
-            found = await _fetch(
-                conn,
-                rows_sql,
-                (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
-            )
-            if found:
-                return Page((_checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
-            return None  # every chosen row was deleted meanwhile: read on from there
-
-        while True:
-            async with self._call():
-                result = await self._read(page)
-            if result is not None:
-                return result
-
-    async def delete_execution(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
-    ) -> DeleteExecutionResult:
-        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction, with a ``removed`` event when a pending interrupt went away, tombstones
-        for the request ids of the deleted checkpoints, and the reply under ``request_id``
-        (a retry returns that reply and deletes nothing: C9)."""
-        key = (namespace, execution_id)
-        now_us = times.now_us() if now is None else times.to_us(now)
-
-        async def body(conn: Statements) -> DeleteExecutionResult:
-            record = bool(request_id)
-            if request_id:
-                earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
-                if earlier:
-                    first = earlier[0]["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                if earlier and earlier[0]["kind"] == replies.DELETE_EXECUTION:
-                    return replies.decode_delete(earlier[0]["reply_json"])
-                # An id stored without a fingerprint by another kind of call is kept.
-                record = not earlier
-            pending_rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
-            await _run(conn, sql.TOMBSTONE_EXECUTION, (now_us, *key))
-            checkpoints = await _run(conn, sql.DELETE_CHECKPOINTS_OF_EXECUTION, key)
-            pending_deleted = await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, key) > 0
-            idempotency = await _run(conn, sql.DELETE_IDEMPOTENT_OF_EXECUTION, key)
-            await _run(conn, sql.DELETE_DECISIONS_OF_EXECUTION, key)
-            if pending_rows:
-                pending = _pending_from_row(pending_rows[0])
-                await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
-            result = DeleteExecutionResult(
-                checkpoints_deleted=checkpoints,
-                pending_interrupt_deleted=pending_deleted,
-                idempotency_results_deleted=idempotency,
-            )
-            if record:
-                reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
-                encoded = replies.encode(result)
-                await _run(conn, sql.RECORD_REPLY, (*reply, encoded, fingerprint or None))
-            return result
-
-        async with self._call():
-            return await self._write(body)
-
-    async def prune(
-        self,
-        namespace: str,
-        cutoff: datetime,
-        *,
-        batch_size: int,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
-    ) -> PruneResult:
-        """Delete completed/failed checkpoints and unprotected idempotency results older than
-        ``cutoff``, at most ``batch_size`` rows per transaction; the request ids of the deleted
-        checkpoints become tombstones in their batch's transaction. The reply is recorded
-        under ``request_id`` once the prune is complete, and a retry returns it (C9)."""
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
-        now_us = times.now_us() if now is None else times.to_us(now)
-        if request_id:
-            async with self._call():
-                earlier = await self._rows(sql.REPLY_OF_REQUEST, (namespace, request_id))
-            if earlier:
-                first = earlier[0]["request_fingerprint"]
-                retries.check_fingerprint(request_id, first, fingerprint)
-            if earlier and earlier[0]["kind"] == replies.PRUNE:
-                return replies.decode_prune(earlier[0]["reply_json"])
-        params = (namespace, times.to_us(cutoff), batch_size)
-        checkpoints = await self._delete_in_batches(
-            sql.PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=now_us
-        )
-        idempotency = await self._delete_in_batches(sql.PRUNE_IDEMPOTENT_BATCH, params)
-        result = PruneResult(
-            checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency
-        )
-        if not request_id:
-            return result
-
-        async def record(conn: Statements) -> PruneResult:
-            reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
-            if not await _run(conn, sql.RECORD_REPLY, (*reply, fingerprint or None)):
-                # A concurrent call with this id finished first: answer like it did.
-                earlier = await _fetch(conn, sql.REPLY_OF_REQUEST, (namespace, request_id))
-                if earlier:
-                    first = earlier[0]["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                if earlier and earlier[0]["kind"] == replies.PRUNE:
-                    return replies.decode_prune(earlier[0]["reply_json"])
-            return result
-
-        async with self._call():
-            return await self._write(record)
-
-    async def _delete_in_batches(
-        self, statement: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
-    ) -> int:
-        """Run a batch DELETE in its own transaction until it deletes less than a batch;
-        the writer is free for other callers between batches. With ``tombstones_at`` the
-        statement returns the deleted rows' request ids, recorded as tombstones in the same
-        transaction."""
-        total = 0
-        namespace, _, batch_size = params
-
-        async def batch(conn: Statements) -> int:
-            if tombstones_at is None:
-                return await _run(conn, statement, params)
-            gone = await _fetch(conn, statement, params)
-            ids = [(namespace, row[0], tombstones_at, row[1]) for row in gone if row[0]]
-            if ids:
-                await conn.run_many(sql.TOMBSTONE, ids)
-            return len(gone)
-
-        while True:
-            async with self._call():
-                deleted = await self._write(batch)
-            total += deleted
-            if deleted < batch_size:
-                return total
-
     # --- interrupts ----------------------------------------------------------------------
-
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
-    ) -> RecordInterruptResult:
-        """Insert the interrupted checkpoint and, unless the execution has one, the pending
-        row and its ``added`` event, in one transaction (contracts I1, I2)."""
-        if pending.execution_id != checkpoint.execution_id:
-            raise ValueError("the pending row and the checkpoint name different executions")
-        key = (namespace, checkpoint.execution_id)
-
-        async def body(conn: Statements) -> RecordInterruptResult:
-            stored, written = await self._insert_checkpoint(
-                conn, namespace, request_id, checkpoint, fingerprint
-            )
-            proposed = dataclasses.replace(
-                pending,
-                checkpoint_id=stored.checkpoint_id,
-                sequence=stored.sequence,
-                created_at=times.from_us(times.to_us(pending.created_at)),
-            )
-            rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, key)
-            if rows:
-                in_place = _pending_from_row(rows[0])
-                created = in_place.checkpoint_id == stored.checkpoint_id
-                return RecordInterruptResult(stored, in_place, pending_created=created)
-            if not written:
-                # A retry after the pending row went away (claimed, most likely): report the
-                # row as it was claimed when this checkpoint created it.
-                claimed = await _fetch(conn, sql.CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
-                if claimed:
-                    return RecordInterruptResult(
-                        stored, _pending_from_row(claimed[0]), pending_created=True
-                    )
-                return RecordInterruptResult(stored, proposed, pending_created=False)
-            await _run(
-                conn, sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us))
-            )
-            await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
-            return RecordInterruptResult(stored, proposed, pending_created=True)
-
-        async with self._call():
-            return await self._write(body)
-
-    async def claim_interrupt(
-        self, namespace: str, execution_id: str, claim_token: str, now: datetime
-    ) -> PendingRecord | None:
-        """Take the execution's pending row; exactly one caller among all processes gets it.
-        A retry with the same non-empty token gets the same row again. One transaction (one
-        thread hop), which looks for the token's earlier claim first: writers are serialized,
-        so it sees any concurrent retry's claim."""
-        now_us = times.to_us(now)
-        by_token = (namespace, execution_id, claim_token)
-
-        async def claim(conn: Statements) -> PendingRecord | None:
-            if claim_token:
-                earlier = await _fetch(conn, sql.CLAIM_BY_TOKEN, by_token)
-                if earlier:
-                    return _pending_from_row(earlier[0])
-            rows = await _fetch(conn, sql.PENDING_OF_EXECUTION, (namespace, execution_id))
-            if not rows:
-                return None
-            pending = _pending_from_row(rows[0])
-            await _run(conn, sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
-            if claim_token:
-                await _run(
-                    conn,
-                    sql.INSERT_CLAIM,
-                    (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
-                )
-            await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
-            return pending
-
-        async with self._call():
-            return await self._write(claim)
 
     # --- decisions -----------------------------------------------------------------------
 
@@ -902,132 +546,10 @@ class SQLiteStore(DecisionTransactions):
         async with self._pause_locks.shared(pause):
             async with self._call():
                 found = await self._rows(sql.DECISION_OF_PAUSE, pause)
-            current = _decided_from_row(found[0]) if found else None
+            current = decided_from_row(found[0]) if found else None
             yield decisions.fence_holds(current, found[0]["lease_token"] if found else None, fence)
 
-    async def purge_claims(self, claimed_before: datetime) -> int:
-        """Forget claims made before ``claimed_before``; return how many went."""
-
-        async def body(conn: Statements) -> int:
-            return await _run(conn, sql.PURGE_CLAIMS, (times.to_us(claimed_before),))
-
-        async with self._call():
-            return await self._write(body)
-
-    async def purge_applied_requests(self, applied_before: datetime) -> int:
-        """Forget the request ids of idempotency puts applied before ``applied_before``;
-        return how many went."""
-
-        async def body(conn: Statements) -> int:
-            return await _run(conn, sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
-
-        async with self._call():
-            return await self._write(body)
-
-    async def list_pending(
-        self,
-        namespace: str,
-        *,
-        before_sequence: int | None,
-        limit: int,
-        filters: PendingFilter,
-        max_bytes: int | None = None,
-    ) -> Page[PendingRecord]:
-        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
-        every set filter (an empty ``agent_path_prefix`` matches every row), within
-        ``max_bytes`` (sizes first, then only the rows that fit)."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-
-        async def page(conn: Statements) -> Page[PendingRecord] | None:
-            query, params = self._list_pending_query(
-                namespace, before_sequence, limit + 1, filters, sizes=True
-            )
-            sizes = await _fetch(conn, query, params)
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            chosen = [int(row[0]) for row in sizes[:taken]]
-            # Both bounds: no row outside the sized ones is loaded (a pending row gets the
-            # sequence of a new checkpoint, so none can appear between them).
-            query, params = self._list_pending_query(
-                namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
-            )
-            found = await _fetch(conn, query, params)
-            if found:
-                return Page((_decided_from_row(row) for row in found), more=len(sizes) > taken)
-            return None  # every chosen row went meanwhile: read again
-
-        while True:
-            async with self._call():
-                result = await self._read(page)
-            if result is not None:
-                return result
-
-    @staticmethod
-    def _list_pending_query(
-        namespace: str,
-        before_sequence: int | None,
-        limit: int,
-        filters: PendingFilter,
-        *,
-        above: int | None = None,
-        sizes: bool = False,
-    ) -> tuple[str, list[Any]]:
-        """The pending listing below ``before_sequence`` (and above ``above``), newest first:
-        the rows with their decisions, or (``sizes``) each row's sequence and size."""
-        query = sql.LIST_PENDING_SIZES if sizes else sql.LIST_PENDING
-        params: list[Any] = [
-            namespace,
-            MAX_SEQUENCE if before_sequence is None else before_sequence,
-        ]
-        if above is not None:
-            query += sql.LIST_PENDING_ABOVE
-            params.append(above)
-        where, filter_params = conditions(filters, sql.PREFIX)
-        query += where + sql.LIST_PENDING_ORDER
-        params += [*filter_params, limit]
-        return query, params
-
     # --- idempotency ---------------------------------------------------------------------
-
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (group commit).
-        A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
-        recorded writes nothing (contract D1)."""
-        now_us = times.to_us(now)
-        params = (namespace, execution_id, key, result_json, now_us)
-
-        async def write(conn: Statements) -> None:
-            if request_id and not await _run(
-                conn,
-                sql.RECORD_APPLIED_REQUEST,
-                (namespace, request_id, now_us, fingerprint or None),
-            ):
-                # A retry: the first call's write stands. Another request: refused (C10).
-                first = await _fetch(conn, sql.FINGERPRINT_OF_APPLIED, (namespace, request_id))
-                retries.check_fingerprint(request_id, first[0][0] if first else None, fingerprint)
-                return
-            await _fetch(conn, sql.PUT_IDEMPOTENT, params)
-
-        async with self._call():
-            await self._group.submit(write)
-
-    async def get_idempotent(self, namespace: str, execution_id: str, key: str) -> str | None:
-        """Return the cached JSON text, or None when there is none."""
-        async with self._call():
-            rows = await self._rows(sql.GET_IDEMPOTENT, (namespace, execution_id, key))
-        return str(rows[0]["result_json"]) if rows else None
 
     # --- interrupt events ----------------------------------------------------------------
 
@@ -1046,82 +568,6 @@ class SQLiteStore(DecisionTransactions):
             raise sqlite3.ProgrammingError("the store is closed")
         return versions.read()
 
-    async def snapshot_pending(
-        self,
-        namespace: str,
-        filters: PendingFilter,
-        *,
-        as_of_cursor: int,
-        before_sequence: int | None,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> SnapshotPage:
-        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
-        transaction (see :func:`checkpointd.store.outbox.snapshot_page`)."""
-
-        async def body(conn: Statements) -> SnapshotPage:
-            return await outbox.snapshot_page(
-                functools.partial(_fetch, conn),
-                sql.OUTBOX,
-                times.from_us,
-                namespace,
-                filters,
-                as_of_cursor=as_of_cursor,
-                before_sequence=before_sequence,
-                limit=limit,
-                max_bytes=max_bytes,
-            )
-
-        async with self._call():
-            return await self._events_read(body)
-
-    async def read_events(
-        self,
-        *,
-        after_cursor: int,
-        up_to_cursor: int | None,
-        limit: int,
-        namespace: str | None,
-        max_bytes: int | None = None,
-    ) -> EventPage:
-        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
-        ``max_bytes``, with the outbox's bounds, in one read transaction."""
-
-        async def body(conn: Statements) -> EventPage:
-            return await outbox.read_event_page(
-                functools.partial(_fetch, conn),
-                sql.OUTBOX,
-                times.from_us,
-                after_cursor=after_cursor,
-                up_to_cursor=up_to_cursor,
-                limit=limit,
-                namespace=namespace,
-                max_bytes=max_bytes,
-            )
-
-        async with self._call():
-            return await self._events_read(body)
-
-    async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
-        """Delete the oldest events up to the first one written at or after
-        ``written_before``, at most ``batch_size`` per transaction."""
-        cutoff_us = times.to_us(written_before)
-
-        async def body(conn: Statements) -> tuple[int, int]:
-            return await outbox.purge_event_batch(
-                functools.partial(_fetch, conn),
-                functools.partial(_run, conn),
-                sql.OUTBOX,
-                cutoff_us,
-                batch_size,
-            )
-
-        async def batch() -> tuple[int, int]:
-            async with self._call():
-                return await self._write(body)
-
-        return await outbox.purge_in_batches(batch, batch_size=batch_size)
-
     def event_notifier(self) -> SQLiteEventNotifier:
         """A notifier that hears this process's writes, and other connections' commits
         through an inotify watch on the file's directory confirmed by ``PRAGMA
@@ -1131,41 +577,3 @@ class SQLiteStore(DecisionTransactions):
         return notifier
 
     # --- replication outbox (contracts R1-R4) --------------------------------------------
-
-    async def list_unsynced(
-        self, namespace: str, *, after_sequence: int | None, limit: int
-    ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
-        first."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-        bound = 0 if after_sequence is None else after_sequence
-        async with self._call():
-            rows = await self._rows(sql.LIST_UNSYNCED, (namespace, bound, limit))
-        return [_checkpoint_from_row(row) for row in rows]
-
-    async def settle_checkpoints(
-        self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
-    ) -> list[str]:
-        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
-        now_us = times.to_us(now)
-        settled: set[str] = set()
-
-        async def body(conn: Statements) -> None:
-            synced = [cid for cid, reason in settlements if reason is None]
-            for start in range(0, len(synced), sql.SETTLE_CHUNK):
-                chunk = synced[start : start + sql.SETTLE_CHUNK]
-                query = sql.MARK_SYNCED.format(ids=",".join("?" * len(chunk)))
-                for row in await _fetch(conn, query, (now_us, namespace, *chunk)):
-                    settled.add(str(row["checkpoint_id"]))
-            for cid, reason in settlements:
-                if reason is not None:
-                    hit = await _fetch(conn, sql.QUARANTINE, (now_us, reason, namespace, cid))
-                    if hit:
-                        settled.add(cid)
-                    else:
-                        await _run(conn, sql.REQUARANTINE, (reason, namespace, cid))
-
-        async with self._call():
-            await self._write(body)
-        return [cid for cid, _ in settlements if cid in settled]

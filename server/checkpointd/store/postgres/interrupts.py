@@ -1,0 +1,287 @@
+"""The Postgres store's interrupts: record (the checkpoint, then the pending row and its event
+in one statement: I1, I2), claim (one statement in autocommit: I3), the pending listing, the
+purges, and the idempotency put's group commit (D1)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Final
+
+import asyncpg
+import asyncpg.exceptions
+
+from checkpointd.domain import (
+    CheckpointRecord,
+    EventKind,
+    Page,
+    PendingFilter,
+    PendingRecord,
+    RecordInterruptResult,
+)
+from checkpointd.store import budget, retries, times
+from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.columns import MAX_SEQUENCE, pending_params
+from checkpointd.store.postgres.core import (
+    RACE_ATTEMPTS,
+    ROW_ERRORS,
+    CheckpointRow,
+    PostgresCore,
+    decided_from_row,
+    pending_from_row,
+)
+from checkpointd.store.postgres.statements import Conn
+
+__all__ = ["PostgresInterrupts"]
+
+#: Rows per transaction when purging expired claims.
+_PURGE_BATCH: Final = 1000
+
+
+class PostgresInterrupts(PostgresCore):
+    """The interrupt and idempotency methods of
+    :class:`~checkpointd.store.postgres.PostgresStore`."""
+
+    async def record_interrupt(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution already has one, the
+        pending row plus an ``added`` event, all in one transaction (contracts I1, I2)."""
+        if pending.execution_id != checkpoint.execution_id:
+            raise ValueError("the pending row and its checkpoint name different executions")
+        checkpoint_row = CheckpointRow(
+            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
+        )
+        async with self._connection() as conn, conn.transaction():
+            stored: CheckpointRecord | None = None
+            for _ in range(RACE_ATTEMPTS):
+                sequence = await conn.fetchval(self._sql.insert_checkpoint, *checkpoint_row.args)
+                if sequence is not None:
+                    stored = checkpoint_row.stored(sequence)
+                    break
+                retried = await self._existing_checkpoint(
+                    conn, namespace, request_id, checkpoint, fingerprint
+                )
+                if retried is not None:
+                    return await self._retried_interrupt(conn, namespace, retried, pending)
+            if stored is None:
+                raise StoreUnavailable("interrupt write kept racing with a delete; retry")
+
+            proposed = replace(
+                pending, checkpoint_id=stored.checkpoint_id, sequence=stored.sequence
+            )
+            new_row = pending_params(proposed, times.utc_in)
+            event = (self._event_lock, EventKind.ADDED.value, self._channel)
+            for _ in range(RACE_ATTEMPTS):
+                # The row and its ``added`` event in one statement.
+                row = await conn.fetchrow(
+                    self._sql.insert_pending_with_event, namespace, *new_row, *event
+                )
+                if row is not None:
+                    added = pending_from_row(row)
+                    return RecordInterruptResult(stored, added, pending_created=True)
+                # I2: the execution already has a pending row; it stays, the checkpoint too.
+                row = await conn.fetchrow(
+                    self._sql.pending_by_execution, namespace, pending.execution_id
+                )
+                if row is not None:
+                    return RecordInterruptResult(
+                        stored, pending_from_row(row), pending_created=False
+                    )
+                # It was claimed between our insert and our read: insert again.
+        raise StoreUnavailable("interrupt write kept racing with claims; retry")
+
+    async def _retried_interrupt(
+        self, conn: Conn, namespace: str, stored: CheckpointRecord, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Answer a retried record_interrupt: the stored checkpoint and the pending row now in
+        place. When none is (it was claimed since), the row the first call wrote is rebuilt
+        from the request."""
+        row = await conn.fetchrow(self._sql.pending_by_execution, namespace, stored.execution_id)
+        if row is not None:
+            in_place = pending_from_row(row)
+            created = in_place.checkpoint_id == stored.checkpoint_id
+            return RecordInterruptResult(stored, in_place, pending_created=created)
+        rebuilt = replace(
+            pending,
+            created_at=times.utc_in(pending.created_at),
+            checkpoint_id=stored.checkpoint_id,
+            sequence=stored.sequence,
+        )
+        return RecordInterruptResult(stored, rebuilt, pending_created=True)
+
+    async def claim_interrupt(
+        self, namespace: str, execution_id: str, claim_token: str, now: datetime
+    ) -> PendingRecord | None:
+        """Atomically take the execution's pending row; exactly one caller gets it (I3).
+
+        A non-empty ``claim_token`` files the claimed row under that token, so a retry with
+        the same token gets the same row back until :meth:`purge_claims` forgets it. The look
+        for that row, the claim and its ``claimed`` event are one statement (one transaction,
+        one round trip); only a claim that takes nothing looks again.
+        """
+        now = times.utc_in(now)
+        async with self._connection() as conn:
+            # The claim and its event (and, with a token, the look for the token's earlier
+            # claim) are one statement, so one transaction in autocommit.
+            event = (self._event_lock, EventKind.CLAIMED.value, self._channel)
+            try:
+                if claim_token:
+                    row = await conn.fetchrow(
+                        self._sql.claim_with_token_and_event,
+                        namespace,
+                        execution_id,
+                        claim_token,
+                        now,
+                        *event,
+                    )
+                else:
+                    row = await conn.fetchrow(
+                        self._sql.claim_with_event, namespace, execution_id, *event
+                    )
+                if row is not None:
+                    return pending_from_row(row)
+            except asyncpg.exceptions.UniqueViolationError:
+                # This token already holds an earlier claim of this execution, filed by a
+                # concurrent retry after the statement's snapshot: everything rolled back, and
+                # the look below returns that claim.
+                pass
+            if not claim_token:
+                return None
+            row = await conn.fetchrow(
+                self._sql.claim_by_token, namespace, execution_id, claim_token
+            )
+        return None if row is None else pending_from_row(row)
+
+    async def purge_claims(self, claimed_before: datetime) -> int:
+        """Forget claims older than the retention time, in batches; return how many went."""
+        claimed_before = times.utc_in(claimed_before)
+        purged = 0
+        while True:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(self._sql.purge_claims, claimed_before, _PURGE_BATCH)
+            if row is None:  # cannot happen: an aggregate query returns one row
+                raise StoreError("claim purge returned no counts")
+            purged += int(row["deleted"])
+            if row["candidates"] < _PURGE_BATCH:
+                return purged
+
+    async def purge_applied_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids of idempotency puts applied before ``applied_before``, in
+        batches; return how many went."""
+        applied_before = times.utc_in(applied_before)
+        purged = 0
+        while True:
+            async with self._connection() as conn:
+                row = await conn.fetchrow(
+                    self._sql.purge_applied_requests, applied_before, _PURGE_BATCH
+                )
+            if row is None:  # cannot happen: an aggregate query returns one row
+                raise StoreError("applied request purge returned no counts")
+            purged += int(row["deleted"])
+            if row["candidates"] < _PURGE_BATCH:
+                return purged
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
+        """Up to ``limit`` pending rows with sequence < ``before_sequence``, newest first,
+        matching every set filter (the agent_path filter is a plain prefix match; an empty
+        prefix matches everything), within ``max_bytes``: sizes first, then only the rows
+        that fit, in one REPEATABLE READ transaction."""
+        if limit <= 0:
+            return Page()
+        bound = MAX_SEQUENCE if before_sequence is None else before_sequence
+        sizes_query, params = self._sql.list_pending(filters, sizes=True)
+        query, _ = self._sql.list_pending(filters)
+        async with self._read_snapshot() as conn:
+            sizes = await conn.fetch(sizes_query, namespace, bound, *params, limit + 1)
+            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+            if not taken:
+                return Page()
+            found = await conn.fetch(query, namespace, bound, *params, taken)
+        return Page((decided_from_row(row) for row in found), more=len(sizes) > taken)
+
+    async def put_idempotent(
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        key: str,
+        result_json: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
+    ) -> None:
+        """Insert or replace the cached result, with created_at = ``now`` (contract D1), in
+        the next group-commit statement; a retry of a recorded ``request_id`` writes
+        nothing."""
+        row = (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
+        fresh = await self._idempotent_group.submit((*row, fingerprint or None))
+        if request_id and not fresh:
+            # A retry (the first call's write stands), or another request's id (C10).
+            async with self._connection() as conn:
+                first = await conn.fetchval(self._sql.fingerprint_of_applied, namespace, request_id)
+            retries.check_fingerprint(request_id, first, fingerprint)
+
+    async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
+        """Upsert a group of idempotency results in one statement (one row: the one-row
+        upsert); for each, whether its request id was recorded by this statement (True
+        without one). A later row of the group with the request id of an earlier one is left
+        out (a retry of it, or another request: its caller compares the fingerprints)."""
+        rows: list[tuple[object, ...]] = []
+        seen: set[tuple[object, object]] = set()
+        for args in batch:
+            request = (args[0], args[5])
+            if args[5]:
+                if request in seen:
+                    continue
+                seen.add(request)
+            rows.append(args)
+        fresh: set[tuple[object, object]] = set()
+        failed: dict[int, Exception] = {}
+        async with self._connection() as conn:
+            if len(rows) > 1:
+                columns = [list(column) for column in zip(*rows, strict=True)]
+                try:
+                    recorded = await conn.fetch(self._sql.put_idempotents, *columns)
+                    fresh = {(row["namespace"], row["request_id"]) for row in recorded}
+                except ROW_ERRORS:
+                    # A row Postgres refuses failed the statement (nothing was written): each
+                    # row alone, so that one fails alone.
+                    for args in rows:
+                        try:
+                            if await self._put_idempotent_alone(conn, args):
+                                fresh.add((args[0], args[5]))
+                        except ROW_ERRORS as exc:
+                            failed[id(args)] = self._translate(exc) or StoreError(
+                                "the idempotency result could not be written"
+                            )
+            elif await self._put_idempotent_alone(conn, rows[0]):
+                fresh = {(rows[0][0], rows[0][5])}
+        kept = {id(args) for args in rows}
+        return [
+            failed.get(id(args))
+            or (not args[5] or (id(args) in kept and (args[0], args[5]) in fresh))
+            for args in batch
+        ]
+
+    async def _put_idempotent_alone(self, conn: Conn, args: tuple[object, ...]) -> bool:
+        """One idempotency row by the one-row upsert; whether its request id was recorded by
+        it (False without one)."""
+        if args[5]:
+            return bool(await conn.fetchval(self._sql.put_idempotent_once, *args))
+        await conn.execute(self._sql.put_idempotent, *args[:5])
+        return False

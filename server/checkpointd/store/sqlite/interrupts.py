@@ -1,0 +1,217 @@
+"""The SQLite store's interrupts: record (the checkpoint, the pending row and its event in
+one transaction: I1, I2), claim (exactly once across every process sharing the file: I3), the
+pending listing, and the idempotency put with its applied request ids (D1). ``BEGIN
+IMMEDIATE`` takes the write lock before the first read, so each read-then-write is atomic."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from checkpointd.domain import (
+    CheckpointRecord,
+    EventKind,
+    Page,
+    PendingFilter,
+    PendingRecord,
+    RecordInterruptResult,
+)
+from checkpointd.store import budget, retries, times
+from checkpointd.store.columns import MAX_SEQUENCE, pending_params
+from checkpointd.store.filters import conditions
+from checkpointd.store.sqlite import sql
+from checkpointd.store.sqlite.core import SQLiteCore, decided_from_row, pending_from_row
+from checkpointd.store.statements import Statements
+
+__all__ = ["SQLiteInterrupts"]
+
+
+class SQLiteInterrupts(SQLiteCore):
+    """The interrupt and idempotency methods of :class:`~checkpointd.store.sqlite.SQLiteStore`."""
+
+    async def record_interrupt(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution has one, the pending
+        row and its ``added`` event, in one transaction (contracts I1, I2)."""
+        if pending.execution_id != checkpoint.execution_id:
+            raise ValueError("the pending row and the checkpoint name different executions")
+        key = (namespace, checkpoint.execution_id)
+
+        async def body(conn: Statements) -> RecordInterruptResult:
+            stored, written = await self._insert_checkpoint(
+                conn, namespace, request_id, checkpoint, fingerprint
+            )
+            proposed = dataclasses.replace(
+                pending,
+                checkpoint_id=stored.checkpoint_id,
+                sequence=stored.sequence,
+                created_at=times.from_us(times.to_us(pending.created_at)),
+            )
+            rows = await conn.fetch(sql.PENDING_OF_EXECUTION, key)
+            if rows:
+                in_place = pending_from_row(rows[0])
+                created = in_place.checkpoint_id == stored.checkpoint_id
+                return RecordInterruptResult(stored, in_place, pending_created=created)
+            if not written:
+                # A retry after the pending row went away (claimed, most likely): report the
+                # row as it was claimed when this checkpoint created it.
+                claimed = await conn.fetch(sql.CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
+                if claimed:
+                    return RecordInterruptResult(
+                        stored, pending_from_row(claimed[0]), pending_created=True
+                    )
+                return RecordInterruptResult(stored, proposed, pending_created=False)
+            await conn.run(sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us)))
+            await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
+            return RecordInterruptResult(stored, proposed, pending_created=True)
+
+        return await self._in_transaction(body)
+
+    async def claim_interrupt(
+        self, namespace: str, execution_id: str, claim_token: str, now: datetime
+    ) -> PendingRecord | None:
+        """Take the execution's pending row; exactly one caller among all processes gets it.
+        A retry with the same non-empty token gets the same row again. One transaction (one
+        thread hop), which looks for the token's earlier claim first: writers are serialized,
+        so it sees any concurrent retry's claim."""
+        now_us = times.to_us(now)
+        by_token = (namespace, execution_id, claim_token)
+
+        async def claim(conn: Statements) -> PendingRecord | None:
+            if claim_token:
+                earlier = await conn.fetch(sql.CLAIM_BY_TOKEN, by_token)
+                if earlier:
+                    return pending_from_row(earlier[0])
+            rows = await conn.fetch(sql.PENDING_OF_EXECUTION, (namespace, execution_id))
+            if not rows:
+                return None
+            pending = pending_from_row(rows[0])
+            await conn.run(sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
+            if claim_token:
+                await conn.run(
+                    sql.INSERT_CLAIM,
+                    (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
+                )
+            await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+            return pending
+
+        return await self._in_transaction(claim)
+
+    async def purge_claims(self, claimed_before: datetime) -> int:
+        """Forget claims made before ``claimed_before``; return how many went."""
+
+        async def body(conn: Statements) -> int:
+            return await conn.run(sql.PURGE_CLAIMS, (times.to_us(claimed_before),))
+
+        return await self._in_transaction(body)
+
+    async def purge_applied_requests(self, applied_before: datetime) -> int:
+        """Forget the request ids of idempotency puts applied before ``applied_before``;
+        return how many went."""
+
+        async def body(conn: Statements) -> int:
+            return await conn.run(sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
+
+        return await self._in_transaction(body)
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
+        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
+        every set filter (an empty ``agent_path_prefix`` matches every row), within
+        ``max_bytes`` (sizes first, then only the rows that fit)."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+
+        async def page(conn: Statements) -> Page[PendingRecord] | None:
+            query, params = self._list_pending_query(
+                namespace, before_sequence, limit + 1, filters, sizes=True
+            )
+            sizes = await conn.fetch(query, params)
+            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
+            if not taken:
+                return Page()
+            chosen = [int(row[0]) for row in sizes[:taken]]
+            # Both bounds: no row outside the sized ones is loaded (a pending row gets the
+            # sequence of a new checkpoint, so none can appear between them).
+            query, params = self._list_pending_query(
+                namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
+            )
+            found = await conn.fetch(query, params)
+            if found:
+                return Page((decided_from_row(row) for row in found), more=len(sizes) > taken)
+            return None  # every chosen row went meanwhile: read again
+
+        while True:
+            result = await self._in_read(page)
+            if result is not None:
+                return result
+
+    @staticmethod
+    def _list_pending_query(
+        namespace: str,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        *,
+        above: int | None = None,
+        sizes: bool = False,
+    ) -> tuple[str, list[Any]]:
+        """The pending listing below ``before_sequence`` (and above ``above``), newest first:
+        the rows with their decisions, or (``sizes``) each row's sequence and size."""
+        query = sql.LIST_PENDING_SIZES if sizes else sql.LIST_PENDING
+        params: list[Any] = [
+            namespace,
+            MAX_SEQUENCE if before_sequence is None else before_sequence,
+        ]
+        if above is not None:
+            query += sql.LIST_PENDING_ABOVE
+            params.append(above)
+        where, filter_params = conditions(filters, sql.PREFIX)
+        query += where + sql.LIST_PENDING_ORDER
+        params += [*filter_params, limit]
+        return query, params
+
+    async def put_idempotent(
+        self,
+        namespace: str,
+        request_id: str,
+        execution_id: str,
+        key: str,
+        result_json: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
+    ) -> None:
+        """Insert or replace the cached result, with created_at = ``now`` (group commit).
+        A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
+        recorded writes nothing (contract D1)."""
+        now_us = times.to_us(now)
+        params = (namespace, execution_id, key, result_json, now_us)
+
+        async def write(conn: Statements) -> None:
+            if request_id and not await conn.run(
+                sql.RECORD_APPLIED_REQUEST,
+                (namespace, request_id, now_us, fingerprint or None),
+            ):
+                # A retry: the first call's write stands. Another request: refused (C10).
+                first = await conn.fetch(sql.FINGERPRINT_OF_APPLIED, (namespace, request_id))
+                retries.check_fingerprint(request_id, first[0][0] if first else None, fingerprint)
+                return
+            await conn.fetch(sql.PUT_IDEMPOTENT, params)
+
+        await self._grouped(write)
