@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from prometheus_client import Histogram
 
-from checkpointd.store.base import StoreUnavailable
+from checkpointd.metrics_store import observed
 from checkpointd.store.graph import GraphStore
 
 __all__ = ["TimedGraphStore", "timed_graph_store"]
@@ -42,17 +41,7 @@ class TimedGraphStore:
 
         @functools.wraps(method)
         async def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            outcome = "error"
-            try:
-                result = await method(*args, **kwargs)
-                outcome = "ok"
-                return result
-            except StoreUnavailable:
-                outcome = "unavailable"
-                raise
-            finally:
-                histogram.labels(operation, outcome).observe(time.perf_counter() - started)
+            return await observed(histogram, operation, method(*args, **kwargs))
 
         return timed
 

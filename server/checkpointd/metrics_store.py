@@ -22,7 +22,7 @@ from prometheus_client import Histogram
 
 from checkpointd.store.base import Store, StoreUnavailable
 
-__all__ = ["InstrumentedStore"]
+__all__ = ["InstrumentedStore", "observed"]
 
 T = TypeVar("T")
 
@@ -48,17 +48,22 @@ class InstrumentedStore:
         return self._store
 
     async def _timed(self, operation: str, call: Awaitable[T]) -> T:
-        started = time.perf_counter()
-        outcome = "error"
-        try:
-            result = await call
-            outcome = "ok"
-            return result
-        except StoreUnavailable:
-            outcome = "unavailable"
-            raise
-        finally:
-            self._histogram.labels(operation, outcome).observe(time.perf_counter() - started)
+        return await observed(self._histogram, operation, call)
+
+
+async def observed(histogram: Histogram, operation: str, call: Awaitable[T]) -> T:
+    """Await ``call``, observing its time in ``histogram`` by operation and outcome."""
+    started = time.perf_counter()
+    outcome = "error"
+    try:
+        result = await call
+        outcome = "ok"
+        return result
+    except StoreUnavailable:
+        outcome = "unavailable"
+        raise
+    finally:
+        histogram.labels(operation, outcome).observe(time.perf_counter() - started)
 
 
 def _timed_method(name: str) -> Callable[..., Awaitable[Any]]:

@@ -78,7 +78,7 @@ class CheckpointReads(StatementStore):
         """Return the checkpoint with this id if it belongs to this execution."""
         params = (namespace, checkpoint_id, execution_id)
         found = await self._query(self._checkpoint_sql.get_checkpoint, params)
-        return rows.checkpoint_from_row(found[0], self._read_time) if found else None
+        return self._checkpoint(found[0]) if found else None
 
     async def get_latest_checkpoint(
         self, namespace: str, execution_id: str, *, skip_run_end: bool = False
@@ -89,4 +89,4 @@ class CheckpointReads(StatementStore):
             found = await self._query(sql.latest_skip_step_type, (namespace, execution_id, RUN_END))
         else:
             found = await self._query(sql.latest, (namespace, execution_id))
-        return rows.checkpoint_from_row(found[0], self._read_time) if found else None
+        return self._checkpoint(found[0]) if found else None

@@ -22,7 +22,7 @@ from checkpointd.domain import (
     LeaseFence,
     PendingRecord,
 )
-from checkpointd.store import retries, rows
+from checkpointd.store import retries
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.store.columns import decision_params
 from checkpointd.store.statements import Statements, StatementStore
@@ -150,9 +150,6 @@ class DecisionTransactions(StatementStore):
         which :meth:`fenced` shares; Postgres: nothing, the row lock does it)."""
         return contextlib.nullcontext()
 
-    def _decided(self, row: Any) -> PendingRecord:
-        return rows.pending_from_row(row, self._read_time, with_decision=True)
-
     async def submit_decision(
         self,
         namespace: str,
@@ -184,7 +181,7 @@ class DecisionTransactions(StatementStore):
                 if last:
                     return DecisionChange(DecisionOutcome.CONFLICT, self._decided(last[0]))
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            pending = rows.pending_from_row(found[0], self._read_time)
+            pending = self._pending(found[0])
             decision_responses.check_fits(pending, decision.response_json)
             pause = (namespace, execution_id, pending.checkpoint_id, interrupt_id)
             winner = await conn.fetch(sql.decision_of_pause, pause)

@@ -45,10 +45,9 @@ __all__ = [
     "INTERRUPT_CHANNEL",
     "RetentionBackend",
     "RetentionCounts",
+    "RetentionMethods",
     "RetentionRule",
     "RetentionTransaction",
-    "apply_retention",
-    "graph_namespaces",
 ]
 
 #: The channel of LangGraph's interrupt writes (langgraph.constants.INTERRUPT).
@@ -163,15 +162,10 @@ class RetentionBackend(Protocol):
         ...
 
     async def record(
-        self,
-        namespace: str,
-        request_id: str,
-        kind: str,
-        fingerprint: str,
-        reply_json: str,
-        now: datetime,
+        self, namespace: str, request_id: str, reply: tuple[str, str, str], now: datetime
     ) -> bool:
-        """Record the reply; False when the id was recorded meanwhile (a concurrent call)."""
+        """Record the reply (kind, fingerprint, reply_json, as :meth:`recorded` returns it);
+        False when the id was recorded meanwhile (a concurrent call)."""
         ...
 
     async def next_namespace(self, after: str) -> str | None:
@@ -179,55 +173,62 @@ class RetentionBackend(Protocol):
         ...
 
 
-async def graph_namespaces(backend: RetentionBackend) -> list[str]:
-    """Every namespace with graph checkpoints: one index seek each, not a scan."""
-    found: list[str] = []
-    after = ""
-    while (namespace := await backend.next_namespace(after)) is not None:
-        found.append(namespace)
-        after = namespace
-    return found
+class RetentionMethods:
+    """The retention methods of a :class:`~checkpointd.store.graph.GraphStore`, the same on
+    both backends over the backend's :class:`RetentionBackend`."""
 
+    _retention: RetentionBackend
 
-async def apply_retention(
-    backend: RetentionBackend,
-    namespace: str,
-    request_id: str,
-    rule: RetentionRule,
-    now: datetime,
-    *,
-    batch_size: int,
-    dry_run: bool = False,
-    fingerprint: str = "",
-) -> RetentionCounts:
-    """Apply ``rule`` to the namespace (see the module's text); return the counts."""
-    if batch_size <= 0:
-        raise ValueError("batch_size must be positive")
-    kind = graph_requests.APPLY_RETENTION
-    if dry_run:
-        request_id = ""
-    if request_id:
-        earlier = await backend.recorded(namespace, request_id)
-        if earlier is not None:
-            reply = graph_requests.recorded_reply(request_id, kind, fingerprint, earlier)
-            if reply is not None:
-                return RetentionCounts.from_json(reply)
-            request_id = ""  # the id of another kind of call, unfingerprinted: apply, as once
-    run = _Run(backend, namespace, rule, now, batch_size, dry_run)
-    counts = RetentionCounts()
-    if rule.idle_for is not None:
-        counts += await run.expire_idle()
-    if rule.keep_newest:
-        counts += await run.keep_newest(rule.keep_newest)
-    if request_id and not await backend.record(
-        namespace, request_id, kind, fingerprint, counts.to_json(), now
-    ):
-        earlier = await backend.recorded(namespace, request_id)
-        if earlier is not None:  # a concurrent call with this id finished first
-            reply = graph_requests.recorded_reply(request_id, kind, fingerprint, earlier)
-            if reply is not None:
-                return RetentionCounts.from_json(reply)
-    return counts
+    async def retention_namespaces(self) -> list[str]:
+        """Every namespace with graph checkpoints: one index seek each, not a scan."""
+        found: list[str] = []
+        after = ""
+        while (namespace := await self._retention.next_namespace(after)) is not None:
+            found.append(namespace)
+            after = namespace
+        return found
+
+    async def apply_retention(
+        self,
+        namespace: str,
+        request_id: str,
+        rule: RetentionRule,
+        now: datetime,
+        *,
+        batch_size: int,
+        dry_run: bool = False,
+        fingerprint: str = "",
+    ) -> RetentionCounts:
+        """Apply ``rule`` to the namespace (see the module's text), in short transactions;
+        return the counts."""
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        backend = self._retention
+        kind = graph_requests.APPLY_RETENTION
+        if dry_run:
+            request_id = ""
+        if request_id:
+            earlier = await backend.recorded(namespace, request_id)
+            if earlier is not None:
+                reply = graph_requests.recorded_reply(request_id, kind, fingerprint, earlier)
+                if reply is not None:
+                    return RetentionCounts.from_json(reply)
+                # The id of another kind of call, unfingerprinted: apply, as once.
+                request_id = ""
+        run = _Run(backend, namespace, rule, now, batch_size, dry_run)
+        counts = RetentionCounts()
+        if rule.idle_for is not None:
+            counts += await run.expire_idle()
+        if rule.keep_newest:
+            counts += await run.keep_newest(rule.keep_newest)
+        reply_row = (kind, fingerprint, counts.to_json())
+        if request_id and not await backend.record(namespace, request_id, reply_row, now):
+            earlier = await backend.recorded(namespace, request_id)
+            if earlier is not None:  # a concurrent call with this id finished first
+                reply = graph_requests.recorded_reply(request_id, kind, fingerprint, earlier)
+                if reply is not None:
+                    return RetentionCounts.from_json(reply)
+        return counts
 
 
 class _Run:

@@ -13,15 +13,16 @@ UPDATE``) by what its hooks and its statements do.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.domain import CheckpointRecord, EventKind, PendingRecord
+from checkpointd.store import rows
 from checkpointd.store.columns import TimeWriter
-from checkpointd.store.rows import TimeReader
+from checkpointd.store.rows import Row, TimeReader
 
-__all__ = ["Body", "StatementStore", "Statements"]
+__all__ = ["Body", "EventWriter", "StatementStore", "Statements"]
 
 T = TypeVar("T")
 
@@ -49,6 +50,8 @@ class Statements(Protocol):
 
 #: A transaction's or a read's work: awaits only its statements.
 Body = Callable[[Statements], Coroutine[Any, Any, T]]
+#: See :attr:`StatementStore._append_event_at`.
+EventWriter = Callable[[Statements, str, EventKind, PendingRecord, datetime], Awaitable[None]]
 
 
 class StatementStore(abc.ABC):
@@ -59,6 +62,9 @@ class StatementStore(abc.ABC):
     _read_time: TimeReader
     #: Aware datetime to the stored form (checked: a naive time raises).
     _write_time: TimeWriter
+    #: Append an outbox event (namespace, kind, pending row, event time) as the last
+    #: statement of the transaction.
+    _append_event_at: EventWriter
 
     @abc.abstractmethod
     async def _in_transaction(self, body: Body[T]) -> T:
@@ -72,16 +78,15 @@ class StatementStore(abc.ABC):
     async def _in_snapshot(self, body: Body[T]) -> T:
         """Run ``body``'s reads in one read transaction: every statement sees one state."""
 
-    @abc.abstractmethod
-    async def _append_event_at(
-        self,
-        conn: Statements,
-        namespace: str,
-        kind: EventKind,
-        pending: PendingRecord,
-        at: datetime,
-    ) -> None:
-        """Append an outbox event as the last statement of ``conn``'s transaction."""
+    def _checkpoint(self, row: Row) -> CheckpointRecord:
+        return rows.checkpoint_from_row(row, self._read_time)
+
+    def _pending(self, row: Row) -> PendingRecord:
+        return rows.pending_from_row(row, self._read_time)
+
+    def _decided(self, row: Row) -> PendingRecord:
+        """A pending row with the decision on its pause."""
+        return rows.pending_from_row(row, self._read_time, with_decision=True)
 
     async def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """All rows of one read."""

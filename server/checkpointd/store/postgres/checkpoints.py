@@ -25,8 +25,6 @@ from checkpointd.store.postgres.core import (
     ROW_ERRORS,
     CheckpointRow,
     PostgresCore,
-    checkpoint_from_row,
-    pending_from_row,
 )
 from checkpointd.store.postgres.statements import Conn, PgStatements, row_count
 
@@ -99,7 +97,7 @@ class PostgresCheckpoints(PostgresCore):
             if not taken:
                 return Page()
             found = await conn.fetch(query, namespace, execution_id, bound, taken)
-        return Page((checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
+        return Page((self._checkpoint(row) for row in found), more=len(sizes) > taken)
 
     async def delete_execution(
         self,
@@ -157,9 +155,7 @@ class PostgresCheckpoints(PostgresCore):
                     self._sql.set_reply, namespace, request_id, replies.encode(result)
                 )
             if removed is not None:
-                await self._append_event(
-                    conn, namespace, EventKind.REMOVED, pending_from_row(removed)
-                )
+                await self._append_event(conn, namespace, EventKind.REMOVED, self._pending(removed))
         return result
 
     async def prune(
@@ -309,7 +305,7 @@ class PostgresCheckpoints(PostgresCore):
         bound = 0 if after_sequence is None else after_sequence
         async with self._connection() as conn:
             rows = await conn.fetch(self._sql.list_unsynced, namespace, bound, limit)
-        return [checkpoint_from_row(row) for row in rows]
+        return [self._checkpoint(row) for row in rows]
 
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime

@@ -1,7 +1,7 @@
 """What the Postgres store's concern modules (:mod:`~checkpointd.store.postgres.checkpoints`,
-:mod:`~checkpointd.store.postgres.interrupts`) use of the store: its pool, its statements, its
-group commits and its event writer, with the row helpers and limits they share.
-:class:`~checkpointd.store.postgres.store.PostgresStore` provides them."""
+:mod:`~checkpointd.store.postgres.interrupts`) use of the store: its pool, its statements and
+its group commits, which :class:`~checkpointd.store.postgres.store.PostgresStore` provides,
+and the outbox's event writer and the limits they share."""
 
 from __future__ import annotations
 
@@ -15,23 +15,15 @@ import asyncpg
 import asyncpg.exceptions
 
 from checkpointd.domain import CheckpointRecord, EventKind, PendingRecord
-from checkpointd.store import rows, times
+from checkpointd.store import times
 from checkpointd.store.base import StoreError
-from checkpointd.store.columns import CHECKPOINT_INSERT_COLUMNS
+from checkpointd.store.columns import CHECKPOINT_INSERT_COLUMNS, decision_json, event_params
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres.sql import Sql
-from checkpointd.store.postgres.statements import Conn
-from checkpointd.store.statements import StatementStore
+from checkpointd.store.postgres.statements import Conn, PgStatements
+from checkpointd.store.statements import Statements, StatementStore
 
-__all__ = [
-    "RACE_ATTEMPTS",
-    "ROW_ERRORS",
-    "CheckpointRow",
-    "PostgresCore",
-    "checkpoint_from_row",
-    "decided_from_row",
-    "pending_from_row",
-]
+__all__ = ["RACE_ATTEMPTS", "ROW_ERRORS", "CheckpointRow", "PostgresCore"]
 
 #: Attempts when a row we conflicted with vanished before we could read it (a concurrent
 #: delete or claim); each attempt is cheap and two are practically always enough.
@@ -61,18 +53,6 @@ class CheckpointRow:
         return replace(self.record, sequence=sequence, created_at=created_at)
 
 
-def checkpoint_from_row(row: asyncpg.Record) -> CheckpointRecord:
-    return rows.checkpoint_from_row(row, times.utc_out)
-
-
-def pending_from_row(row: asyncpg.Record) -> PendingRecord:
-    return rows.pending_from_row(row, times.utc_out)
-
-
-def decided_from_row(row: asyncpg.Record) -> PendingRecord:
-    return rows.pending_from_row(row, times.utc_out, with_decision=True)
-
-
 class PostgresCore(StatementStore):
     """The Postgres store as its concern mixins see it."""
 
@@ -95,27 +75,32 @@ class PostgresCore(StatementStore):
     def _translate(self, exc: Exception) -> StoreError | None:
         """The store error of a driver failure (None: not one)."""
 
-    @abc.abstractmethod
     async def _append_event(
         self, conn: Conn, namespace: str, kind: EventKind, pending: PendingRecord
     ) -> None:
-        """Append an outbox event; must be the last statement of the caller's transaction."""
+        """Append an outbox event; must be the last statement of the caller's transaction.
 
-    @abc.abstractmethod
-    async def _existing_checkpoint(
+        The advisory lock is held until commit, so events commit in cursor order (see the
+        store's module docstring). Taking it last means its holder never waits for anything else,
+        so it cannot deadlock with the row locks other writers hold.
+        """
+        params = event_params(namespace, kind, pending, times.utc_in)
+        await conn.execute(
+            self._sql.insert_event,
+            *params,
+            self._channel,
+            decision_json(pending),
+            self._event_lock,
+        )
+
+    async def _append_event_at(
         self,
-        conn: Conn,
+        conn: Statements,
         namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        fingerprint: str,
-    ) -> CheckpointRecord | None:
-        """After an insert wrote nothing: the stored row of a retry (None: the conflicting
-        row is gone again, and the caller inserts once more)."""
-
-    @staticmethod
-    @abc.abstractmethod
-    def _checkpoint_args(
-        namespace: str, request_id: str, checkpoint: CheckpointRecord, fingerprint: str
-    ) -> tuple[object, ...]:
-        """The insert's parameters of a checkpoint."""
+        kind: EventKind,
+        pending: PendingRecord,
+        at: datetime,
+    ) -> None:
+        # The event's time is the database's (the column's default, now()), not ``at``.
+        assert isinstance(conn, PgStatements)
+        await self._append_event(conn.connection, namespace, kind, pending)

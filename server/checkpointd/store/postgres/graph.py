@@ -17,7 +17,7 @@ from typing import Any
 
 import asyncpg
 
-from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
+from checkpointd.store import graph_interrupts, graph_requests, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -31,7 +31,7 @@ from checkpointd.store.graph import (
     tuple_size,
 )
 from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace, send_nodes_column
-from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
+from checkpointd.store.graph_retention import RetentionMethods
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
 from checkpointd.store.postgres.graph_retention import PostgresRetention
@@ -66,7 +66,7 @@ def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
     return GraphTuple(checkpoint, values, writes)
 
 
-class PostgresGraphStore:
+class PostgresGraphStore(RetentionMethods):
     """A :class:`~checkpointd.store.graph.GraphStore` sharing a Postgres store's pool."""
 
     def __init__(self, access: PostgresAccess) -> None:
@@ -484,35 +484,6 @@ class PostgresGraphStore:
         async with self._access.connection() as conn:
             status: str = await conn.execute(self._sql.purge_requests, times.utc_in(applied_before))
         return int(status.rsplit(" ", 1)[-1])
-
-    # --- retention (checkpointd.store.graph_retention) ----------------------------------
-
-    async def apply_retention(
-        self,
-        namespace: str,
-        request_id: str,
-        rule: RetentionRule,
-        now: datetime,
-        *,
-        batch_size: int,
-        dry_run: bool = False,
-        fingerprint: str = "",
-    ) -> RetentionCounts:
-        """Apply a retention rule to the namespace, in short transactions."""
-        return await graph_retention.apply_retention(
-            self._retention,
-            namespace,
-            request_id,
-            rule,
-            now,
-            batch_size=batch_size,
-            dry_run=dry_run,
-            fingerprint=fingerprint,
-        )
-
-    async def retention_namespaces(self) -> list[str]:
-        """Every namespace that has graph checkpoints."""
-        return await graph_retention.graph_namespaces(self._retention)
 
 
 def _checkpoint_key(namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:

@@ -224,22 +224,14 @@ class PostgresRetention:
         return (row["kind"], row["fingerprint"], row["reply_json"])
 
     async def record(
-        self,
-        namespace: str,
-        request_id: str,
-        kind: str,
-        fingerprint: str,
-        reply_json: str,
-        now: datetime,
+        self, namespace: str, request_id: str, reply: tuple[str, str, str], now: datetime
     ) -> bool:
         async with self._access.connection() as conn:
             status: str = await conn.execute(
                 self._graph.record_request + " ON CONFLICT DO NOTHING",
                 namespace,
                 request_id,
-                kind,
-                fingerprint,
-                reply_json,
+                *reply,
                 times.utc_in(now),
             )
         return _count(status) == 1

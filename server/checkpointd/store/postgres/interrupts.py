@@ -22,13 +22,11 @@ from checkpointd.domain import (
 from checkpointd.store import budget, retries, times
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.columns import MAX_SEQUENCE, pending_params
+from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
 from checkpointd.store.postgres.core import (
     RACE_ATTEMPTS,
     ROW_ERRORS,
     CheckpointRow,
-    PostgresCore,
-    decided_from_row,
-    pending_from_row,
 )
 from checkpointd.store.postgres.statements import Conn
 
@@ -38,7 +36,7 @@ __all__ = ["PostgresInterrupts"]
 _PURGE_BATCH: Final = 1000
 
 
-class PostgresInterrupts(PostgresCore):
+class PostgresInterrupts(PostgresCheckpoints):
     """The interrupt and idempotency methods of
     :class:`~checkpointd.store.postgres.PostgresStore`."""
 
@@ -84,16 +82,14 @@ class PostgresInterrupts(PostgresCore):
                     self._sql.insert_pending_with_event, namespace, *new_row, *event
                 )
                 if row is not None:
-                    added = pending_from_row(row)
+                    added = self._pending(row)
                     return RecordInterruptResult(stored, added, pending_created=True)
                 # I2: the execution already has a pending row; it stays, the checkpoint too.
                 row = await conn.fetchrow(
                     self._sql.pending_by_execution, namespace, pending.execution_id
                 )
                 if row is not None:
-                    return RecordInterruptResult(
-                        stored, pending_from_row(row), pending_created=False
-                    )
+                    return RecordInterruptResult(stored, self._pending(row), pending_created=False)
                 # It was claimed between our insert and our read: insert again.
         raise StoreUnavailable("interrupt write kept racing with claims; retry")
 
@@ -105,7 +101,7 @@ class PostgresInterrupts(PostgresCore):
         from the request."""
         row = await conn.fetchrow(self._sql.pending_by_execution, namespace, stored.execution_id)
         if row is not None:
-            in_place = pending_from_row(row)
+            in_place = self._pending(row)
             created = in_place.checkpoint_id == stored.checkpoint_id
             return RecordInterruptResult(stored, in_place, pending_created=created)
         rebuilt = replace(
@@ -146,7 +142,7 @@ class PostgresInterrupts(PostgresCore):
                         self._sql.claim_with_event, namespace, execution_id, *event
                     )
                 if row is not None:
-                    return pending_from_row(row)
+                    return self._pending(row)
             except asyncpg.exceptions.UniqueViolationError:
                 # This token already holds an earlier claim of this execution, filed by a
                 # concurrent retry after the statement's snapshot: everything rolled back, and
@@ -157,7 +153,7 @@ class PostgresInterrupts(PostgresCore):
             row = await conn.fetchrow(
                 self._sql.claim_by_token, namespace, execution_id, claim_token
             )
-        return None if row is None else pending_from_row(row)
+        return None if row is None else self._pending(row)
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time, in batches; return how many went."""
@@ -212,7 +208,7 @@ class PostgresInterrupts(PostgresCore):
             if not taken:
                 return Page()
             found = await conn.fetch(query, namespace, bound, *params, taken)
-        return Page((decided_from_row(row) for row in found), more=len(sizes) > taken)
+        return Page((self._decided(row) for row in found), more=len(sizes) > taken)
 
     async def put_idempotent(
         self,

@@ -62,7 +62,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
 from typing import Any, Final, TypeVar
 
 import asyncpg
@@ -79,17 +78,13 @@ from checkpointd.config import (
 )
 from checkpointd.domain import (
     CheckpointRecord,
-    EventKind,
     LeaseFence,
-    PendingRecord,
 )
 from checkpointd.store import decisions, times
 from checkpointd.store.base import PoolState, StoreError, StoreUnavailable
 from checkpointd.store.checkpoints import CheckpointReads
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
-    decision_json,
-    event_params,
 )
 from checkpointd.store.decisions import DecisionTransactions
 from checkpointd.store.group_commit import GroupCommit
@@ -97,15 +92,14 @@ from checkpointd.store.idempotency import IdempotencyReads
 from checkpointd.store.outbox import OutboxReads
 from checkpointd.store.postgres import errors
 from checkpointd.store.postgres.access import PostgresAccess
-from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
-from checkpointd.store.postgres.core import CheckpointRow, decided_from_row
+from checkpointd.store.postgres.core import CheckpointRow
 from checkpointd.store.postgres.dsn import describe_target, has_application_name
 from checkpointd.store.postgres.interrupts import PostgresInterrupts
 from checkpointd.store.postgres.notifier import Listener, PgEventNotifier, PollingNotifier
 from checkpointd.store.postgres.sql import Sql, lock_key, notify_channel, quoted_schema
 from checkpointd.store.postgres.statements import Conn, PgStatements
 from checkpointd.store.schema import Migration, load_migrations
-from checkpointd.store.statements import Body, Statements
+from checkpointd.store.statements import Body
 
 __all__ = ["PostgresStore"]
 
@@ -122,7 +116,6 @@ def _load_migrations() -> tuple[Migration, ...]:
 
 
 class PostgresStore(
-    PostgresCheckpoints,
     PostgresInterrupts,
     DecisionTransactions,
     OutboxReads,
@@ -339,7 +332,7 @@ class PostgresStore(
         pause = (namespace, fence.execution_id, fence.checkpoint_id, fence.interrupt_id)
         async with self._fence_slots, self._connection() as conn, conn.transaction():
             row = await conn.fetchrow(self._sql.decision_of_pause_shared, *pause)
-            current = None if row is None else decided_from_row(row)
+            current = None if row is None else self._decided(row)
             yield decisions.fence_holds(current, None if row is None else row["lease_token"], fence)
 
     # --- idempotency ---------------------------------------------------------------------
@@ -406,41 +399,11 @@ class PostgresStore(
         async with self._read_snapshot() as conn:
             return await body(PgStatements(conn))
 
-    async def _append_event_at(
-        self,
-        conn: Statements,
-        namespace: str,
-        kind: EventKind,
-        pending: PendingRecord,
-        at: datetime,
-    ) -> None:
-        # The event's time is the database's (the column's default, now()), not ``at``.
-        assert isinstance(conn, PgStatements)
-        await self._append_event(conn.connection, namespace, kind, pending)
-
     def _translate(self, exc: Exception) -> StoreError | None:
         return errors.translate(exc, timeout=self._timeout, secrets=self._secrets)
 
     def _describe(self, exc: BaseException) -> str:
         return errors.describe(exc, self._secrets)
-
-    async def _append_event(
-        self, conn: Conn, namespace: str, kind: EventKind, pending: PendingRecord
-    ) -> None:
-        """Append an outbox event; must be the last statement of the caller's transaction.
-
-        The advisory lock is held until commit, so events commit in cursor order (see the
-        module docstring). Taking it last means its holder never waits for anything else,
-        so it cannot deadlock with the row locks other writers hold.
-        """
-        params = event_params(namespace, kind, pending, times.utc_in)
-        await conn.execute(
-            self._sql.insert_event,
-            *params,
-            self._channel,
-            decision_json(pending),
-            self._event_lock,
-        )
 
     def event_notifier(self) -> PgEventNotifier | PollingNotifier:
         """A notifier that LISTENs on its own connection (opened on the first wait); behind

@@ -23,7 +23,7 @@ from checkpointd.store.base import StoreError
 from checkpointd.store.checkpoints import existing_checkpoint
 from checkpointd.store.columns import MAX_SEQUENCE, checkpoint_params
 from checkpointd.store.sqlite import sql
-from checkpointd.store.sqlite.core import SQLiteCore, checkpoint_from_row, pending_from_row
+from checkpointd.store.sqlite.core import SQLiteCore
 from checkpointd.store.statements import Statements
 
 __all__ = ["SQLiteCheckpoints"]
@@ -120,7 +120,7 @@ class SQLiteCheckpoints(SQLiteCore):
                 (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
             )
             if found:
-                return Page((checkpoint_from_row(row) for row in found), more=len(sizes) > taken)
+                return Page((self._checkpoint(row) for row in found), more=len(sizes) > taken)
             return None  # every chosen row was deleted meanwhile: read on from there
 
         while True:
@@ -162,7 +162,7 @@ class SQLiteCheckpoints(SQLiteCore):
             idempotency = await conn.run(sql.DELETE_IDEMPOTENT_OF_EXECUTION, key)
             await conn.run(sql.DELETE_DECISIONS_OF_EXECUTION, key)
             if pending_rows:
-                pending = pending_from_row(pending_rows[0])
+                pending = self._pending(pending_rows[0])
                 await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
             result = DeleteExecutionResult(
                 checkpoints_deleted=checkpoints,
@@ -260,7 +260,7 @@ class SQLiteCheckpoints(SQLiteCore):
             raise ValueError("limit must be positive")
         bound = 0 if after_sequence is None else after_sequence
         rows = await self._query(sql.LIST_UNSYNCED, (namespace, bound, limit))
-        return [checkpoint_from_row(row) for row in rows]
+        return [self._checkpoint(row) for row in rows]
 
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime

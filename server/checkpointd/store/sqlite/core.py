@@ -1,40 +1,26 @@
 """What the SQLite store's concern modules (:mod:`~checkpointd.store.sqlite.checkpoints`,
 :mod:`~checkpointd.store.sqlite.interrupts`) use of the store: the shared hooks of
-:class:`~checkpointd.store.statements.StatementStore`, its group commit and its event
-writer. :class:`~checkpointd.store.sqlite.store.SQLiteStore` provides them."""
+:class:`~checkpointd.store.statements.StatementStore` and its group commit, which
+:class:`~checkpointd.store.sqlite.store.SQLiteStore` provides, and the outbox's event writer."""
 
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
-from checkpointd.domain import CheckpointRecord, EventKind, PendingRecord
-from checkpointd.store import rows, times
+from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.store import times
+from checkpointd.store.columns import decision_json, event_params
+from checkpointd.store.sqlite import sql
 from checkpointd.store.statements import Statements, StatementStore
 
-__all__ = [
-    "GroupWrite",
-    "SQLiteCore",
-    "checkpoint_from_row",
-    "decided_from_row",
-    "pending_from_row",
-]
+__all__ = ["GroupWrite", "SQLiteCore"]
 
 #: One write of a group transaction: its statements, run on the writer inside the transaction.
 GroupWrite = Callable[[Statements], Awaitable[Any]]
-
-
-def checkpoint_from_row(row: rows.Row) -> CheckpointRecord:
-    return rows.checkpoint_from_row(row, times.from_us)
-
-
-def pending_from_row(row: rows.Row) -> PendingRecord:
-    return rows.pending_from_row(row, times.from_us)
-
-
-def decided_from_row(row: rows.Row) -> PendingRecord:
-    return rows.pending_from_row(row, times.from_us, with_decision=True)
 
 
 class SQLiteCore(StatementStore):
@@ -42,13 +28,18 @@ class SQLiteCore(StatementStore):
 
     #: The database file, for messages.
     _path: str
+    #: Set when an event commits: wakes this process's event notifiers.
+    _event_wakeups: set[asyncio.Event]
 
     @abc.abstractmethod
     async def _grouped(self, write: GroupWrite) -> Any:
         """Run ``write`` in the next group-commit transaction (bounded by the store's
         timeout); return its outcome."""
 
-    @abc.abstractmethod
+    def _wake_event_readers(self) -> None:
+        for wakeup in self._event_wakeups:
+            wakeup.set()
+
     async def _append_event(
         self,
         conn: Statements,
@@ -58,15 +49,16 @@ class SQLiteCore(StatementStore):
         event_at_us: int,
     ) -> None:
         """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
+        params = (*event_params(namespace, kind, pending, times.to_us), event_at_us)
+        await conn.run(sql.INSERT_EVENT, (*params, decision_json(pending)))
+        conn.after_commit(self._wake_event_readers)
 
-    @abc.abstractmethod
-    async def _insert_checkpoint(
+    async def _append_event_at(
         self,
         conn: Statements,
         namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        fingerprint: str,
-    ) -> tuple[CheckpointRecord, bool]:
-        """Insert inside the caller's transaction; return the stored row and whether this
-        call wrote it (False: a retry of the same request)."""
+        kind: EventKind,
+        pending: PendingRecord,
+        at: datetime,
+    ) -> None:
+        await self._append_event(conn, namespace, kind, pending, times.to_us(at))

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from checkpointd.store import graph_interrupts, graph_requests, graph_retention, times
+from checkpointd.store import graph_interrupts, graph_requests, times
 from checkpointd.store.graph import (
     ChannelValue,
     GraphCheckpoint,
@@ -30,7 +30,7 @@ from checkpointd.store.graph import (
     tuple_size,
 )
 from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace, send_nodes_column
-from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
+from checkpointd.store.graph_retention import RetentionMethods
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
@@ -61,7 +61,7 @@ def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
     )
 
 
-class SQLiteGraphStore:
+class SQLiteGraphStore(RetentionMethods):
     """A :class:`~checkpointd.store.graph.GraphStore` sharing a SQLite store's connections."""
 
     def __init__(self, access: SQLiteAccess) -> None:
@@ -110,8 +110,11 @@ class SQLiteGraphStore:
         fingerprint: str,
         now: datetime,
         apply: Callable[[Statements], Awaitable[int]],
+        *,
+        grouped: bool = False,
     ) -> int:
-        """One write transaction of its own, applied at most once per request id."""
+        """One write transaction of its own (``grouped``: one write in the next group-commit
+        transaction, for the puts), applied at most once per request id."""
 
         async def body(conn: Statements) -> int:
             return await self._once(
@@ -119,26 +122,10 @@ class SQLiteGraphStore:
             )
 
         async with self._access.call():
+            if grouped:
+                changed: int = await self._access.group(body)  # raises the write's own error
+                return changed
             return await self._access.write(body)
-
-    async def _grouped(
-        self,
-        namespace: str,
-        request_id: str,
-        kind: str,
-        fingerprint: str,
-        now: datetime,
-        apply: Callable[[Statements], Awaitable[int]],
-    ) -> None:
-        """One write in the next group-commit transaction, applied at most once."""
-
-        async def write(conn: Statements) -> int:
-            return await self._once(
-                conn, namespace, request_id, kind, fingerprint, now, lambda: apply(conn)
-            )
-
-        async with self._access.call():
-            await self._access.group(write)  # raises the write's own error
 
     # --- puts --------------------------------------------------------------------------
 
@@ -197,8 +184,14 @@ class SQLiteGraphStore:
             )
             return 0
 
-        await self._grouped(
-            namespace, request_id, graph_requests.PUT_CHECKPOINT, fingerprint, now, apply
+        await self._transaction(
+            namespace,
+            request_id,
+            graph_requests.PUT_CHECKPOINT,
+            fingerprint,
+            now,
+            apply,
+            grouped=True,
         )
 
     async def put_writes(
@@ -245,8 +238,8 @@ class SQLiteGraphStore:
             )
             return 0
 
-        await self._grouped(
-            namespace, request_id, graph_requests.PUT_WRITES, fingerprint, now, apply
+        await self._transaction(
+            namespace, request_id, graph_requests.PUT_WRITES, fingerprint, now, apply, grouped=True
         )
 
     # --- reads -------------------------------------------------------------------------
@@ -475,32 +468,3 @@ class SQLiteGraphStore:
         cutoff = (times.to_us(applied_before),)
         async with self._access.call():
             return await self._access.write(lambda conn: _run(conn, gsql.PURGE_REQUESTS, cutoff))
-
-    # --- retention (checkpointd.store.graph_retention) ----------------------------------
-
-    async def apply_retention(
-        self,
-        namespace: str,
-        request_id: str,
-        rule: RetentionRule,
-        now: datetime,
-        *,
-        batch_size: int,
-        dry_run: bool = False,
-        fingerprint: str = "",
-    ) -> RetentionCounts:
-        """Apply a retention rule to the namespace, in short transactions."""
-        return await graph_retention.apply_retention(
-            self._retention,
-            namespace,
-            request_id,
-            rule,
-            now,
-            batch_size=batch_size,
-            dry_run=dry_run,
-            fingerprint=fingerprint,
-        )
-
-    async def retention_namespaces(self) -> list[str]:
-        """Every namespace that has graph checkpoints."""
-        return await graph_retention.graph_namespaces(self._retention)

@@ -218,15 +218,9 @@ class SQLiteRetention:
         return (found[0]["kind"], found[0]["fingerprint"], found[0]["reply_json"])
 
     async def record(
-        self,
-        namespace: str,
-        request_id: str,
-        kind: str,
-        fingerprint: str,
-        reply_json: str,
-        now: datetime,
+        self, namespace: str, request_id: str, reply: tuple[str, str, str], now: datetime
     ) -> bool:
-        params = (namespace, request_id, kind, fingerprint, reply_json, times.to_us(now))
+        params = (namespace, request_id, *reply, times.to_us(now))
         async with self._access.call():
             return await self._access.write(lambda conn: _run(conn, RECORD_REQUEST, params)) == 1
 

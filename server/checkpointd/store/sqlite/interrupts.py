@@ -21,13 +21,13 @@ from checkpointd.store import budget, retries, times
 from checkpointd.store.columns import MAX_SEQUENCE, pending_params
 from checkpointd.store.filters import conditions
 from checkpointd.store.sqlite import sql
-from checkpointd.store.sqlite.core import SQLiteCore, decided_from_row, pending_from_row
+from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
 from checkpointd.store.statements import Statements
 
 __all__ = ["SQLiteInterrupts"]
 
 
-class SQLiteInterrupts(SQLiteCore):
+class SQLiteInterrupts(SQLiteCheckpoints):
     """The interrupt and idempotency methods of :class:`~checkpointd.store.sqlite.SQLiteStore`."""
 
     async def record_interrupt(
@@ -57,7 +57,7 @@ class SQLiteInterrupts(SQLiteCore):
             )
             rows = await conn.fetch(sql.PENDING_OF_EXECUTION, key)
             if rows:
-                in_place = pending_from_row(rows[0])
+                in_place = self._pending(rows[0])
                 created = in_place.checkpoint_id == stored.checkpoint_id
                 return RecordInterruptResult(stored, in_place, pending_created=created)
             if not written:
@@ -66,7 +66,7 @@ class SQLiteInterrupts(SQLiteCore):
                 claimed = await conn.fetch(sql.CLAIM_BY_CHECKPOINT, (*key, stored.checkpoint_id))
                 if claimed:
                     return RecordInterruptResult(
-                        stored, pending_from_row(claimed[0]), pending_created=True
+                        stored, self._pending(claimed[0]), pending_created=True
                     )
                 return RecordInterruptResult(stored, proposed, pending_created=False)
             await conn.run(sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us)))
@@ -89,11 +89,11 @@ class SQLiteInterrupts(SQLiteCore):
             if claim_token:
                 earlier = await conn.fetch(sql.CLAIM_BY_TOKEN, by_token)
                 if earlier:
-                    return pending_from_row(earlier[0])
+                    return self._pending(earlier[0])
             rows = await conn.fetch(sql.PENDING_OF_EXECUTION, (namespace, execution_id))
             if not rows:
                 return None
-            pending = pending_from_row(rows[0])
+            pending = self._pending(rows[0])
             await conn.run(sql.DELETE_PENDING_OF_EXECUTION, (namespace, execution_id))
             if claim_token:
                 await conn.run(
@@ -153,7 +153,7 @@ class SQLiteInterrupts(SQLiteCore):
             )
             found = await conn.fetch(query, params)
             if found:
-                return Page((decided_from_row(row) for row in found), more=len(sizes) > taken)
+                return Page((self._decided(row) for row in found), more=len(sizes) > taken)
             return None  # every chosen row went meanwhile: read again
 
         while True:

@@ -56,24 +56,19 @@ import types
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import datetime
 from typing import Any, TypeVar
 
 import aiosqlite
 
 from checkpointd.config import DEFAULT_SQLITE_BUSY_TIMEOUT_MS, DEFAULT_STORE_TIMEOUT
 from checkpointd.domain import (
-    EventKind,
     LeaseFence,
-    PendingRecord,
 )
 from checkpointd.store import decisions, times
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.checkpoints import CheckpointReads
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
-    decision_json,
-    event_params,
 )
 from checkpointd.store.decisions import DecisionTransactions, Pause
 from checkpointd.store.fence_locks import PauseLocks
@@ -83,8 +78,7 @@ from checkpointd.store.outbox import OutboxReads
 from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.sqlite import errors, sql
 from checkpointd.store.sqlite.access import SQLiteAccess
-from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
-from checkpointd.store.sqlite.core import GroupWrite, decided_from_row
+from checkpointd.store.sqlite.core import GroupWrite
 from checkpointd.store.sqlite.interrupts import SQLiteInterrupts
 from checkpointd.store.sqlite.notifier import DataVersion, SQLiteEventNotifier
 from checkpointd.store.sqlite.on_thread import Body, HopStatements, OnThread, Statements
@@ -152,7 +146,6 @@ class _Call:
 
 
 class SQLiteStore(
-    SQLiteCheckpoints,
     SQLiteInterrupts,
     DecisionTransactions,
     OutboxReads,
@@ -422,16 +415,6 @@ class SQLiteStore(
         async with self._call():
             return await self._events_read(body)
 
-    async def _append_event_at(
-        self,
-        conn: Statements,
-        namespace: str,
-        kind: EventKind,
-        pending: PendingRecord,
-        at: datetime,
-    ) -> None:
-        await self._append_event(conn, namespace, kind, pending, times.to_us(at))
-
     def _holding_pause(self, pause: Pause) -> AbstractAsyncContextManager[object]:
         # The lease excludes this process's fenced writes on the pause (K4).
         return self._pause_locks.exclusive(pause)
@@ -489,23 +472,6 @@ class SQLiteStore(
             for callback in hops.callbacks:
                 callback()
 
-    def _wake_event_readers(self) -> None:
-        for wakeup in self._event_wakeups:
-            wakeup.set()
-
-    async def _append_event(
-        self,
-        conn: Statements,
-        namespace: str,
-        kind: EventKind,
-        pending: PendingRecord,
-        event_at_us: int,
-    ) -> None:
-        """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
-        params = (*event_params(namespace, kind, pending, times.to_us), event_at_us)
-        await _run(conn, sql.INSERT_EVENT, (*params, decision_json(pending)))
-        conn.after_commit(self._wake_event_readers)
-
     @staticmethod
     async def _rollback_and_release(conn: aiosqlite.Connection, lock: asyncio.Lock) -> None:
         """End the connection's transaction, if one is open, and free its lock."""
@@ -546,7 +512,7 @@ class SQLiteStore(
         async with self._pause_locks.shared(pause):
             async with self._call():
                 found = await self._rows(sql.DECISION_OF_PAUSE, pause)
-            current = decided_from_row(found[0]) if found else None
+            current = self._decided(found[0]) if found else None
             yield decisions.fence_holds(current, found[0]["lease_token"] if found else None, fence)
 
     # --- idempotency ---------------------------------------------------------------------
