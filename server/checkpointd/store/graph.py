@@ -23,12 +23,14 @@ A backend reuses its store's connections and transactions (``SQLiteStore.graph_a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import abc
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Protocol
+from typing import Any, Protocol
 
+from checkpointd.store import graph_requests
 from checkpointd.store.graph_interrupts import GraphInterrupt
 from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 
@@ -42,6 +44,7 @@ __all__ = [
     "GraphTuple",
     "GraphWrite",
     "PruneStrategy",
+    "ThreadWrites",
     "TypedValue",
     "tuple_size",
 ]
@@ -298,3 +301,124 @@ class GraphStore(Protocol):
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``; return how many."""
         ...
+
+
+class ThreadWrites(abc.ABC):
+    """The whole-thread writes of a :class:`GraphStore` (delete a thread, delete runs, copy
+    a thread, prune), the same on both backends: each is one transaction of the backend's,
+    applied at most once per request id, whose statements its hooks run (``conn`` is the
+    backend's connection in that transaction)."""
+
+    @abc.abstractmethod
+    async def _transaction(
+        self,
+        namespace: str,
+        request_id: str,
+        kind: str,
+        fingerprint: str,
+        now: datetime,
+        apply: Callable[[Any], Awaitable[int]],
+    ) -> int:
+        """Run ``apply`` in one transaction unless ``request_id`` was applied before; return
+        its count (or the recorded one)."""
+
+    @abc.abstractmethod
+    async def _delete_threads(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
+        """Delete the threads' checkpoints, values and writes; return the checkpoints."""
+
+    @abc.abstractmethod
+    async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
+        """A deleted thread's pauses and decisions go with it (G10)."""
+
+    @abc.abstractmethod
+    async def _delete_runs(self, conn: Any, namespace: str, run_ids: Sequence[str]) -> int:
+        """Delete the runs' checkpoints and writes and the values left unnamed."""
+
+    @abc.abstractmethod
+    async def _copy_thread(
+        self, conn: Any, namespace: str, source: str, target: str, now: datetime
+    ) -> int:
+        """Copy the source thread's rows to the target; return the checkpoints copied."""
+
+    @abc.abstractmethod
+    async def _keep_newest(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
+        """Keep the newest checkpoint of each checkpoint_ns of each thread."""
+
+    async def delete_thread(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_id: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
+    ) -> int:
+        """Delete the thread's checkpoints, values and writes in one transaction."""
+
+        async def apply(conn: Any) -> int:
+            deleted = await self._delete_threads(conn, namespace, [thread_id])
+            # The pauses' events last: the Postgres outbox wants them at the end.
+            await self._remove_pauses(conn, namespace, [thread_id])
+            return deleted
+
+        kind = graph_requests.DELETE_THREAD
+        return await self._transaction(namespace, request_id, kind, fingerprint, now, apply)
+
+    async def delete_runs(
+        self,
+        namespace: str,
+        request_id: str,
+        run_ids: Sequence[str],
+        now: datetime,
+        *,
+        fingerprint: str = "",
+    ) -> int:
+        """Delete the runs' checkpoints, their writes and the values left unnamed."""
+
+        async def apply(conn: Any) -> int:
+            return await self._delete_runs(conn, namespace, run_ids) if run_ids else 0
+
+        kind = graph_requests.DELETE_RUNS
+        return await self._transaction(namespace, request_id, kind, fingerprint, now, apply)
+
+    async def copy_thread(
+        self,
+        namespace: str,
+        request_id: str,
+        source: str,
+        target: str,
+        now: datetime,
+        *,
+        fingerprint: str = "",
+    ) -> int:
+        """Copy the source thread's rows to the target in one transaction."""
+
+        async def apply(conn: Any) -> int:
+            return await self._copy_thread(conn, namespace, source, target, now)
+
+        kind = graph_requests.COPY_THREAD
+        return await self._transaction(namespace, request_id, kind, fingerprint, now, apply)
+
+    async def prune(
+        self,
+        namespace: str,
+        request_id: str,
+        thread_ids: Sequence[str],
+        strategy: PruneStrategy,
+        now: datetime,
+        *,
+        fingerprint: str = "",
+    ) -> int:
+        """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
+        threads, in one transaction."""
+
+        async def apply(conn: Any) -> int:
+            if strategy is not PruneStrategy.DELETE:
+                return await self._keep_newest(conn, namespace, thread_ids)
+            deleted = await self._delete_threads(conn, namespace, thread_ids)
+            await self._remove_pauses(conn, namespace, list(thread_ids))
+            return deleted
+
+        return await self._transaction(
+            namespace, request_id, graph_requests.PRUNE, fingerprint, now, apply
+        )

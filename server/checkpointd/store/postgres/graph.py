@@ -26,7 +26,7 @@ from checkpointd.store.graph import (
     GraphPosition,
     GraphTuple,
     GraphWrite,
-    PruneStrategy,
+    ThreadWrites,
     TypedValue,
     tuple_size,
 )
@@ -66,7 +66,7 @@ def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
     return GraphTuple(checkpoint, values, writes)
 
 
-class PostgresGraphStore(RetentionMethods):
+class PostgresGraphStore(ThreadWrites, RetentionMethods):
     """A :class:`~checkpointd.store.graph.GraphStore` sharing a Postgres store's pool."""
 
     def __init__(self, access: PostgresAccess) -> None:
@@ -368,116 +368,41 @@ class PostgresGraphStore(RetentionMethods):
         status: str = await conn.execute(self._sql.delete_thread_checkpoints, namespace, ids)
         return int(status.rsplit(" ", 1)[-1])
 
-    async def delete_thread(
-        self,
-        namespace: str,
-        request_id: str,
-        thread_id: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Delete the thread's checkpoints, values and writes in one transaction."""
-
-        async def apply(conn: Any) -> int:
-            deleted = await self._delete_threads(conn, namespace, [thread_id])
-            # The pauses' events last: the Postgres outbox wants them at the end.
-            await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
-            return deleted
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
-        )
-
-    async def delete_runs(
-        self,
-        namespace: str,
-        request_id: str,
-        run_ids: Sequence[str],
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Delete the runs' checkpoints, their writes and the values left unnamed."""
+    async def _delete_runs(self, conn: Any, namespace: str, run_ids: Sequence[str]) -> int:
         sql = self._sql
+        gone = await conn.fetch(sql.delete_runs, namespace, list(run_ids))
+        if gone:
+            columns = list(zip(*((r[0], r[1], r[2]) for r in gone), strict=True))
+            await conn.execute(sql.delete_writes_of, namespace, *map(list, columns))
+        for thread_id, checkpoint_ns in sorted({(r[0], r[1]) for r in gone}):
+            await conn.execute(sql.delete_unnamed_blobs, namespace, thread_id, checkpoint_ns)
+        return len(gone)
 
-        async def apply(conn: Any) -> int:
-            if not run_ids:
-                return 0
-            gone = await conn.fetch(sql.delete_runs, namespace, list(run_ids))
-            if gone:
-                columns = list(zip(*((r[0], r[1], r[2]) for r in gone), strict=True))
-                await conn.execute(sql.delete_writes_of, namespace, *map(list, columns))
-            for thread_id, checkpoint_ns in sorted({(r[0], r[1]) for r in gone}):
-                await conn.execute(sql.delete_unnamed_blobs, namespace, thread_id, checkpoint_ns)
-            return len(gone)
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_RUNS, fingerprint, now, apply
-        )
-
-    async def copy_thread(
-        self,
-        namespace: str,
-        request_id: str,
-        source: str,
-        target: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
+    async def _copy_thread(
+        self, conn: Any, namespace: str, source: str, target: str, now: datetime
     ) -> int:
-        """Copy the source thread's rows to the target in one transaction."""
         sql = self._sql
-
-        async def apply(conn: Any) -> int:
-            status: str = await conn.execute(
-                sql.copy_checkpoints, namespace, source, target, times.utc_in(now)
-            )
-            await conn.execute(sql.copy_blobs, namespace, source, target)
-            await conn.execute(sql.copy_writes, namespace, source, target)
-            return int(status.rsplit(" ", 1)[-1])
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.COPY_THREAD, fingerprint, now, apply
+        status: str = await conn.execute(
+            sql.copy_checkpoints, namespace, source, target, times.utc_in(now)
         )
+        await conn.execute(sql.copy_blobs, namespace, source, target)
+        await conn.execute(sql.copy_writes, namespace, source, target)
+        return int(status.rsplit(" ", 1)[-1])
 
-    async def prune(
-        self,
-        namespace: str,
-        request_id: str,
-        thread_ids: Sequence[str],
-        strategy: PruneStrategy,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
-        threads, in one transaction."""
+    async def _keep_newest(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
         sql = self._sql
-
-        async def apply(conn: Any) -> int:
-            if strategy is PruneStrategy.DELETE:
-                deleted = await self._delete_threads(conn, namespace, thread_ids)
-                await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
-                return deleted
-            deleted = 0
-            for thread_id in dict.fromkeys(thread_ids):
-                if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):
-                    continue  # its channels need the older checkpoints' writes
-                for head in await conn.fetch(sql.heads, namespace, thread_id):
-                    key = (namespace, thread_id, head["checkpoint_ns"])
-                    await conn.execute(sql.prune_older_writes, *key, head["newest"])
-                    status: str = await conn.execute(
-                        sql.prune_older_checkpoints, *key, head["newest"]
-                    )
-                    deleted += int(status.rsplit(" ", 1)[-1])
-                    await conn.execute(sql.clear_lost_parents, *key)
-                    await conn.execute(sql.delete_unnamed_blobs, *key)
-            return deleted
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.PRUNE, fingerprint, now, apply
-        )
+        deleted = 0
+        for thread_id in dict.fromkeys(thread_ids):
+            if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):
+                continue  # its channels need the older checkpoints' writes
+            for head in await conn.fetch(sql.heads, namespace, thread_id):
+                key = (namespace, thread_id, head["checkpoint_ns"])
+                await conn.execute(sql.prune_older_writes, *key, head["newest"])
+                status: str = await conn.execute(sql.prune_older_checkpoints, *key, head["newest"])
+                deleted += int(status.rsplit(" ", 1)[-1])
+                await conn.execute(sql.clear_lost_parents, *key)
+                await conn.execute(sql.delete_unnamed_blobs, *key)
+        return deleted
 
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``."""

@@ -25,7 +25,7 @@ from checkpointd.store.graph import (
     GraphPosition,
     GraphTuple,
     GraphWrite,
-    PruneStrategy,
+    ThreadWrites,
     TypedValue,
     tuple_size,
 )
@@ -61,7 +61,7 @@ def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
     )
 
 
-class SQLiteGraphStore(RetentionMethods):
+class SQLiteGraphStore(ThreadWrites, RetentionMethods):
     """A :class:`~checkpointd.store.graph.GraphStore` sharing a SQLite store's connections."""
 
     def __init__(self, access: SQLiteAccess) -> None:
@@ -341,26 +341,44 @@ class SQLiteGraphStore(RetentionMethods):
 
     # --- whole-thread operations -------------------------------------------------------
 
-    async def delete_thread(
-        self,
-        namespace: str,
-        request_id: str,
-        thread_id: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
+    async def _delete_runs(self, conn: Statements, namespace: str, run_ids: Sequence[str]) -> int:
+        found = await _fetch(conn, gsql.CHECKPOINTS_OF_RUNS, (namespace, json.dumps(list(run_ids))))
+        touched: set[tuple[str, str]] = set()
+        for row in found:
+            key = (namespace, row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+            await _run(conn, gsql.DELETE_WRITES_OF, key)
+            await _run(conn, gsql.DELETE_CHECKPOINT, key)
+            touched.add((row["thread_id"], row["checkpoint_ns"]))
+        for thread_id, checkpoint_ns in sorted(touched):
+            await _run(conn, gsql.DELETE_UNNAMED_BLOBS, (namespace, thread_id, checkpoint_ns))
+        return len(found)
+
+    async def _copy_thread(
+        self, conn: Statements, namespace: str, source: str, target: str, now: datetime
     ) -> int:
-        """Delete the thread's checkpoints, values and writes in one transaction."""
-
-        async def apply(conn: Statements) -> int:
-            deleted = await self._delete_threads(conn, namespace, [thread_id])
-            # The pauses' events last: the Postgres outbox wants them at the end.
-            await graph_interrupts.remove_threads(self._pending(conn, namespace), [thread_id])
-            return deleted
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_THREAD, fingerprint, now, apply
+        params = (target, namespace, source)
+        copied = await _run(
+            conn, gsql.COPY_CHECKPOINTS, (target, times.to_us(now), namespace, source)
         )
+        await _run(conn, gsql.COPY_BLOBS, params)
+        await _run(conn, gsql.COPY_WRITES, params)
+        return copied
+
+    async def _keep_newest(
+        self, conn: Statements, namespace: str, thread_ids: Sequence[str]
+    ) -> int:
+        deleted = 0
+        for thread_id in dict.fromkeys(thread_ids):
+            if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):
+                continue  # its channels need the older checkpoints' writes
+            heads = await _fetch(conn, gsql.NAMESPACES_OF_THREAD, (namespace, thread_id))
+            for checkpoint_ns, newest in heads:
+                key = (namespace, thread_id, checkpoint_ns)
+                await _run(conn, gsql.PRUNE_OLDER_WRITES, (*key, newest))
+                deleted += await _run(conn, gsql.PRUNE_OLDER_CHECKPOINTS, (*key, newest))
+                await _run(conn, gsql.CLEAR_LOST_PARENTS, key)
+                await _run(conn, gsql.DELETE_UNNAMED_BLOBS, key)
+        return deleted
 
     @staticmethod
     async def _delete_threads(conn: Statements, namespace: str, thread_ids: Sequence[str]) -> int:
@@ -371,97 +389,6 @@ class SQLiteGraphStore(RetentionMethods):
             for statement in gsql.DELETE_THREAD:
                 await _run(conn, statement, (namespace, thread_id))
         return deleted
-
-    async def delete_runs(
-        self,
-        namespace: str,
-        request_id: str,
-        run_ids: Sequence[str],
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Delete the runs' checkpoints, their writes and the values left unnamed."""
-
-        async def apply(conn: Statements) -> int:
-            if not run_ids:
-                return 0
-            found = await _fetch(
-                conn, gsql.CHECKPOINTS_OF_RUNS, (namespace, json.dumps(list(run_ids)))
-            )
-            touched: set[tuple[str, str]] = set()
-            for row in found:
-                key = (namespace, row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-                await _run(conn, gsql.DELETE_WRITES_OF, key)
-                await _run(conn, gsql.DELETE_CHECKPOINT, key)
-                touched.add((row["thread_id"], row["checkpoint_ns"]))
-            for thread_id, checkpoint_ns in sorted(touched):
-                await _run(conn, gsql.DELETE_UNNAMED_BLOBS, (namespace, thread_id, checkpoint_ns))
-            return len(found)
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.DELETE_RUNS, fingerprint, now, apply
-        )
-
-    async def copy_thread(
-        self,
-        namespace: str,
-        request_id: str,
-        source: str,
-        target: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Copy the source thread's rows to the target in one transaction."""
-
-        async def apply(conn: Statements) -> int:
-            params = (target, namespace, source)
-            copied = await _run(
-                conn, gsql.COPY_CHECKPOINTS, (target, times.to_us(now), namespace, source)
-            )
-            await _run(conn, gsql.COPY_BLOBS, params)
-            await _run(conn, gsql.COPY_WRITES, params)
-            return copied
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.COPY_THREAD, fingerprint, now, apply
-        )
-
-    async def prune(
-        self,
-        namespace: str,
-        request_id: str,
-        thread_ids: Sequence[str],
-        strategy: PruneStrategy,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
-        threads, in one transaction."""
-
-        async def apply(conn: Statements) -> int:
-            if strategy is PruneStrategy.DELETE:
-                deleted = await self._delete_threads(conn, namespace, thread_ids)
-                await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
-                return deleted
-            deleted = 0
-            for thread_id in dict.fromkeys(thread_ids):
-                if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):
-                    continue  # its channels need the older checkpoints' writes
-                heads = await _fetch(conn, gsql.NAMESPACES_OF_THREAD, (namespace, thread_id))
-                for checkpoint_ns, newest in heads:
-                    key = (namespace, thread_id, checkpoint_ns)
-                    await _run(conn, gsql.PRUNE_OLDER_WRITES, (*key, newest))
-                    deleted += await _run(conn, gsql.PRUNE_OLDER_CHECKPOINTS, (*key, newest))
-                    await _run(conn, gsql.CLEAR_LOST_PARENTS, key)
-                    await _run(conn, gsql.DELETE_UNNAMED_BLOBS, key)
-            return deleted
-
-        return await self._transaction(
-            namespace, request_id, graph_requests.PRUNE, fingerprint, now, apply
-        )
 
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``."""
