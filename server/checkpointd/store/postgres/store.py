@@ -318,11 +318,7 @@ class PostgresStore(
                     migration.name,
                 )
 
-    # --- checkpoints ---------------------------------------------------------------------
-
-    # --- interrupts ----------------------------------------------------------------------
-
-    # --- decisions -----------------------------------------------------------------------
+    # --- fences (the decision transactions: checkpointd.store.decisions) -------------
 
     @contextlib.asynccontextmanager
     async def fenced(self, namespace: str, fence: LeaseFence) -> AsyncIterator[bool]:
@@ -334,8 +330,6 @@ class PostgresStore(
             row = await conn.fetchrow(self._sql.decision_of_pause_shared, *pause)
             current = None if row is None else self._decided(row)
             yield decisions.fence_holds(current, None if row is None else row["lease_token"], fence)
-
-    # --- idempotency ---------------------------------------------------------------------
 
     def graph_access(self) -> PostgresAccess:
         """The pool and schema the graph wing shares with this store."""
@@ -411,8 +405,6 @@ class PostgresStore(
         if self._listen_dsn is None:
             return PollingNotifier(self._poll_interval)
         return PgEventNotifier(self._listen, self._describe, self._timeout)
-
-    # --- replication outbox (contracts R1-R4) --------------------------------------------
 
     async def _listen(self, on_notify: Listener, on_lost: Listener) -> asyncpg.Connection[Any]:
         """Open a connection outside the pool that LISTENs to this store's event channel."""

@@ -499,11 +499,7 @@ class SQLiteStore(
         async with self._call():
             return await self._write(body)
 
-    # --- checkpoints ---------------------------------------------------------------------
-
-    # --- interrupts ----------------------------------------------------------------------
-
-    # --- decisions -----------------------------------------------------------------------
+    # --- fences (the decision transactions: checkpointd.store.decisions) -------------
 
     @contextlib.asynccontextmanager
     async def fenced(self, namespace: str, fence: LeaseFence) -> AsyncIterator[bool]:
@@ -514,8 +510,6 @@ class SQLiteStore(
                 found = await self._rows(sql.DECISION_OF_PAUSE, pause)
             current = self._decided(found[0]) if found else None
             yield decisions.fence_holds(current, found[0]["lease_token"] if found else None, fence)
-
-    # --- idempotency ---------------------------------------------------------------------
 
     # --- interrupt events ----------------------------------------------------------------
 
@@ -541,5 +535,3 @@ class SQLiteStore(
         notifier = SQLiteEventNotifier(self._data_version, self._event_wakeups, path=self._path)
         self._notifiers.add(notifier)
         return notifier
-
-    # --- replication outbox (contracts R1-R4) --------------------------------------------
