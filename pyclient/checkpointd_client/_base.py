@@ -46,10 +46,16 @@ DEFAULT_CHANNEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     # a second, different limit in the client would only hide that answer.
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
-    # Detect a dead server on an idle connection. The server must permit pings this often
-    # (grpc.http2.min_recv_ping_interval_without_data_ms <= 30 s, permit_without_calls 1).
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
+    # Leave a connection that has gone silent (a dead server, or a path that still takes our
+    # bytes but brings back nothing: a half-open TCP path, a wedged middlebox) within 15 s: a
+    # ping every 10 s, and any ping unanswered for 5 s closes the connection, so the next
+    # call opens a new one. gRPC C-core times its pings out by ping_timeout_ms (60 s by
+    # default), not keepalive_timeout_ms, and a flow-control ping already in flight holds back
+    # the keepalive ping: both must be short. The server permits pings at any rate
+    # (max_ping_strikes 0; docs/protocol.md, Keepalive).
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.http2.ping_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
     # Reconnect to a restarted server within about two seconds, not gRPC's default of up to

@@ -103,7 +103,7 @@ _ALWAYS_ANSWERED = ("/grpc.health.v1.", "/grpc.reflection.")
 #: The server's keepalive policy, published in docs/protocol.md ("Keepalive") and on
 #: WatchInterrupts (tests/test_keepalive_policy.py keeps the three in step).
 KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
-    # Clients ping idle connections every 30 s to notice a dead server; accept that
+    # Clients ping every 10 s to notice a dead server or a silent path; accept that
     # instead of answering GOAWAY "too_many_pings" (gRPC's default wants 5 minutes).
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),

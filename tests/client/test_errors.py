@@ -425,7 +425,7 @@ def test_channel_options_defaults_and_overrides() -> None:
     assert options["grpc.enable_retries"] == 0
     assert options["grpc.keepalive_time_ms"] == 5_000
     assert options["x"] == 1
-    assert dict(_base.DEFAULT_CHANNEL_OPTIONS)["grpc.keepalive_time_ms"] == 30_000
+    assert dict(_base.DEFAULT_CHANNEL_OPTIONS)["grpc.keepalive_time_ms"] == 10_000
 
 
 def test_closed_client_refuses_calls() -> None:

@@ -5,7 +5,11 @@ While down, it closes the open connections and resets every new one at once, whi
 a client sees when its database restarts or the network drops. While frozen, it forwards
 nothing and answers nothing, on open connections and new ones alike, but closes none: what a
 client sees when packets stop arriving, or when a peer's host vanished without closing (only
-keepalives can tell). Only loopback addresses are ever used.
+keepalives can tell). Silenced, the connections open at that moment still carry what the
+client sends, but nothing of what the server answers (replies, headers, trailers, PING acks)
+reaches the client: a half-open path or a wedged middlebox, which only a client that notices
+the silence and opens a new connection gets past; new connections are forwarded as usual.
+Only loopback addresses are ever used.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ class TcpProxy:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
+        # The client-side sockets of the silenced connections: what is read for them from
+        # upstream is dropped.
+        self._silenced: set[socket.socket] = set()
+        self._clients: set[socket.socket] = set()
+        self.connections = 0
         threading.Thread(target=self._accept_forever, daemon=True).start()
 
     def cut(self) -> None:
@@ -42,11 +51,20 @@ class TcpProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
             self._open.clear()
+            self._clients.clear()
+            self._silenced.clear()
 
     def restore(self) -> None:
         """Forward again (after :meth:`cut` or :meth:`freeze`)."""
         self._down.clear()
         self._flowing.set()
+
+    def silence(self) -> int:
+        """Drop everything the server sends on the connections open now, forwarding what
+        their clients send; return how many were silenced."""
+        with self._lock:
+            self._silenced |= self._clients
+            return len(self._clients)
 
     def freeze(self) -> None:
         """Stop forwarding in both directions, on every connection, until :meth:`thaw`; new
@@ -91,6 +109,8 @@ class TcpProxy:
         upstream.settimeout(None)
         with self._lock:
             self._open.update((client, upstream))
+            self._clients.add(client)
+            self.connections += 1
         for source, sink in ((client, upstream), (upstream, client)):
             threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
@@ -98,6 +118,8 @@ class TcpProxy:
         try:
             while chunk := source.recv(65536):
                 self._flowing.wait()  # frozen: hold it, as a network that drops packets
+                if sink in self._silenced:
+                    continue  # the server's bytes to a silenced connection are lost
                 sink.sendall(chunk)
         except OSError:
             pass
@@ -105,3 +127,7 @@ class TcpProxy:
             for sock in (source, sink):
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
+            with self._lock:
+                for sock in (source, sink):
+                    self._clients.discard(sock)
+                    self._silenced.discard(sock)

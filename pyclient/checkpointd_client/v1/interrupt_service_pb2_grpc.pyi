@@ -131,7 +131,8 @@ class InterruptServiceStub:
     20 s. It accepts client pings on connections with no call in progress, and never closes
     a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
     than 10 s apart without data as too frequent. Clients should ping idle connections
-    every 10 s or more (30 s is usual).
+    every 10 s or more (the project's clients ping every 10 s, and leave a connection whose
+    ping is not answered within 5 s).
     """
     SubmitDecision: _grpc.UnaryUnaryMultiCallable[_interrupt_service_pb2.SubmitDecisionRequest, _interrupt_service_pb2.SubmitDecisionResponse]
     """Decides a pending interrupt: approve or reject it, with metadata for the run (contract
@@ -286,7 +287,8 @@ class InterruptServiceAsyncStub(InterruptServiceStub):
     20 s. It accepts client pings on connections with no call in progress, and never closes
     a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
     than 10 s apart without data as too frequent. Clients should ping idle connections
-    every 10 s or more (30 s is usual).
+    every 10 s or more (the project's clients ping every 10 s, and leave a connection whose
+    ping is not answered within 5 s).
     """
     SubmitDecision: _aio.UnaryUnaryMultiCallable[_interrupt_service_pb2.SubmitDecisionRequest, _interrupt_service_pb2.SubmitDecisionResponse]  # type: ignore[assignment]
     """Decides a pending interrupt: approve or reject it, with metadata for the run (contract
@@ -462,7 +464,8 @@ class InterruptServiceServicer(metaclass=_abc_1.ABCMeta):
         20 s. It accepts client pings on connections with no call in progress, and never closes
         a connection for pinging too often (no "too_many_pings" GOAWAY); it regards pings less
         than 10 s apart without data as too frequent. Clients should ping idle connections
-        every 10 s or more (30 s is usual).
+        every 10 s or more (the project's clients ping every 10 s, and leave a connection whose
+        ping is not answered within 5 s).
         """
 
     @_abc_1.abstractmethod
