@@ -30,6 +30,7 @@ from checkpointd.auth import (
 )
 from checkpointd.config import Settings, redact_dsn
 from checkpointd.edge import ComposingRegistrar, server_layers
+from checkpointd.graph.store import GraphStore
 from checkpointd.health import HEALTH_SERVICE, HealthService
 from checkpointd.listeners import Listener, ListenerError, parse_listen, private_files
 from checkpointd.logging_setup import event
@@ -47,7 +48,6 @@ from checkpointd.servicers import (
 )
 from checkpointd.store.base import Store
 from checkpointd.store.executions import ExecutionReader
-from checkpointd.store.graph import GraphStore
 from checkpointd.watch import WatchHub, connection_age_options
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
@@ -147,11 +147,11 @@ def build_store(settings: Settings) -> Store:
 
 
 def build_graph_store(store: Store) -> GraphStore:
-    """The graph wing of ``store``'s backend, on that store's connections (asyncpg is
+    """The graph store of ``store``'s backend, on that store's connections (asyncpg is
     imported only for a Postgres store)."""
     from checkpointd.store.sqlite.access import SQLiteAccess
 
-    access = getattr(store, "graph_access", lambda: None)()
+    access = store.access()
     if isinstance(access, SQLiteAccess):
         from checkpointd.store.sqlite.graph import SQLiteGraphStore
 
@@ -162,14 +162,14 @@ def build_graph_store(store: Store) -> GraphStore:
         from checkpointd.store.postgres.graph import PostgresGraphStore
 
         return PostgresGraphStore(access)
-    raise TypeError(f"no graph wing for {type(store).__name__}")
+    raise TypeError(f"no graph store for {type(store).__name__}")
 
 
 def build_execution_reader(store: Store) -> ExecutionReader:
     """The execution summaries of ``store``'s backend, on that store's connections."""
     from checkpointd.store.sqlite.access import SQLiteAccess
 
-    access = getattr(store, "graph_access", lambda: None)()
+    access = store.access()
     if isinstance(access, SQLiteAccess):
         from checkpointd.store.sqlite.executions import SQLiteExecutionReader
 
@@ -413,8 +413,8 @@ async def serve(settings: Settings) -> None:
     if settings.metrics_listen:
         # prometheus_client is imported only here: a sidecar that serves no metrics does not
         # hold it (nor the http.server and email modules it brings).
+        from checkpointd.graph.metrics import timed_graph_store
         from checkpointd.metrics import Metrics
-        from checkpointd.metrics_graph import timed_graph_store
         from checkpointd.metrics_store import InstrumentedStore
 
         metrics = Metrics()

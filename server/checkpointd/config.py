@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from checkpointd.graph_retention import GraphRetention, parse_graph_retention
+from checkpointd.graph.retention_job import GraphRetention, parse_graph_retention
 from checkpointd.listeners import (
     DEFAULT_UNIX_SOCKET_MODE,
     ListenerError,

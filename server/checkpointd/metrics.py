@@ -39,8 +39,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from checkpointd.graph.retention import RetentionCounts
 from checkpointd.store.base import PoolState, Store
-from checkpointd.store.graph_retention import RetentionCounts
 
 __all__ = ["WATCH_METHOD", "Metrics", "MetricsServer"]
 

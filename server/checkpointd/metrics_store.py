@@ -6,7 +6,7 @@ method's name) and outcome: ``ok``, ``unavailable`` (:class:`StoreUnavailable`) 
 are not coroutines (``fenced`` spans the write it guards, which is timed on its own).
 
 The methods are made from the :class:`Store` protocol's own list, as
-:mod:`checkpointd.metrics_graph` times the graph store: a method added to the protocol is
+:mod:`checkpointd.graph.metrics` times the graph store: a method added to the protocol is
 timed without a line here. They are real class attributes (not a runtime ``__getattr__``), so
 an instance is a :class:`Store` to ``isinstance`` and no operation can fall through untimed.
 """

@@ -1,9 +1,9 @@
 """The periodic jobs that forget what is past its retention.
 
 :func:`retention_jobs` starts them once the store is open: the request-id purges (claim
-tokens and remembered request ids, the graph wing's too, past ``--request-retention``), the
+tokens and remembered request ids, the graph store's too, past ``--request-retention``), the
 event purge (interrupt events past ``--event-retention``) and, when ``--graph-retention``
-is set, the graph threads' retention (:mod:`checkpointd.graph_retention`). Each runs a few
+is set, the graph threads' retention (:mod:`checkpointd.graph.retention_job`). Each runs a few
 times per retention period, at most every 10 minutes and at least a second apart; a store
 error skips one round with a warning.
 """
@@ -14,14 +14,14 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from checkpointd.graph_retention import (
+from checkpointd.graph.retention_job import (
     GraphRetention,
     RetentionCounter,
     apply_graph_retention_forever,
 )
+from checkpointd.graph.store import GraphStore
 from checkpointd.servicers.common import utc_now
 from checkpointd.store.base import Store, StoreError
-from checkpointd.store.graph import GraphStore
 
 __all__ = [
     "purge_events_forever",
@@ -57,7 +57,7 @@ async def purge_request_ids_forever(store: Store, retention: timedelta) -> None:
 
 
 async def purge_graph_request_ids_forever(graph: GraphStore, retention: timedelta) -> None:
-    """Forget the graph wing's request ids (G6) past the request-id retention."""
+    """Forget the graph store's request ids (G6) past the request-id retention."""
     interval = _interval(retention)
     while True:
         await asyncio.sleep(interval)

@@ -1,5 +1,5 @@
-"""G1-G7 and C10: the graph wing (GraphService) through a real server on every backend, over the raw
-generated stubs, as a saver in any language would call it."""
+"""G1-G7 and C10: the graph store (GraphService) through a real server on every backend, over
+the raw generated stubs, as a saver in any language would call it."""
 
 from __future__ import annotations
 

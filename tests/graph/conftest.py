@@ -9,6 +9,6 @@ from tests.conftest import BACKENDS, PGBOUNCER_BACKEND
 
 @pytest.fixture(params=[*BACKENDS, PGBOUNCER_BACKEND])
 def backend(request: pytest.FixtureRequest) -> str:
-    """The graph wing holds on every backend, and on Postgres behind a transaction-pooling
+    """The graph store holds on every backend, and on Postgres behind a transaction-pooling
     PgBouncer (no session state, no named statements across transactions)."""
     return str(request.param)

@@ -202,7 +202,7 @@ def test_store_check_reports_a_damaged_or_foreign_file(tmp_path: Path):
 
 def test_store_check_counts_every_table_on_each_backend(sidecar_factory, store_spec: StoreSpec):
     """`store check` reads the store's own catalog: every table with its rows (the graph
-    wing's too), the schema version this server knows, exit 0."""
+    store's too), the schema version this server knows, exit 0."""
     server = sidecar_factory()
     with CheckpointdClient(server.target, namespace="team-a") as client:
         client.put_checkpoint(checkpoint("run-1"))

@@ -1,4 +1,4 @@
-"""G1: a get reads only its checkpoint's rows. The graph wing's reads plan as index lookups
+"""G1: a get reads only its checkpoint's rows. The graph store's reads plan as index lookups
 on a store of long threads, on Postgres and SQLite, so their cost does not grow with a
 thread's history."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from checkpointd.store.graph import GraphListQuery
+from checkpointd.graph.store import GraphListQuery
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.postgres.graph import PostgresGraphStore
 from checkpointd.store.postgres.graph_sql import GraphSql
@@ -61,7 +61,7 @@ async def test_g1_graph_reads_use_indexes_whatever_the_history(
         )
         await raw.execute(f"ANALYZE {s}.graph_checkpoints, {s}.graph_blobs, {s}.graph_writes")
         sql = GraphSql(f'"{store.schema}"')
-        page, params = PostgresGraphStore(store.graph_access())._list_statement(
+        page, params = PostgresGraphStore(store.access())._list_statement(
             "ns", GraphListQuery("t7", "", "", "", ""), None, 16
         )
         cases = [

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from checkpointd.app import build_graph_store
-from checkpointd.store.base import RequestIdReused
-from checkpointd.store.graph import (
+from checkpointd.graph.interrupts import GraphInterrupt
+from checkpointd.graph.retention import RetentionCounts, RetentionRule
+from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
@@ -22,8 +23,7 @@ from checkpointd.store.graph import (
     GraphWrite,
     TypedValue,
 )
-from checkpointd.store.graph_interrupts import GraphInterrupt
-from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
+from checkpointd.store.base import RequestIdReused
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.records import NS, T0

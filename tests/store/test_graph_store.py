@@ -1,4 +1,4 @@
-"""The graph wing at the store level, on both backends: it shares the store's connections,
+"""The graph store at the store level, on both backends: it shares the store's connections,
 satisfies the GraphStore protocol, forgets request ids past the retention (G6), and orders
 a checkpoint's writes bytewise whatever the database's collation (G3)."""
 
@@ -13,9 +13,8 @@ import asyncpg
 import pytest
 
 from checkpointd.app import build_graph_store
-from checkpointd.metrics_graph import timed_graph_store
-from checkpointd.store.base import RequestIdReused
-from checkpointd.store.graph import (
+from checkpointd.graph.metrics import timed_graph_store
+from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
@@ -24,6 +23,7 @@ from checkpointd.store.graph import (
     GraphWrite,
     TypedValue,
 )
+from checkpointd.store.base import RequestIdReused
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.protocols import signature_mismatches
@@ -79,7 +79,7 @@ async def test_c10_a_graph_request_id_with_another_fingerprint_is_refused_and_wr
 async def test_both_graph_wings_satisfy_the_protocol_and_are_timed_by_one_wrapper(
     store: SQLiteStore | PostgresStore,
 ) -> None:
-    """Each backend's wing has the protocol's methods with its signatures; the timing
+    """Each backend's graph store has the protocol's methods with its signatures; the timing
     wrapper passes every call through."""
     graph = build_graph_store(store)
     assert signature_mismatches(type(graph), GraphStore) == []

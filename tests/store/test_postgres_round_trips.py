@@ -19,8 +19,8 @@ import asyncpg
 import pytest
 
 from checkpointd.app import build_graph_store
+from checkpointd.graph.store import ChannelValue, GraphCheckpoint, GraphWrite, TypedValue
 from checkpointd.store.base import StoreError
-from checkpointd.store.graph import ChannelValue, GraphCheckpoint, GraphWrite, TypedValue
 from checkpointd.store.postgres import PostgresStore
 from tests.support.pg_round_trips import RoundTripCounter
 from tests.support.records import NS, checkpoint, interrupt

@@ -58,8 +58,8 @@ async def events(store: Store, namespace: str | None = None) -> list[tuple[str, 
 def pin_schema(monkeypatch: pytest.MonkeyPatch, backend: str, versions: int) -> None:
     """Make the stores of ``backend`` opened from now on apply only their first ``versions``
     migrations, as an older server would; ``monkeypatch.undo()`` lifts it."""
-    wing = "sqlite" if backend == "sqlite" else "postgres"
-    module = importlib.import_module(f"checkpointd.store.{wing}.store")
+    package = "sqlite" if backend == "sqlite" else "postgres"
+    module = importlib.import_module(f"checkpointd.store.{package}.store")
     every = module._load_migrations()
     monkeypatch.setattr(module, "_load_migrations", lambda: every[:versions])
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from checkpointd.cli import serve
-from checkpointd.graph_retention import GraphRetention, parse_duration, parse_graph_retention
-from checkpointd.store.graph_retention import RetentionRule
+from checkpointd.graph.retention import RetentionRule
+from checkpointd.graph.retention_job import GraphRetention, parse_duration, parse_graph_retention
 
 DAY = timedelta(days=1)
 

@@ -76,7 +76,7 @@ _NOT_SERVED = (
     "email",
     "checkpointd.metrics",
     "checkpointd.metrics_store",
-    "checkpointd.metrics_graph",
+    "checkpointd.graph.metrics",
     "checkpointd.cli.import_cmd",
     "checkpointd.cli.interrupts",
     "checkpointd.cli.runs",

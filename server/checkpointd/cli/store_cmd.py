@@ -89,7 +89,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "another, SQLite or Postgres either way: checkpoints with their sequences and "
         "created_at, pending interrupts, claims, decisions and leases, idempotency results, "
         "request ids and tombstones, the watch events with their cursors, the replication "
-        "state, the graph wing's tables. Stop the servers on the source first. The "
+        "state, the graph store's tables. Stop the servers on the source first. The "
         "destination is migrated to this version's schema and written in one transaction: a "
         "copy that fails or is killed leaves it as it was. A destination that already holds "
         "rows of the namespaces is refused unless --merge. The rows of every table are "

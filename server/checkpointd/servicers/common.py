@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, TypeVar
 from checkpointd.store.base import Store
 
 if TYPE_CHECKING:
+    from checkpointd.graph.store import GraphStore
     from checkpointd.store.executions import ExecutionReader
-    from checkpointd.store.graph import GraphStore
     from checkpointd.watch import WatchHub
 
 __all__ = ["UNCANCELLED", "ServiceDeps", "shielded", "utc_now"]
@@ -47,7 +47,7 @@ class ServiceDeps:
     watch_hub: WatchHub | None = None
     """The fan-out of interrupt events to WatchInterrupts streams (I5); None serves none."""
     graph_store: GraphStore | None = None
-    """The graph wing's store (GraphService); None serves no GraphService."""
+    """The graph store's store (GraphService); None serves no GraphService."""
     executions: ExecutionReader | None = None
     """The execution summaries (ListExecutions, GetExecution); None answers UNIMPLEMENTED."""
 

@@ -14,9 +14,10 @@ from checkpointd import validation as v
 from checkpointd.errors import InvalidField
 from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
-from checkpointd.graph_paging import decode_position, encode_position
-from checkpointd.servicers.common import ServiceDeps, shielded
-from checkpointd.store.graph import (
+from checkpointd.graph.interrupts import GraphInterrupt
+from checkpointd.graph.paging import decode_position, encode_position
+from checkpointd.graph.retention import RetentionRule
+from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
@@ -27,8 +28,7 @@ from checkpointd.store.graph import (
     PruneStrategy,
     TypedValue,
 )
-from checkpointd.store.graph_interrupts import GraphInterrupt
-from checkpointd.store.graph_retention import RetentionRule
+from checkpointd.servicers.common import ServiceDeps, shielded
 from checkpointd_client.v1 import graph_service_pb2 as svc
 from checkpointd_client.v1 import graph_service_pb2_grpc as svc_grpc
 

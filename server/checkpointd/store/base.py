@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from checkpointd.domain import (
     CheckpointRecord,
@@ -66,6 +66,10 @@ from checkpointd.domain import (
     RecordInterruptResult,
     SnapshotPage,
 )
+
+if TYPE_CHECKING:
+    from checkpointd.store.postgres.access import PostgresAccess
+    from checkpointd.store.sqlite.access import SQLiteAccess
 
 __all__ = [
     "CheckpointExists",
@@ -168,6 +172,11 @@ class Store(Protocol):
 
     def pool_state(self) -> PoolState | None:
         """The connection pool's state, or None for a backend without a pool."""
+        ...
+
+    def access(self) -> SQLiteAccess | PostgresAccess:
+        """The store's transactions and connections, lent to the parts that share its database
+        (the graph store, the execution reader): one pool or writer, one error translation."""
         ...
 
     async def count_pending_by_namespace(self) -> dict[str, int]:

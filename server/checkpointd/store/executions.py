@@ -2,7 +2,7 @@
 
 It only reads, over the tables of the store it is built on (``checkpoints``,
 ``pending_interrupts``, ``interrupt_decisions``, ``idempotency_results``), through that
-store's connections (``SQLiteStore.graph_access``, ``PostgresStore.graph_access``). The
+store's connections (``SQLiteStore.access``, ``PostgresStore.access``). The
 statements (:class:`ExecutionSql`) and the reads (:class:`StatementExecutionReader`) are
 written once; each backend's ``executions`` module says where its tables are, how its
 placeholders and times are written and which connection reads.

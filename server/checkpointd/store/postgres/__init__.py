@@ -1,4 +1,4 @@
-"""The Postgres wing: the store over an asyncpg pool (see :mod:`.store`)."""
+"""The Postgres backend: the store over an asyncpg pool (see :mod:`.store`)."""
 
 from checkpointd.store.postgres.store import PostgresStore
 

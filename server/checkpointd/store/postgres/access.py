@@ -1,6 +1,7 @@
-"""What another wing of the Postgres store borrows from it: its pool and its schema.
+"""What the parts that share the Postgres store's database borrow from it: its pool and its
+schema.
 
-The graph wing lends connections from the store's pool (the same error translation, the same
+The graph store borrows connections from the store's pool (the same error translation, the same
 PgBouncer rules: unprepared statements when pooled, no session state) and writes in the
 store's schema.
 """
@@ -19,7 +20,7 @@ __all__ = ["PostgresAccess"]
 
 @dataclass(frozen=True, slots=True)
 class PostgresAccess:
-    """The Postgres store's machinery, lent to a wing that shares its database."""
+    """The Postgres store's machinery, lent to the parts that share its database."""
 
     connection: Callable[[], AbstractAsyncContextManager[Any]]
     """Lends a pooled connection; driver failures become store errors."""

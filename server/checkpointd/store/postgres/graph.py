@@ -1,4 +1,4 @@
-"""The Postgres graph wing: the :class:`~checkpointd.store.graph.GraphStore` on the Postgres
+"""The Postgres graph store: the :class:`~checkpointd.graph.store.GraphStore` on the Postgres
 store's pool and schema.
 
 Each mutation is one transaction on a pooled connection; nothing outlives it (no session
@@ -17,8 +17,11 @@ from typing import Any
 
 import asyncpg
 
-from checkpointd.store import graph_interrupts, graph_requests, times
-from checkpointd.store.graph import (
+from checkpointd.graph import interrupts as graph_interrupts
+from checkpointd.graph import requests as graph_requests
+from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
+from checkpointd.graph.retention import RetentionMethods
+from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
@@ -30,8 +33,7 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
-from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace, send_nodes_column
-from checkpointd.store.graph_retention import RetentionMethods
+from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
 from checkpointd.store.postgres.graph_retention import PostgresRetention
@@ -67,7 +69,7 @@ def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
 
 
 class PostgresGraphStore(ThreadWrites, RetentionMethods):
-    """A :class:`~checkpointd.store.graph.GraphStore` sharing a Postgres store's pool."""
+    """A :class:`~checkpointd.graph.store.GraphStore` sharing a Postgres store's pool."""
 
     def __init__(self, access: PostgresAccess) -> None:
         self._access = access

@@ -1,5 +1,5 @@
-"""The Postgres statements of graph interrupts (:mod:`checkpointd.store.graph_interrupts`),
-run on the graph wing's transaction."""
+"""The Postgres statements of graph interrupts (:mod:`checkpointd.graph.interrupts`),
+run on the graph store's transaction."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from checkpointd.domain import EventKind, PendingRecord
-from checkpointd.store import rows, times
-from checkpointd.store.columns import PENDING_COLUMNS, pending_params
-from checkpointd.store.graph_interrupts import (
+from checkpointd.graph.interrupts import (
     GraphInterrupt,
     TaskPlace,
     held_by_task,
     held_fields,
     send_nodes_from,
 )
+from checkpointd.store import rows, times
+from checkpointd.store.columns import PENDING_COLUMNS, pending_params
 
 __all__ = ["PendingSql", "PostgresPendingOps"]
 
@@ -88,7 +88,7 @@ class PendingSql:
 
 
 class PostgresPendingOps:
-    """:class:`~checkpointd.store.graph_interrupts.PendingOps` on one transaction."""
+    """:class:`~checkpointd.graph.interrupts.PendingOps` on one transaction."""
 
     def __init__(
         self,

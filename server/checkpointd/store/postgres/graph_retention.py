@@ -1,5 +1,5 @@
 """Graph retention on Postgres: the statements and the
-:class:`~checkpointd.store.graph_retention.RetentionBackend` of the Postgres graph wing.
+:class:`~checkpointd.graph.retention.RetentionBackend` of the Postgres graph store.
 
 Listings are one statement each on a pooled connection (they read the
 ``graph_checkpoints_by_thread_written`` index); every deletion is one transaction. A thread's
@@ -15,12 +15,12 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Final
 
-from checkpointd.store import times
-from checkpointd.store.graph_retention import (
+from checkpointd.graph.retention import (
     INTERRUPT_CHANNEL,
     RetentionCounts,
     RetentionTransaction,
 )
+from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_sql import GraphSql
 
@@ -180,7 +180,7 @@ class _Transaction:
 
 
 class PostgresRetention:
-    """The :class:`~checkpointd.store.graph_retention.RetentionBackend` of Postgres."""
+    """The :class:`~checkpointd.graph.retention.RetentionBackend` of Postgres."""
 
     def __init__(
         self, access: PostgresAccess, graph: GraphSql, removed: ThreadsRemoved | None = None

@@ -1,4 +1,4 @@
-"""The statements of the Postgres graph wing (:mod:`checkpointd.store.postgres.graph`), with
+"""The statements of the Postgres graph store (:mod:`checkpointd.store.postgres.graph`), with
 the quoted schema filled in once.
 
 Placeholders are ``$n``; lists (run ids, thread ids) travel as one ``text[]`` parameter, so
@@ -38,7 +38,7 @@ TUPLE_COLUMNS: Final = f"""{CHECKPOINT_COLUMNS},
 
 
 class GraphSql:
-    """The graph wing's SQL text for one schema."""
+    """The graph store's SQL text for one schema."""
 
     def __init__(self, quoted_schema: str) -> None:
         s = quoted_schema

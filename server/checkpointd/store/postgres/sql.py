@@ -1,4 +1,4 @@
-"""The Postgres wing's statements: the SQL text of
+"""The Postgres store's statements: the SQL text of
 :class:`~checkpointd.store.postgres.PostgresStore`, with the quoted schema name filled in once.
 
 Placeholders are ``$n``; statements built from shared pieces are written with ``?`` and

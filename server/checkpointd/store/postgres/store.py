@@ -331,8 +331,8 @@ class PostgresStore(
             current = None if row is None else self._decided(row)
             yield decisions.fence_holds(current, None if row is None else row["lease_token"], fence)
 
-    def graph_access(self) -> PostgresAccess:
-        """The pool and schema the graph wing shares with this store."""
+    def access(self) -> PostgresAccess:
+        """What the graph store and the execution reader borrow from this store."""
         return PostgresAccess(self._connection, self._quoted_schema, self._append_event)
 
     # --- helpers -------------------------------------------------------------------------

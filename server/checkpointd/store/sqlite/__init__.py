@@ -1,4 +1,4 @@
-"""The SQLite wing: the embedded default backend (see :mod:`.store`)."""
+"""The SQLite backend: the embedded default backend (see :mod:`.store`)."""
 
 from checkpointd.store.sqlite.store import SQLiteStore
 

@@ -1,6 +1,7 @@
-"""What another wing of the SQLite store borrows from it: its transactions and connections.
+"""What the parts that share the SQLite store's file borrow from it: its transactions and
+connections.
 
-The graph wing runs on the store's own writer (its lock, ``BEGIN IMMEDIATE`` and group
+The graph store runs on the store's own writer (its lock, ``BEGIN IMMEDIATE`` and group
 commit) and its query-only reader, so the file still has one writer per process. A
 transaction or a read is a body of statements run in one call on the connection's thread
 (:mod:`checkpointd.store.sqlite.on_thread`).
@@ -29,7 +30,7 @@ class RunsBody(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SQLiteAccess:
-    """The SQLite store's machinery, lent to a wing that shares its file."""
+    """The SQLite store's machinery, lent to the parts that share its file."""
 
     call: Callable[[], AbstractAsyncContextManager[None]]
     """Bounds a call by the store's timeout and turns SQLite errors into store errors."""

@@ -1,4 +1,4 @@
-"""The SQLite graph wing: the :class:`~checkpointd.store.graph.GraphStore` on the SQLite
+"""The SQLite graph store: the :class:`~checkpointd.graph.store.GraphStore` on the SQLite
 store's file, writer and reader.
 
 Puts of checkpoints and writes join the store's group commit (many concurrent puts, one
@@ -16,8 +16,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from checkpointd.store import graph_interrupts, graph_requests, times
-from checkpointd.store.graph import (
+from checkpointd.graph import interrupts as graph_interrupts
+from checkpointd.graph import requests as graph_requests
+from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
+from checkpointd.graph.retention import RetentionMethods
+from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
@@ -29,8 +32,7 @@ from checkpointd.store.graph import (
     TypedValue,
     tuple_size,
 )
-from checkpointd.store.graph_interrupts import GraphInterrupt, TaskPlace, send_nodes_column
-from checkpointd.store.graph_retention import RetentionMethods
+from checkpointd.store import times
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
@@ -62,7 +64,7 @@ def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
 
 
 class SQLiteGraphStore(ThreadWrites, RetentionMethods):
-    """A :class:`~checkpointd.store.graph.GraphStore` sharing a SQLite store's connections."""
+    """A :class:`~checkpointd.graph.store.GraphStore` sharing a SQLite store's connections."""
 
     def __init__(self, access: SQLiteAccess) -> None:
         self._access = access

@@ -1,5 +1,5 @@
-"""The SQLite statements of graph interrupts (:mod:`checkpointd.store.graph_interrupts`), run
-on the writer inside the graph wing's transaction."""
+"""The SQLite statements of graph interrupts (:mod:`checkpointd.graph.interrupts`), run
+on the writer inside the graph store's transaction."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from datetime import datetime
 from typing import Any, Final
 
 from checkpointd.domain import EventKind, PendingRecord
-from checkpointd.store import rows, times
-from checkpointd.store.columns import PENDING_COLUMNS, pending_params
-from checkpointd.store.graph_interrupts import (
+from checkpointd.graph.interrupts import (
     GraphInterrupt,
     TaskPlace,
     held_by_task,
     held_fields,
     send_nodes_from,
 )
+from checkpointd.store import rows, times
+from checkpointd.store.columns import PENDING_COLUMNS, pending_params
 from checkpointd.store.sqlite.on_thread import Statements
 
 __all__ = ["SQLitePendingOps"]
@@ -87,7 +87,7 @@ AppendEvent = Callable[[Statements, str, EventKind, PendingRecord, int], Awaitab
 
 
 class SQLitePendingOps:
-    """:class:`~checkpointd.store.graph_interrupts.PendingOps` on one write transaction."""
+    """:class:`~checkpointd.graph.interrupts.PendingOps` on one write transaction."""
 
     def __init__(self, conn: Statements, namespace: str, append_event: AppendEvent) -> None:
         self._conn = conn

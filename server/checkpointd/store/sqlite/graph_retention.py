@@ -1,5 +1,5 @@
 """Graph retention on SQLite: the statements and the
-:class:`~checkpointd.store.graph_retention.RetentionBackend` of the SQLite graph wing.
+:class:`~checkpointd.graph.retention.RetentionBackend` of the SQLite graph store.
 
 Listings run on the query-only reader (they read the ``graph_checkpoints_by_thread_written``
 index alone); every deletion is one ``BEGIN IMMEDIATE`` transaction on the store's writer,
@@ -14,12 +14,12 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, Final
 
-from checkpointd.store import times
-from checkpointd.store.graph_retention import (
+from checkpointd.graph.retention import (
     INTERRUPT_CHANNEL,
     RetentionCounts,
     RetentionTransaction,
 )
+from checkpointd.store import times
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.on_thread import Statements
@@ -170,7 +170,7 @@ class _Transaction:
 
 
 class SQLiteRetention:
-    """The :class:`~checkpointd.store.graph_retention.RetentionBackend` of SQLite."""
+    """The :class:`~checkpointd.graph.retention.RetentionBackend` of SQLite."""
 
     def __init__(self, access: SQLiteAccess, removed: ThreadsRemoved | None = None) -> None:
         self._access = access

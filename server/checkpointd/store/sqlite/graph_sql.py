@@ -1,4 +1,4 @@
-"""The statements of the SQLite graph wing (:mod:`checkpointd.store.sqlite.graph`).
+"""The statements of the SQLite graph store (:mod:`checkpointd.store.sqlite.graph`).
 
 Placeholders are ``?``; lists (run ids, thread ids) travel as one JSON array read with
 ``json_each``, so a statement's text never depends on a list's length.

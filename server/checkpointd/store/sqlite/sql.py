@@ -1,4 +1,4 @@
-"""The SQLite wing's statements: the SQL text of :class:`~checkpointd.store.sqlite.SQLiteStore`.
+"""The SQLite store's statements: the SQL text of :class:`~checkpointd.store.sqlite.SQLiteStore`.
 
 Times are INTEGER microseconds since the Unix epoch; placeholders are ``?``. Column lists and
 parameter orders come from :mod:`checkpointd.store.columns`, shared with Postgres.

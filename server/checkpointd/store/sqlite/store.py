@@ -366,8 +366,8 @@ class SQLiteStore(
                 await conn.rollback()
                 raise
 
-    def graph_access(self) -> SQLiteAccess:
-        """The transactions and connections the graph wing shares with this store."""
+    def access(self) -> SQLiteAccess:
+        """What the graph store and the execution reader borrow from this store."""
         return SQLiteAccess(
             call=self._call,
             write=self._write,

@@ -1,4 +1,4 @@
-"""The request ids of the graph wing (C9's and C10's rules), the same in both backends: the
+"""The request ids of the graph store (C9's and C10's rules), the same in both backends: the
 kinds of call, the requests' fingerprints (:mod:`checkpointd.fingerprint`) and their replies
 as JSON text.
 

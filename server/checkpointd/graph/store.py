@@ -1,6 +1,6 @@
-"""The graph wing's store: the ``GraphStore`` protocol and its domain types.
+"""The graph store: the ``GraphStore`` protocol and its domain types.
 
-The wing holds the checkpoints of graph runtimes such as LangGraph, beside (not inside) the
+It holds the checkpoints of graph runtimes such as LangGraph, beside (not inside) the
 fastaiagent rows. Three tables per backend, all keyed by namespace first:
 
 * ``graph_checkpoints``: primary key ``(namespace, thread_id, checkpoint_ns,
@@ -17,8 +17,8 @@ fastaiagent rows. Three tables per backend, all keyed by namespace first:
   writes nothing, whatever happened since (C9's rule). The purge forgets them after the
   request-id retention.
 
-A backend reuses its store's connections and transactions (``SQLiteStore.graph_access``,
-``PostgresStore.graph_access``) and never opens its own.
+A backend reuses its store's connections and transactions (``SQLiteStore.access``,
+``PostgresStore.access``) and never opens its own.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
-from checkpointd.store import graph_requests
-from checkpointd.store.graph_interrupts import GraphInterrupt
-from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
+from checkpointd.graph import requests as graph_requests
+from checkpointd.graph.interrupts import GraphInterrupt
+from checkpointd.graph.retention import RetentionCounts, RetentionRule
 
 __all__ = [
     "ChannelValue",
@@ -199,7 +199,7 @@ class GraphStore(Protocol):
         """Store pending writes: all upserted when every idx is negative, else each inserted
         unless its key is stored. In the same transaction the task's (``task_id``) pending
         interrupts at the checkpoint become the described ``interrupts`` (G8, G10; see
-        :mod:`checkpointd.store.graph_interrupts`)."""
+        :mod:`checkpointd.graph.interrupts`)."""
         ...
 
     async def get_tuple(
@@ -291,7 +291,7 @@ class GraphStore(Protocol):
         fingerprint: str = "",
     ) -> RetentionCounts:
         """Apply a retention rule to the namespace's threads in transactions of at most
-        ``batch_size`` checkpoints (:mod:`checkpointd.store.graph_retention`)."""
+        ``batch_size`` checkpoints (:mod:`checkpointd.graph.retention`)."""
         ...
 
     async def retention_namespaces(self) -> list[str]:

@@ -15,8 +15,8 @@ from typing import Any, cast
 
 from prometheus_client import Histogram
 
+from checkpointd.graph.store import GraphStore
 from checkpointd.metrics_store import observed
-from checkpointd.store.graph import GraphStore
 
 __all__ = ["TimedGraphStore", "timed_graph_store"]
 

@@ -15,7 +15,7 @@ import json
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
-from checkpointd.store.graph import GraphPosition
+from checkpointd.graph.store import GraphPosition
 
 __all__ = ["MAX_TOKEN_LENGTH", "decode_position", "encode_position"]
 

@@ -1,5 +1,5 @@
 """``--graph-retention``: retention of LangGraph threads per namespace, and the periodic job
-that applies it (the rules themselves are :mod:`checkpointd.store.graph_retention`'s, the
+that applies it (the rules themselves are :mod:`checkpointd.graph.retention`'s, the
 same that ApplyGraphRetention applies on demand).
 
 The setting is a list of policies separated by ``;``, each ``NAMESPACE=RULES``:
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Final
 
+from checkpointd.graph.retention import RetentionCounts, RetentionRule
 from checkpointd.store.base import StoreError
-from checkpointd.store.graph_retention import RetentionCounts, RetentionRule
 from checkpointd.validation import NAMESPACE_RULE, is_namespace_name
 
 if TYPE_CHECKING:  # the settings import this module; the store's modules import them
-    from checkpointd.store.graph import GraphStore
+    from checkpointd.graph.store import GraphStore
 
 __all__ = [
     "EVERY_NAMESPACE",

@@ -26,7 +26,7 @@ listed is left alone. A dry run makes the same statements and rolls each transac
 again); its counts are those of a real run on the store as it is.
 
 A request id is checked before the first transaction and its reply recorded after the last
-(:func:`~checkpointd.store.graph_requests.recorded_reply` decides, as for every graph
+(:func:`~checkpointd.graph.requests.recorded_reply` decides, as for every graph
 mutation); a dry run neither checks nor records one.
 """
 
@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from checkpointd.store import graph_requests
+from checkpointd.graph import requests as graph_requests
 
 __all__ = [
     "INTERRUPT_CHANNEL",
@@ -174,7 +174,7 @@ class RetentionBackend(Protocol):
 
 
 class RetentionMethods:
-    """The retention methods of a :class:`~checkpointd.store.graph.GraphStore`, the same on
+    """The retention methods of a :class:`~checkpointd.graph.store.GraphStore`, the same on
     both backends over the backend's :class:`RetentionBackend`."""
 
     _retention: RetentionBackend

@@ -3,7 +3,7 @@ backends.
 
 A graph thread (LangGraph) may wait on several interrupts at once. The server never decodes
 a graph value, so the saver describes each interrupt it writes (:class:`GraphInterrupt`),
-and the graph wing keeps one pending row per interrupt id of a thread, in the shared
+and the graph store keeps one pending row per interrupt id of a thread, in the shared
 ``pending_interrupts`` table (``execution_id`` = thread id, ``interrupt_id`` non-empty,
 ``task_id`` the task that raised it), with the shared outbox events:
 
