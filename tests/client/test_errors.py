@@ -420,7 +420,8 @@ def test_channel_options_defaults_and_overrides() -> None:
     options = dict(_base.merge_channel_options([("grpc.keepalive_time_ms", 5_000), ("x", 1)]))
     assert options["grpc.max_receive_message_length"] == -1
     assert options["grpc.max_send_message_length"] == -1
-    assert options["grpc.keepalive_timeout_ms"] == 10_000
+    assert options["grpc.keepalive_timeout_ms"] == 5_000
+    assert options["grpc.http2.ping_timeout_ms"] == 5_000
     assert options["grpc.keepalive_permit_without_calls"] == 1
     assert options["grpc.enable_retries"] == 0
     assert options["grpc.keepalive_time_ms"] == 5_000
