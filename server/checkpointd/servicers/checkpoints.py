@@ -17,7 +17,7 @@ from checkpointd.errors import (
 from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
 from checkpointd.servicers.executions import ExecutionRpcs
 from checkpointd_client.v1 import checkpoint_service_pb2 as svc
 from checkpointd_client.v1 import checkpoint_service_pb2_grpc as svc_grpc
@@ -128,13 +128,7 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             )
         )
         response = svc.ListCheckpointsResponse()
-        budget = self._deps.max_message_bytes
-        for row in page:
-            message = checkpoint_to_proto(row)
-            budget -= message.ByteSize() + 8  # field tag and length prefix
-            if budget < 0 and response.checkpoints:
-                break  # the page is full by size; the next one starts at this row
-            response.checkpoints.append(message)
+        fill_within(response.checkpoints, page, checkpoint_to_proto, self._deps.max_message_bytes)
         if page.more or len(response.checkpoints) < len(page):
             response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
         return response

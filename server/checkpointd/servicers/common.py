@@ -1,13 +1,17 @@
-"""What every servicer shares: the store, the limits, the clock, and a cancel-safe call."""
+"""What every servicer shares: the store, the limits, the clock, a cancel-safe call, and the
+filling of a list reply within the message size."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
+
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+from google.protobuf.message import Message
 
 from checkpointd.store.base import Store
 
@@ -16,9 +20,11 @@ if TYPE_CHECKING:
     from checkpointd.store.executions import ExecutionReader
     from checkpointd.watch import WatchHub
 
-__all__ = ["UNCANCELLED", "ServiceDeps", "shielded", "utc_now"]
+__all__ = ["UNCANCELLED", "ServiceDeps", "fill_within", "shielded", "utc_now"]
 
 T = TypeVar("T")
+R = TypeVar("R")
+M = TypeVar("M", bound=Message)
 
 #: True in a task that no RPC's end cancels (a Write stream's item: the stream's end does not
 #: stop its items). A store call there needs no shield, and is spared its task and future.
@@ -64,3 +70,27 @@ async def shielded(call: Awaitable[T]) -> T:
     if UNCANCELLED.get():
         return await call
     return await asyncio.shield(asyncio.ensure_future(call))
+
+
+def fill_within(
+    reply: RepeatedCompositeFieldContainer[M],
+    rows: Iterable[R],
+    to_message: Callable[[R], M],
+    budget: int,
+) -> int:
+    """Append each row's message to ``reply`` while the reply stays within ``budget`` bytes,
+    and say how many went in; the first always goes in, so a page is never empty.
+
+    The stores read a page by the rows' stored sizes (B1); a row can encode a little larger,
+    so every list reply is measured again as it is built, and the rows left out start the
+    next page.
+    """
+    count = 0
+    for row in rows:
+        message = to_message(row)
+        budget -= message.ByteSize() + 8  # field tag and length prefix
+        if budget < 0 and count:
+            break  # the page is full by size; the next one starts at this row
+        reply.append(message)
+        count += 1
+    return count

@@ -23,7 +23,7 @@ from checkpointd.errors import (
 )
 from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
 __all__ = ["DecisionMethods"]
@@ -210,15 +210,9 @@ class DecisionMethods:
             )
         )
         response = svc.ListDecisionsResponse()
-        budget = self._deps.max_message_bytes
-        last_sequence = 0
-        for row in rows[:limit]:
-            message = pending_to_proto(row)
-            budget -= message.ByteSize() + 8
-            if budget < 0 and response.decided:
-                break
-            response.decided.append(message)
-            last_sequence = row.sequence
-        if len(response.decided) < len(rows):
-            response.next_page_token = encode_token(last_sequence, scope)
+        count = fill_within(
+            response.decided, rows[:limit], pending_to_proto, self._deps.max_message_bytes
+        )
+        if count < len(rows):  # a limit of at least 1 puts at least one row in
+            response.next_page_token = encode_token(rows[count - 1].sequence, scope)
         return response

@@ -28,7 +28,7 @@ from checkpointd.graph.store import (
     PruneStrategy,
     TypedValue,
 )
-from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
 from checkpointd_client.v1 import graph_service_pb2 as svc
 from checkpointd_client.v1 import graph_service_pb2_grpc as svc_grpc
 
@@ -374,15 +374,8 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         )
         found = page.tuples
         response = svc.ListGraphCheckpointsResponse()
-        for row in found:
-            message = _tuple_out(row)
-            budget -= message.ByteSize() + 8  # field tag and length prefix
-            if budget < 0 and response.checkpoint_tuples:
-                break  # the page is full by size; the next one starts at this row
-            response.checkpoint_tuples.append(message)
-        if response.checkpoint_tuples and (
-            page.more or len(response.checkpoint_tuples) < len(found)
-        ):
+        count = fill_within(response.checkpoint_tuples, found, _tuple_out, budget)
+        if count and (page.more or count < len(found)):
             last = response.checkpoint_tuples[-1].checkpoint
             position = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
             response.next_page_token = encode_position(position, scope)

@@ -27,7 +27,7 @@ from checkpointd.errors import InvalidField, NoPendingInterrupt
 from checkpointd.fencing import fence_of, fenced_write
 from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
 from checkpointd.servicers.decisions import DecisionMethods
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
@@ -220,17 +220,11 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             )
         )
         response = svc.ListPendingInterruptsResponse()
-        budget = self._deps.max_message_bytes
-        last_sequence = 0
-        for row in page:
-            message = pending_to_proto(row)
-            budget -= message.ByteSize() + 8
-            if budget < 0 and response.pending_interrupts:
-                break
-            response.pending_interrupts.append(message)
-            last_sequence = row.sequence
-        if page.more or len(response.pending_interrupts) < len(page):
-            response.next_page_token = encode_token(last_sequence, scope)
+        count = fill_within(
+            response.pending_interrupts, page, pending_to_proto, self._deps.max_message_bytes
+        )
+        if page.more or count < len(page):
+            response.next_page_token = encode_token(page[count - 1].sequence if count else 0, scope)
         return response
 
     # Written with context.write rather than as a generator, so that a write to a client that

@@ -11,7 +11,7 @@ from checkpointd import validation as v
 from checkpointd.convert import checkpoint_to_proto
 from checkpointd.errors import InvalidField
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, shielded
+from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
 from checkpointd_client.v1 import replication_service_pb2 as svc
 from checkpointd_client.v1 import replication_service_pb2_grpc as svc_grpc
 
@@ -61,13 +61,9 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
             self._store.list_unsynced(namespace, after_sequence=after, limit=limit + 1)
         )
         response = svc.ListUnsyncedCheckpointsResponse()
-        budget = self._deps.max_message_bytes
-        for row in rows[:limit]:
-            message = checkpoint_to_proto(row)
-            budget -= message.ByteSize() + 8  # field tag and length prefix
-            if budget < 0 and response.checkpoints:
-                break  # the page is full by size; the next one starts at this row
-            response.checkpoints.append(message)
+        fill_within(
+            response.checkpoints, rows[:limit], checkpoint_to_proto, self._deps.max_message_bytes
+        )
         if len(response.checkpoints) < len(rows):
             response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
         return response
