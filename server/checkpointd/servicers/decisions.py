@@ -3,6 +3,7 @@ worker holding a lease (K2)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
@@ -11,7 +12,13 @@ import grpc
 from checkpointd import decision_responses
 from checkpointd import validation as v
 from checkpointd.convert import pending_to_proto
-from checkpointd.domain import DecisionOutcome, DecisionRecord, DecisionStatus, PendingRecord
+from checkpointd.domain import (
+    DecisionChange,
+    DecisionOutcome,
+    DecisionRecord,
+    DecisionStatus,
+    PendingRecord,
+)
 from checkpointd.errors import (
     AlreadyDecided,
     DecisionClosed,
@@ -49,6 +56,44 @@ def _decision_of(pending: PendingRecord | None) -> DecisionRecord:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class _Leased:
+    """The decision a lease holder's call (LeaseDecision, ReportResume) names, with its token."""
+
+    namespace: str
+    execution_id: str
+    checkpoint_id: str
+    interrupt_id: str
+    lease_token: str
+
+
+def _leased(request: svc.LeaseDecisionRequest | svc.ReportResumeRequest) -> _Leased:
+    """The fields a lease holder's two calls share, checked in one order (the first bad one
+    is the one refused); the request id is checked, though neither call uses it."""
+    namespace = v.namespace(request.namespace)
+    v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
+    return _Leased(
+        namespace=namespace,
+        execution_id=v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX),
+        checkpoint_id=v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX),
+        interrupt_id=v.optional_identifier(
+            "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
+        ),
+        lease_token=v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX),
+    )
+
+
+def _refuse_missing_or_closed(change: DecisionChange, leased: _Leased) -> None:
+    """The refusals a lease and a report share: no such decision, or one already carried out
+    (K2); any other conflict is the caller's to name."""
+    if change.outcome is DecisionOutcome.NOT_FOUND:
+        raise NoDecision(leased.execution_id, leased.checkpoint_id, leased.interrupt_id)
+    if change.outcome is DecisionOutcome.CONFLICT:
+        current = _decision_of(change.pending)
+        if current.status.is_final:
+            raise DecisionClosed(leased.execution_id, current.status.value)
 
 
 class DecisionMethods:
@@ -113,14 +158,7 @@ class DecisionMethods:
         request: svc.LeaseDecisionRequest,
         context: grpc.aio.ServicerContext[svc.LeaseDecisionRequest, svc.LeaseDecisionResponse],
     ) -> svc.LeaseDecisionResponse:
-        namespace = v.namespace(request.namespace)
-        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
-        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
-        interrupt_id = v.optional_identifier(
-            "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
-        )
-        lease_token = v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX)
+        leased = _leased(request)
         seconds = request.lease_seconds or LEASE_SECONDS_DEFAULT
         if not 1 <= seconds <= LEASE_SECONDS_MAX:
             raise InvalidField(
@@ -129,25 +167,21 @@ class DecisionMethods:
         now = self._deps.clock()
         change = await shielded(
             self._deps.store.lease_decision(
-                namespace,
-                execution_id,
-                checkpoint_id,
-                lease_token,
+                leased.namespace,
+                leased.execution_id,
+                leased.checkpoint_id,
+                leased.lease_token,
                 now + timedelta(seconds=seconds),
                 now,
-                interrupt_id=interrupt_id,
+                interrupt_id=leased.interrupt_id,
             )
         )
-        if change.outcome is DecisionOutcome.NOT_FOUND:
-            raise NoDecision(execution_id, checkpoint_id, interrupt_id)
+        _refuse_missing_or_closed(change, leased)
         if change.outcome is DecisionOutcome.CONFLICT:
-            current = _decision_of(change.pending)
-            if current.status.is_final:
-                raise DecisionClosed(execution_id, current.status.value)
-            expires = current.lease_expires_at
+            expires = _decision_of(change.pending).lease_expires_at
             # Short of a closed decision, the store refuses a lease only while another runs on.
             assert expires is not None
-            raise LeaseHeld(execution_id, expires)
+            raise LeaseHeld(leased.execution_id, expires)
         assert change.pending is not None
         return svc.LeaseDecisionResponse(pending=pending_to_proto(change.pending))
 
@@ -156,14 +190,7 @@ class DecisionMethods:
         request: svc.ReportResumeRequest,
         context: grpc.aio.ServicerContext[svc.ReportResumeRequest, svc.ReportResumeResponse],
     ) -> svc.ReportResumeResponse:
-        namespace = v.namespace(request.namespace)
-        v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
-        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
-        interrupt_id = v.optional_identifier(
-            "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
-        )
-        lease_token = v.identifier("lease_token", request.lease_token, v.REQUEST_ID_MAX)
+        leased = _leased(request)
         status = _OUTCOMES.get(request.outcome)
         if status is None:
             raise InvalidField(
@@ -174,23 +201,19 @@ class DecisionMethods:
             error = None
         change = await shielded(
             self._deps.store.report_resume(
-                namespace,
-                execution_id,
-                checkpoint_id,
-                lease_token,
+                leased.namespace,
+                leased.execution_id,
+                leased.checkpoint_id,
+                leased.lease_token,
                 status,
                 error,
                 self._deps.clock(),
-                interrupt_id=interrupt_id,
+                interrupt_id=leased.interrupt_id,
             )
         )
-        if change.outcome is DecisionOutcome.NOT_FOUND:
-            raise NoDecision(execution_id, checkpoint_id, interrupt_id)
+        _refuse_missing_or_closed(change, leased)
         if change.outcome is DecisionOutcome.CONFLICT:
-            current = _decision_of(change.pending)
-            if current.status.is_final:
-                raise DecisionClosed(execution_id, current.status.value)
-            raise LeaseLost(execution_id)
+            raise LeaseLost(leased.execution_id)
         assert change.pending is not None
         return svc.ReportResumeResponse(pending=pending_to_proto(change.pending))
 
