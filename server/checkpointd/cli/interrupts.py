@@ -28,8 +28,10 @@ from checkpointd.cli import decision_flags
 from checkpointd.cli.connection import (
     add_connection_arguments,
     connect,
+    fail,
     non_negative_int,
     positive_int,
+    read_pages,
 )
 from checkpointd_client import (
     CheckpointdClient,
@@ -48,8 +50,6 @@ from checkpointd_client import (
 __all__ = ["format_age", "format_table", "register"]
 
 COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
-#: The most rows ``list`` asks for per page (the server's cap).
-PAGE_CAP = 1000
 READ_NAMESPACE = "the namespace to read [default: default]"
 
 
@@ -307,33 +307,23 @@ def item_line(item: WatchItem, now: datetime) -> str | None:
 # --- commands -----------------------------------------------------------------------------
 
 
-def _fail(exc: CheckpointdError | ValueError) -> int:
-    print(f"checkpointd: error: {exc}", file=sys.stderr)
-    return 1
-
-
 def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the pending interrupts as a table; 1 when the server answers an error."""
-    rows: list[PendingInterrupt] = []
-    more = False
     try:
         with connect(args) as client:
-            token = ""
-            while len(rows) < args.limit:
-                page = client.list_pending_interrupts(
-                    page_size=min(args.limit - len(rows), PAGE_CAP),
+            rows, more = read_pages(
+                lambda size, token: client.list_pending_interrupts(
+                    page_size=size,
                     page_token=token,
                     chain_name=args.chain,
                     reason=args.reason,
                     agent_path_prefix=args.agent_path_prefix,
-                )
-                rows.extend(page.pending_interrupts)
-                token = page.next_page_token
-                if not token:
-                    break
-            more = bool(token)
+                ),
+                lambda page: page.pending_interrupts,
+                args.limit,
+            )
     except (CheckpointdError, ValueError) as exc:
-        return _fail(exc)
+        return fail(exc)
     if not rows:
         print(f"no pending interrupts in namespace {args.namespace!r}", file=sys.stderr)
         return 0
@@ -376,9 +366,9 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                 file=sys.stderr,
             )
             return 1
-        return _fail(exc)
+        return fail(exc)
     except (CheckpointdError, ValueError) as exc:
-        return _fail(exc)
+        return fail(exc)
     print(f"decided {_describe(decided)}")
     return 0
 
@@ -407,7 +397,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         client = connect(args)
     except ValueError as exc:
-        return _fail(exc)
+        return fail(exc)
     with client:
         try:
             watch = client.watch_interrupts(
@@ -417,7 +407,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 agent_path_prefix=args.agent_path_prefix,
             )
         except ValueError as exc:
-            return _fail(exc)
+            return fail(exc)
 
         def stop(signum: int, frame: FrameType | None) -> None:
             watch.close()
@@ -429,7 +419,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         except KeyboardInterrupt:
             watch.close()
         except CheckpointdError as exc:
-            return _fail(exc)
+            return fail(exc)
         except BrokenPipeError:  # the reader went away (e.g. `| head`): nothing left to do
             sys.stderr.close()
             return 0

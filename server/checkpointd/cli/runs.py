@@ -19,7 +19,14 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from checkpointd.cli.connection import add_connection_arguments, connect, positive_int
+from checkpointd.cli.connection import (
+    PAGE_CAP,
+    add_connection_arguments,
+    connect,
+    fail,
+    positive_int,
+    read_pages,
+)
 from checkpointd.cli.interrupts import decision_json, format_age, pending_json
 from checkpointd_client import (
     Checkpoint,
@@ -36,8 +43,6 @@ __all__ = ["format_checkpoints", "format_executions", "parse_since", "register"]
 
 LIST_COLUMNS = ("EXECUTION_ID", "CHAIN", "STATUS", "CHECKPOINTS", "LAST_NODE", "LAST_ACTIVITY")
 SHOW_COLUMNS = ("#", "SEQUENCE", "NODE", "STATUS", "STEP_TYPE", "CREATED_AT", "ITERATION")
-#: The most rows ``list`` asks for per page (the server's cap).
-PAGE_CAP = 1000
 _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -291,35 +296,27 @@ def format_detail(detail: ExecutionDetail, now: datetime) -> list[str]:
 # --- commands -----------------------------------------------------------------------------
 
 
-def _fail(exc: CheckpointdError | ValueError) -> int:
-    print(f"checkpointd: error: {exc}", file=sys.stderr)
-    return 1
-
-
 def _print_json(value: dict[str, Any]) -> None:
     print(json.dumps(value, ensure_ascii=False, sort_keys=True))
 
 
 def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the runs, newest activity first; 1 when the server answers an error."""
-    rows: list[Execution] = []
-    token = ""
     try:
         with connect(args) as client:
-            while len(rows) < args.limit:
-                page = client.list_executions(
-                    page_size=min(args.limit - len(rows), PAGE_CAP),
+            rows, more = read_pages(
+                lambda size, token: client.list_executions(
+                    page_size=size,
                     page_token=token,
                     chain_name=args.chain,
                     status=args.status,
                     active_since=args.since,
-                )
-                rows.extend(page.executions)
-                token = page.next_page_token
-                if not token:
-                    break
+                ),
+                lambda page: page.executions,
+                args.limit,
+            )
     except (CheckpointdError, ValueError) as exc:
-        return _fail(exc)
+        return fail(exc)
     rows = rows[: args.limit]
     if args.json:
         for row in rows:
@@ -330,7 +327,7 @@ def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     for line in format_executions(rows, datetime.now(UTC)):
         print(line)
-    if token:
+    if more:
         print(f"(showing the newest {args.limit}; raise --limit for more)", file=sys.stderr)
     return 0
 
@@ -353,7 +350,7 @@ def run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
         return 1
     except (CheckpointdError, ValueError) as exc:
-        return _fail(exc)
+        return fail(exc)
     if args.state is not None:
         picked = _pick(checkpoints, args.state)
         if picked is None:
@@ -410,7 +407,7 @@ def run_delete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                     return answer
             result = client.delete_execution(args.execution_id)
     except (CheckpointdError, ValueError) as exc:
-        return _fail(exc)
+        return fail(exc)
     pending = "a pending interrupt" if result.pending_interrupt_deleted else "no pending interrupt"
     print(
         f"deleted {args.execution_id}: {result.checkpoints_deleted} checkpoints, {pending}, "
