@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from checkpointd import validation as v
@@ -231,20 +233,24 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
         request: svc.ListExecutionsRequest,
         context: grpc.aio.ServicerContext[svc.ListExecutionsRequest, svc.ListExecutionsResponse],
     ) -> svc.ListExecutionsResponse:
-        if self._executions is None:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no executions reader")
-        assert self._executions is not None
-        return await self._executions.list_executions(request)
+        rpcs = await self._execution_rpcs(context)
+        return await rpcs.list_executions(request)
 
     async def GetExecution(
         self,
         request: svc.GetExecutionRequest,
         context: grpc.aio.ServicerContext[svc.GetExecutionRequest, svc.GetExecutionResponse],
     ) -> svc.GetExecutionResponse:
+        rpcs = await self._execution_rpcs(context)
+        return await rpcs.get_execution(request)
+
+    async def _execution_rpcs(self, context: grpc.aio.ServicerContext[Any, Any]) -> ExecutionRpcs:
+        """The execution RPCs; a server built without an executions reader ends the call
+        UNIMPLEMENTED (abort raises)."""
         if self._executions is None:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no executions reader")
         assert self._executions is not None
-        return await self._executions.get_execution(request)
+        return self._executions
 
     async def _latest_step(self, namespace: str, execution_id: str) -> CheckpointRecord:
         """The newest checkpoint that is a step of the run, not its run_end marker (C8)."""
