@@ -403,6 +403,10 @@ class _Stream:
             self.pending.clear()
 
 
+#: How long close() lets the server end a stream it half-closed before cancelling it.
+CLOSE_GRACE_S = 2.0
+
+
 def _forget(streams: set[_Stream], stream: _Stream, _reader: object) -> None:
     streams.discard(stream)
 
@@ -514,8 +518,13 @@ class AsyncWriteStream:
         poller then fails on it: ``RuntimeError: Event loop is closed``.)"""
         stream, self._stream = self._stream, None
         if stream is not None and not stream.ended:
+            # Half-close and let the server end the call: its status then comes through grpc's
+            # own status task, done by the time the call's code is known. A cancel ends the call
+            # here at once, while that task still waits on grpc's poller thread for a moment
+            # that a loaded machine stretches past the loop's close.
             stream.stop()
-            stream.call.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stream.finished(), CLOSE_GRACE_S)
         # The current stream too when its reader is done already: grpc's status task may not be.
         streams = list(self._streams_open | ({stream} if stream is not None else set()))
         for each in streams:
