@@ -30,8 +30,9 @@ def _pg_unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _run_sql(dsn: str, statement: str) -> None:
-    """Run one statement on a short-lived connection (asyncpg, in its own event loop)."""
+def run_sql(dsn: str, *statements: str) -> None:
+    """Run statements in order on one short-lived connection (asyncpg, in its own event
+    loop)."""
     import asyncio
 
     import asyncpg
@@ -39,7 +40,8 @@ def _run_sql(dsn: str, statement: str) -> None:
     async def run() -> None:
         conn = await asyncpg.connect(dsn, timeout=10)
         try:
-            await conn.execute(statement)
+            for statement in statements:
+                await conn.execute(statement)
         finally:
             await conn.close()
 
@@ -53,7 +55,7 @@ def pg_dsn() -> str:
     if not dsn:
         _pg_unavailable(f"{PG_DSN_ENV} is not set")
     try:
-        _run_sql(dsn, "SELECT 1")
+        run_sql(dsn, "SELECT 1")
     except Exception as exc:  # any failure to connect means "not here"
         _pg_unavailable(f"cannot reach Postgres at {PG_DSN_ENV}: {type(exc).__name__}: {exc}")
     return dsn
@@ -64,7 +66,7 @@ def pg_schema(pg_dsn: str) -> Iterator[str]:
     """A schema name unique to this test, dropped (with everything in it) afterwards."""
     schema = f"cpt_{uuid.uuid4().hex[:16]}"
     yield schema
-    _run_sql(pg_dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    run_sql(pg_dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 # --- servers ---------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ def shared_servers(
     for server in servers.values():
         server.close()
         if server.server.backend != "sqlite":
-            _run_sql(
+            run_sql(
                 server.server.store.url,
                 f'DROP SCHEMA IF EXISTS "{server.server.store.pg_schema}" CASCADE',
             )

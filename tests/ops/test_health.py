@@ -11,6 +11,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from checkpointd_client import CheckpointdClient, NotFoundError, RetryPolicy, UnavailableError
+from tests.conftest import run_sql
 from tests.contract.helpers import checkpoint
 from tests.ops.helpers import NOT_SERVING, SERVING, EarlySidecar, HealthProbe, Outage, next_status
 from tests.support.sidecar import Sidecar, StoreSpec
@@ -184,22 +185,6 @@ def test_b1_health_watch_streams_are_bounded_and_end_on_shutdown(tmp_path):
         server.close()
 
 
-def _sql(dsn: str, *statements: str) -> None:
-    import asyncio
-
-    import asyncpg
-
-    async def run() -> None:
-        conn = await asyncpg.connect(dsn, timeout=10)
-        try:
-            for statement in statements:
-                await conn.execute(statement)
-        finally:
-            await conn.close()
-
-    asyncio.run(run())
-
-
 @pytest.mark.parametrize("backend", ["postgres"])
 def test_e3_a_postgres_that_takes_no_writes_is_unavailable_and_not_serving(store_spec):
     """A connection that lands where Postgres takes no writes (a standby, a primary demoted
@@ -211,7 +196,7 @@ def test_e3_a_postgres_that_takes_no_writes_is_unavailable_and_not_serving(store
     scheme, rest = admin.split("://", 1)
     as_role = f"{scheme}://{role}@{rest.split('@', 1)[1]}"
     cut = f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'"
-    _sql(admin, f"CREATE ROLE {role} LOGIN SUPERUSER")
+    run_sql(admin, f"CREATE ROLE {role} LOGIN SUPERUSER")
     server = EarlySidecar(
         StoreSpec("postgres", as_role, pg_schema=store_spec.pg_schema),
         extra_args=["--health-interval", "0.2"],
@@ -223,14 +208,14 @@ def test_e3_a_postgres_that_takes_no_writes_is_unavailable_and_not_serving(store
         next_status(watch, SERVING)
         with CheckpointdClient(server.target, retry=RetryPolicy(max_attempts=1)) as client:
             client.put_checkpoint(checkpoint("run-before"))
-            _sql(admin, f"ALTER ROLE {role} SET default_transaction_read_only = on", cut)
+            run_sql(admin, f"ALTER ROLE {role} SET default_transaction_read_only = on", cut)
             next_status(watch, NOT_SERVING)
             for attempt in range(3):  # each a fresh connection, each refused the same way
                 with pytest.raises(UnavailableError) as refused:
                     client.put_checkpoint(checkpoint(f"run-refused-{attempt}"))
                 assert refused.value.reason == "STORE_UNAVAILABLE"
                 assert "takes no writes" in str(refused.value)
-            _sql(admin, f"ALTER ROLE {role} RESET default_transaction_read_only", cut)
+            run_sql(admin, f"ALTER ROLE {role} RESET default_transaction_read_only", cut)
             next_status(watch, SERVING)
             client.put_checkpoint(checkpoint("run-after"))
             for attempt in range(3):  # nothing refused was written
@@ -241,4 +226,4 @@ def test_e3_a_postgres_that_takes_no_writes_is_unavailable_and_not_serving(store
         assert "Traceback" not in server.log_text()
     finally:
         server.close()
-        _sql(admin, cut, f"DROP OWNED BY {role} CASCADE", f"DROP ROLE {role}")
+        run_sql(admin, cut, f"DROP OWNED BY {role} CASCADE", f"DROP ROLE {role}")
