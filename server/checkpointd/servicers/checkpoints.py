@@ -16,11 +16,11 @@ from checkpointd.errors import (
     RunAlreadyFinished,
     RunEndNotForkable,
 )
-from checkpointd.fencing import fence_of, fenced_write
-from checkpointd.fingerprint import fingerprint
+from checkpointd.fencing import fence_of
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
+from checkpointd.servicers.common import ServiceDeps, StoreServicer, fill_within, shielded
 from checkpointd.servicers.executions import ExecutionRpcs
+from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd_client.v1 import checkpoint_service_pb2 as svc
 from checkpointd_client.v1 import checkpoint_service_pb2_grpc as svc_grpc
 
@@ -44,21 +44,17 @@ def _basic_view(view: int) -> bool:
     return basic
 
 
-class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
+class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
     """Serves checkpointd.v1.CheckpointService over a Store."""
 
     def __init__(self, deps: ServiceDeps) -> None:
-        self._deps = deps
-        self._store = deps.store
+        super().__init__(deps)
         self._executions = None if deps.executions is None else ExecutionRpcs(deps.executions)
 
+    @retriable
     async def PutCheckpoint(
-        self,
-        request: svc.PutCheckpointRequest,
-        context: grpc.aio.ServicerContext[svc.PutCheckpointRequest, svc.PutCheckpointResponse],
+        self, request: svc.PutCheckpointRequest, write: WriteKey
     ) -> svc.PutCheckpointResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("checkpoint"):
             raise InvalidField("checkpoint", "is required")
         basic = _basic_view(request.view)
@@ -66,24 +62,19 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
         fence = fence_of(request)
-        stored = await shielded(
-            fenced_write(
-                self._store,
-                namespace,
-                fence,
-                lambda: self._store.put_checkpoint(
-                    namespace, request_id, record, fingerprint=fingerprint("PutCheckpoint", request)
-                ),
-            )
+        stored = await self._fenced(
+            write.namespace,
+            fence,
+            lambda: self._store.put_checkpoint(
+                write.namespace, write.request_id, record, fingerprint=write.fingerprint
+            ),
         )
         return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored, basic=basic))
 
+    @namespaced
     async def GetCheckpoint(
-        self,
-        request: svc.GetCheckpointRequest,
-        context: grpc.aio.ServicerContext[svc.GetCheckpointRequest, svc.GetCheckpointResponse],
+        self, request: svc.GetCheckpointRequest, namespace: str
     ) -> svc.GetCheckpointResponse:
-        namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
         found = await shielded(self._store.get_checkpoint(namespace, execution_id, checkpoint_id))
@@ -91,27 +82,20 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             raise CheckpointNotFound(execution_id, checkpoint_id)
         return svc.GetCheckpointResponse(checkpoint=checkpoint_to_proto(found))
 
+    @namespaced
     async def GetLatestCheckpoint(
-        self,
-        request: svc.GetLatestCheckpointRequest,
-        context: grpc.aio.ServicerContext[
-            svc.GetLatestCheckpointRequest, svc.GetLatestCheckpointResponse
-        ],
+        self, request: svc.GetLatestCheckpointRequest, namespace: str
     ) -> svc.GetLatestCheckpointResponse:
-        namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         latest = await shielded(self._store.get_latest_checkpoint(namespace, execution_id))
         if latest is None:
             raise NoCheckpoints(execution_id)
         return svc.GetLatestCheckpointResponse(checkpoint=checkpoint_to_proto(latest))
 
+    @namespaced
     async def ListCheckpoints(
-        self,
-        request: svc.ListCheckpointsRequest,
-        context: grpc.aio.ServicerContext[svc.ListCheckpointsRequest, svc.ListCheckpointsResponse]
-        | None,
+        self, request: svc.ListCheckpointsRequest, namespace: str
     ) -> svc.ListCheckpointsResponse:
-        namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         limit = v.page_size("page_size", request.page_size)
         scope = ("checkpoints", namespace, execution_id, request.descending)
@@ -135,21 +119,18 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
         return response
 
+    @retriable
     async def DeleteExecution(
-        self,
-        request: svc.DeleteExecutionRequest,
-        context: grpc.aio.ServicerContext[svc.DeleteExecutionRequest, svc.DeleteExecutionResponse],
+        self, request: svc.DeleteExecutionRequest, write: WriteKey
     ) -> svc.DeleteExecutionResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         result = await shielded(
             self._store.delete_execution(
-                namespace,
+                write.namespace,
                 execution_id,
-                request_id=request_id,
+                request_id=write.request_id,
                 now=self._deps.clock(),
-                fingerprint=fingerprint("DeleteExecution", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.DeleteExecutionResponse(
@@ -158,15 +139,10 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             idempotency_results_deleted=result.idempotency_results_deleted,
         )
 
+    @retriable
     async def PruneCheckpoints(
-        self,
-        request: svc.PruneCheckpointsRequest,
-        context: grpc.aio.ServicerContext[
-            svc.PruneCheckpointsRequest, svc.PruneCheckpointsResponse
-        ],
+        self, request: svc.PruneCheckpointsRequest, write: WriteKey
     ) -> svc.PruneCheckpointsResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("older_than"):
             raise InvalidField("older_than", "is required")
         older_than = v.duration_to_timedelta("older_than", request.older_than)
@@ -177,12 +153,12 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             cutoff = now.replace(year=1, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
         result = await shielded(
             self._store.prune(
-                namespace,
+                write.namespace,
                 cutoff,
                 batch_size=self._deps.prune_batch_size,
-                request_id=request_id,
+                request_id=write.request_id,
                 now=now,
-                fingerprint=fingerprint("PruneCheckpoints", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.PruneCheckpointsResponse(
@@ -190,12 +166,10 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             idempotency_results_deleted=result.idempotency_results_deleted,
         )
 
+    @namespaced
     async def GetResumePoint(
-        self,
-        request: svc.GetResumePointRequest,
-        context: grpc.aio.ServicerContext[svc.GetResumePointRequest, svc.GetResumePointResponse],
+        self, request: svc.GetResumePointRequest, namespace: str
     ) -> svc.GetResumePointResponse:
-        namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         latest = await shielded(self._store.get_latest_checkpoint(namespace, execution_id))
         if latest is None:
@@ -206,12 +180,10 @@ class CheckpointServicer(svc_grpc.CheckpointServiceServicer):
             latest = await self._latest_step(namespace, execution_id)
         return svc.GetResumePointResponse(checkpoint=checkpoint_to_proto(latest))
 
+    @namespaced
     async def GetForkPoint(
-        self,
-        request: svc.GetForkPointRequest,
-        context: grpc.aio.ServicerContext[svc.GetForkPointRequest, svc.GetForkPointResponse],
+        self, request: svc.GetForkPointRequest, namespace: str
     ) -> svc.GetForkPointResponse:
-        namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         checkpoint_id = v.optional_identifier(
             "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX

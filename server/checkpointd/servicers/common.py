@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, TypeVar
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from google.protobuf.message import Message
 
+from checkpointd.domain import LeaseFence
+from checkpointd.fencing import fenced_write
 from checkpointd.store.base import Store
 
 if TYPE_CHECKING:
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from checkpointd.store.executions import ExecutionReader
     from checkpointd.watch import WatchHub
 
-__all__ = ["UNCANCELLED", "ServiceDeps", "fill_within", "shielded", "utc_now"]
+__all__ = ["UNCANCELLED", "ServiceDeps", "StoreServicer", "fill_within", "shielded", "utc_now"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -56,6 +58,21 @@ class ServiceDeps:
     """The graph store's store (GraphService); None serves no GraphService."""
     executions: ExecutionReader | None = None
     """The execution summaries (ListExecutions, GetExecution); None answers UNIMPLEMENTED."""
+
+
+class StoreServicer:
+    """A servicer over the store: what the app built for it, and the store it names."""
+
+    def __init__(self, deps: ServiceDeps) -> None:
+        self._deps = deps
+        self._store = deps.store
+
+    async def _fenced(
+        self, namespace: str, fence: LeaseFence | None, write: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run ``write`` (a store call) to its end (:func:`shielded`), under the request's
+        fence when it has one (K4)."""
+        return await shielded(fenced_write(self._store, namespace, fence, write))
 
 
 async def shielded(call: Awaitable[T]) -> T:

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
-import grpc
-
 from checkpointd import decision_responses
 from checkpointd import validation as v
 from checkpointd.convert import pending_to_proto
@@ -28,9 +26,10 @@ from checkpointd.errors import (
     NoDecision,
     NoPendingInterrupt,
 )
-from checkpointd.fingerprint import fingerprint
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
+from checkpointd.servicers.common import StoreServicer, fill_within, shielded
+from checkpointd.servicers.scope import WriteKey, namespaced, retriable
+from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
 __all__ = ["DecisionMethods"]
@@ -54,6 +53,12 @@ def _decision_of(pending: PendingRecord | None) -> DecisionRecord:
     return pending.decision
 
 
+def _pending_after(change: DecisionChange) -> pb.PendingInterrupt:
+    """The pending row as a change that went through left it (every decision RPC's answer)."""
+    assert change.pending is not None
+    return pending_to_proto(change.pending)
+
+
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -69,10 +74,10 @@ class _Leased:
     lease_token: str
 
 
-def _leased(request: svc.LeaseDecisionRequest | svc.ReportResumeRequest) -> _Leased:
-    """The fields a lease holder's two calls share, checked in one order (the first bad one
-    is the one refused); the request id is checked, though neither call uses it."""
-    namespace = v.namespace(request.namespace)
+def _leased(request: svc.LeaseDecisionRequest | svc.ReportResumeRequest, namespace: str) -> _Leased:
+    """The fields a lease holder's two calls share, checked in one order after the namespace
+    (the first bad one is the one refused); the request id is checked, though neither call
+    uses it."""
     v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
     return _Leased(
         namespace=namespace,
@@ -96,19 +101,13 @@ def _refuse_missing_or_closed(change: DecisionChange, leased: _Leased) -> None:
             raise DecisionClosed(leased.execution_id, current.status.value)
 
 
-class DecisionMethods:
+class DecisionMethods(StoreServicer):
     """SubmitDecision, LeaseDecision and ReportResume, mixed into the InterruptService."""
 
-    _deps: ServiceDeps
-
+    @retriable
     async def SubmitDecision(
-        self,
-        request: svc.SubmitDecisionRequest,
-        context: grpc.aio.ServicerContext[svc.SubmitDecisionRequest, svc.SubmitDecisionResponse]
-        | None,
+        self, request: svc.SubmitDecisionRequest, write: WriteKey
     ) -> svc.SubmitDecisionResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         interrupt_id = v.optional_identifier(
             "interrupt_id", request.interrupt_id, v.INTERRUPT_ID_MAX
@@ -131,12 +130,12 @@ class DecisionMethods:
             ),
         )
         change = await shielded(
-            self._deps.store.submit_decision(
-                namespace,
-                request_id,
+            self._store.submit_decision(
+                write.namespace,
+                write.request_id,
                 execution_id,
                 decision,
-                fingerprint=fingerprint("SubmitDecision", request),
+                fingerprint=write.fingerprint,
                 interrupt_id=interrupt_id,
             )
         )
@@ -150,15 +149,13 @@ class DecisionMethods:
                 winner.approved,
                 winner.decided_at,
             )
-        assert change.pending is not None
-        return svc.SubmitDecisionResponse(pending=pending_to_proto(change.pending))
+        return svc.SubmitDecisionResponse(pending=_pending_after(change))
 
+    @namespaced
     async def LeaseDecision(
-        self,
-        request: svc.LeaseDecisionRequest,
-        context: grpc.aio.ServicerContext[svc.LeaseDecisionRequest, svc.LeaseDecisionResponse],
+        self, request: svc.LeaseDecisionRequest, namespace: str
     ) -> svc.LeaseDecisionResponse:
-        leased = _leased(request)
+        leased = _leased(request, namespace)
         seconds = request.lease_seconds or LEASE_SECONDS_DEFAULT
         if not 1 <= seconds <= LEASE_SECONDS_MAX:
             raise InvalidField(
@@ -166,7 +163,7 @@ class DecisionMethods:
             )
         now = self._deps.clock()
         change = await shielded(
-            self._deps.store.lease_decision(
+            self._store.lease_decision(
                 leased.namespace,
                 leased.execution_id,
                 leased.checkpoint_id,
@@ -182,15 +179,13 @@ class DecisionMethods:
             # Short of a closed decision, the store refuses a lease only while another runs on.
             assert expires is not None
             raise LeaseHeld(leased.execution_id, expires)
-        assert change.pending is not None
-        return svc.LeaseDecisionResponse(pending=pending_to_proto(change.pending))
+        return svc.LeaseDecisionResponse(pending=_pending_after(change))
 
+    @namespaced
     async def ReportResume(
-        self,
-        request: svc.ReportResumeRequest,
-        context: grpc.aio.ServicerContext[svc.ReportResumeRequest, svc.ReportResumeResponse],
+        self, request: svc.ReportResumeRequest, namespace: str
     ) -> svc.ReportResumeResponse:
-        leased = _leased(request)
+        leased = _leased(request, namespace)
         status = _OUTCOMES.get(request.outcome)
         if status is None:
             raise InvalidField(
@@ -200,7 +195,7 @@ class DecisionMethods:
         if status is DecisionStatus.RESUMED:
             error = None
         change = await shielded(
-            self._deps.store.report_resume(
+            self._store.report_resume(
                 leased.namespace,
                 leased.execution_id,
                 leased.checkpoint_id,
@@ -214,21 +209,17 @@ class DecisionMethods:
         _refuse_missing_or_closed(change, leased)
         if change.outcome is DecisionOutcome.CONFLICT:
             raise LeaseLost(leased.execution_id)
-        assert change.pending is not None
-        return svc.ReportResumeResponse(pending=pending_to_proto(change.pending))
+        return svc.ReportResumeResponse(pending=_pending_after(change))
 
+    @namespaced
     async def ListDecisions(
-        self,
-        request: svc.ListDecisionsRequest,
-        context: grpc.aio.ServicerContext[svc.ListDecisionsRequest, svc.ListDecisionsResponse]
-        | None,
+        self, request: svc.ListDecisionsRequest, namespace: str
     ) -> svc.ListDecisionsResponse:
-        namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
         scope = ("decisions", namespace, request.open_only)
         after = decode_token(request.page_token, scope) or 0
         rows = await shielded(
-            self._deps.store.list_decisions(
+            self._store.list_decisions(
                 namespace, after_sequence=after, limit=limit + 1, open_only=request.open_only
             )
         )

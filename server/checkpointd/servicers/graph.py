@@ -8,12 +8,9 @@ from dataclasses import asdict, replace
 from datetime import timedelta
 from typing import Final
 
-import grpc
-
 from checkpointd import validation as v
 from checkpointd.errors import InvalidField
-from checkpointd.fencing import fence_of, fenced_write
-from checkpointd.fingerprint import fingerprint
+from checkpointd.fencing import fence_of
 from checkpointd.graph.interrupts import GraphInterrupt
 from checkpointd.graph.paging import decode_position, encode_position
 from checkpointd.graph.retention import RetentionRule
@@ -28,7 +25,8 @@ from checkpointd.graph.store import (
     PruneStrategy,
     TypedValue,
 )
-from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
+from checkpointd.servicers.common import ServiceDeps, StoreServicer, fill_within, shielded
+from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd_client.v1 import graph_service_pb2 as svc
 from checkpointd_client.v1 import graph_service_pb2_grpc as svc_grpc
 
@@ -238,22 +236,17 @@ def _filter(raw: str) -> str:
     return "" if text == "{}" else text
 
 
-class GraphServicer(svc_grpc.GraphServiceServicer):
+class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     """Serves checkpointd.v1.GraphService over a GraphStore."""
 
     def __init__(self, deps: ServiceDeps, graph: GraphStore) -> None:
-        self._deps = deps
+        super().__init__(deps)
         self._graph = graph
 
+    @retriable
     async def PutGraphCheckpoint(
-        self,
-        request: svc.PutGraphCheckpointRequest,
-        context: grpc.aio.ServicerContext[
-            svc.PutGraphCheckpointRequest, svc.PutGraphCheckpointResponse
-        ],
+        self, request: svc.PutGraphCheckpointRequest, write: WriteKey
     ) -> svc.PutGraphCheckpointResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("checkpoint"):
             raise InvalidField("checkpoint", "is required")
         checkpoint = replace(
@@ -261,65 +254,52 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
         )
         values = _new_values(checkpoint, request.new_values)
         fence = fence_of(request)
-        await shielded(
-            fenced_write(
-                self._deps.store,
-                namespace,
-                fence,
-                lambda: self._graph.put_checkpoint(
-                    namespace,
-                    request_id,
-                    checkpoint,
-                    values,
-                    self._deps.clock(),
-                    fingerprint=fingerprint("PutGraphCheckpoint", request),
-                ),
-            )
+        await self._fenced(
+            write.namespace,
+            fence,
+            lambda: self._graph.put_checkpoint(
+                write.namespace,
+                write.request_id,
+                checkpoint,
+                values,
+                self._deps.clock(),
+                fingerprint=write.fingerprint,
+            ),
         )
         return svc.PutGraphCheckpointResponse()
 
+    @retriable
     async def PutGraphWrites(
-        self,
-        request: svc.PutGraphWritesRequest,
-        context: grpc.aio.ServicerContext[svc.PutGraphWritesRequest, svc.PutGraphWritesResponse],
+        self, request: svc.PutGraphWritesRequest, write: WriteKey
     ) -> svc.PutGraphWritesResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
         checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
         writes = _writes(request)
         interrupts = _interrupts(request, thread_id)
         fence = fence_of(request)
-        await shielded(
-            fenced_write(
-                self._deps.store,
-                namespace,
-                fence,
-                lambda: self._graph.put_writes(
-                    namespace,
-                    request_id,
-                    thread_id,
-                    checkpoint_ns,
-                    checkpoint_id,
-                    writes,
-                    self._deps.clock(),
-                    fingerprint=fingerprint("PutGraphWrites", request),
-                    task_id=request.task_id,
-                    interrupts=interrupts,
-                ),
-            )
+        await self._fenced(
+            write.namespace,
+            fence,
+            lambda: self._graph.put_writes(
+                write.namespace,
+                write.request_id,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                writes,
+                self._deps.clock(),
+                fingerprint=write.fingerprint,
+                task_id=request.task_id,
+                interrupts=interrupts,
+            ),
         )
         return svc.PutGraphWritesResponse()
 
+    @namespaced
     async def GetGraphCheckpoint(
-        self,
-        request: svc.GetGraphCheckpointRequest,
-        context: grpc.aio.ServicerContext[
-            svc.GetGraphCheckpointRequest, svc.GetGraphCheckpointResponse
-        ],
+        self, request: svc.GetGraphCheckpointRequest, namespace: str
     ) -> svc.GetGraphCheckpointResponse:
-        namespace = v.namespace(request.namespace)
         thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
         checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
         checkpoint_id = v.optional_identifier(
@@ -332,14 +312,10 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             return svc.GetGraphCheckpointResponse()
         return svc.GetGraphCheckpointResponse(checkpoint_tuple=_tuple_out(found))
 
+    @namespaced
     async def ListGraphCheckpoints(
-        self,
-        request: svc.ListGraphCheckpointsRequest,
-        context: grpc.aio.ServicerContext[
-            svc.ListGraphCheckpointsRequest, svc.ListGraphCheckpointsResponse
-        ],
+        self, request: svc.ListGraphCheckpointsRequest, namespace: str
     ) -> svc.ListGraphCheckpointsResponse:
-        namespace = v.namespace(request.namespace)
         query = GraphListQuery(
             thread_id=v.optional_identifier("thread_id", request.thread_id, THREAD_ID_MAX),
             checkpoint_ns=(
@@ -381,80 +357,64 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             response.next_page_token = encode_position(position, scope)
         return response
 
+    @retriable
     async def DeleteGraphThread(
-        self,
-        request: svc.DeleteGraphThreadRequest,
-        context: grpc.aio.ServicerContext[
-            svc.DeleteGraphThreadRequest, svc.DeleteGraphThreadResponse
-        ],
+        self, request: svc.DeleteGraphThreadRequest, write: WriteKey
     ) -> svc.DeleteGraphThreadResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
         deleted = await shielded(
             self._graph.delete_thread(
-                namespace,
-                request_id,
+                write.namespace,
+                write.request_id,
                 thread_id,
                 self._deps.clock(),
-                fingerprint=fingerprint("DeleteGraphThread", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.DeleteGraphThreadResponse(checkpoints_deleted=deleted)
 
+    @retriable
     async def DeleteGraphRuns(
-        self,
-        request: svc.DeleteGraphRunsRequest,
-        context: grpc.aio.ServicerContext[svc.DeleteGraphRunsRequest, svc.DeleteGraphRunsResponse],
+        self, request: svc.DeleteGraphRunsRequest, write: WriteKey
     ) -> svc.DeleteGraphRunsResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if len(request.run_ids) > MAX_IDS:
             raise InvalidField("run_ids", f"must name at most {MAX_IDS} runs")
         run_ids = [v.identifier("run_ids", run_id, NAME_MAX) for run_id in request.run_ids]
         deleted = await shielded(
             self._graph.delete_runs(
-                namespace,
-                request_id,
+                write.namespace,
+                write.request_id,
                 run_ids,
                 self._deps.clock(),
-                fingerprint=fingerprint("DeleteGraphRuns", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.DeleteGraphRunsResponse(checkpoints_deleted=deleted)
 
+    @retriable
     async def CopyGraphThread(
-        self,
-        request: svc.CopyGraphThreadRequest,
-        context: grpc.aio.ServicerContext[svc.CopyGraphThreadRequest, svc.CopyGraphThreadResponse],
+        self, request: svc.CopyGraphThreadRequest, write: WriteKey
     ) -> svc.CopyGraphThreadResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         source = v.identifier("source_thread_id", request.source_thread_id, THREAD_ID_MAX)
         target = v.identifier("target_thread_id", request.target_thread_id, THREAD_ID_MAX)
         if source == target:
             raise InvalidField("target_thread_id", "must differ from source_thread_id")
         copied = await shielded(
             self._graph.copy_thread(
-                namespace,
-                request_id,
+                write.namespace,
+                write.request_id,
                 source,
                 target,
                 self._deps.clock(),
-                fingerprint=fingerprint("CopyGraphThread", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.CopyGraphThreadResponse(checkpoints_copied=copied)
 
+    @retriable
     async def PruneGraphThreads(
-        self,
-        request: svc.PruneGraphThreadsRequest,
-        context: grpc.aio.ServicerContext[
-            svc.PruneGraphThreadsRequest, svc.PruneGraphThreadsResponse
-        ],
+        self, request: svc.PruneGraphThreadsRequest, write: WriteKey
     ) -> svc.PruneGraphThreadsResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if len(request.thread_ids) > MAX_IDS:
             raise InvalidField("thread_ids", f"must name at most {MAX_IDS} threads")
         thread_ids = [
@@ -468,35 +428,30 @@ class GraphServicer(svc_grpc.GraphServiceServicer):
             )
         deleted = await shielded(
             self._graph.prune(
-                namespace,
-                request_id,
+                write.namespace,
+                write.request_id,
                 thread_ids,
                 strategy,
                 self._deps.clock(),
-                fingerprint=fingerprint("PruneGraphThreads", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.PruneGraphThreadsResponse(checkpoints_deleted=deleted)
 
+    @retriable
     async def ApplyGraphRetention(
-        self,
-        request: svc.ApplyGraphRetentionRequest,
-        context: grpc.aio.ServicerContext[
-            svc.ApplyGraphRetentionRequest, svc.ApplyGraphRetentionResponse
-        ],
+        self, request: svc.ApplyGraphRetentionRequest, write: WriteKey
     ) -> svc.ApplyGraphRetentionResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         rule = _retention_rule(request)
         counts = await shielded(
             self._graph.apply_retention(
-                namespace,
-                request_id,
+                write.namespace,
+                write.request_id,
                 rule,
                 self._deps.clock(),
                 batch_size=self._deps.prune_batch_size,
                 dry_run=request.dry_run,
-                fingerprint=fingerprint("ApplyGraphRetention", request),
+                fingerprint=write.fingerprint,
             )
         )
         return svc.ApplyGraphRetentionResponse(**asdict(counts))

@@ -24,11 +24,11 @@ from checkpointd.convert import (
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
-from checkpointd.fencing import fence_of, fenced_write
-from checkpointd.fingerprint import fingerprint
+from checkpointd.fencing import fence_of
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
+from checkpointd.servicers.common import fill_within, shielded
 from checkpointd.servicers.decisions import DecisionMethods
+from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
@@ -132,17 +132,10 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
     """Serves checkpointd.v1.InterruptService over a Store (the decision RPCs are in
     :mod:`checkpointd.servicers.decisions`)."""
 
-    def __init__(self, deps: ServiceDeps) -> None:
-        self._deps = deps
-        self._store = deps.store
-
+    @retriable
     async def RecordInterrupt(
-        self,
-        request: svc.RecordInterruptRequest,
-        context: grpc.aio.ServicerContext[svc.RecordInterruptRequest, svc.RecordInterruptResponse],
+        self, request: svc.RecordInterruptRequest, write: WriteKey
     ) -> svc.RecordInterruptResponse:
-        namespace = v.namespace(request.namespace)
-        request_id = v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         if not request.HasField("checkpoint"):
             raise InvalidField("checkpoint", "is required")
         if not request.HasField("pending"):
@@ -154,19 +147,16 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             raise InvalidField("checkpoint.status", "must be CHECKPOINT_STATUS_INTERRUPTED")
         pending = pending_from_proto(request.pending, field="pending", checkpoint=checkpoint)
         fence = fence_of(request)
-        result = await shielded(
-            fenced_write(
-                self._store,
-                namespace,
-                fence,
-                lambda: self._store.record_interrupt(
-                    namespace,
-                    request_id,
-                    checkpoint,
-                    pending,
-                    fingerprint=fingerprint("RecordInterrupt", request),
-                ),
-            )
+        result = await self._fenced(
+            write.namespace,
+            fence,
+            lambda: self._store.record_interrupt(
+                write.namespace,
+                write.request_id,
+                checkpoint,
+                pending,
+                fingerprint=write.fingerprint,
+            ),
         )
         return svc.RecordInterruptResponse(
             checkpoint=checkpoint_to_proto(result.checkpoint),
@@ -174,12 +164,10 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             pending_created=result.pending_created,
         )
 
+    @namespaced
     async def ClaimInterrupt(
-        self,
-        request: svc.ClaimInterruptRequest,
-        context: grpc.aio.ServicerContext[svc.ClaimInterruptRequest, svc.ClaimInterruptResponse],
+        self, request: svc.ClaimInterruptRequest, namespace: str
     ) -> svc.ClaimInterruptResponse:
-        namespace = v.namespace(request.namespace)
         v.optional_identifier("request_id", request.request_id, v.REQUEST_ID_MAX)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         claim_token = v.optional_identifier("claim_token", request.claim_token, v.REQUEST_ID_MAX)
@@ -190,15 +178,10 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             raise NoPendingInterrupt(execution_id)
         return svc.ClaimInterruptResponse(pending=pending_to_proto(claimed))
 
+    @namespaced
     async def ListPendingInterrupts(
-        self,
-        request: svc.ListPendingInterruptsRequest,
-        context: grpc.aio.ServicerContext[
-            svc.ListPendingInterruptsRequest, svc.ListPendingInterruptsResponse
-        ]
-        | None,
+        self, request: svc.ListPendingInterruptsRequest, namespace: str
     ) -> svc.ListPendingInterruptsResponse:
-        namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
         filters = _pending_filter(request)
         scope = (

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-import grpc
-
 from checkpointd import validation as v
 from checkpointd.convert import checkpoint_to_proto
 from checkpointd.errors import InvalidField
 from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, fill_within, shielded
+from checkpointd.servicers.common import StoreServicer, fill_within, shielded
+from checkpointd.servicers.scope import namespaced
 from checkpointd_client.v1 import replication_service_pb2 as svc
 from checkpointd_client.v1 import replication_service_pb2_grpc as svc_grpc
 
@@ -38,21 +37,13 @@ def _distinct_ids(ids: Iterable[str]) -> list[str]:
     return list(seen)
 
 
-class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
+class ReplicationServicer(StoreServicer, svc_grpc.ReplicationServiceServicer):
     """Serves checkpointd.v1.ReplicationService over a Store."""
 
-    def __init__(self, deps: ServiceDeps) -> None:
-        self._deps = deps
-        self._store = deps.store
-
+    @namespaced
     async def ListUnsyncedCheckpoints(
-        self,
-        request: svc.ListUnsyncedCheckpointsRequest,
-        context: grpc.aio.ServicerContext[
-            svc.ListUnsyncedCheckpointsRequest, svc.ListUnsyncedCheckpointsResponse
-        ],
+        self, request: svc.ListUnsyncedCheckpointsRequest, namespace: str
     ) -> svc.ListUnsyncedCheckpointsResponse:
-        namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
         scope = ("unsynced", namespace)
         after = decode_token(request.page_token, scope)
@@ -68,14 +59,10 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
             response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
         return response
 
+    @namespaced
     async def MarkCheckpointsSynced(
-        self,
-        request: svc.MarkCheckpointsSyncedRequest,
-        context: grpc.aio.ServicerContext[
-            svc.MarkCheckpointsSyncedRequest, svc.MarkCheckpointsSyncedResponse
-        ],
+        self, request: svc.MarkCheckpointsSyncedRequest, namespace: str
     ) -> svc.MarkCheckpointsSyncedResponse:
-        namespace = v.namespace(request.namespace)
         if rule := _too_many(len(request.checkpoint_ids)):
             raise InvalidField("checkpoint_ids", rule)
         ids = _distinct_ids(request.checkpoint_ids)
@@ -88,14 +75,10 @@ class ReplicationServicer(svc_grpc.ReplicationServiceServicer):
             )
         return svc.MarkCheckpointsSyncedResponse(settled_checkpoint_ids=settled)
 
+    @namespaced
     async def QuarantineCheckpoints(
-        self,
-        request: svc.QuarantineCheckpointsRequest,
-        context: grpc.aio.ServicerContext[
-            svc.QuarantineCheckpointsRequest, svc.QuarantineCheckpointsResponse
-        ],
+        self, request: svc.QuarantineCheckpointsRequest, namespace: str
     ) -> svc.QuarantineCheckpointsResponse:
-        namespace = v.namespace(request.namespace)
         if rule := _too_many(len(request.quarantines)):
             raise InvalidField("quarantines", rule)
         reasons: dict[str, str] = {}
