@@ -17,8 +17,8 @@ from checkpointd.errors import (
     RunEndNotForkable,
 )
 from checkpointd.fencing import fence_of
-from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import ServiceDeps, StoreServicer, fill_within, shielded
+from checkpointd.paging import decode_token
+from checkpointd.servicers.common import ServiceDeps, StoreServicer, shielded
 from checkpointd.servicers.executions import ExecutionRpcs
 from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd_client.v1 import checkpoint_service_pb2 as svc
@@ -114,9 +114,9 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
             )
         )
         response = svc.ListCheckpointsResponse()
-        fill_within(response.checkpoints, page, checkpoint_to_proto, self._deps.max_message_bytes)
-        if page.more or len(response.checkpoints) < len(page):
-            response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
+        response.next_page_token = self._fill_page(
+            response.checkpoints, page, checkpoint_to_proto, scope, more=page.more
+        )
         return response
 
     @retriable

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from google.protobuf.message import Message
 
 from checkpointd.domain import LeaseFence
 from checkpointd.fencing import fenced_write
+from checkpointd.paging import encode_token
 from checkpointd.store.base import Store
 
 if TYPE_CHECKING:
@@ -27,6 +28,16 @@ __all__ = ["UNCANCELLED", "ServiceDeps", "StoreServicer", "fill_within", "shield
 T = TypeVar("T")
 R = TypeVar("R")
 M = TypeVar("M", bound=Message)
+
+
+class _Sequenced(Protocol):
+    """A stored row with its place in the store's order, which page tokens carry."""
+
+    @property
+    def sequence(self) -> int: ...
+
+
+Row = TypeVar("Row", bound=_Sequenced)
 
 #: True in a task that no RPC's end cancels (a Write stream's item: the stream's end does not
 #: stop its items). A store call there needs no shield, and is spared its task and future.
@@ -73,6 +84,23 @@ class StoreServicer:
         """Run ``write`` (a store call) to its end (:func:`shielded`), under the request's
         fence when it has one (K4)."""
         return await shielded(fenced_write(self._store, namespace, fence, write))
+
+    def _fill_page(
+        self,
+        reply: RepeatedCompositeFieldContainer[M],
+        rows: Sequence[Row],
+        to_message: Callable[[Row], M],
+        scope: tuple[object, ...],
+        *,
+        more: bool,
+    ) -> str:
+        """Fill ``reply`` with a page's rows within the message size (:func:`fill_within`) and
+        return the next page's token: after the last row that went in, for ``scope``; empty
+        when every row went in and the store has no more (``more``)."""
+        count = fill_within(reply, rows, to_message, self._deps.max_message_bytes)
+        if not more and count == len(rows):
+            return ""
+        return encode_token(rows[count - 1].sequence if count else 0, scope)
 
 
 async def shielded(call: Awaitable[T]) -> T:

@@ -26,8 +26,8 @@ from checkpointd.errors import (
     NoDecision,
     NoPendingInterrupt,
 )
-from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import StoreServicer, fill_within, shielded
+from checkpointd.paging import decode_token
+from checkpointd.servicers.common import StoreServicer, shielded
 from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
@@ -224,9 +224,7 @@ class DecisionMethods(StoreServicer):
             )
         )
         response = svc.ListDecisionsResponse()
-        count = fill_within(
-            response.decided, rows[:limit], pending_to_proto, self._deps.max_message_bytes
+        response.next_page_token = self._fill_page(
+            response.decided, rows[:limit], pending_to_proto, scope, more=len(rows) > limit
         )
-        if count < len(rows):  # a limit of at least 1 puts at least one row in
-            response.next_page_token = encode_token(rows[count - 1].sequence, scope)
         return response

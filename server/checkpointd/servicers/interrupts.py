@@ -25,8 +25,8 @@ from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord
 from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
 from checkpointd.fencing import fence_of
-from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import fill_within, shielded
+from checkpointd.paging import decode_token
+from checkpointd.servicers.common import shielded
 from checkpointd.servicers.decisions import DecisionMethods
 from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
@@ -203,11 +203,9 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
             )
         )
         response = svc.ListPendingInterruptsResponse()
-        count = fill_within(
-            response.pending_interrupts, page, pending_to_proto, self._deps.max_message_bytes
+        response.next_page_token = self._fill_page(
+            response.pending_interrupts, page, pending_to_proto, scope, more=page.more
         )
-        if page.more or count < len(page):
-            response.next_page_token = encode_token(page[count - 1].sequence if count else 0, scope)
         return response
 
     # Written with context.write rather than as a generator, so that a write to a client that

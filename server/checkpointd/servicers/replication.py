@@ -8,8 +8,8 @@ from typing import Final
 from checkpointd import validation as v
 from checkpointd.convert import checkpoint_to_proto
 from checkpointd.errors import InvalidField
-from checkpointd.paging import decode_token, encode_token
-from checkpointd.servicers.common import StoreServicer, fill_within, shielded
+from checkpointd.paging import decode_token
+from checkpointd.servicers.common import StoreServicer, shielded
 from checkpointd.servicers.scope import namespaced
 from checkpointd_client.v1 import replication_service_pb2 as svc
 from checkpointd_client.v1 import replication_service_pb2_grpc as svc_grpc
@@ -52,11 +52,9 @@ class ReplicationServicer(StoreServicer, svc_grpc.ReplicationServiceServicer):
             self._store.list_unsynced(namespace, after_sequence=after, limit=limit + 1)
         )
         response = svc.ListUnsyncedCheckpointsResponse()
-        fill_within(
-            response.checkpoints, rows[:limit], checkpoint_to_proto, self._deps.max_message_bytes
+        response.next_page_token = self._fill_page(
+            response.checkpoints, rows[:limit], checkpoint_to_proto, scope, more=len(rows) > limit
         )
-        if len(response.checkpoints) < len(rows):
-            response.next_page_token = encode_token(response.checkpoints[-1].sequence, scope)
         return response
 
     @namespaced
