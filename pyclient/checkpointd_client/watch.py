@@ -17,8 +17,10 @@ When the stream breaks (UNAVAILABLE, WATCHER_TOO_SLOW, a dropped connection), th
 for the client's :class:`~checkpointd_client.RetryPolicy` backoff and reconnects after the
 last cursor it delivered, so every event arrives exactly once, in order. It never gives up
 (``max_attempts`` does not apply; the wait grows up to ``max_backoff`` and starts again after
-each item received). When the cursor is older than the server's event retention
-(OUT_OF_RANGE, CURSOR_EXPIRED) it takes a new snapshot and flags its items ``resnapshot``.
+each item received). It sends the cursor's event time with it, so a store that went back
+in time and reused the cursor is told from the one it came from. When the cursor is older
+than the server's event retention or not of the store's history (OUT_OF_RANGE,
+CURSOR_EXPIRED) it takes a new snapshot and flags its items ``resnapshot``.
 Other errors are raised. Closing the watch ends the iteration.
 """
 
@@ -34,6 +36,8 @@ from typing import TYPE_CHECKING, Protocol, Self, TypeAlias
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
 from grpc import aio
 
 from checkpointd_client import _convert
@@ -88,6 +92,7 @@ class WatchState:
         "agent_path_prefix",
         "chain_name",
         "cursor",
+        "cursor_time",
         "deadline",
         "progress_interval",
         "reason",
@@ -124,6 +129,9 @@ class WatchState:
             )
         self._core = core
         self.cursor = after_cursor  # the last cursor delivered: where a reconnect resumes
+        # The time of the store's event at that cursor, as the server gave it: sent back so a
+        # server whose store went back in time and reused the cursor says so (I5).
+        self.cursor_time: Timestamp | None = None
         self.chain_name = chain_name
         self.reason = reason
         self.agent_path_prefix = agent_path_prefix
@@ -141,6 +149,7 @@ class WatchState:
         return WatchInterruptsRequest(
             namespace=self._core.namespace,
             after_cursor=self.cursor,
+            after_cursor_event_time=self.cursor_time if self.cursor else None,
             chain_name=self.chain_name,
             reason=self.reason,
             agent_path_prefix=self.agent_path_prefix,
@@ -185,22 +194,30 @@ class WatchState:
                 resnapshot=self._resnapshot,
             )
         elif kind == "snapshot_complete":
-            item = SnapshotComplete(
-                cursor=response.snapshot_complete.cursor, resnapshot=self._resnapshot
-            )
-            self.cursor = item.cursor
+            complete = response.snapshot_complete
+            item = SnapshotComplete(cursor=complete.cursor, resnapshot=self._resnapshot)
+            self._move_to(complete.cursor, complete, "event_time")
             self._resnapshot = False
         elif kind == "event":
             event = _convert.interrupt_event_from_proto(response.event)
             item = event if event is not None else WatchProgress(cursor=response.event.cursor)
-            self.cursor = item.cursor
+            self._move_to(response.event.cursor, response.event, "event_time")
         elif kind == "progress":
             item = WatchProgress(cursor=response.progress.cursor)
-            self.cursor = max(self.cursor, item.cursor)
+            if item.cursor > self.cursor or (
+                item.cursor == self.cursor and response.progress.HasField("event_time")
+            ):
+                self._move_to(item.cursor, response.progress, "event_time")
         else:  # an item kind added by a newer server: nothing this client can deliver
             return None
         self._delivered = True
         return item
+
+    def _move_to(self, cursor: int, message: Message, time_field: str) -> None:
+        """Resume after ``cursor`` from now on, with its event's time when the message has it
+        (a server that predates it sends none: the cursor alone is checked then)."""
+        self.cursor = cursor
+        self.cursor_time = getattr(message, time_field) if message.HasField(time_field) else None
 
     def after_stream_end(self, error: CheckpointdError | None) -> float | None:
         """Decide what to do when a stream ended, with ``error`` or cleanly (``None``).
@@ -215,7 +232,7 @@ class WatchState:
             return None
         if isinstance(error, OutOfRangeError) and error.reason == CURSOR_EXPIRED:
             _log.info("watch cursor %d expired; taking a new snapshot", self.cursor)
-            self.cursor = 0
+            self.cursor, self.cursor_time = 0, None
             self._delivered = True  # the snapshot that follows replaces the caller's view
             return 0.0
         if not self.retriable(error):

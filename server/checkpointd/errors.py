@@ -23,8 +23,9 @@ error can carry unbounded input whatever raised it.
     ├── TooManyWatchStreams   RESOURCE_EXHAUSTED   TOO_MANY_WATCH_STREAMS (metadata: limit, scope)
     ├── CursorExpired         OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
     │   │                                                          purged_through)
-    │   └── CursorBeyondStore OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
-    │                                                              newest_cursor)
+    │   ├── CursorBeyondStore OUT_OF_RANGE         CURSOR_EXPIRED (metadata: after_cursor,
+    │   │                                                          newest_cursor)
+    │   └── CursorOfAnotherHistory OUT_OF_RANGE    CURSOR_EXPIRED (metadata: after_cursor)
     ├── ShuttingDown          UNAVAILABLE          SHUTTING_DOWN
     ├── WatchExpired          UNAVAILABLE          WATCH_EXPIRED (metadata: max_lifetime_s)
     ├── MissingToken          UNAUTHENTICATED      MISSING_TOKEN
@@ -79,6 +80,7 @@ __all__ = [
     "CheckpointdError",
     "CursorBeyondStore",
     "CursorExpired",
+    "CursorOfAnotherHistory",
     "DecisionClosed",
     "InvalidField",
     "InvalidPageToken",
@@ -360,6 +362,23 @@ class CursorBeyondStore(CursorExpired):
             "without after_cursor to get a fresh snapshot",
             after_cursor=str(after_cursor),
             newest_cursor=str(newest_cursor),
+        )
+
+
+class CursorOfAnotherHistory(CursorExpired):
+    """A watch cursor whose event is not the one the client saw there: the store went back
+    in time and has written past the cursor again (a failover that lost commits, a restored
+    backup), so resuming there would skip changes. A fresh snapshot is what the client needs
+    (I5); live streams get it too when the hub finds its own cursor rewritten."""
+
+    def __init__(self, after_cursor: int) -> None:
+        CheckpointdError.__init__(
+            self,
+            f"after_cursor: the store's event {after_cursor} is not the one the cursor came "
+            "from: the store's history changed under it (a failover that lost commits, a "
+            "restored backup, another store); watch again without after_cursor to get a fresh "
+            "snapshot",
+            after_cursor=str(after_cursor),
         )
 
 

@@ -48,12 +48,14 @@ import inspect
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
+from datetime import datetime
 
 from checkpointd.config import DEFAULT_WATCH_PAGE_BYTES
 from checkpointd.domain import EventPage, InterruptEventRecord, PendingFilter, PendingRecord
 from checkpointd.errors import (
     CursorBeyondStore,
     CursorExpired,
+    CursorOfAnotherHistory,
     ShuttingDown,
     TooManyWatchStreams,
     WatcherTooSlow,
@@ -113,9 +115,11 @@ class SnapshotRow:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotDone:
-    """The snapshot is complete; live events follow with cursors above ``cursor``."""
+    """The snapshot is complete; live events follow with cursors above ``cursor``, whose
+    event has ``event_time`` (None: no event there)."""
 
     cursor: int
+    event_time: datetime | None = None
 
 
 class EventItem:
@@ -132,15 +136,27 @@ class EventItem:
 @dataclass(frozen=True, slots=True)
 class Progress:
     """Every event up to ``cursor`` has been considered for the stream; none matched since the
-    last message."""
+    last message. ``event_time`` is the time of the event at ``cursor`` (None: unknown)."""
 
     cursor: int
+    event_time: datetime | None = None
 
 
 WatchItem = SnapshotRow | SnapshotDone | EventItem | Progress
 
 #: What may end a stream (mapped to a status by the error table).
 _Failure = WatcherTooSlow | ShuttingDown | CursorExpired | StoreUnavailable | WatchExpired
+
+
+async def event_time_at(store: Store, cursor: int) -> tuple[EventPage, datetime | None]:
+    """The outbox's bounds and the time of the event at ``cursor`` (None: no event there),
+    in one read: the time is what tells this store's event ``cursor`` from one of another
+    history that reused the number."""
+    page = await store.read_events(
+        after_cursor=cursor - 1, up_to_cursor=cursor, limit=1, namespace=None
+    )
+    found = [event.event_at for event in page.events if event.cursor == cursor]
+    return page, (found[0] if found else None)
 
 
 def _is_network_peer(peer: str) -> bool:
@@ -167,6 +183,7 @@ class Watch:
         *,
         interrupt_writes: bool = False,
         progress_interval: float | None = None,
+        after_cursor_event_time: datetime | None = None,
     ) -> None:
         self._hub = hub
         #: The longest silence of the stream after its snapshot (contract I6).
@@ -183,6 +200,7 @@ class Watch:
         self.peer = peer
         self._expiry: asyncio.TimerHandle | None = None
         self._after_cursor = after_cursor
+        self._after_cursor_event_time = after_cursor_event_time
         self.filters = filters
         self._queue: collections.deque[EventItem] = collections.deque()
         self._wakeup = asyncio.Event()
@@ -190,6 +208,8 @@ class Watch:
         #: The hub hands this stream the events with a cursor above this (once registered).
         self.live_after = 0
         self._last_cursor = 0
+        #: The time of the event at ``_last_cursor`` when known, for progress messages.
+        self._last_cursor_time: datetime | None = None
         self._last_sent_at = 0.0
         self._items_gen: AsyncGenerator[WatchItem, None] | None = None
 
@@ -302,6 +322,7 @@ class Watch:
                 after_cursor=0, up_to_cursor=0, limit=0, namespace=None
             )
             position = bounds.latest_cursor
+            _, self._last_cursor_time = await event_time_at(store, position)
             before: int | None = None
             while True:
                 self._raise_if_failed()
@@ -328,12 +349,10 @@ class Watch:
                 if not more:
                     break
             self._raise_if_failed()
-            yield SnapshotDone(position)
+            yield SnapshotDone(position, self._last_cursor_time)
         else:
             position = self._after_cursor
-            bounds = await store.read_events(
-                after_cursor=position, up_to_cursor=position, limit=0, namespace=None
-            )
+            bounds, seen = await event_time_at(store, position)
             if position < bounds.purged_through:
                 raise CursorExpired(position, bounds.purged_through)
             if position > bounds.latest_cursor:
@@ -341,6 +360,14 @@ class Watch:
                 # that lost commits, a restore). Ending the watch for good would strand it; a
                 # fresh snapshot is what it needs.
                 raise CursorBeyondStore(position, bounds.latest_cursor)
+            expected = self._after_cursor_event_time
+            if position > bounds.purged_through and (
+                seen is None or (expected is not None and seen != expected)
+            ):
+                # Every cursor a stream hands out names an event; above the purged ones it is
+                # still there, unless the store went back and wrote past it again.
+                raise CursorOfAnotherHistory(position)
+            self._last_cursor_time = seen
         self._last_cursor = position
         self._last_sent_at = loop.time()
 
@@ -366,20 +393,20 @@ class Watch:
             for event in page.events:
                 if matches(self.filters, event.pending):
                     self._raise_if_failed()
-                    self._last_cursor = event.cursor
+                    self._last_cursor, self._last_cursor_time = event.cursor, event.event_at
                     self._last_sent_at = loop.time()
                     yield EventItem(event)
             position = page.events[-1].cursor if page.more else hub_cursor
             progress = self._progress(position, loop.time())
             if progress is not None:
-                yield progress
+                yield await self._timed(progress)
 
         # Live: the hub fills the queue.
         while True:
             self._raise_if_failed()
             if self._queue:
                 item = self._queue.popleft()
-                self._last_cursor = item.event.cursor
+                self._last_cursor, self._last_cursor_time = item.event.cursor, item.event.event_at
                 self._last_sent_at = loop.time()
                 yield item
                 continue
@@ -392,7 +419,7 @@ class Watch:
                 # The queue is empty, so every event up to the hub's cursor has been seen.
                 progress = self._progress(max(self.live_after, hub.current_cursor), loop.time())
                 if progress is not None:
-                    yield progress
+                    yield await self._timed(progress)
 
     def _progress(self, position: int, now: float) -> Progress | None:
         """A progress message when the interval has passed without a message, whether or not
@@ -402,6 +429,20 @@ class Watch:
         self._last_sent_at = now
         self._last_cursor = max(self._last_cursor, position)
         return Progress(self._last_cursor)
+
+    async def _timed(self, progress: Progress) -> Progress:
+        """``progress`` with the time of its cursor's event, so a client resuming from it can
+        be told a rewritten history (I5): known from the last event sent or the hub's read,
+        else read (at most once per progress interval)."""
+        cursor = progress.cursor
+        if self._last_cursor_time is None or self._last_cursor != cursor:
+            hub = self._hub
+            if hub.current_cursor == cursor and hub.current_cursor_time is not None:
+                self._last_cursor_time = hub.current_cursor_time
+            else:
+                _, self._last_cursor_time = await event_time_at(hub.store, cursor)
+        self._last_cursor = cursor
+        return Progress(cursor, self._last_cursor_time)
 
 
 class WatchHub:
@@ -450,6 +491,10 @@ class WatchHub:
         self._outage_grace = outage_grace
         self._ready_timeout = ready_timeout
         self._cursor: int | None = None
+        #: The time of the event at ``_cursor`` when the reader read it (None: moved on
+        #: without reading rows). Checked on each read: a store whose event there changed
+        #: went back in time and wrote past the cursor again.
+        self._cursor_time: datetime | None = None
         self._ready = asyncio.Event()
         self._streams: set[Watch] = set()
         self._by_namespace: dict[str, set[Watch]] = {}
@@ -461,6 +506,11 @@ class WatchHub:
     def current_cursor(self) -> int:
         """The cursor up to which every event has been handed to the registered streams."""
         return self._cursor or 0
+
+    @property
+    def current_cursor_time(self) -> datetime | None:
+        """The time of the event at :attr:`current_cursor`, when the reader read it."""
+        return self._cursor_time
 
     @property
     def stream_count(self) -> int:
@@ -498,12 +548,14 @@ class WatchHub:
         peer: str = "",
         interrupt_writes: bool = False,
         progress_interval: float | None = None,
+        after_cursor_event_time: datetime | None = None,
     ) -> Watch:
         """A new stream of ``namespace`` from ``after_cursor`` (0: snapshot first), opened
         by ``peer`` (the connection, as gRPC names it), whose streams count against
         ``max_streams_per_peer``; ``interrupt_writes`` lets a failure cancel a write under
         way (for senders whose writes can be cancelled cleanly); ``progress_interval``
-        replaces the hub's for this stream."""
+        replaces the hub's for this stream; ``after_cursor_event_time``, the time the client
+        was given with its cursor, must be that of the store's event there (I5)."""
         return Watch(
             self,
             namespace,
@@ -512,6 +564,7 @@ class WatchHub:
             peer,
             interrupt_writes=interrupt_writes,
             progress_interval=progress_interval,
+            after_cursor_event_time=after_cursor_event_time,
         )
 
     def _check_limits(self, peer: str) -> None:
@@ -606,6 +659,7 @@ class WatchHub:
 
     async def _read_available(self) -> None:
         """Read and hand out every event after the hub's cursor, one batch per read."""
+        check = True  # the first read also checks the event at the cursor, when its time is known
         while True:
             cursor = self.current_cursor
             if not self._registered:
@@ -615,19 +669,48 @@ class WatchHub:
                     after_cursor=cursor, up_to_cursor=cursor, limit=0, namespace=None
                 )
                 if self.registered_count() == 0:
-                    self._cursor = max(cursor, page.latest_cursor)
+                    if page.latest_cursor != cursor:
+                        # Onwards, or back (a store that went back in time: its new events
+                        # reuse the cursors above its newest).
+                        self._cursor, self._cursor_time = page.latest_cursor, None
                     return
                 continue  # a stream registered meanwhile: read the rows after all
+            known = self._cursor_time if check else None
+            check = False
+            start = cursor - 1 if known is not None else cursor
             page = await self.store.read_events(
-                after_cursor=cursor,
+                after_cursor=start,
                 up_to_cursor=None,
-                limit=self.batch_size,
+                limit=self.batch_size + (cursor - start),
                 namespace=None,
                 max_bytes=self.page_bytes,
             )
+            if self._history_changed(cursor, known, page):
+                return
             self._fan_out(cursor, page)
             if not page.more:
                 return
+
+    def _history_changed(self, cursor: int, known: datetime | None, page: EventPage) -> bool:
+        """Whether the store is no longer the history the hub's cursor came from (it went
+        back in time: below the cursor, or past it again with other events at it); if so the
+        live streams end with CURSOR_EXPIRED (their clients snapshot again, I5) and the hub
+        starts over from the store's newest event."""
+        if cursor <= page.purged_through:
+            return False  # _fan_out's case, or the event at the cursor was purged
+        first = page.events[0] if page.events else None
+        same = first is not None and (first.cursor, first.event_at) == (cursor, known)
+        if page.latest_cursor >= cursor and (known is None or same):
+            return False
+        log.warning(
+            "the store's interrupt events are not the history the watch read up to cursor "
+            "%d (its newest is %d): it went back in time; live watches snapshot again",
+            cursor,
+            page.latest_cursor,
+        )
+        self._fail_registered(CursorOfAnotherHistory(cursor))
+        self._cursor, self._cursor_time = page.latest_cursor, None
+        return True
 
     def _fan_out(self, cursor: int, page: EventPage) -> None:
         """Hand a batch to the registered streams (synchronously: no stream registers in the
@@ -636,9 +719,11 @@ class WatchHub:
             # The reader fell behind the retention time (a store outage longer than it):
             # those streams' cursors are gone too.
             self._fail_registered(CursorExpired(cursor, page.purged_through))
-            self._cursor = max(cursor, page.purged_through)
+            self._cursor, self._cursor_time = max(cursor, page.purged_through), None
             return
         for event in page.events:
+            if event.cursor <= cursor:
+                continue  # the event at the cursor, read again to check it
             streams = self._by_namespace.get(event.namespace)
             if streams:
                 item = EventItem(event)
@@ -649,4 +734,4 @@ class WatchHub:
                         and not stream.offer(item)
                     ):
                         self._unregister(stream)
-            self._cursor = event.cursor
+            self._cursor, self._cursor_time = event.cursor, event.event_at

@@ -267,6 +267,9 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "agent_path_prefix": _list_pending(agent_path_prefix="p" * 1025),
     "after_cursor": _watch(after_cursor=-1),
     "progress_interval": _watch(progress_interval=Duration(nanos=100_000_000)),
+    "after_cursor_event_time": _watch(
+        after_cursor=1, after_cursor_event_time=_timestamp(nanos=1_000_000_000)
+    ),
     "interrupt_id": lambda s: s.interrupts.SubmitDecision(
         svc.SubmitDecisionRequest(execution_id="e", interrupt_id="i" * 129, decided_by="b"),
         timeout=TIMEOUT,
@@ -514,6 +517,7 @@ def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -
     (complete,) = _first_messages(stubs, 1)
     assert complete.WhichOneof("item") == "snapshot_complete"
     assert complete.snapshot_complete.cursor == 0
+    assert not complete.snapshot_complete.HasField("event_time")  # no event at cursor 0
 
     stubs.interrupts.RecordInterrupt(
         svc.RecordInterruptRequest(
@@ -526,6 +530,7 @@ def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -
     assert row.snapshot.execution_id == "paused"
     assert complete.WhichOneof("item") == "snapshot_complete"
     first_event_cursor = complete.snapshot_complete.cursor
+    first_event_time = complete.snapshot_complete.event_time
     assert first_event_cursor >= 1
 
     # With a cursor above 0 the same change comes as a replayed event, not a snapshot.
@@ -556,3 +561,20 @@ def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -
         "after_cursor": str(beyond),
         "newest_cursor": str(replayed.event.cursor),
     }
+
+    # A cursor the store holds another event under (it went back in time and wrote past the
+    # cursor again) is answered the same way: the event_time sent with it tells them apart.
+    (same,) = _first_messages(
+        stubs,
+        1,
+        after_cursor=first_event_cursor,
+        after_cursor_event_time=first_event_time,
+    )
+    assert same.event.cursor == replayed.event.cursor
+    other = _timestamp(first_event_time.seconds - 1, first_event_time.nanos)
+    with pytest.raises(grpc.RpcError) as caught:
+        _first_messages(stubs, 1, after_cursor=first_event_cursor, after_cursor_event_time=other)
+    assert caught.value.code() == grpc.StatusCode.OUT_OF_RANGE
+    info = _error_info(caught.value)
+    assert info.reason == "CURSOR_EXPIRED"
+    assert dict(info.metadata) == {"after_cursor": str(first_event_cursor)}

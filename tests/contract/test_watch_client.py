@@ -32,6 +32,7 @@ from checkpointd_client import (
 )
 from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
+from tests.support.store_history import lose_events_from
 from tests.support.watch_blackhole_proxy import WatchBlackholeProxy
 
 from .helpers import interrupted
@@ -390,6 +391,83 @@ def test_p4_i5_a_store_behind_the_cursor_leads_to_a_flagged_resnapshot(sidecar):
             client.claim_interrupt("a")
             claimed = next_event(watch)
             assert (claimed.type, claimed.pending.execution_id) == ("claimed", "a")
+
+
+def _resnapshot_of(collector: Collector, after: int, execution_ids: set[str]) -> list[WatchItem]:
+    """The items after the first ``after`` once a flagged snapshot has completed and every one
+    of ``execution_ids`` has been seen pending (in that snapshot or as a later event)."""
+
+    def seen() -> set[str]:
+        items = collector.items[after:]
+        done = [i for i, item in enumerate(items) if isinstance(item, SnapshotComplete)]
+        if not done:
+            return set()
+        return {
+            item.pending.execution_id
+            for item in items
+            if isinstance(item, SnapshotItem)
+            or (isinstance(item, InterruptEvent) and item.type == "added")
+        }
+
+    wait_until(
+        lambda: execution_ids <= seen() or collector.error is not None,
+        f"a fresh snapshot holding {sorted(execution_ids)}",
+        timeout=WATCH_TIMEOUT,
+    )
+    assert collector.error is None, collector.error
+    return collector.items[after:]
+
+
+def test_p4_i5_a_cursor_the_store_reused_leads_to_a_flagged_resnapshot(
+    sidecar_factory: Callable[..., Sidecar],
+):
+    """The store went back in time while the watched server was down (a failover that lost
+    "b"'s commit) and has written "c" under b's cursor since. The reconnecting watch sends
+    the time of the event it saw there, the server answers CURSOR_EXPIRED, and a flagged
+    snapshot holds "c"; resuming after the cursor would have skipped "c" for good."""
+    watched, writer_server = sidecar_factory(), sidecar_factory()
+    with (
+        CheckpointdClient(writer_server.target, retry=FAST) as writer,
+        CheckpointdClient(watched.target, retry=FAST) as client,
+    ):
+        record(writer, "a")
+        collector = Collector(client.watch_interrupts(timeout=WATCH_TIMEOUT))
+        wait_until(lambda: any(isinstance(i, SnapshotComplete) for i in collector.items), "marker")
+        record(writer, "b")
+        (b_added,) = collector.wait_events(1)
+        watched.stop()
+        seen_before = len(collector.items)
+        lose_events_from(watched.store, b_added.cursor, ["b"])
+        record(writer, "c")  # the store's new event under b's cursor
+        assert replay(writer_server.target, b_added.cursor - 1, 1)[0].cursor == b_added.cursor
+        watched.start()
+        after = _resnapshot_of(collector, seen_before, {"a", "c"})
+        collector.stop()
+        flagged = [i for i in after if isinstance(i, SnapshotItem | SnapshotComplete)]
+        assert flagged
+        assert all(i.resnapshot for i in flagged)
+        assert "b" not in {i.pending.execution_id for i in flagged if isinstance(i, SnapshotItem)}
+
+
+def test_p4_i5_live_watches_snapshot_again_when_the_store_went_back_in_time(
+    sidecar_factory: Callable[..., Sidecar],
+):
+    """Under a live watch the store loses "b"'s event and writes "c" under its cursor: the
+    server's reader finds its own cursor rewritten and ends the stream with CURSOR_EXPIRED,
+    and the watch snapshots again, flagged, where "c" would otherwise never have come."""
+    server = sidecar_factory()
+    with CheckpointdClient(server.target, retry=FAST) as client:
+        record(client, "a")
+        collector = Collector(client.watch_interrupts(timeout=WATCH_TIMEOUT))
+        wait_until(lambda: any(isinstance(i, SnapshotComplete) for i in collector.items), "marker")
+        record(client, "b")
+        (b_added,) = collector.wait_events(1)
+        seen_before = len(collector.items)
+        lose_events_from(server.store, b_added.cursor, ["b"])
+        record(client, "c")
+        after = _resnapshot_of(collector, seen_before, {"a", "c"})
+        collector.stop()
+        assert any(isinstance(i, SnapshotComplete) and i.resnapshot for i in after)
 
 
 #: The progress interval the P6 watches ask for: a silent stream is dead after 3 s.

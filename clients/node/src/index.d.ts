@@ -185,9 +185,9 @@ export interface InterruptEvent {
 /** One message of a WatchInterrupts stream: `item` names the one field that is set. */
 export type WatchInterruptsMessage =
   | { item: 'snapshot'; snapshot: PendingInterrupt }
-  | { item: 'snapshot_complete'; snapshot_complete: { cursor: Int64 } }
+  | { item: 'snapshot_complete'; snapshot_complete: { cursor: Int64; event_time: Timestamp | null } }
   | { item: 'event'; event: InterruptEvent }
-  | { item: 'progress'; progress: { cursor: Int64 } };
+  | { item: 'progress'; progress: { cursor: Int64; event_time: Timestamp | null } };
 
 /** What watch() yields: the stream's messages, and a marker before a fresh snapshot. */
 export type WatchMessage = WatchInterruptsMessage | { item: 'resync' };
@@ -396,6 +396,9 @@ export interface ListPendingInterruptsOptions extends InterruptFilters, CallOpti
 export interface WatchInterruptsOptions extends InterruptFilters {
   /** Default '0': a snapshot first. */
   afterCursor?: Int64Input;
+  /** The event_time the stream gave with afterCursor: the server checks its event there is
+   * that one, and answers CURSOR_EXPIRED when the store's history changed (I5). */
+  afterCursorEventTime?: TimestampInput | null;
   /** The longest silence before the server sends progress; 0 (the default): the server's. */
   progressIntervalMs?: number;
 }

@@ -489,10 +489,20 @@ class CheckpointdClient {
    * and cancel() to end it. Iteration throws a CheckpointdError when the stream ends with an
    * error status and ends quietly after cancel(). It does not reconnect: see watch().
    */
-  watchInterrupts({ afterCursor = '0', chainName, reason, agentPathPrefix, progressIntervalMs = 0 } = {}) {
+  watchInterrupts({
+    afterCursor = '0',
+    afterCursorEventTime = null,
+    chainName,
+    reason,
+    agentPathPrefix,
+    progressIntervalMs = 0,
+  } = {}) {
     const request = {
       namespace: this.namespace,
       after_cursor: String(afterCursor),
+      // The event_time given with the cursor: the server checks its event there is the same
+      // one, so a store that went back in time and reused the cursor is told (I5).
+      after_cursor_event_time: afterCursorEventTime,
       chain_name: chainName,
       reason,
       agent_path_prefix: agentPathPrefix,
@@ -528,8 +538,8 @@ class CheckpointdClient {
   /**
    * Watch pending interrupts for as long as the caller iterates, reconnecting by itself.
    *
-   * It keeps the cursor of the last snapshot_complete, event or progress it yielded and
-   * reconnects with it after UNAVAILABLE, RESOURCE_EXHAUSTED or a stream that ended without
+   * It keeps the cursor (and its event_time) of the last snapshot_complete, event or progress
+   * it yielded and reconnects with it after UNAVAILABLE, RESOURCE_EXHAUSTED or a stream that ended without
    * a status, so nothing is lost or repeated; after OUT_OF_RANGE (CURSOR_EXPIRED) it starts
    * over with a fresh snapshot (yielded again, after a { item: "resync" } marker). Other
    * errors are thrown. Pass `signal` (an AbortSignal) to stop.
@@ -552,9 +562,15 @@ class CheckpointdClient {
     }
     const silenceMs = SILENCE_FACTOR * progressIntervalMs;
     let cursor = String(afterCursor);
+    let cursorTime = null;
     let backoff = backoffMs;
     while (!signal?.aborted) {
-      const stream = this.watchInterrupts({ ...filters, afterCursor: cursor, progressIntervalMs });
+      const stream = this.watchInterrupts({
+        ...filters,
+        afterCursor: cursor,
+        afterCursorEventTime: cursorTime,
+        progressIntervalMs,
+      });
       const onAbort = () => stream.cancel();
       signal?.addEventListener('abort', onAbort);
       let silence = null;
@@ -569,13 +585,17 @@ class CheckpointdClient {
           clearTimeout(silence);
           backoff = backoffMs;
           const item = message[message.item];
-          if (message.item !== 'snapshot') cursor = item.cursor;
+          if (message.item !== 'snapshot') {
+            cursor = item.cursor;
+            cursorTime = item.event_time ?? null;
+          }
           yield message;
           listen();
         }
       } catch (err) {
         if (err.code === grpc.status.OUT_OF_RANGE) {
           cursor = '0';
+          cursorTime = null;
           yield { item: 'resync' };
           continue;
         }

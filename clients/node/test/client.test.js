@@ -392,6 +392,33 @@ describe('checkpointd Node.js client', { skip: !TARGET && 'CHECKPOINTD_TARGET is
     }
   });
 
+  test('I5 a cursor resumed with another event_time than its event\'s is CURSOR_EXPIRED', { timeout: 60_000 }, async () => {
+    // The store went back in time and wrote past the cursor again: the number names another event.
+    const ns = `${NAMESPACE}-rewritten`;
+    const watcher = new CheckpointdClient({ target: TARGET, namespace: ns });
+    try {
+      await watcher.recordInterrupt(...pause('run-r', 'review'));
+      let marker = null;
+      const first = watcher.watchInterrupts();
+      for await (const message of first) {
+        if (message.item === 'snapshot_complete') {
+          marker = message.snapshot_complete;
+          first.cancel();
+        }
+      }
+      assert.ok(marker.event_time, 'snapshot_complete carries the time of its cursor\'s event');
+      const same = watcher.watchInterrupts({ afterCursor: marker.cursor, afterCursorEventTime: marker.event_time, progressIntervalMs: 1_000 });
+      const next = await same[Symbol.asyncIterator]().next();
+      assert.equal(next.value.item, 'progress');
+      same.cancel();
+      const other = { seconds: String(BigInt(marker.event_time.seconds) - 1n), nanos: marker.event_time.nanos };
+      const raw = watcher.watchInterrupts({ afterCursor: marker.cursor, afterCursorEventTime: other });
+      await rejectsWith(raw[Symbol.asyncIterator]().next(), 'OUT_OF_RANGE', 'CURSOR_EXPIRED');
+    } finally {
+      watcher.close();
+    }
+  });
+
   test('I5 watch() iterates through the contract and stops on abort', { timeout: 60_000 }, async () => {
     const ns = `${NAMESPACE}-watch2`;
     const watcher = new CheckpointdClient({ target: TARGET, namespace: ns });

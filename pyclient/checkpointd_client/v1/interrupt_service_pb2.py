@@ -27,7 +27,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&checkpointd/v1/interrupt_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n\x0eInterruptEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12\x30\n\x04type\x18\x02 \x01(\x0e\x32\".checkpointd.v1.InterruptEventType\x12\x31\n\x07pending\x18\x03 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12.\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xf5\x01\n\x16WatchInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03\x12\x17\n\nchain_name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x34\n\x11progress_interval\x18\x06 \x01(\x0b\x32\x19.google.protobuf.DurationB\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"\"\n\x10SnapshotComplete\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\x1f\n\rWatchProgress\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\"\xfa\x01\n\x17WatchInterruptsResponse\x12\x34\n\x08snapshot\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterruptH\x00\x12=\n\x11snapshot_complete\x18\x02 \x01(\x0b\x32 .checkpointd.v1.SnapshotCompleteH\x00\x12/\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x1e.checkpointd.v1.InterruptEventH\x00\x12\x31\n\x08progress\x18\x04 \x01(\x0b\x32\x1d.checkpointd.v1.WatchProgressH\x00\x42\x06\n\x04item\"\xcd\x01\n\x16RecordInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x04 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12)\n\x05\x66\x65nce\x18\x05 \x01(\x0b\x32\x1a.checkpointd.v1.LeaseFence\"\x95\x01\n\x17RecordInterruptResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fpending_created\x18\x03 \x01(\x08\"i\n\x15\x43laimInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63laim_token\x18\x04 \x01(\t\"K\n\x16\x43laimInterruptResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd6\x01\n\x1cListPendingInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"v\n\x1dListPendingInterruptsResponse\x12<\n\x12pending_interrupts\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xfb\x01\n\x15SubmitDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x10\n\x08\x61pproved\x18\x04 \x01(\x08\x12\x15\n\rmetadata_json\x18\x05 \x01(\t\x12\x12\n\ndecided_by\x18\x06 \x01(\t\x12\x13\n\x06reason\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x0cinterrupt_id\x18\x08 \x01(\t\x12\x32\n\x08response\x18\t \x01(\x0b\x32 .checkpointd.v1.DecisionResponseB\t\n\x07_reason\"K\n\x16SubmitDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xac\x01\n\x14LeaseDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12\x15\n\rlease_seconds\x18\x06 \x01(\x05\x12\x14\n\x0cinterrupt_id\x18\x07 \x01(\t\"J\n\x15LeaseDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd3\x01\n\x13ReportResumeRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12.\n\x07outcome\x18\x06 \x01(\x0e\x32\x1d.checkpointd.v1.ResumeOutcome\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x14\n\x0cinterrupt_id\x18\x08 \x01(\t\"I\n\x14ReportResumeResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"c\n\x14ListDecisionsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\topen_only\x18\x04 \x01(\x08\"c\n\x15ListDecisionsResponse\x12\x31\n\x07\x64\x65\x63ided\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x8a\x02\n\x12InterruptEventType\x12$\n INTERRUPT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aINTERRUPT_EVENT_TYPE_ADDED\x10\x01\x12 \n\x1cINTERRUPT_EVENT_TYPE_CLAIMED\x10\x02\x12 \n\x1cINTERRUPT_EVENT_TYPE_REMOVED\x10\x03\x12 \n\x1cINTERRUPT_EVENT_TYPE_DECIDED\x10\x04\x12 \n\x1cINTERRUPT_EVENT_TYPE_RESUMED\x10\x05\x12&\n\"INTERRUPT_EVENT_TYPE_RESUME_FAILED\x10\x06*m\n\rResumeOutcome\x12\x1e\n\x1aRESUME_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16RESUME_OUTCOME_RESUMED\x10\x01\x12 \n\x1cRESUME_OUTCOME_RESUME_FAILED\x10\x02\x32\xab\x06\n\x10InterruptService\x12\x62\n\x0fRecordInterrupt\x12&.checkpointd.v1.RecordInterruptRequest\x1a\'.checkpointd.v1.RecordInterruptResponse\x12_\n\x0e\x43laimInterrupt\x12%.checkpointd.v1.ClaimInterruptRequest\x1a&.checkpointd.v1.ClaimInterruptResponse\x12t\n\x15ListPendingInterrupts\x12,.checkpointd.v1.ListPendingInterruptsRequest\x1a-.checkpointd.v1.ListPendingInterruptsResponse\x12\x64\n\x0fWatchInterrupts\x12&.checkpointd.v1.WatchInterruptsRequest\x1a\'.checkpointd.v1.WatchInterruptsResponse0\x01\x12_\n\x0eSubmitDecision\x12%.checkpointd.v1.SubmitDecisionRequest\x1a&.checkpointd.v1.SubmitDecisionResponse\x12\\\n\rLeaseDecision\x12$.checkpointd.v1.LeaseDecisionRequest\x1a%.checkpointd.v1.LeaseDecisionResponse\x12Y\n\x0cReportResume\x12#.checkpointd.v1.ReportResumeRequest\x1a$.checkpointd.v1.ReportResumeResponse\x12\\\n\rListDecisions\x12$.checkpointd.v1.ListDecisionsRequest\x1a%.checkpointd.v1.ListDecisionsResponseB\x8c\x01\n\x18io.github.checkpointd.v1B\x15InterruptServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&checkpointd/v1/interrupt_service.proto\x12\x0e\x63heckpointd.v1\x1a\x1f\x63heckpointd/v1/checkpoint.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb5\x01\n\x0eInterruptEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12\x30\n\x04type\x18\x02 \x01(\x0e\x32\".checkpointd.v1.InterruptEventType\x12\x31\n\x07pending\x18\x03 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12.\n\nevent_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xb2\x02\n\x16WatchInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03\x12\x17\n\nchain_name\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x05 \x01(\tH\x02\x88\x01\x01\x12\x34\n\x11progress_interval\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12;\n\x17\x61\x66ter_cursor_event_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"R\n\x10SnapshotComplete\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12.\n\nevent_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"O\n\rWatchProgress\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x03\x12.\n\nevent_time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xfa\x01\n\x17WatchInterruptsResponse\x12\x34\n\x08snapshot\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterruptH\x00\x12=\n\x11snapshot_complete\x18\x02 \x01(\x0b\x32 .checkpointd.v1.SnapshotCompleteH\x00\x12/\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x1e.checkpointd.v1.InterruptEventH\x00\x12\x31\n\x08progress\x18\x04 \x01(\x0b\x32\x1d.checkpointd.v1.WatchProgressH\x00\x42\x06\n\x04item\"\xcd\x01\n\x16RecordInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12.\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x04 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12)\n\x05\x66\x65nce\x18\x05 \x01(\x0b\x32\x1a.checkpointd.v1.LeaseFence\"\x95\x01\n\x17RecordInterruptResponse\x12.\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1a.checkpointd.v1.Checkpoint\x12\x31\n\x07pending\x18\x02 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fpending_created\x18\x03 \x01(\x08\"i\n\x15\x43laimInterruptRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63laim_token\x18\x04 \x01(\t\"K\n\x16\x43laimInterruptResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd6\x01\n\x1cListPendingInterruptsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x17\n\nchain_name\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06reason\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x1e\n\x11\x61gent_path_prefix\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_chain_nameB\t\n\x07_reasonB\x14\n\x12_agent_path_prefix\"v\n\x1dListPendingInterruptsResponse\x12<\n\x12pending_interrupts\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xfb\x01\n\x15SubmitDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x10\n\x08\x61pproved\x18\x04 \x01(\x08\x12\x15\n\rmetadata_json\x18\x05 \x01(\t\x12\x12\n\ndecided_by\x18\x06 \x01(\t\x12\x13\n\x06reason\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x14\n\x0cinterrupt_id\x18\x08 \x01(\t\x12\x32\n\x08response\x18\t \x01(\x0b\x32 .checkpointd.v1.DecisionResponseB\t\n\x07_reason\"K\n\x16SubmitDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xac\x01\n\x14LeaseDecisionRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12\x15\n\rlease_seconds\x18\x06 \x01(\x05\x12\x14\n\x0cinterrupt_id\x18\x07 \x01(\t\"J\n\x15LeaseDecisionResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"\xd3\x01\n\x13ReportResumeRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x04 \x01(\t\x12\x13\n\x0blease_token\x18\x05 \x01(\t\x12.\n\x07outcome\x18\x06 \x01(\x0e\x32\x1d.checkpointd.v1.ResumeOutcome\x12\r\n\x05\x65rror\x18\x07 \x01(\t\x12\x14\n\x0cinterrupt_id\x18\x08 \x01(\t\"I\n\x14ReportResumeResponse\x12\x31\n\x07pending\x18\x01 \x01(\x0b\x32 .checkpointd.v1.PendingInterrupt\"c\n\x14ListDecisionsRequest\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x11\n\topen_only\x18\x04 \x01(\x08\"c\n\x15ListDecisionsResponse\x12\x31\n\x07\x64\x65\x63ided\x18\x01 \x03(\x0b\x32 .checkpointd.v1.PendingInterrupt\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t*\x8a\x02\n\x12InterruptEventType\x12$\n INTERRUPT_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aINTERRUPT_EVENT_TYPE_ADDED\x10\x01\x12 \n\x1cINTERRUPT_EVENT_TYPE_CLAIMED\x10\x02\x12 \n\x1cINTERRUPT_EVENT_TYPE_REMOVED\x10\x03\x12 \n\x1cINTERRUPT_EVENT_TYPE_DECIDED\x10\x04\x12 \n\x1cINTERRUPT_EVENT_TYPE_RESUMED\x10\x05\x12&\n\"INTERRUPT_EVENT_TYPE_RESUME_FAILED\x10\x06*m\n\rResumeOutcome\x12\x1e\n\x1aRESUME_OUTCOME_UNSPECIFIED\x10\x00\x12\x1a\n\x16RESUME_OUTCOME_RESUMED\x10\x01\x12 \n\x1cRESUME_OUTCOME_RESUME_FAILED\x10\x02\x32\xab\x06\n\x10InterruptService\x12\x62\n\x0fRecordInterrupt\x12&.checkpointd.v1.RecordInterruptRequest\x1a\'.checkpointd.v1.RecordInterruptResponse\x12_\n\x0e\x43laimInterrupt\x12%.checkpointd.v1.ClaimInterruptRequest\x1a&.checkpointd.v1.ClaimInterruptResponse\x12t\n\x15ListPendingInterrupts\x12,.checkpointd.v1.ListPendingInterruptsRequest\x1a-.checkpointd.v1.ListPendingInterruptsResponse\x12\x64\n\x0fWatchInterrupts\x12&.checkpointd.v1.WatchInterruptsRequest\x1a\'.checkpointd.v1.WatchInterruptsResponse0\x01\x12_\n\x0eSubmitDecision\x12%.checkpointd.v1.SubmitDecisionRequest\x1a&.checkpointd.v1.SubmitDecisionResponse\x12\\\n\rLeaseDecision\x12$.checkpointd.v1.LeaseDecisionRequest\x1a%.checkpointd.v1.LeaseDecisionResponse\x12Y\n\x0cReportResume\x12#.checkpointd.v1.ReportResumeRequest\x1a$.checkpointd.v1.ReportResumeResponse\x12\\\n\rListDecisions\x12$.checkpointd.v1.ListDecisionsRequest\x1a%.checkpointd.v1.ListDecisionsResponseB\x8c\x01\n\x18io.github.checkpointd.v1B\x15InterruptServiceProtoP\x01ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\xaa\x02\x0e\x43heckpointd.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,48 +35,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'checkpointd.v1.interrupt_se
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\030io.github.checkpointd.v1B\025InterruptServiceProtoP\001ZFgithub.com/checkpointd/checkpointd/gen/go/checkpointd/v1;checkpointdv1\252\002\016Checkpointd.V1'
-  _globals['_INTERRUPTEVENTTYPE']._serialized_start=2865
-  _globals['_INTERRUPTEVENTTYPE']._serialized_end=3131
-  _globals['_RESUMEOUTCOME']._serialized_start=3133
-  _globals['_RESUMEOUTCOME']._serialized_end=3242
+  _globals['_INTERRUPTEVENTTYPE']._serialized_start=3022
+  _globals['_INTERRUPTEVENTTYPE']._serialized_end=3288
+  _globals['_RESUMEOUTCOME']._serialized_start=3290
+  _globals['_RESUMEOUTCOME']._serialized_end=3399
   _globals['_INTERRUPTEVENT']._serialized_start=157
   _globals['_INTERRUPTEVENT']._serialized_end=338
   _globals['_WATCHINTERRUPTSREQUEST']._serialized_start=341
-  _globals['_WATCHINTERRUPTSREQUEST']._serialized_end=586
-  _globals['_SNAPSHOTCOMPLETE']._serialized_start=588
-  _globals['_SNAPSHOTCOMPLETE']._serialized_end=622
-  _globals['_WATCHPROGRESS']._serialized_start=624
-  _globals['_WATCHPROGRESS']._serialized_end=655
-  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_start=658
-  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_end=908
-  _globals['_RECORDINTERRUPTREQUEST']._serialized_start=911
-  _globals['_RECORDINTERRUPTREQUEST']._serialized_end=1116
-  _globals['_RECORDINTERRUPTRESPONSE']._serialized_start=1119
-  _globals['_RECORDINTERRUPTRESPONSE']._serialized_end=1268
-  _globals['_CLAIMINTERRUPTREQUEST']._serialized_start=1270
-  _globals['_CLAIMINTERRUPTREQUEST']._serialized_end=1375
-  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_start=1377
-  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_end=1452
-  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_start=1455
-  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_end=1669
-  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_start=1671
-  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_end=1789
-  _globals['_SUBMITDECISIONREQUEST']._serialized_start=1792
-  _globals['_SUBMITDECISIONREQUEST']._serialized_end=2043
-  _globals['_SUBMITDECISIONRESPONSE']._serialized_start=2045
-  _globals['_SUBMITDECISIONRESPONSE']._serialized_end=2120
-  _globals['_LEASEDECISIONREQUEST']._serialized_start=2123
-  _globals['_LEASEDECISIONREQUEST']._serialized_end=2295
-  _globals['_LEASEDECISIONRESPONSE']._serialized_start=2297
-  _globals['_LEASEDECISIONRESPONSE']._serialized_end=2371
-  _globals['_REPORTRESUMEREQUEST']._serialized_start=2374
-  _globals['_REPORTRESUMEREQUEST']._serialized_end=2585
-  _globals['_REPORTRESUMERESPONSE']._serialized_start=2587
-  _globals['_REPORTRESUMERESPONSE']._serialized_end=2660
-  _globals['_LISTDECISIONSREQUEST']._serialized_start=2662
-  _globals['_LISTDECISIONSREQUEST']._serialized_end=2761
-  _globals['_LISTDECISIONSRESPONSE']._serialized_start=2763
-  _globals['_LISTDECISIONSRESPONSE']._serialized_end=2862
-  _globals['_INTERRUPTSERVICE']._serialized_start=3245
-  _globals['_INTERRUPTSERVICE']._serialized_end=4056
+  _globals['_WATCHINTERRUPTSREQUEST']._serialized_end=647
+  _globals['_SNAPSHOTCOMPLETE']._serialized_start=649
+  _globals['_SNAPSHOTCOMPLETE']._serialized_end=731
+  _globals['_WATCHPROGRESS']._serialized_start=733
+  _globals['_WATCHPROGRESS']._serialized_end=812
+  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_start=815
+  _globals['_WATCHINTERRUPTSRESPONSE']._serialized_end=1065
+  _globals['_RECORDINTERRUPTREQUEST']._serialized_start=1068
+  _globals['_RECORDINTERRUPTREQUEST']._serialized_end=1273
+  _globals['_RECORDINTERRUPTRESPONSE']._serialized_start=1276
+  _globals['_RECORDINTERRUPTRESPONSE']._serialized_end=1425
+  _globals['_CLAIMINTERRUPTREQUEST']._serialized_start=1427
+  _globals['_CLAIMINTERRUPTREQUEST']._serialized_end=1532
+  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_start=1534
+  _globals['_CLAIMINTERRUPTRESPONSE']._serialized_end=1609
+  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_start=1612
+  _globals['_LISTPENDINGINTERRUPTSREQUEST']._serialized_end=1826
+  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_start=1828
+  _globals['_LISTPENDINGINTERRUPTSRESPONSE']._serialized_end=1946
+  _globals['_SUBMITDECISIONREQUEST']._serialized_start=1949
+  _globals['_SUBMITDECISIONREQUEST']._serialized_end=2200
+  _globals['_SUBMITDECISIONRESPONSE']._serialized_start=2202
+  _globals['_SUBMITDECISIONRESPONSE']._serialized_end=2277
+  _globals['_LEASEDECISIONREQUEST']._serialized_start=2280
+  _globals['_LEASEDECISIONREQUEST']._serialized_end=2452
+  _globals['_LEASEDECISIONRESPONSE']._serialized_start=2454
+  _globals['_LEASEDECISIONRESPONSE']._serialized_end=2528
+  _globals['_REPORTRESUMEREQUEST']._serialized_start=2531
+  _globals['_REPORTRESUMEREQUEST']._serialized_end=2742
+  _globals['_REPORTRESUMERESPONSE']._serialized_start=2744
+  _globals['_REPORTRESUMERESPONSE']._serialized_end=2817
+  _globals['_LISTDECISIONSREQUEST']._serialized_start=2819
+  _globals['_LISTDECISIONSREQUEST']._serialized_end=2918
+  _globals['_LISTDECISIONSRESPONSE']._serialized_start=2920
+  _globals['_LISTDECISIONSRESPONSE']._serialized_end=3019
+  _globals['_INTERRUPTSERVICE']._serialized_start=3402
+  _globals['_INTERRUPTSERVICE']._serialized_end=4213
 # @@protoc_insertion_point(module_scope)

@@ -144,6 +144,7 @@ class WatchInterruptsRequest(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     AGENT_PATH_PREFIX_FIELD_NUMBER: _builtins.int
     PROGRESS_INTERVAL_FIELD_NUMBER: _builtins.int
+    AFTER_CURSOR_EVENT_TIME_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to watch; empty means "default"."""
     after_cursor: _builtins.int
@@ -164,6 +165,17 @@ class WatchInterruptsRequest(_message.Message):
         negative or fractional below a millisecond is INVALID_ARGUMENT.
         """
 
+    @_builtins.property
+    def after_cursor_event_time(self) -> _timestamp_pb2.Timestamp:
+        """The event_time the stream gave with after_cursor (on its event, snapshot_complete or
+        progress message), when known. The server checks that its event at after_cursor is that
+        one: a store that went back in time and has since written past the cursor again (a
+        failover that lost commits, a restored backup) holds another event under that number,
+        and resuming there would skip changes silently. Such a cursor is OUT_OF_RANGE
+        (CURSOR_EXPIRED), like one above the store's newest event. Unset: only that an event
+        exists at after_cursor is checked.
+        """
+
     def __init__(
         self,
         *,
@@ -173,10 +185,11 @@ class WatchInterruptsRequest(_message.Message):
         reason: _builtins.str | None = ...,
         agent_path_prefix: _builtins.str | None = ...,
         progress_interval: _duration_pb2.Duration | None = ...,
+        after_cursor_event_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "progress_interval", b"progress_interval", "reason", b"reason"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "after_cursor_event_time", b"after_cursor_event_time", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "progress_interval", b"progress_interval", "reason", b"reason"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "after_cursor", b"after_cursor", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "namespace", b"namespace", "progress_interval", b"progress_interval", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix", "_chain_name", b"_chain_name", "_reason", b"_reason", "after_cursor", b"after_cursor", "after_cursor_event_time", b"after_cursor_event_time", "agent_path_prefix", b"agent_path_prefix", "chain_name", b"chain_name", "namespace", b"namespace", "progress_interval", b"progress_interval", "reason", b"reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__agent_path_prefix: _TypeAlias = _typing.Literal["agent_path_prefix"]  # noqa: Y015
     _WhichOneofArgType__agent_path_prefix: _TypeAlias = _typing.Literal["_agent_path_prefix", b"_agent_path_prefix"]  # noqa: Y015
@@ -200,16 +213,24 @@ class SnapshotComplete(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CURSOR_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
     cursor: _builtins.int
     """The cursor the snapshot was taken at; live events follow with cursors above it."""
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """The event_time of the store's event at that cursor (unset when the cursor is 0 or its
+        event was purged): send it back as after_cursor_event_time when resuming from it.
+        """
+
     def __init__(
         self,
         *,
         cursor: _builtins.int = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "event_time", b"event_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -224,16 +245,24 @@ class WatchProgress(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CURSOR_FIELD_NUMBER: _builtins.int
+    EVENT_TIME_FIELD_NUMBER: _builtins.int
     cursor: _builtins.int
     """Every event up to this cursor has been considered for this stream."""
+    @_builtins.property
+    def event_time(self) -> _timestamp_pb2.Timestamp:
+        """The event_time of the store's event at that cursor (unset when unknown): send it back
+        as after_cursor_event_time when resuming from it.
+        """
+
     def __init__(
         self,
         *,
         cursor: _builtins.int = ...,
+        event_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event_time", b"event_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "event_time", b"event_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

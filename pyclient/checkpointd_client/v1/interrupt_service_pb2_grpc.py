@@ -151,7 +151,10 @@ class InterruptServiceServicer(object):
         has never written an event, and that snapshot is empty. A client that reconnects with
         that 0 gets a new snapshot, not a replay, holding whatever was recorded since: nothing is
         lost or repeated. A cursor above the store's newest event (the store went back in time:
-        a failover that lost commits, a restored backup) is answered as an expired one.
+        a failover that lost commits, a restored backup), or one whose event is not the one the
+        client saw there (after_cursor_event_time: the store went back and wrote past it again),
+        is answered as an expired one; so are live streams when the server finds its store's
+        history changed under them.
 
         Events that do not match the filters are skipped. Events from every server process that
         shares the store reach every watcher.

@@ -20,6 +20,7 @@ from checkpointd.convert import (
     checkpoint_to_proto,
     pending_from_proto,
     pending_to_proto,
+    timestamp_to_proto,
 )
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.edge import abort_with_error
@@ -29,7 +30,7 @@ from checkpointd.paging import decode_token
 from checkpointd.servicers.common import shielded
 from checkpointd.servicers.decisions import DecisionMethods
 from checkpointd.servicers.scope import WriteKey, namespaced, retriable
-from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
+from checkpointd.watch import EventItem, SnapshotDone, SnapshotRow, WatchItem
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 
@@ -107,12 +108,14 @@ def _watch_response(item: WatchItem) -> svc.WatchInterruptsResponse:
         return item.rendered
     if isinstance(item, SnapshotRow):
         return svc.WatchInterruptsResponse(snapshot=pending_to_proto(item.pending))
+    at = None if item.event_time is None else timestamp_to_proto(item.event_time)
     if isinstance(item, SnapshotDone):
         return svc.WatchInterruptsResponse(
-            snapshot_complete=svc.SnapshotComplete(cursor=item.cursor)
+            snapshot_complete=svc.SnapshotComplete(cursor=item.cursor, event_time=at)
         )
-    assert isinstance(item, Progress)
-    return svc.WatchInterruptsResponse(progress=svc.WatchProgress(cursor=item.cursor))
+    return svc.WatchInterruptsResponse(
+        progress=svc.WatchProgress(cursor=item.cursor, event_time=at)
+    )
 
 
 async def _send(
@@ -223,6 +226,11 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
                 raise InvalidField("after_cursor", "must not be negative")
             filters = _pending_filter(request)
             progress_interval = _progress_interval(request)
+            cursor_time = (
+                v.timestamp_to_datetime("after_cursor_event_time", request.after_cursor_event_time)
+                if request.HasField("after_cursor_event_time")
+                else None
+            )
             if hub is None:
                 await context.abort(
                     grpc.StatusCode.UNIMPLEMENTED, "this server does not serve watches"
@@ -233,6 +241,7 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
                 filters,
                 peer=context.peer(),
                 progress_interval=progress_interval,
+                after_cursor_event_time=cursor_time,
             ) as watch:
                 async for item in watch:
                     await watch.guard(_send(context, _watch_response(item)))
