@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from checkpointd import validation as v
@@ -64,13 +64,7 @@ class ReplicationServicer(StoreServicer, svc_grpc.ReplicationServiceServicer):
         if rule := _too_many(len(request.checkpoint_ids)):
             raise InvalidField("checkpoint_ids", rule)
         ids = _distinct_ids(request.checkpoint_ids)
-        settled: list[str] = []
-        if ids:
-            settled = await shielded(
-                self._store.settle_checkpoints(
-                    namespace, [(cid, None) for cid in ids], self._deps.clock()
-                )
-            )
+        settled = await self._settle(namespace, [(cid, None) for cid in ids])
         return svc.MarkCheckpointsSyncedResponse(settled_checkpoint_ids=settled)
 
     @namespaced
@@ -93,9 +87,16 @@ class ReplicationServicer(StoreServicer, svc_grpc.ReplicationServiceServicer):
                     "quarantines.checkpoint_id",
                     f"names {cid!r} twice with different reasons",
                 )
-        settled: list[str] = []
-        if reasons:
-            settled = await shielded(
-                self._store.settle_checkpoints(namespace, list(reasons.items()), self._deps.clock())
-            )
+        settled = await self._settle(namespace, list(reasons.items()))
         return svc.QuarantineCheckpointsResponse(settled_checkpoint_ids=settled)
+
+    async def _settle(
+        self, namespace: str, settlements: Sequence[tuple[str, str | None]]
+    ) -> list[str]:
+        """Settle each ``(checkpoint_id, reason)`` (synced without a reason, else quarantined)
+        and return the ids settled now; naming none settles none without a store call."""
+        if not settlements:
+            return []
+        return await shielded(
+            self._store.settle_checkpoints(namespace, settlements, self._deps.clock())
+        )
