@@ -12,6 +12,14 @@ from checkpointd_client.v1 import idempotency_service_pb2_grpc as svc_grpc
 __all__ = ["IdempotencyServicer"]
 
 
+def _entry(
+    request: svc.PutIdempotencyResultRequest | svc.GetIdempotencyResultRequest,
+) -> tuple[str, str]:
+    """The cache entry a put or a get names: its execution and its key."""
+    execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
+    return execution_id, v.identifier("key", request.key, v.IDEMPOTENCY_KEY_MAX)
+
+
 class IdempotencyServicer(StoreServicer, svc_grpc.IdempotencyServiceServicer):
     """Serves checkpointd.v1.IdempotencyService over a Store."""
 
@@ -19,8 +27,7 @@ class IdempotencyServicer(StoreServicer, svc_grpc.IdempotencyServiceServicer):
     async def PutIdempotencyResult(
         self, request: svc.PutIdempotencyResultRequest, write: WriteKey
     ) -> svc.PutIdempotencyResultResponse:
-        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        key = v.identifier("key", request.key, v.IDEMPOTENCY_KEY_MAX)
+        execution_id, key = _entry(request)
         result_json = v.json_value("result_json", request.result_json)
         fence = fence_of(request)
         # A retry of an applied request id writes nothing (contract D1).
@@ -43,8 +50,7 @@ class IdempotencyServicer(StoreServicer, svc_grpc.IdempotencyServiceServicer):
     async def GetIdempotencyResult(
         self, request: svc.GetIdempotencyResultRequest, namespace: str
     ) -> svc.GetIdempotencyResultResponse:
-        execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        key = v.identifier("key", request.key, v.IDEMPOTENCY_KEY_MAX)
+        execution_id, key = _entry(request)
         found = await shielded(self._store.get_idempotent(namespace, execution_id, key))
         if found is None:
             return svc.GetIdempotencyResultResponse(found=False)
