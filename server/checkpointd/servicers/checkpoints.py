@@ -87,9 +87,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
         self, request: svc.GetLatestCheckpointRequest, namespace: str
     ) -> svc.GetLatestCheckpointResponse:
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        latest = await shielded(self._store.get_latest_checkpoint(namespace, execution_id))
-        if latest is None:
-            raise NoCheckpoints(execution_id)
+        latest = await self._latest(namespace, execution_id)
         return svc.GetLatestCheckpointResponse(checkpoint=checkpoint_to_proto(latest))
 
     @namespaced
@@ -171,13 +169,11 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
         self, request: svc.GetResumePointRequest, namespace: str
     ) -> svc.GetResumePointResponse:
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        latest = await shielded(self._store.get_latest_checkpoint(namespace, execution_id))
-        if latest is None:
-            raise NoCheckpoints(execution_id)
+        latest = await self._latest(namespace, execution_id)
         if latest.is_run_end:
             if latest.status is not CheckpointStatus.FAILED:
                 raise RunAlreadyFinished(execution_id)
-            latest = await self._latest_step(namespace, execution_id)
+            latest = await self._latest(namespace, execution_id, step=True)
         return svc.GetResumePointResponse(checkpoint=checkpoint_to_proto(latest))
 
     @namespaced
@@ -197,7 +193,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
             if picked.is_run_end:
                 raise RunEndNotForkable(checkpoint_id)
         else:
-            picked = await self._latest_step(namespace, execution_id)
+            picked = await self._latest(namespace, execution_id, step=True)
         return svc.GetForkPointResponse(checkpoint=checkpoint_to_proto(picked))
 
     async def ListExecutions(
@@ -224,13 +220,18 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
         assert self._executions is not None
         return self._executions
 
-    async def _latest_step(self, namespace: str, execution_id: str) -> CheckpointRecord:
-        """The newest checkpoint that is a step of the run, not its run_end marker (C8)."""
-        step = await shielded(
-            self._store.get_latest_checkpoint(namespace, execution_id, skip_run_end=True)
+    async def _latest(
+        self, namespace: str, execution_id: str, *, step: bool = False
+    ) -> CheckpointRecord:
+        """The run's newest checkpoint, NO_CHECKPOINTS when it has none; with ``step``, its
+        newest checkpoint of a step, passing over its run_end marker (C8)."""
+        latest = await shielded(
+            self._store.get_latest_checkpoint(namespace, execution_id, skip_run_end=step)
         )
-        if step is None:
-            raise NoCheckpoints(
-                execution_id, "has no checkpoint of a step (only a run-end marker, or nothing)"
-            )
-        return step
+        if latest is None:
+            if step:
+                raise NoCheckpoints(
+                    execution_id, "has no checkpoint of a step (only a run-end marker, or nothing)"
+                )
+            raise NoCheckpoints(execution_id)
+        return latest
