@@ -10,11 +10,12 @@ then the store is closed and the socket files removed. A second signal exits at 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from grpc_health.v1 import health_pb2_grpc
@@ -146,41 +147,49 @@ def build_store(settings: Settings) -> Store:
     )
 
 
-def build_graph_store(store: Store) -> GraphStore:
-    """The graph store of ``store``'s backend, on that store's connections (asyncpg is
-    imported only for a Postgres store)."""
+#: What is built on a store's connections, per backend: the class (``module:Class``) for an
+#: SQLite store and the one for a Postgres store, each given the store's ``access()``.
+_ON_ACCESS = {
+    "graph store": (
+        "checkpointd.store.sqlite.graph:SQLiteGraphStore",
+        "checkpointd.store.postgres.graph:PostgresGraphStore",
+    ),
+    "executions reader": (
+        "checkpointd.store.sqlite.executions:SQLiteExecutionReader",
+        "checkpointd.store.postgres.executions:PostgresExecutionReader",
+    ),
+}
+
+
+def _on_access(store: Store, what: str) -> object:
+    """``what`` (a key of ``_ON_ACCESS``) for ``store``'s backend, on that store's
+    connections. Only that backend's modules are imported (asyncpg only for a Postgres
+    store)."""
     from checkpointd.store.sqlite.access import SQLiteAccess
 
+    sqlite, postgres = _ON_ACCESS[what]
     access = store.access()
     if isinstance(access, SQLiteAccess):
-        from checkpointd.store.sqlite.graph import SQLiteGraphStore
+        target = sqlite
+    else:
+        from checkpointd.store.postgres.access import PostgresAccess
 
-        return SQLiteGraphStore(access)
-    from checkpointd.store.postgres.access import PostgresAccess
+        if not isinstance(access, PostgresAccess):
+            raise TypeError(f"no {what} for {type(store).__name__}")
+        target = postgres
+    module, name = target.split(":")
+    built: object = getattr(importlib.import_module(module), name)(access)
+    return built
 
-    if isinstance(access, PostgresAccess):
-        from checkpointd.store.postgres.graph import PostgresGraphStore
 
-        return PostgresGraphStore(access)
-    raise TypeError(f"no graph store for {type(store).__name__}")
+def build_graph_store(store: Store) -> GraphStore:
+    """The graph store of ``store``'s backend, on that store's connections."""
+    return cast(GraphStore, _on_access(store, "graph store"))
 
 
 def build_execution_reader(store: Store) -> ExecutionReader:
     """The execution summaries of ``store``'s backend, on that store's connections."""
-    from checkpointd.store.sqlite.access import SQLiteAccess
-
-    access = store.access()
-    if isinstance(access, SQLiteAccess):
-        from checkpointd.store.sqlite.executions import SQLiteExecutionReader
-
-        return SQLiteExecutionReader(access)
-    from checkpointd.store.postgres.access import PostgresAccess
-
-    if isinstance(access, PostgresAccess):
-        from checkpointd.store.postgres.executions import PostgresExecutionReader
-
-        return PostgresExecutionReader(access)
-    raise TypeError(f"no executions reader for {type(store).__name__}")
+    return cast(ExecutionReader, _on_access(store, "executions reader"))
 
 
 def _build_server(
