@@ -3,7 +3,6 @@ operations guide's table is the one tools/settings_table.py writes from it."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import subprocess
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpointd.cli import serve
+from checkpointd.cli import build_parser, serve
 from checkpointd.config import OPTIONS, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +62,6 @@ def test_command_line_defaults_are_the_settings_defaults(monkeypatch: pytest.Mon
     for name in list(os.environ):
         if name.startswith("CHECKPOINTD_"):
             monkeypatch.delenv(name)
-    parser = argparse.ArgumentParser(prog="checkpointd")
-    serve.register(parser.add_subparsers())
+    parser = build_parser("serve")
     args = parser.parse_args(["serve", "--store", "sqlite:///tmp/unused.db"])
     assert serve._settings(args, parser) == Settings(store="sqlite:///tmp/unused.db")

@@ -3,12 +3,11 @@ clear refusal of a bad one at start."""
 
 from __future__ import annotations
 
-import argparse
 from datetime import timedelta
 
 import pytest
 
-from checkpointd.cli import serve
+from checkpointd.cli import build_parser, serve
 from checkpointd.graph.retention import RetentionRule
 from checkpointd.graph.retention_job import GraphRetention, parse_duration, parse_graph_retention
 
@@ -97,8 +96,7 @@ def _settings(monkeypatch: pytest.MonkeyPatch, *argv: str, **env: str) -> GraphR
     monkeypatch.delenv("CHECKPOINTD_GRAPH_RETENTION", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    parser = argparse.ArgumentParser(prog="checkpointd")
-    serve.register(parser.add_subparsers())  # reads the environment, as at start
+    parser = build_parser("serve")  # reads the environment, as at start
     args = parser.parse_args(["serve", "--store", "sqlite:///tmp/unused.db", *argv])
     return serve._settings(args, parser).graph_retention
 

@@ -4,11 +4,9 @@ still set it."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from checkpointd.cli import serve
+from checkpointd.cli import build_parser, serve
 from checkpointd.config import DEFAULT_REQUEST_RETENTION_SECONDS
 
 
@@ -17,8 +15,7 @@ def _retention(monkeypatch: pytest.MonkeyPatch, *argv: str, **env: str) -> int:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    parser = argparse.ArgumentParser(prog="checkpointd")
-    serve.register(parser.add_subparsers())  # reads the environment, as at start
+    parser = build_parser("serve")  # reads the environment, as at start
     args = parser.parse_args(["serve", "--store", "sqlite:///tmp/unused.db", *argv])
     return serve._settings(args, parser).request_retention_seconds
 

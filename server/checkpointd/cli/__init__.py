@@ -1,5 +1,6 @@
-"""The ``checkpointd`` command line. Each command lives in its own module with a
-``register(commands)`` that adds its parser and sets ``handler(args, parser) -> int``.
+"""The ``checkpointd`` command line. Each command lives in its own module (a
+:class:`~checkpointd.cli.parsers.CommandModule`): its ``HELP`` and ``DESCRIPTION``, and a
+``register(parser)`` that adds its arguments and sets ``handler(args, parser) -> int``.
 
 A command line that names its command imports that command's module only: ``serve`` runs
 in every pod, and the client-side commands' modules (``interrupts``, ``runs``, ``import``...)
@@ -11,8 +12,10 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from checkpointd import __version__
+from checkpointd.cli.parsers import CommandModule, add_command
 
 __all__ = ["main"]
 
@@ -37,10 +40,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="checkpointd", description="A durability sidecar for AI agents, served over gRPC."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("version", help="print the version and exit").set_defaults(handler=_version)
-    for name, module in _COMMANDS.items():
+    add_command(commands, "version", _version, help="print the version and exit")
+    for name, module_name in _COMMANDS.items():
         if only is None or name == only:
-            importlib.import_module(module).register(commands)
+            module = cast(CommandModule, importlib.import_module(module_name))
+            module.register(
+                commands.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+            )
     return parser
 
 

@@ -1,6 +1,6 @@
 """The options every command that talks to a running server takes: where it is, which
-namespace, and how to prove who we are (a bearer token, TLS, mutual TLS); and what those
-commands share once connected: reading a listing page by page, and reporting an error.
+namespace, and how to prove who we are (a bearer token, TLS, mutual TLS); and the client they
+make.
 
 The token is never an argument (it would show in ``ps`` and in shell history): it comes from
 ``--token-file`` or ``$CHECKPOINTD_TOKEN``. TLS is off for ``unix:`` targets and for TCP
@@ -10,38 +10,26 @@ targets unless a ``--tls-*`` option is given.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from checkpointd_client import TlsConfig
 
 if TYPE_CHECKING:
     from checkpointd_client.client import CheckpointdClient
-    from checkpointd_client.errors import CheckpointdError
 
 __all__ = [
-    "PAGE_CAP",
+    "READ_NAMESPACE",
+    "RUN_NAMESPACE",
     "add_connection_arguments",
     "connect",
-    "fail",
     "non_negative_int",
     "positive_int",
-    "read_pages",
 ]
 
-#: The most rows a listing asks for per page (the server's cap).
-PAGE_CAP = 1000
-
-
-class _Page(Protocol):
-    @property
-    def next_page_token(self) -> str: ...
-
-
-P = TypeVar("P", bound=_Page)
-T = TypeVar("T")
+#: ``--namespace``'s help, for a command that reads a namespace, and for one that acts on a run.
+READ_NAMESPACE = "the namespace to read [default: default]"
+RUN_NAMESPACE = "the namespace of the run [default: default]"
 
 
 def add_connection_arguments(
@@ -151,26 +139,3 @@ def connect(args: argparse.Namespace, **options: Any) -> CheckpointdClient:
         tls=_tls(args),
         **options,
     )
-
-
-def read_pages(
-    fetch: Callable[[int, str], P], rows_of: Callable[[P], Sequence[T]], limit: int
-) -> tuple[list[T], bool]:
-    """The first ``limit`` rows of a listing, read with ``fetch(page_size, page_token)`` page
-    after page, each asking only for the rows still wanted; and whether the server has more
-    (for the "raise --limit" hint)."""
-    rows: list[T] = []
-    token = ""
-    while len(rows) < limit:
-        page = fetch(min(limit - len(rows), PAGE_CAP), token)
-        rows.extend(rows_of(page))
-        token = page.next_page_token
-        if not token:
-            break
-    return rows, bool(token)
-
-
-def fail(exc: CheckpointdError | ValueError) -> int:
-    """Report a server's error (or an unusable option) on stderr; the exit status, 1."""
-    print(f"checkpointd: error: {exc}", file=sys.stderr)
-    return 1

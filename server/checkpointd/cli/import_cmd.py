@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from checkpointd.cli.output import fail
 from checkpointd.cli.progress import ProgressLine, format_duration
 from checkpointd_client import (
     AlreadyExistsError,
@@ -51,7 +52,7 @@ from checkpointd_client.models import CHECKPOINT_STATUSES
 if TYPE_CHECKING:
     from checkpointd_client.client import CheckpointdClient
 
-__all__ = ["ImportFailed", "register"]
+__all__ = ["DESCRIPTION", "HELP", "ImportFailed", "register"]
 
 #: How many problems a rejected file lists before "and N more".
 MAX_PROBLEMS_SHOWN = 10
@@ -433,7 +434,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             progress.close()
             source.close()
     except ImportFailed as exc:
-        print(f"checkpointd: error: {exc}", file=sys.stderr)
+        fail(exc)
         if report.checkpoints.imported or report.idempotency.imported:
             print(
                 "checkpointd: what was imported before the error stays; running the same "
@@ -456,16 +457,17 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``import`` to the command line."""
-    command = commands.add_parser(
-        "import",
-        help="copy a fastaiagent SQLiteCheckpointer file into a running server",
-        description="Copy the checkpoints, pending interrupts and idempotency results of a "
-        "fastaiagent SQLiteCheckpointer file into a namespace of a running checkpointd, in "
-        "the file's write order. Safe to run again: rows already there are skipped. Stop the "
-        "app that writes the file first.",
-    )
+HELP = "copy a fastaiagent SQLiteCheckpointer file into a running server"
+DESCRIPTION = (
+    "Copy the checkpoints, pending interrupts and idempotency results of a fastaiagent "
+    "SQLiteCheckpointer file into a namespace of a running checkpointd, in the file's write "
+    "order. Safe to run again: rows already there are skipped. Stop the app that writes the "
+    "file first."
+)
+
+
+def register(command: argparse.ArgumentParser) -> None:
+    """Fill ``import``'s parser."""
     command.set_defaults(handler=run)
     command.add_argument(
         "file", help="the SQLite file (fastaiagent's local.db, by default .fastaiagent/local.db)"

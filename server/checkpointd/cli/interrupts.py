@@ -21,18 +21,22 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from types import FrameType
-from typing import Any
+from typing import Any, TypedDict
 
 from checkpointd.cli import decision_flags
 from checkpointd.cli.connection import (
+    READ_NAMESPACE,
+    RUN_NAMESPACE,
     add_connection_arguments,
     connect,
-    fail,
     non_negative_int,
     positive_int,
-    read_pages,
 )
+from checkpointd.cli.listing import print_listing
+from checkpointd.cli.output import aligned, fail, print_json, record_json, words
+from checkpointd.cli.parsers import add_actions, add_command
 from checkpointd_client import (
     CheckpointdClient,
     CheckpointdError,
@@ -47,10 +51,17 @@ from checkpointd_client import (
     WatchProgress,
 )
 
-__all__ = ["format_age", "format_table", "register"]
+__all__ = ["DESCRIPTION", "HELP", "format_age", "format_table", "register"]
 
 COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
-READ_NAMESPACE = "the namespace to read [default: default]"
+
+
+class _Filters(TypedDict):
+    """What ``list`` and ``watch`` select the interrupts by, as the client's calls take it."""
+
+    chain_name: str | None
+    reason: str | None
+    agent_path_prefix: str | None
 
 
 def _filter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,17 +72,23 @@ def _filter_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``interrupts list`` and ``interrupts watch`` to the command line."""
-    interrupts = commands.add_parser(
-        "interrupts",
-        help="list or watch pending interrupts",
-        description="Read the runs that paused for a human, from a running server.",
+def _filters(args: argparse.Namespace) -> _Filters:
+    return _Filters(
+        chain_name=args.chain, reason=args.reason, agent_path_prefix=args.agent_path_prefix
     )
-    actions = interrupts.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    listing = actions.add_parser(
+
+HELP = "list or watch pending interrupts"
+DESCRIPTION = "Read the runs that paused for a human, from a running server."
+
+
+def register(interrupts: argparse.ArgumentParser) -> None:
+    """Add ``interrupts list``, ``interrupts watch`` and ``interrupts decide``."""
+    actions = add_actions(interrupts)
+    listing = add_command(
+        actions,
         "list",
+        run_list,
         help="print the pending interrupts as a table, newest first",
         description="Print the pending interrupts of a namespace as a table, newest first.",
     )
@@ -83,10 +100,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=100,
         help="the most rows to print [default: %(default)s]",
     )
-    listing.set_defaults(handler=run_list)
-
-    watch = actions.add_parser(
+    watch = add_command(
+        actions,
         "watch",
+        run_watch,
         help="print the pending interrupts, then every change as it happens",
         description="Print the pending interrupts of a namespace, then one line per change "
         "(added, claimed, removed) until interrupted. Reconnects by itself after a server "
@@ -106,10 +123,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="print one JSON object per line: kind snapshot, snapshot_complete, event or progress",
     )
-    watch.set_defaults(handler=run_watch)
-
-    decide = actions.add_parser(
+    decide = add_command(
+        actions,
         "decide",
+        run_decide,
         help="approve, reject, edit or answer a pending interrupt",
         description="Decide a pending interrupt: a resume worker then resumes the run with "
         "Resume(approved=..., metadata=...), or a graph with the answer its pause asks for "
@@ -135,8 +152,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     decide.add_argument("--reason", help="why, for the record")
     decide.add_argument("--decided-by", help="who decides [default: the user running the command]")
-    add_connection_arguments(decide, namespace_help="the namespace of the run [default: default]")
-    decide.set_defaults(handler=run_decide)
+    add_connection_arguments(decide, namespace_help=RUN_NAMESPACE)
 
 
 # --- formatting ---------------------------------------------------------------------------
@@ -192,48 +208,52 @@ def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
         )
         for p in rows
     ]
-    widths = [max(len(c[i]) for c in [header, *cells]) for i in range(len(header))]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in [header, *cells]
-    ]
+    return aligned(header, cells)
+
+
+#: The keys of a pending interrupt's JSON object, but its decision (one of its own).
+_PENDING_KEYS = (
+    "execution_id",
+    "chain_name",
+    "node_id",
+    "reason",
+    "context",
+    "agent_path",
+    "created_at",
+    "checkpoint_id",
+    "interrupt_id",
+    "checkpoint_ns",
+)
+#: The keys of a decision's JSON object, but its response (one of its own).
+_DECISION_KEYS = (
+    "approved",
+    "metadata",
+    "decided_by",
+    "reason",
+    "decided_at",
+    "status",
+    "attempts",
+    "lease_expires_at",
+    "error",
+    "reported_at",
+)
 
 
 def pending_json(pending: PendingInterrupt) -> dict[str, Any]:
     """Return a pending interrupt as a JSON object (times as ISO 8601 UTC)."""
+    decision = pending.decision
     return {
-        "execution_id": pending.execution_id,
-        "chain_name": pending.chain_name,
-        "node_id": pending.node_id,
-        "reason": pending.reason,
-        "context": pending.context,
-        "agent_path": pending.agent_path,
-        "created_at": pending.created_at.isoformat() if pending.created_at else None,
-        "checkpoint_id": pending.checkpoint_id,
-        "interrupt_id": pending.interrupt_id,
-        "checkpoint_ns": pending.checkpoint_ns,
-        "decision": None if pending.decision is None else decision_json(pending.decision),
+        **record_json(pending, _PENDING_KEYS),
+        "decision": None if decision is None else decision_json(decision),
     }
 
 
 def decision_json(decision: Decision) -> dict[str, Any]:
     """Return a decision as a JSON object (times as ISO 8601 UTC)."""
-
-    def when(value: datetime | None) -> str | None:
-        return value.isoformat() if value else None
-
+    response = decision.response
     return {
-        "approved": decision.approved,
-        "metadata": decision.metadata,
-        "decided_by": decision.decided_by,
-        "reason": decision.reason,
-        "decided_at": when(decision.decided_at),
-        "status": decision.status,
-        "attempts": decision.attempts,
-        "lease_expires_at": when(decision.lease_expires_at),
-        "error": decision.error,
-        "reported_at": when(decision.reported_at),
-        "response": None if decision.response is None else response_json(decision.response),
+        **record_json(decision, _DECISION_KEYS),
+        "response": None if response is None else response_json(response),
     }
 
 
@@ -277,18 +297,16 @@ def item_json(item: WatchItem) -> dict[str, Any]:
 
 
 def _describe(pending: PendingInterrupt) -> str:
-    parts = [
+    decision = pending.decision
+    return words(
         pending.execution_id,
-        *([f"interrupt={pending.interrupt_id}"] if pending.interrupt_id else []),
+        f"interrupt={pending.interrupt_id}" if pending.interrupt_id else None,
         f"chain={pending.chain_name or '-'}",
         f"reason={pending.reason or '-'}",
         f"node={pending.node_id or '-'}",
-    ]
-    if pending.agent_path:
-        parts.append(f"agent_path={pending.agent_path}")
-    if pending.decision is not None:
-        parts.append(f"decision={format_decision(pending.decision)}")
-    return " ".join(parts)
+        f"agent_path={pending.agent_path}" if pending.agent_path else None,
+        None if decision is None else f"decision={format_decision(decision)}",
+    )
 
 
 def item_line(item: WatchItem, now: datetime) -> str | None:
@@ -309,29 +327,13 @@ def item_line(item: WatchItem, now: datetime) -> str | None:
 
 def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the pending interrupts as a table; 1 when the server answers an error."""
-    try:
-        with connect(args) as client:
-            rows, more = read_pages(
-                lambda size, token: client.list_pending_interrupts(
-                    page_size=size,
-                    page_token=token,
-                    chain_name=args.chain,
-                    reason=args.reason,
-                    agent_path_prefix=args.agent_path_prefix,
-                ),
-                lambda page: page.pending_interrupts,
-                args.limit,
-            )
-    except (CheckpointdError, ValueError) as exc:
-        return fail(exc)
-    if not rows:
-        print(f"no pending interrupts in namespace {args.namespace!r}", file=sys.stderr)
-        return 0
-    for line in format_table(rows[: args.limit], datetime.now(UTC)):
-        print(line)
-    if more:
-        print(f"(showing the newest {args.limit}; raise --limit for more)", file=sys.stderr)
-    return 0
+    return print_listing(
+        args,
+        lambda client: partial(client.list_pending_interrupts, **_filters(args)),
+        lambda page: page.pending_interrupts,
+        lambda rows: format_table(rows, datetime.now(UTC)),
+        what="pending interrupts",
+    )
 
 
 def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -360,12 +362,10 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     except FailedPreconditionError as exc:
         if exc.reason == "ALREADY_DECIDED":
             verdict = "approved" if exc.metadata.get("approved") == "true" else "rejected"
-            print(
-                f"checkpointd: error: {args.execution_id} was already {verdict} by "
-                f"{exc.metadata.get('decided_by')} at {exc.metadata.get('decided_at')}",
-                file=sys.stderr,
+            return fail(
+                f"{args.execution_id} was already {verdict} by "
+                f"{exc.metadata.get('decided_by')} at {exc.metadata.get('decided_at')}"
             )
-            return 1
         return fail(exc)
     except (CheckpointdError, ValueError) as exc:
         return fail(exc)
@@ -400,12 +400,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return fail(exc)
     with client:
         try:
-            watch = client.watch_interrupts(
-                after_cursor=args.after_cursor,
-                chain_name=args.chain,
-                reason=args.reason,
-                agent_path_prefix=args.agent_path_prefix,
-            )
+            watch = client.watch_interrupts(after_cursor=args.after_cursor, **_filters(args))
         except ValueError as exc:
             return fail(exc)
 
@@ -430,7 +425,7 @@ def run_watch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _print_item(item: WatchItem, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(item_json(item), ensure_ascii=False, sort_keys=True), flush=True)
+        print_json(item_json(item), flush=True)
         return
     line = item_line(item, datetime.now(UTC))
     if line is not None:

@@ -17,17 +17,20 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from checkpointd.cli.connection import (
-    PAGE_CAP,
+    READ_NAMESPACE,
+    RUN_NAMESPACE,
     add_connection_arguments,
     connect,
-    fail,
     positive_int,
-    read_pages,
 )
 from checkpointd.cli.interrupts import decision_json, format_age, pending_json
+from checkpointd.cli.listing import PAGE_CAP, print_listing
+from checkpointd.cli.output import aligned, fail, print_json, record_json, words
+from checkpointd.cli.parsers import add_actions, add_command
 from checkpointd_client import (
     Checkpoint,
     CheckpointdError,
@@ -39,7 +42,14 @@ from checkpointd_client import (
 )
 from checkpointd_client.models import EXECUTION_STATUSES
 
-__all__ = ["format_checkpoints", "format_executions", "parse_since", "register"]
+__all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "format_checkpoints",
+    "format_executions",
+    "parse_since",
+    "register",
+]
 
 LIST_COLUMNS = ("EXECUTION_ID", "CHAIN", "STATUS", "CHECKPOINTS", "LAST_NODE", "LAST_ACTIVITY")
 SHOW_COLUMNS = ("#", "SEQUENCE", "NODE", "STATUS", "STEP_TYPE", "CREATED_AT", "ITERATION")
@@ -76,25 +86,33 @@ def _position(text: str) -> int:
     return value
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``runs list``, ``runs show`` and ``runs delete`` to the command line."""
-    runs = commands.add_parser(
-        "runs",
-        help="list, inspect or delete the runs of a namespace",
-        description="Read the runs (executions) of a namespace from a running server: which "
-        "are running, paused, ended or failed, and what one of them wrote.",
-    )
-    actions = runs.add_subparsers(dest="action", required=True, metavar="ACTION")
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run an action works on, and where it is."""
+    parser.add_argument("execution_id", metavar="EXECUTION_ID", help="the run")
+    add_connection_arguments(parser, namespace_help=RUN_NAMESPACE)
 
-    listing = actions.add_parser(
+
+HELP = "list, inspect or delete the runs of a namespace"
+DESCRIPTION = (
+    "Read the runs (executions) of a namespace from a running server: which are running, "
+    "paused, ended or failed, and what one of them wrote."
+)
+
+
+def register(runs: argparse.ArgumentParser) -> None:
+    """Add ``runs list``, ``runs show`` and ``runs delete``."""
+    actions = add_actions(runs)
+    listing = add_command(
+        actions,
         "list",
+        run_list,
         help="print the runs as a table, newest activity first",
         description="Print the runs of a namespace, newest activity first: chain, status "
         "(paused: waiting on a pending interrupt; failed: its newest checkpoint failed; ended: "
         "its newest checkpoint is a run_end row; running: anything else), number of "
         "checkpoints, newest node and last activity.",
     )
-    add_connection_arguments(listing, namespace_help="the namespace to read [default: default]")
+    add_connection_arguments(listing, namespace_help=READ_NAMESPACE)
     listing.add_argument("--chain", help="only runs whose newest checkpoint has this chain name")
     listing.add_argument("--status", choices=EXECUTION_STATUSES, help="only runs in this status")
     listing.add_argument(
@@ -107,17 +125,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--limit", type=positive_int, default=100, help="the most rows [default: %(default)s]"
     )
     listing.add_argument("--json", action="store_true", help="print one JSON object per run")
-    listing.set_defaults(handler=run_list)
-
-    show = actions.add_parser(
+    show = add_command(
+        actions,
         "show",
+        run_show,
         help="print one run: its pause, decision, idempotency keys and checkpoints",
         description="Print one run: its summary, its pending interrupt and the decision on it, "
         "its newest decision and how it was carried out (resumed, resume_failed, ...), the "
         "idempotency keys it stored, and its checkpoints in write order.",
     )
-    show.add_argument("execution_id", metavar="EXECUTION_ID", help="the run")
-    add_connection_arguments(show, namespace_help="the namespace of the run [default: default]")
+    _run_arguments(show)
     show.add_argument(
         "--state",
         type=_position,
@@ -131,19 +148,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="print one JSON object per line: the run (kind execution), then each checkpoint "
         "(kind checkpoint)",
     )
-    show.set_defaults(handler=run_show)
-
-    delete = actions.add_parser(
+    delete = add_command(
+        actions,
         "delete",
+        run_delete,
         help="delete a run after a confirmation",
         description="Delete a run: its checkpoints, its pending interrupt, its decisions and "
         "its idempotency results, in one transaction (DeleteExecution). Asks first, unless "
         "--yes. Its request ids stay remembered, so a late retry cannot bring it back.",
     )
-    delete.add_argument("execution_id", metavar="EXECUTION_ID", help="the run")
-    add_connection_arguments(delete, namespace_help="the namespace of the run [default: default]")
+    _run_arguments(delete)
     delete.add_argument("--yes", "-y", action="store_true", help="do not ask")
-    delete.set_defaults(handler=run_delete)
 
 
 # --- formatting ---------------------------------------------------------------------------
@@ -153,21 +168,9 @@ def _when(value: datetime | None) -> str:
     return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _table(columns: Sequence[str], cells: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in [columns, *cells]) for i in range(len(columns))]
-    return [
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in [columns, *cells]
-    ]
-
-
 def format_executions(rows: Sequence[Execution], now: datetime) -> list[str]:
     """The header and one aligned line per run."""
-    return _table(
+    return aligned(
         LIST_COLUMNS,
         [
             (
@@ -185,7 +188,7 @@ def format_executions(rows: Sequence[Execution], now: datetime) -> list[str]:
 
 def format_checkpoints(rows: Sequence[Checkpoint]) -> list[str]:
     """The header and one aligned line per checkpoint, in write order."""
-    return _table(
+    return aligned(
         SHOW_COLUMNS,
         [
             (
@@ -202,56 +205,57 @@ def format_checkpoints(rows: Sequence[Checkpoint]) -> list[str]:
     )
 
 
+#: The keys of a run's JSON object.
+_EXECUTION_KEYS = (
+    "execution_id",
+    "chain_name",
+    "status",
+    "checkpoint_count",
+    "last_activity_at",
+    "last_checkpoint_id",
+    "last_node_id",
+    "last_sequence",
+)
+#: The keys of a checkpoint's JSON object in ``show --json``: not its JSON payloads
+#: (``--state`` prints those).
+_CHECKPOINT_KEYS = (
+    "sequence",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "chain_name",
+    "node_id",
+    "node_index",
+    "status",
+    "step_type",
+    "iteration",
+    "interrupt_reason",
+    "agent_path",
+    "created_at",
+)
+
+
 def execution_json(execution: Execution) -> dict[str, Any]:
     """A run's summary as a JSON object."""
-    return {
-        "execution_id": execution.execution_id,
-        "chain_name": execution.chain_name,
-        "status": execution.status,
-        "checkpoint_count": execution.checkpoint_count,
-        "last_activity_at": _iso(execution.last_activity_at),
-        "last_checkpoint_id": execution.last_checkpoint_id,
-        "last_node_id": execution.last_node_id,
-        "last_sequence": execution.last_sequence,
-    }
+    return record_json(execution, _EXECUTION_KEYS)
 
 
 def checkpoint_json(position: int, cp: Checkpoint) -> dict[str, Any]:
-    """One checkpoint of ``show --json`` (without its JSON payloads; ``--state`` has those)."""
-    return {
-        "kind": "checkpoint",
-        "position": position,
-        "sequence": cp.sequence,
-        "checkpoint_id": cp.checkpoint_id,
-        "parent_checkpoint_id": cp.parent_checkpoint_id,
-        "chain_name": cp.chain_name,
-        "node_id": cp.node_id,
-        "node_index": cp.node_index,
-        "status": cp.status,
-        "step_type": cp.step_type,
-        "iteration": cp.iteration,
-        "interrupt_reason": cp.interrupt_reason,
-        "agent_path": cp.agent_path,
-        "created_at": _iso(cp.created_at),
-    }
+    """One checkpoint of ``show --json``, with its place in the run."""
+    return {"kind": "checkpoint", "position": position, **record_json(cp, _CHECKPOINT_KEYS)}
 
 
 def _describe_decision(decision: Decision) -> str:
     verdict = "approved" if decision.approved else "rejected"
-    parts = [
+    lease, reported = decision.lease_expires_at, decision.reported_at
+    return words(
         f"{verdict} by {decision.decided_by} at {_when(decision.decided_at)}",
         f"status={decision.status}",
         f"attempts={decision.attempts}",
-    ]
-    if decision.reason:
-        parts.append(f"reason={decision.reason!r}")
-    if decision.lease_expires_at is not None:
-        parts.append(f"lease_until={_when(decision.lease_expires_at)}")
-    if decision.reported_at is not None:
-        parts.append(f"reported={_when(decision.reported_at)}")
-    if decision.error:
-        parts.append(f"error={decision.error!r}")
-    return " ".join(parts)
+        f"reason={decision.reason!r}" if decision.reason else None,
+        None if lease is None else f"lease_until={_when(lease)}",
+        None if reported is None else f"reported={_when(reported)}",
+        f"error={decision.error!r}" if decision.error else None,
+    )
 
 
 def _describe_pause(pending: PendingInterrupt) -> str:
@@ -296,40 +300,21 @@ def format_detail(detail: ExecutionDetail, now: datetime) -> list[str]:
 # --- commands -----------------------------------------------------------------------------
 
 
-def _print_json(value: dict[str, Any]) -> None:
-    print(json.dumps(value, ensure_ascii=False, sort_keys=True))
-
-
 def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the runs, newest activity first; 1 when the server answers an error."""
-    try:
-        with connect(args) as client:
-            rows, more = read_pages(
-                lambda size, token: client.list_executions(
-                    page_size=size,
-                    page_token=token,
-                    chain_name=args.chain,
-                    status=args.status,
-                    active_since=args.since,
-                ),
-                lambda page: page.executions,
-                args.limit,
-            )
-    except (CheckpointdError, ValueError) as exc:
-        return fail(exc)
-    rows = rows[: args.limit]
-    if args.json:
-        for row in rows:
-            _print_json(execution_json(row))
-        return 0
-    if not rows:
-        print(f"no runs in namespace {args.namespace!r}", file=sys.stderr)
-        return 0
-    for line in format_executions(rows, datetime.now(UTC)):
-        print(line)
-    if more:
-        print(f"(showing the newest {args.limit}; raise --limit for more)", file=sys.stderr)
-    return 0
+    return print_listing(
+        args,
+        lambda client: partial(
+            client.list_executions,
+            chain_name=args.chain,
+            status=args.status,
+            active_since=args.since,
+        ),
+        lambda page: page.executions,
+        lambda rows: format_executions(rows, datetime.now(UTC)),
+        what="runs",
+        as_json=execution_json,
+    )
 
 
 def _pick(checkpoints: Sequence[Checkpoint], position: int) -> Checkpoint | None:
@@ -344,28 +329,19 @@ def run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             detail = client.get_execution(args.execution_id)
             checkpoints = list(client.iter_checkpoints(args.execution_id, page_size=PAGE_CAP))
     except NotFoundError:
-        print(
-            f"checkpointd: error: no run {args.execution_id!r} in namespace {args.namespace!r}",
-            file=sys.stderr,
-        )
-        return 1
+        return fail(f"no run {args.execution_id!r} in namespace {args.namespace!r}")
     except (CheckpointdError, ValueError) as exc:
         return fail(exc)
     if args.state is not None:
         picked = _pick(checkpoints, args.state)
         if picked is None:
-            print(
-                f"checkpointd: error: --state {args.state}: the run has "
-                f"{len(checkpoints)} checkpoints",
-                file=sys.stderr,
-            )
-            return 1
+            return fail(f"--state {args.state}: the run has {len(checkpoints)} checkpoints")
         print(json.dumps(picked.state_snapshot, ensure_ascii=False, indent=2, sort_keys=True))
         return 0
     if args.json:
-        _print_json(_detail_json(detail))
+        print_json(_detail_json(detail))
         for position, cp in enumerate(checkpoints, start=1):
-            _print_json(checkpoint_json(position, cp))
+            print_json(checkpoint_json(position, cp))
         return 0
     for line in _show_lines(detail, checkpoints):
         print(line)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from checkpointd.cli.output import fail
 from checkpointd.config import (
     DEFAULT_LISTEN,
     LOG_LEVELS,
@@ -30,7 +30,13 @@ from checkpointd.config import (
 )
 from checkpointd.logging_setup import LOG_FORMATS, configure_logging
 
-__all__ = ["register"]
+__all__ = ["DESCRIPTION", "HELP", "register"]
+
+HELP = "run the server"
+DESCRIPTION = (
+    "Run the checkpointd gRPC server. Every flag has a CHECKPOINTD_* environment variable; the "
+    "flag wins."
+)
 
 T = TypeVar("T")
 
@@ -111,14 +117,8 @@ def _add(group: argparse._ActionsContainer, option: Option) -> None:
     group.add_argument(*option.flags, **kwargs)
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``serve`` to the command line, one flag per option of the table that has one."""
-    serve = commands.add_parser(
-        "serve",
-        help="run the server",
-        description="Run the checkpointd gRPC server. Every flag has a CHECKPOINTD_* "
-        "environment variable; the flag wins.",
-    )
+def register(serve: argparse.ArgumentParser) -> None:
+    """Fill ``serve``'s parser: one flag per option of the table that has one."""
     serve.set_defaults(handler=run)
     security = serve.add_argument_group(
         "security",
@@ -187,6 +187,5 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
             runner.run(serve(settings))
     except StartupError as exc:
-        print(f"checkpointd: error: {exc}", file=sys.stderr)
-        return 1
+        return fail(exc)
     return 0

@@ -13,15 +13,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from checkpointd.cli.output import aligned, fail
+from checkpointd.cli.parsers import add_actions, add_command
 from checkpointd.cli.progress import ProgressLine, format_duration
 from checkpointd.config import DEFAULT_PG_SCHEMA
 from checkpointd.store.schema import load_migrations
 
-__all__ = ["register"]
+__all__ = ["DESCRIPTION", "HELP", "register"]
 
 
 def _is_postgres(url: str) -> bool:
@@ -36,18 +38,20 @@ def _sqlite_path(url: str) -> Path:
     return Path(url.removeprefix("sqlite://"))
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``store backup`` and ``store check`` to the command line."""
-    store = commands.add_parser(
-        "store",
-        help="back up or check a store",
-        description="Work on a store directly (not through a server): take a consistent "
-        "backup of a live SQLite store, or check a store.",
-    )
-    actions = store.add_subparsers(dest="action", required=True, metavar="ACTION")
+HELP = "back up or check a store"
+DESCRIPTION = (
+    "Work on a store directly (not through a server): take a consistent backup of a live "
+    "SQLite store, or check a store."
+)
 
-    backup = actions.add_parser(
+
+def register(store: argparse.ArgumentParser) -> None:
+    """Add ``store backup``, ``store check`` and ``store copy``."""
+    actions = add_actions(store)
+    backup = add_command(
+        actions,
         "backup",
+        run_backup,
         help="copy a live SQLite store to a file, consistently",
         description="Copy an SQLite store to FILE as one consistent snapshot while servers "
         "keep writing to it: every write acknowledged before the backup starts is in the "
@@ -62,10 +66,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     backup.add_argument(
         "--quiet", "-q", action="store_true", help="no progress line, only the summary"
     )
-    backup.set_defaults(handler=run_backup)
-
-    check = actions.add_parser(
+    check = add_command(
+        actions,
         "check",
+        run_check,
         help="check a store: integrity, schema version, rows per table",
         description="Read a store (an SQLite file such as a backup, or a Postgres schema): "
         "SQLite's integrity check, the schema version (it must be one this server can open) "
@@ -80,10 +84,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="the Postgres schema of the store [default: %(default)s]",
     )
     check.add_argument("--json", action="store_true", help="print one JSON object")
-    check.set_defaults(handler=run_check)
-
-    copy = actions.add_parser(
+    copy = add_command(
+        actions,
         "copy",
+        run_copy,
         help="copy namespaces from one store to another (SQLite <-> Postgres)",
         description="Copy every row of the namespaces (all by default) from one store to "
         "another, SQLite or Postgres either way: checkpoints with their sequences and "
@@ -117,12 +121,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "whose key is already there fails the copy, which then writes nothing)",
     )
     copy.add_argument("--quiet", "-q", action="store_true", help="no progress, only the summary")
-    copy.set_defaults(handler=run_copy)
 
 
-def _error(message: str) -> int:
-    print(f"checkpointd: error: {message}", file=sys.stderr)
-    return 1
+def _print_rows(tables: Mapping[str, int]) -> None:
+    """The rows of each table, aligned under TABLE and ROWS."""
+    for line in aligned(("TABLE", "ROWS"), [(name, str(rows)) for name, rows in tables.items()]):
+        print(line)
 
 
 def _size(count: int) -> str:
@@ -139,7 +143,7 @@ def run_backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from checkpointd.store.sqlite.backup import BackupError, backup
 
     if _is_postgres(args.store):
-        return _error(
+        return fail(
             "store backup copies SQLite stores; back up a Postgres store with "
             "pg_dump -n SCHEMA (see the README's Backups section)"
         )
@@ -157,7 +161,7 @@ def run_backup(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         )
     except BackupError as exc:
         line.close()
-        return _error(str(exc))
+        return fail(str(exc))
     line.close()
     print(
         f"backed up {source} to {result.path}: {result.pages} pages, {_size(result.bytes)} "
@@ -178,14 +182,14 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             try:
                 version, tables = asyncio.run(inventory(args.store, args.pg_schema))
             except (InventoryError, ValueError) as exc:
-                return _error(str(exc))
+                return fail(str(exc))
         else:
             from checkpointd.store.sqlite.backup import BackupError, check
 
             try:
                 found = check(_sqlite_path(args.store))
             except BackupError as exc:
-                return _error(str(exc))
+                return fail(str(exc))
             integrity, version, tables = found.integrity, found.schema_version, found.tables
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
@@ -207,10 +211,7 @@ def run_check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         }
         print(json.dumps(report, sort_keys=True))
     else:
-        width = max([len("TABLE"), *map(len, tables)])
-        print(f"{'TABLE'.ljust(width)}  ROWS")
-        for name, rows in tables.items():
-            print(f"{name.ljust(width)}  {rows}")
+        _print_rows(tables)
         state = "; ".join(problems) if problems else "ok"
         checked = "" if integrity is None else f", integrity {integrity}"
         print(
@@ -297,13 +298,10 @@ def run_copy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         result = asyncio.run(_copy(args, line))
     except (CopyError, StoreError, ValueError, argparse.ArgumentTypeError) as exc:
         line.close()
-        return _error(f"{exc}; the destination is unchanged")
+        return fail(f"{exc}; the destination is unchanged")
     line.close()
-    width = max(len(name) for name in result.rows)
     if not args.quiet:
-        print(f"{'TABLE'.ljust(width)}  ROWS")
-        for name, rows in result.rows.items():
-            print(f"{name.ljust(width)}  {rows}")
+        _print_rows(result.rows)
     shifted = (
         f"; sequences shifted by {result.sequence_shift}, cursors by {result.cursor_shift}"
         if result.sequence_shift or result.cursor_shift
