@@ -28,11 +28,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any
 
 from checkpointd.graph import requests as graph_requests
-from checkpointd.graph.interrupts import GraphInterrupt
-from checkpointd.graph.retention import RetentionCounts, RetentionRule
+from checkpointd.graph.interrupts import GraphInterrupt, PendingOps, remove_threads
+from checkpointd.graph.retention import RetentionMethods
 
 __all__ = [
     "ChannelValue",
@@ -44,7 +44,6 @@ __all__ = [
     "GraphTuple",
     "GraphWrite",
     "PruneStrategy",
-    "ThreadWrites",
     "TypedValue",
     "tuple_size",
 ]
@@ -157,8 +156,13 @@ class PruneStrategy(Enum):
     DELETE = "delete"
 
 
-class GraphStore(Protocol):
-    """Persistence of graph checkpoints, channel values and pending writes.
+class GraphStore(RetentionMethods, abc.ABC):
+    """Persistence of graph checkpoints, channel values and pending writes: the base class of
+    both backends' graph stores, with the writes that are the same on both written here
+    (delete a thread, delete runs, copy a thread, prune, and retention through
+    :class:`~checkpointd.graph.retention.RetentionMethods`), each one transaction of the
+    backend's whose statements its hooks run (``conn`` is the backend's connection in that
+    transaction).
 
     Every mutating method takes a ``request_id``: when it is not empty and was recorded by an
     earlier call of the same namespace, nothing is written and that call's reply is
@@ -168,6 +172,7 @@ class GraphStore(Protocol):
     :class:`~checkpointd.store.base.RequestIdReused` and writes nothing (C10).
     """
 
+    @abc.abstractmethod
     async def put_checkpoint(
         self,
         namespace: str,
@@ -180,8 +185,8 @@ class GraphStore(Protocol):
     ) -> None:
         """Upsert the checkpoint and insert the values not stored yet, in one transaction,
         which also ends the pending interrupts recorded against its parent (G10)."""
-        ...
 
+    @abc.abstractmethod
     async def put_writes(
         self,
         namespace: str,
@@ -200,15 +205,15 @@ class GraphStore(Protocol):
         unless its key is stored. In the same transaction the task's (``task_id``) pending
         interrupts at the checkpoint become the described ``interrupts`` (G8, G10; see
         :mod:`checkpointd.graph.interrupts`)."""
-        ...
 
+    @abc.abstractmethod
     async def get_tuple(
         self, namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> GraphTuple | None:
         """The checkpoint (the newest of the thread's checkpoint_ns when ``checkpoint_id`` is
         empty) with its values and writes; None when there is none."""
-        ...
 
+    @abc.abstractmethod
     async def list_tuples(
         self,
         namespace: str,
@@ -221,93 +226,12 @@ class GraphStore(Protocol):
         """Up to ``limit`` matching tuples after ``after``, newest first; the page stops once
         its tuples hold more than ``max_bytes`` (always at least one), so a page of large
         checkpoints never loads much more than one reply's worth (B1)."""
-        ...
 
-    async def delete_thread(
-        self,
-        namespace: str,
-        request_id: str,
-        thread_id: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Delete the thread's rows in one transaction; return the checkpoints deleted."""
-        ...
-
-    async def delete_runs(
-        self,
-        namespace: str,
-        request_id: str,
-        run_ids: Sequence[str],
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Delete the checkpoints of these runs with their writes and the values no
-        remaining checkpoint names, in one transaction; return the checkpoints deleted."""
-        ...
-
-    async def copy_thread(
-        self,
-        namespace: str,
-        request_id: str,
-        source: str,
-        target: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Copy the source thread's rows to the target, keeping the target's rows with the
-        same keys, in one transaction; return the checkpoints copied."""
-        ...
-
-    async def prune(
-        self,
-        namespace: str,
-        request_id: str,
-        thread_ids: Sequence[str],
-        strategy: PruneStrategy,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> int:
-        """Prune the threads in one transaction; return the checkpoints deleted.
-
-        ``KEEP_LATEST`` leaves whole a thread whose graph uses a DeltaChannel (a checkpoint's
-        metadata has ``counters_since_delta_snapshot`` or ``delta_writes_versioned``): its
-        channels are rebuilt from the writes of older checkpoints."""
-        ...
-
-    async def apply_retention(
-        self,
-        namespace: str,
-        request_id: str,
-        rule: RetentionRule,
-        now: datetime,
-        *,
-        batch_size: int,
-        dry_run: bool = False,
-        fingerprint: str = "",
-    ) -> RetentionCounts:
-        """Apply a retention rule to the namespace's threads in transactions of at most
-        ``batch_size`` checkpoints (:mod:`checkpointd.graph.retention`)."""
-        ...
-
-    async def retention_namespaces(self) -> list[str]:
-        """Every namespace that has graph checkpoints."""
-        ...
-
+    @abc.abstractmethod
     async def purge_requests(self, applied_before: datetime) -> int:
         """Forget the request ids recorded before ``applied_before``; return how many."""
-        ...
 
-
-class ThreadWrites(abc.ABC):
-    """The whole-thread writes of a :class:`GraphStore` (delete a thread, delete runs, copy
-    a thread, prune), the same on both backends: each is one transaction of the backend's,
-    applied at most once per request id, whose statements its hooks run (``conn`` is the
-    backend's connection in that transaction)."""
+    # --- the hooks of the shared writes ------------------------------------------------
 
     @abc.abstractmethod
     async def _transaction(
@@ -323,12 +247,12 @@ class ThreadWrites(abc.ABC):
         its count (or the recorded one)."""
 
     @abc.abstractmethod
-    async def _delete_threads(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
-        """Delete the threads' checkpoints, values and writes; return the checkpoints."""
+    def _pending(self, conn: Any, namespace: str) -> PendingOps:
+        """The graph interrupts' statements on this transaction (G8-G10)."""
 
     @abc.abstractmethod
-    async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
-        """A deleted thread's pauses and decisions go with it (G10)."""
+    async def _delete_threads(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
+        """Delete the threads' checkpoints, values and writes; return the checkpoints."""
 
     @abc.abstractmethod
     async def _delete_runs(self, conn: Any, namespace: str, run_ids: Sequence[str]) -> int:
@@ -344,6 +268,12 @@ class ThreadWrites(abc.ABC):
     async def _keep_newest(self, conn: Any, namespace: str, thread_ids: Sequence[str]) -> int:
         """Keep the newest checkpoint of each checkpoint_ns of each thread."""
 
+    async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
+        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
+        await remove_threads(self._pending(conn, namespace), thread_ids)
+
+    # --- the writes both backends share -------------------------------------------------
+
     async def delete_thread(
         self,
         namespace: str,
@@ -353,7 +283,8 @@ class ThreadWrites(abc.ABC):
         *,
         fingerprint: str = "",
     ) -> int:
-        """Delete the thread's checkpoints, values and writes in one transaction."""
+        """Delete the thread's checkpoints, values and writes in one transaction; return the
+        checkpoints deleted."""
 
         async def apply(conn: Any) -> int:
             deleted = await self._delete_threads(conn, namespace, [thread_id])
@@ -373,7 +304,8 @@ class ThreadWrites(abc.ABC):
         *,
         fingerprint: str = "",
     ) -> int:
-        """Delete the runs' checkpoints, their writes and the values left unnamed."""
+        """Delete the checkpoints of these runs with their writes and the values no
+        remaining checkpoint names, in one transaction; return the checkpoints deleted."""
 
         async def apply(conn: Any) -> int:
             return await self._delete_runs(conn, namespace, run_ids) if run_ids else 0
@@ -391,7 +323,8 @@ class ThreadWrites(abc.ABC):
         *,
         fingerprint: str = "",
     ) -> int:
-        """Copy the source thread's rows to the target in one transaction."""
+        """Copy the source thread's rows to the target, keeping the target's rows with the
+        same keys, in one transaction; return the checkpoints copied."""
 
         async def apply(conn: Any) -> int:
             return await self._copy_thread(conn, namespace, source, target, now)
@@ -410,7 +343,11 @@ class ThreadWrites(abc.ABC):
         fingerprint: str = "",
     ) -> int:
         """Keep the newest checkpoint of each checkpoint_ns of each thread, or delete the
-        threads, in one transaction."""
+        threads, in one transaction; return the checkpoints deleted.
+
+        ``KEEP_LATEST`` leaves whole a thread whose graph uses a DeltaChannel (a checkpoint's
+        metadata has ``counters_since_delta_snapshot`` or ``delta_writes_versioned``): its
+        channels are rebuilt from the writes of older checkpoints."""
 
         async def apply(conn: Any) -> int:
             if strategy is not PruneStrategy.DELETE:

@@ -20,16 +20,15 @@ import asyncpg
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
-from checkpointd.graph.retention import RetentionMethods
 from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
     GraphPage,
     GraphPosition,
+    GraphStore,
     GraphTuple,
     GraphWrite,
-    ThreadWrites,
     TypedValue,
     tuple_size,
 )
@@ -68,7 +67,7 @@ def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
     return GraphTuple(checkpoint, values, writes)
 
 
-class PostgresGraphStore(ThreadWrites, RetentionMethods):
+class PostgresGraphStore(GraphStore):
     """A :class:`~checkpointd.graph.store.GraphStore` sharing a Postgres store's pool."""
 
     def __init__(self, access: PostgresAccess) -> None:
@@ -84,10 +83,6 @@ class PostgresGraphStore(ThreadWrites, RetentionMethods):
                 (False, self._sql.insert_writes),
             )
         }
-
-    async def _remove_pauses(self, conn: Any, namespace: str, thread_ids: list[str]) -> None:
-        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
-        await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
 
     def _pending(self, conn: Any, namespace: str) -> PostgresPendingOps:
         """The graph interrupts' statements on this transaction (G8-G10)."""

@@ -19,16 +19,15 @@ from typing import Any
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
-from checkpointd.graph.retention import RetentionMethods
 from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
     GraphPage,
     GraphPosition,
+    GraphStore,
     GraphTuple,
     GraphWrite,
-    ThreadWrites,
     TypedValue,
     tuple_size,
 )
@@ -63,7 +62,7 @@ def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
     )
 
 
-class SQLiteGraphStore(ThreadWrites, RetentionMethods):
+class SQLiteGraphStore(GraphStore):
     """A :class:`~checkpointd.graph.store.GraphStore` sharing a SQLite store's connections."""
 
     def __init__(self, access: SQLiteAccess) -> None:
@@ -73,10 +72,6 @@ class SQLiteGraphStore(ThreadWrites, RetentionMethods):
     def _pending(self, conn: Statements, namespace: str) -> SQLitePendingOps:
         """The graph interrupts' statements on this transaction (G8-G10)."""
         return SQLitePendingOps(conn, namespace, self._access.append_event)
-
-    async def _remove_pauses(self, conn: Statements, namespace: str, thread_ids: list[str]) -> None:
-        """A deleted thread's pauses and decisions go with it (G10), retention's too."""
-        await graph_interrupts.remove_threads(self._pending(conn, namespace), thread_ids)
 
     # --- request ids -------------------------------------------------------------------
 
