@@ -3,7 +3,7 @@
 It only reads, over the tables of the store it is built on (``checkpoints``,
 ``pending_interrupts``, ``interrupt_decisions``, ``idempotency_results``), through that
 store's connections (``SQLiteStore.access``, ``PostgresStore.access``). The
-statements (:class:`ExecutionSql`) and the reads (:class:`StatementExecutionReader`) are
+statements (:class:`ExecutionSql`) and the reads (:class:`ExecutionReader`) are
 written once; each backend's ``executions`` module says where its tables are, how its
 placeholders and times are written and which connection reads.
 
@@ -22,7 +22,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 from checkpointd.domain import Page, PendingRecord
 from checkpointd.paging import MAX_SEQUENCE
@@ -39,7 +39,6 @@ __all__ = [
     "ExecutionSql",
     "ExecutionStatus",
     "ExecutionSummary",
-    "StatementExecutionReader",
 ]
 
 T = TypeVar("T")
@@ -106,27 +105,6 @@ class ExecutionDetail:
     idempotency_key_count: int = 0
 
 
-class ExecutionReader(Protocol):
-    """Reads execution summaries from a store's tables."""
-
-    async def list_executions(
-        self,
-        namespace: str,
-        query: ExecutionQuery,
-        *,
-        before_sequence: int | None,
-        limit: int,
-    ) -> Page[ExecutionSummary]:
-        """Return up to ``limit`` executions whose newest checkpoint's sequence is below
-        ``before_sequence`` (all when None), newest first, matching every set filter;
-        ``more`` says whether more matched."""
-        ...
-
-    async def get_execution(self, namespace: str, execution_id: str) -> ExecutionDetail | None:
-        """Return the execution's detail; None when it has no checkpoint."""
-        ...
-
-
 class ExecutionSql:
     """The reader's statements on a backend: ``tables`` is the prefix of its table names
     (Postgres: the quoted schema and a dot), ``number`` turns ``?`` into its placeholders."""
@@ -169,9 +147,10 @@ class ExecutionSql:
         )
 
 
-class StatementExecutionReader(abc.ABC):
-    """An :class:`ExecutionReader` over a backend's statements: the listing is one read, an
-    execution's detail one snapshot (its parts agree with each other)."""
+class ExecutionReader(abc.ABC):
+    """Reads execution summaries from a store's tables, over the backend's statements: the
+    listing is one read, an execution's detail one snapshot (its parts agree with each
+    other)."""
 
     def __init__(
         self, sql: ExecutionSql, read_time: rows.TimeReader, write_time: TimeWriter
@@ -240,8 +219,9 @@ class StatementExecutionReader(abc.ABC):
         before_sequence: int | None,
         limit: int,
     ) -> Page[ExecutionSummary]:
-        """Executions below ``before_sequence``, newest activity first (one more is read to
-        tell whether the page is the last)."""
+        """Up to ``limit`` executions whose newest checkpoint's sequence is below
+        ``before_sequence`` (all when None), newest first, matching every set filter; ``more``
+        says whether more matched (one more is read to tell)."""
         if limit <= 0:
             raise ValueError("limit must be positive")
         sql, params = self._summaries(
@@ -252,7 +232,7 @@ class StatementExecutionReader(abc.ABC):
 
     async def get_execution(self, namespace: str, execution_id: str) -> ExecutionDetail | None:
         """The execution's summary, pending interrupt, newest decision and idempotency keys,
-        read in one snapshot."""
+        read in one snapshot; None when it has no checkpoint."""
         sql, params = self._summaries(
             namespace, ExecutionQuery(), before_sequence=None, limit=1, execution_id=execution_id
         )

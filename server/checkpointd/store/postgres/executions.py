@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from checkpointd.store import times
-from checkpointd.store.executions import ExecutionSql, StatementExecutionReader
+from checkpointd.store.executions import ExecutionReader, ExecutionSql
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.sql import numbered
 from checkpointd.store.postgres.statements import PgStatements
@@ -22,7 +22,7 @@ __all__ = ["PostgresExecutionReader"]
 T = TypeVar("T")
 
 
-class PostgresExecutionReader(StatementExecutionReader):
+class PostgresExecutionReader(ExecutionReader):
     """An :class:`~checkpointd.store.executions.ExecutionReader` on a Postgres store."""
 
     def __init__(self, access: PostgresAccess) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final, TypeVar
 
 from checkpointd.store import times
-from checkpointd.store.executions import ExecutionSql, StatementExecutionReader
+from checkpointd.store.executions import ExecutionReader, ExecutionSql
 from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.statements import Body
 
@@ -22,7 +22,7 @@ T = TypeVar("T")
 _SQL: Final = ExecutionSql(tables="", number=lambda sql: sql)
 
 
-class SQLiteExecutionReader(StatementExecutionReader):
+class SQLiteExecutionReader(ExecutionReader):
     """An :class:`~checkpointd.store.executions.ExecutionReader` on a SQLite store."""
 
     def __init__(self, access: SQLiteAccess) -> None:
