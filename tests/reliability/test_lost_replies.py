@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from checkpointd_client import (
     AsyncCheckpointdClient,
     Checkpoint,
     CheckpointdClient,
+    CheckpointdError,
     DeadlineExceededError,
     FailedPreconditionError,
     NotFoundError,
@@ -46,6 +48,7 @@ from tests.reliability.figures import record, size
 from tests.reliability.store_dump import StoreReader
 from tests.support.grpc_fault_proxy import GrpcFaultProxy
 from tests.support.sidecar import Sidecar
+from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.own_server, pytest.mark.timeout(size(120, 1800))]
 
@@ -491,3 +494,133 @@ async def test_i3_one_winner_among_64_claimers_on_3_servers_with_lost_replies(
     assert not failures, failures[:5]
     assert lost_replies >= TRIALS  # the faults did happen
     assert streamed >= TRIALS  # and on the stream path too
+
+
+#: Silenced-connection trials (each waits out a silent connection, up to P8's 15 s).
+SILENT_TRIALS = size(1, 5)
+#: Each claim attempt's deadline, as a latency-bound caller sets it; no client retries.
+CLAIM_TIMEOUT = 1.2
+#: Three times P8's 15 s, for a loaded machine.
+ANSWER_BOUND_S = 45.0
+
+
+def _claim_until_answered(
+    claim: Callable[[], PendingInterrupt], silenced_at: float
+) -> tuple[PendingInterrupt | None, float]:
+    """Send the same claim (same token) until it is answered: the row (the win) or
+    NOT_FOUND; return the answer and how long after the silence it came."""
+    while time.monotonic() - silenced_at < ANSWER_BOUND_S:
+        try:
+            won: PendingInterrupt | None = claim()
+        except NotFoundError:
+            won = None
+        except CheckpointdError:
+            continue  # DEADLINE_EXCEEDED on the silent connection, UNAVAILABLE as it closes
+        return won, time.monotonic() - silenced_at
+    raise AssertionError(f"a claim was not answered within {ANSWER_BOUND_S:g}s of the silence")
+
+
+class _Claimer:
+    """One client of a claim race through the proxy: blocking or asyncio (on an event loop of
+    its own, driven from its claimer's thread), on the Write stream or on unary calls."""
+
+    def __init__(self, name: str, target: str) -> None:
+        self.name = name
+        write_stream = "stream" in name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        if name.startswith("async"):
+            self.loop = asyncio.new_event_loop()
+            self.aio = AsyncCheckpointdClient(target, retry=NO_RETRY, write_stream=write_stream)
+            self.loop.run_until_complete(self.aio.list_pending_interrupts(timeout=30))
+        else:
+            self.sync = CheckpointdClient(target, retry=NO_RETRY, write_stream=write_stream)
+            self.sync.list_pending_interrupts(timeout=30)  # the connection is open before
+
+    def claim(self, execution_id: str, silenced_at: float) -> tuple[PendingInterrupt | None, float]:
+        token = uuid.uuid4().hex
+        if self.loop is not None:
+            loop, aio = self.loop, self.aio
+            return _claim_until_answered(
+                lambda: loop.run_until_complete(
+                    aio.claim_interrupt(execution_id, claim_token=token, timeout=CLAIM_TIMEOUT)
+                ),
+                silenced_at,
+            )
+        claim = functools.partial(
+            self.sync.claim_interrupt, execution_id, claim_token=token, timeout=CLAIM_TIMEOUT
+        )
+        return _claim_until_answered(claim, silenced_at)
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.run_until_complete(self.aio.aclose())
+            self.loop.close()
+        else:
+            self.sync.close()
+
+
+def _race(claimers: list[_Claimer], execution_id: str, silenced_at: float) -> dict[str, Any]:
+    """Every claimer's answer (or what it raised), each claiming from a thread of its own."""
+    answers: dict[str, Any] = {}
+
+    def run(claimer: _Claimer) -> None:
+        try:
+            answers[claimer.name] = claimer.claim(execution_id, silenced_at)
+        except BaseException as exc:  # reported by the test, with the claimer's name
+            answers[claimer.name] = exc
+
+    threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in claimers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(ANSWER_BOUND_S + 30)
+    return answers
+
+
+def test_i3_p8_a_claim_race_on_a_connection_that_goes_silent_is_answered_once_left(
+    sidecar_factory: Callable[..., Sidecar], store_spec
+) -> None:
+    """Claimers (blocking and asyncio clients, on the Write stream and on unary calls) race
+    for a pause through a TCP proxy that has just silenced their connection: their claims
+    reach the server, which picks a winner, but no reply comes back. Each retries its claim
+    with its token (1.2 s deadline, no client retries) until answered: within P8's bound the
+    clients are on new connections, the winner gets its row back and every other NOT_FOUND.
+    Before P8 the winner's retries went on to the silent connection for a minute or more."""
+    server = sidecar_factory()
+    host, port = server.tcp_target.rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    target = f"127.0.0.1:{proxy.port}"
+    names = [
+        f"{kind}-{path}-{n}" for kind in ("sync", "async") for path in ("stream", "unary")
+        for n in range(2)
+    ]  # fmt: skip
+    worst = 0.0
+    failures: list[str] = []
+    try:
+        with CheckpointdClient(server.target, retry=RETRY, timeout=30) as direct:
+            for trial in range(SILENT_TRIALS):
+                claimers = [_Claimer(name, target) for name in names]
+                execution_id = f"silent-race-{trial}-{uuid.uuid4().hex[:8]}"
+                recorded = direct.record_interrupt(*_interrupted(execution_id)).pending
+                assert proxy.silence() >= 1
+                answers = _race(claimers, execution_id, time.monotonic())
+                for claimer in claimers:
+                    claimer.close()
+                errors = {n: a for n, a in answers.items() if isinstance(a, BaseException)}
+                if errors or len(answers) != len(claimers):
+                    failures.append(f"trial {trial}: {errors or answers}")
+                    continue
+                worst = max(worst, *(after for _, after in answers.values()))
+                wins = [won for won, _ in answers.values() if won is not None]
+                if wins != [recorded]:
+                    failures.append(f"trial {trial}: {len(wins)} winners: {answers}")
+    finally:
+        proxy.close()
+    record(
+        f"lost replies, silent connections ({store_spec.backend})",
+        claim_trials=SILENT_TRIALS,
+        claimers_per_trial=len(names),
+        worst_answer_after_silence_ms=round(worst * 1000),
+        trials_without_exactly_one_answered_winner=len(failures),
+    )
+    assert not failures, failures[:3]
