@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from checkpointd.domain import (
     CheckpointRecord,
@@ -57,27 +57,28 @@ class Row(Protocol):
     def __getitem__(self, key: str | int, /) -> Any: ...
 
 
+def _kept_as_stored(record: type[Any], *converted: str) -> tuple[str, ...]:
+    """The fields of a record whose column has the field's name and holds its value as it
+    is: every field but the ``converted`` ones (times, enums, nested records)."""
+    return tuple(f.name for f in fields(record) if f.name not in converted)
+
+
+#: A checkpoint's fields read from their columns unchanged.
+_CHECKPOINT_AS_STORED: Final = _kept_as_stored(CheckpointRecord, "status", "created_at")
+#: A pending row's fields read from their columns unchanged.
+_PENDING_AS_STORED: Final = _kept_as_stored(PendingRecord, "created_at", "decision")
+
+
+def _as_stored(row: Row, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: row[name] for name in names}
+
+
 def checkpoint_from_row(row: Row, read_time: TimeReader) -> CheckpointRecord:
     """A checkpoint from a ``checkpoints`` row."""
     return CheckpointRecord(
-        execution_id=row["execution_id"],
-        checkpoint_id=row["checkpoint_id"],
-        parent_checkpoint_id=row["parent_checkpoint_id"],
-        chain_name=row["chain_name"],
-        node_id=row["node_id"],
-        node_index=row["node_index"],
-        step_type=row["step_type"],
+        **_as_stored(row, _CHECKPOINT_AS_STORED),
         status=CheckpointStatus(row["status"]),
-        state_snapshot_json=row["state_snapshot_json"],
-        node_input_json=row["node_input_json"],
-        node_output_json=row["node_output_json"],
-        iteration=row["iteration"],
-        iteration_counters_json=row["iteration_counters_json"],
-        interrupt_reason=row["interrupt_reason"],
-        interrupt_context_json=row["interrupt_context_json"],
-        agent_path=row["agent_path"],
         created_at=read_time(row["created_at"]),
-        sequence=row["sequence"],
     )
 
 
@@ -165,18 +166,9 @@ def pending_from_row(
     row that carries one, whose created_at column may be named otherwise); with
     ``with_decision`` the row also carries :data:`DECISION_COLUMNS`."""
     return PendingRecord(
-        execution_id=row["execution_id"],
-        chain_name=row["chain_name"],
-        node_id=row["node_id"],
-        reason=row["reason"],
-        context_json=row["context_json"],
-        agent_path=row["agent_path"],
+        **_as_stored(row, _PENDING_AS_STORED),
         created_at=read_time(row[created_at_column]),
-        checkpoint_id=row["checkpoint_id"],
-        sequence=row["sequence"],
         decision=decision_from_row(row, read_time) if with_decision else None,
-        interrupt_id=row["interrupt_id"],
-        checkpoint_ns=row["checkpoint_ns"],
     )
 
 
