@@ -32,7 +32,7 @@ from checkpointd.store.postgres.statements import Conn
 
 __all__ = ["PostgresInterrupts"]
 
-#: Rows per transaction when purging expired claims.
+#: Rows per transaction when purging expired claims and applied request ids.
 _PURGE_BATCH: Final = 1000
 
 
@@ -157,29 +157,25 @@ class PostgresInterrupts(PostgresCheckpoints):
 
     async def purge_claims(self, claimed_before: datetime) -> int:
         """Forget claims older than the retention time, in batches; return how many went."""
-        claimed_before = times.utc_in(claimed_before)
-        purged = 0
-        while True:
-            async with self._connection() as conn:
-                row = await conn.fetchrow(self._sql.purge_claims, claimed_before, _PURGE_BATCH)
-            if row is None:  # cannot happen: an aggregate query returns one row
-                raise StoreError("claim purge returned no counts")
-            purged += int(row["deleted"])
-            if row["candidates"] < _PURGE_BATCH:
-                return purged
+        return await self._purge(self._sql.purge_claims, claimed_before, "claim")
 
     async def purge_applied_requests(self, applied_before: datetime) -> int:
         """Forget the request ids of idempotency puts applied before ``applied_before``, in
         batches; return how many went."""
-        applied_before = times.utc_in(applied_before)
+        return await self._purge(
+            self._sql.purge_applied_requests, applied_before, "applied request"
+        )
+
+    async def _purge(self, batch: str, before: datetime, what: str) -> int:
+        """Run a purge ``batch`` statement (each its own transaction) until one finds less
+        than a batch to delete, so no purge holds its rows long."""
+        before = times.utc_in(before)
         purged = 0
         while True:
             async with self._connection() as conn:
-                row = await conn.fetchrow(
-                    self._sql.purge_applied_requests, applied_before, _PURGE_BATCH
-                )
+                row = await conn.fetchrow(batch, before, _PURGE_BATCH)
             if row is None:  # cannot happen: an aggregate query returns one row
-                raise StoreError("applied request purge returned no counts")
+                raise StoreError(f"{what} purge returned no counts")
             purged += int(row["deleted"])
             if row["candidates"] < _PURGE_BATCH:
                 return purged

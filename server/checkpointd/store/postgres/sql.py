@@ -80,6 +80,22 @@ def lock_key(purpose: str, schema: str) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+def _purge_batch(table: str, column: str) -> str:
+    """One batch of a purge: delete at most $2 rows of ``table`` whose ``column`` is before
+    $1. ``candidates`` (not ``deleted``) says whether another batch is needed, so rows a
+    concurrent purge took first never end the loop early."""
+    return f"""
+            WITH doomed AS (
+                SELECT ctid FROM {table} WHERE {column} < $1 LIMIT $2
+            ), gone AS (
+                DELETE FROM {table}
+                WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND {column} < $1
+                RETURNING 1
+            )
+            SELECT (SELECT count(*) FROM doomed) AS candidates,
+                   (SELECT count(*) FROM gone) AS deleted"""
+
+
 class Sql:
     """Every statement of the store, with the quoted schema name filled in once."""
 
@@ -300,26 +316,8 @@ class Sql:
             then=f" UNION ALL SELECT {pcols}, 0 FROM earlier",
         )
         self.insert_pending_with_event = with_event(f"taken AS ({self.insert_pending})", first=13)
-        self.purge_claims = f"""
-            WITH doomed AS (
-                SELECT ctid FROM {claims} WHERE claimed_at < $1 LIMIT $2
-            ), gone AS (
-                DELETE FROM {claims}
-                WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND claimed_at < $1
-                RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM doomed) AS candidates,
-                   (SELECT count(*) FROM gone) AS deleted"""
-        self.purge_applied_requests = f"""
-            WITH doomed AS (
-                SELECT ctid FROM {applied} WHERE applied_at < $1 LIMIT $2
-            ), gone AS (
-                DELETE FROM {applied}
-                WHERE ctid = ANY (ARRAY(SELECT ctid FROM doomed)) AND applied_at < $1
-                RETURNING 1
-            )
-            SELECT (SELECT count(*) FROM doomed) AS candidates,
-                   (SELECT count(*) FROM gone) AS deleted"""
+        self.purge_claims = _purge_batch(claims, "claimed_at")
+        self.purge_applied_requests = _purge_batch(applied, "applied_at")
         # The NOTIFY rides on the insert (one round trip); Postgres sends it at commit.
         # The event lock ($16, see the store's module docstring) is taken in the same
         # statement, one round trip for both: the event row is formed from the lock's
