@@ -21,7 +21,7 @@ import os
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -86,6 +86,18 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _removed_on_error(partial: Path) -> Iterator[None]:
+    """Remove the partial copy when the block fails, however it fails: a failed backup
+    leaves no file of its own beside the destination."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(OSError):
+            partial.unlink()
+        raise
+
+
 def backup(
     source: Path,
     destination: Path,
@@ -110,63 +122,49 @@ def backup(
         os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except OSError as exc:
         raise BackupError(f"cannot write to {destination.parent}: {exc.strerror}") from None
-    try:
+    with _removed_on_error(partial):
         src = _open_existing(source)
-    except BaseException:
-        partial.unlink()
-        raise
-    try:
-        # The snapshot: the read transaction begins at the first read, not at BEGIN.
-        src.execute("BEGIN")
-        src.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        dst = sqlite3.connect(partial, isolation_level=None)
         try:
-            src.backup(
-                dst,
-                pages=pages_per_step,
-                progress=None
-                if progress is None
-                else lambda _s, left, all_: progress(all_ - left, all_),
-            )
-            # One self-contained file, whatever mode the store is in (a server opening it
-            # switches it to WAL again).
-            dst.execute("PRAGMA journal_mode = DELETE").fetchone()
-            found = dst.execute("PRAGMA quick_check").fetchone()[0]
-            if found != "ok":
-                raise BackupError(f"the copy fails its check ({found}); the store is untouched")
-            pages = int(dst.execute("PRAGMA page_count").fetchone()[0])
+            # The snapshot: the read transaction begins at the first read, not at BEGIN.
+            src.execute("BEGIN")
+            src.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            dst = sqlite3.connect(partial, isolation_level=None)
+            try:
+                src.backup(
+                    dst,
+                    pages=pages_per_step,
+                    progress=None
+                    if progress is None
+                    else lambda _s, left, all_: progress(all_ - left, all_),
+                )
+                # One self-contained file, whatever mode the store is in (a server opening it
+                # switches it to WAL again).
+                dst.execute("PRAGMA journal_mode = DELETE").fetchone()
+                found = dst.execute("PRAGMA quick_check").fetchone()[0]
+                if found != "ok":
+                    raise BackupError(f"the copy fails its check ({found}); the store is untouched")
+                pages = int(dst.execute("PRAGMA page_count").fetchone()[0])
+            finally:
+                dst.close()
+            src.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise BackupError(f"cannot copy {source} to {destination}: {exc}") from None
         finally:
-            dst.close()
-        src.execute("COMMIT")
-    except sqlite3.Error as exc:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        raise BackupError(f"cannot copy {source} to {destination}: {exc}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        raise
-    finally:
-        src.close()
-    try:
-        # The copy holds what the store holds: it gets the store file's permissions.
-        partial.chmod(source.stat().st_mode & 0o777)
-        with partial.open("rb+") as file:
-            os.fsync(file.fileno())
-        if force:
-            os.replace(partial, destination)
-        else:
-            # A link never replaces: a file that appeared meanwhile is not overwritten.
-            os.link(partial, destination)
-            partial.unlink()
-        _fsync_directory(destination.parent)
-    except FileExistsError:
-        partial.unlink()
-        raise BackupError(f"{destination} exists: pass --force to replace it") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            partial.unlink()
-        raise
+            src.close()
+        try:
+            # The copy holds what the store holds: it gets the store file's permissions.
+            partial.chmod(source.stat().st_mode & 0o777)
+            with partial.open("rb+") as file:
+                os.fsync(file.fileno())
+            if force:
+                os.replace(partial, destination)
+            else:
+                # A link never replaces: a file that appeared meanwhile is not overwritten.
+                os.link(partial, destination)
+                partial.unlink()
+            _fsync_directory(destination.parent)
+        except FileExistsError:
+            raise BackupError(f"{destination} exists: pass --force to replace it") from None
     size = destination.stat().st_size
     return BackupResult(destination, pages, size, time.monotonic() - started)
 
