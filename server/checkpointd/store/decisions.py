@@ -206,6 +206,17 @@ class DecisionTransactions(StatementStore):
 
         return await self._in_transaction(body)
 
+    async def _locked_decision(
+        self, conn: Statements, pause: tuple[str, str, str, str]
+    ) -> tuple[PendingRecord, str | None] | None:
+        """The pause with its decision and the decision's lease holder, locked for the rest
+        of the transaction (None: no decision on the pause). A lease and a report both
+        decide on these two."""
+        found = await conn.fetch(self._decision_sql.decision_of_pause_locked, pause)
+        if not found:
+            return None
+        return self._decided(found[0]), found[0]["lease_token"]
+
     async def lease_decision(
         self,
         namespace: str,
@@ -223,11 +234,11 @@ class DecisionTransactions(StatementStore):
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
 
         async def body(conn: Statements) -> DecisionChange:
-            found = await conn.fetch(sql.decision_of_pause_locked, pause)
-            if not found:
+            locked = await self._locked_decision(conn, pause)
+            if locked is None:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current = self._decided(found[0])
-            renew = renews_lease(current, found[0]["lease_token"], lease_token)
+            current, holder = locked
+            renew = renews_lease(current, holder, lease_token)
             refusal = lease_refusal(current, renew=renew, now=now)
             if refusal is not None:
                 return refusal
@@ -258,11 +269,11 @@ class DecisionTransactions(StatementStore):
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
 
         async def body(conn: Statements) -> DecisionChange:
-            found = await conn.fetch(sql.decision_of_pause_locked, pause)
-            if not found:
+            locked = await self._locked_decision(conn, pause)
+            if locked is None:
                 return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current = self._decided(found[0])
-            refusal = report_refusal(current, found[0]["lease_token"], lease_token, status)
+            current, holder = locked
+            refusal = report_refusal(current, holder, lease_token, status)
             if refusal is not None:
                 return refusal
             report = (status.value, error, self._write_time(now))
