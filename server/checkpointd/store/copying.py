@@ -36,8 +36,11 @@ __all__ = [
     "CopyError",
     "CopyResult",
     "TableSide",
+    "already_in_destination",
+    "column_list",
     "convert",
     "copy_store",
+    "quoted",
 ]
 
 #: Tables that belong to the store, not to a namespace: migrations are the destination's own
@@ -57,6 +60,21 @@ BATCH: Final = 500
 
 class CopyError(Exception):
     """The copy cannot be done or did not verify; nothing was written."""
+
+
+def quoted(name: str) -> str:
+    """A table or column name as an SQL identifier (both backends quote alike)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def column_list(columns: Sequence[str]) -> str:
+    """The quoted columns of a SELECT or an INSERT, in order."""
+    return ", ".join(map(quoted, columns))
+
+
+def already_in_destination(table: str, exc: Exception) -> CopyError:
+    """A copied row whose key the destination holds: the copy stops, nothing is merged."""
+    return CopyError(f"{table}: a row is already in the destination ({exc})")
 
 
 @dataclass(frozen=True, slots=True)

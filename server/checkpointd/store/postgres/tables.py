@@ -11,7 +11,13 @@ from typing import Any
 
 import asyncpg
 
-from checkpointd.store.copying import Column, CopyError
+from checkpointd.store.copying import (
+    Column,
+    CopyError,
+    already_in_destination,
+    column_list,
+    quoted,
+)
 from checkpointd.store.postgres.dsn import describe_target
 from checkpointd.store.postgres.sql import quoted_schema
 
@@ -34,10 +40,6 @@ _COLUMNS = (
 )
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _where(namespaces: Sequence[str] | None) -> tuple[str, list[Any]]:
     if namespaces is None:
         return "", []
@@ -53,9 +55,7 @@ class _Reader:
         self, table: str, columns: Sequence[str], namespaces: Sequence[str], batch: int
     ) -> AsyncIterator[list[tuple[Any, ...]]]:
         where, params = _where(namespaces)
-        query = (
-            f"SELECT {', '.join(map(_quoted, columns))} FROM {self._schema}.{_quoted(table)}{where}"
-        )
+        query = f"SELECT {column_list(columns)} FROM {self._schema}.{quoted(table)}{where}"
         chunk: list[tuple[Any, ...]] = []
         async for record in self._conn.cursor(query, *params, prefetch=batch):
             chunk.append(tuple(record))
@@ -81,12 +81,12 @@ class _Writer:
         )
         try:
             await self._conn.executemany(
-                f"INSERT INTO {self._schema}.{_quoted(table)} "
-                f"({', '.join(map(_quoted, columns))}){override} VALUES ({marks})",
+                f"INSERT INTO {self._schema}.{quoted(table)} "
+                f"({column_list(columns)}){override} VALUES ({marks})",
                 rows,
             )
         except asyncpg.IntegrityConstraintViolationError as exc:
-            raise CopyError(f"{table}: a row is already in the destination ({exc})") from None
+            raise already_in_destination(table, exc) from None
 
     async def raise_counter(self, table: str, column: str, at_least: int) -> None:
         sequence = await _sequence_of(self._conn, self._schema, table, column)
@@ -110,7 +110,7 @@ class _Writer:
 async def _sequence_of(conn: Any, schema: str, table: str, column: str) -> str:
     """The identity sequence of a column, as the catalog names it (quoted, qualified)."""
     found = await conn.fetchval(
-        "SELECT pg_get_serial_sequence($1, $2)", f"{schema}.{_quoted(table)}", column
+        "SELECT pg_get_serial_sequence($1, $2)", f"{schema}.{quoted(table)}", column
     )
     if found is None:
         raise CopyError(f"{table}.{column} has no sequence")
@@ -120,7 +120,7 @@ async def _sequence_of(conn: Any, schema: str, table: str, column: str) -> str:
 async def _issued(conn: Any, schema: str, table: str, column: str, sequence: str) -> int:
     """The highest number the column's sequence handed out or its rows hold."""
     highest = await conn.fetchval(
-        f"SELECT coalesce(max({_quoted(column)}), 0) FROM {schema}.{_quoted(table)}"
+        f"SELECT coalesce(max({quoted(column)}), 0) FROM {schema}.{quoted(table)}"
     )
     issued = await conn.fetchval(
         f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {sequence}"
@@ -131,7 +131,7 @@ async def _issued(conn: Any, schema: str, table: str, column: str, sequence: str
 async def _count(conn: Any, schema: str, table: str, namespaces: Sequence[str] | None) -> int:
     where, params = _where(namespaces)
     return int(
-        await conn.fetchval(f"SELECT count(*) FROM {schema}.{_quoted(table)}{where}", *params)
+        await conn.fetchval(f"SELECT count(*) FROM {schema}.{quoted(table)}{where}", *params)
     )
 
 
@@ -187,7 +187,7 @@ class PostgresTables:
         found: set[str] = set()
         for table in tables:
             rows = await self._conn.fetch(
-                f"SELECT DISTINCT namespace FROM {self._schema}.{_quoted(table)}"
+                f"SELECT DISTINCT namespace FROM {self._schema}.{quoted(table)}"
             )
             found.update(str(row[0]) for row in rows)
         return sorted(found)

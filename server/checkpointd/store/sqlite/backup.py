@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from checkpointd.store.copying import quoted
+
 __all__ = ["BackupError", "BackupResult", "CheckResult", "backup", "check"]
 
 #: Pages copied per step: small enough for a lively progress line, large enough to be fast.
@@ -72,10 +74,6 @@ def _open_existing(path: Path) -> sqlite3.Connection:
         return conn
     except sqlite3.Error as exc:
         raise BackupError(f"cannot open {path}: {exc}") from None
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -184,7 +182,7 @@ def check(path: Path) -> CheckResult:
         ]
         # Table names come from the file's own catalog, quoted as identifiers.
         tables = {
-            name: int(conn.execute(f"SELECT count(*) FROM {_quoted(name)}").fetchone()[0])
+            name: int(conn.execute(f"SELECT count(*) FROM {quoted(name)}").fetchone()[0])
             for name in names
         }
         version = 0

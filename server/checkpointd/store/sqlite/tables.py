@@ -10,13 +10,15 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from checkpointd.store.copying import Column, CopyError
+from checkpointd.store.copying import (
+    Column,
+    CopyError,
+    already_in_destination,
+    column_list,
+    quoted,
+)
 
 __all__ = ["SQLiteTables"]
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _kind(declared: str) -> str:
@@ -43,7 +45,7 @@ class _Reader:
     ) -> AsyncIterator[list[tuple[Any, ...]]]:
         where, params = _where(namespaces)
         cursor = self._conn.execute(
-            f"SELECT {', '.join(map(_quoted, columns))} FROM {_quoted(table)}{where}", params
+            f"SELECT {column_list(columns)} FROM {quoted(table)}{where}", params
         )
         while chunk := cursor.fetchmany(batch):
             yield [tuple(row) for row in chunk]
@@ -59,12 +61,11 @@ class _Writer:
         marks = ", ".join("?" * len(columns))
         try:
             self._conn.executemany(
-                f"INSERT INTO {_quoted(table)} ({', '.join(map(_quoted, columns))}) "
-                f"VALUES ({marks})",
+                f"INSERT INTO {quoted(table)} ({column_list(columns)}) VALUES ({marks})",
                 rows,
             )
         except sqlite3.IntegrityError as exc:
-            raise CopyError(f"{table}: a row is already in the destination ({exc})") from None
+            raise already_in_destination(table, exc) from None
 
     async def raise_counter(self, table: str, column: str, at_least: int) -> None:
         # AUTOINCREMENT keeps its high-water mark in sqlite_sequence; an explicit insert
@@ -91,7 +92,7 @@ class _Writer:
 
 def _count(conn: sqlite3.Connection, table: str, namespaces: Sequence[str] | None) -> int:
     where, params = _where(namespaces)
-    return int(conn.execute(f"SELECT count(*) FROM {_quoted(table)}{where}", params).fetchone()[0])
+    return int(conn.execute(f"SELECT count(*) FROM {quoted(table)}{where}", params).fetchone()[0])
 
 
 class SQLiteTables:
@@ -124,7 +125,7 @@ class SQLiteTables:
         return {
             name: [
                 Column(str(row[1]), _kind(str(row[2])), not row[3])
-                for row in self._conn.execute(f"PRAGMA table_info({_quoted(name)})")
+                for row in self._conn.execute(f"PRAGMA table_info({quoted(name)})")
             ]
             for name in names
         }
@@ -141,7 +142,7 @@ class SQLiteTables:
         for table in tables:
             found.update(
                 str(row[0])
-                for row in self._conn.execute(f"SELECT DISTINCT namespace FROM {_quoted(table)}")
+                for row in self._conn.execute(f"SELECT DISTINCT namespace FROM {quoted(table)}")
             )
         return sorted(found)
 
@@ -152,7 +153,7 @@ class SQLiteTables:
         seq = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,))
         row = seq.fetchone()
         highest = self._conn.execute(
-            f"SELECT coalesce(max({_quoted(column)}), 0) FROM {_quoted(table)}"
+            f"SELECT coalesce(max({quoted(column)}), 0) FROM {quoted(table)}"
         ).fetchone()[0]
         return max(int(row[0]) if row else 0, int(highest))
 
