@@ -6,7 +6,7 @@ write lock first; Postgres reads them ``FOR UPDATE``), which its :class:`Decisio
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +25,7 @@ from checkpointd.domain import (
 from checkpointd.store import retries
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.store.columns import decision_params
-from checkpointd.store.statements import Statements, StatementStore
+from checkpointd.store.statements import Body, Statements, StatementStore
 
 __all__ = [
     "DecisionSql",
@@ -37,6 +37,9 @@ __all__ = [
     "report_refusal",
     "resume_event_kind",
 ]
+
+#: What a lease or a report does with a pause's locked decision and its lease holder.
+DecisionStep = Callable[[Statements, PendingRecord, str | None], Awaitable[DecisionChange]]
 
 
 def _decision(current: PendingRecord) -> DecisionRecord:
@@ -206,16 +209,20 @@ class DecisionTransactions(StatementStore):
 
         return await self._in_transaction(body)
 
-    async def _locked_decision(
-        self, conn: Statements, pause: tuple[str, str, str, str]
-    ) -> tuple[PendingRecord, str | None] | None:
-        """The pause with its decision and the decision's lease holder, locked for the rest
-        of the transaction (None: no decision on the pause). A lease and a report both
-        decide on these two."""
-        found = await conn.fetch(self._decision_sql.decision_of_pause_locked, pause)
-        if not found:
-            return None
-        return self._decided(found[0]), found[0]["lease_token"]
+    def _on_locked_decision(
+        self, pause: tuple[str, str, str, str], change: DecisionStep
+    ) -> Body[DecisionChange]:
+        """A transaction body that locks the pause's decision for the rest of the transaction
+        and hands it, with its lease holder, to ``change``; NOT_FOUND when the pause has no
+        decision. A lease and a report both decide on these two."""
+
+        async def body(conn: Statements) -> DecisionChange:
+            found = await conn.fetch(self._decision_sql.decision_of_pause_locked, pause)
+            if not found:
+                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
+            return await change(conn, self._decided(found[0]), found[0]["lease_token"])
+
+        return body
 
     async def lease_decision(
         self,
@@ -230,24 +237,21 @@ class DecisionTransactions(StatementStore):
     ) -> DecisionChange:
         """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
         whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
-        sql = self._decision_sql
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
 
-        async def body(conn: Statements) -> DecisionChange:
-            locked = await self._locked_decision(conn, pause)
-            if locked is None:
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current, holder = locked
+        async def take(
+            conn: Statements, current: PendingRecord, holder: str | None
+        ) -> DecisionChange:
             renew = renews_lease(current, holder, lease_token)
             refusal = lease_refusal(current, renew=renew, now=now)
             if refusal is not None:
                 return refusal
             lease = (lease_token, self._write_time(lease_until), 0 if renew else 1)
-            taken = await conn.fetch(sql.take_lease, (*lease, *pause))
+            taken = await conn.fetch(self._decision_sql.take_lease, (*lease, *pause))
             return DecisionChange(DecisionOutcome.APPLIED, self._decided(taken[0]))
 
         async with self._holding_pause(pause):
-            return await self._in_transaction(body)
+            return await self._in_transaction(self._on_locked_decision(pause, take))
 
     async def report_resume(
         self,
@@ -265,25 +269,22 @@ class DecisionTransactions(StatementStore):
         ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
         REPEATED; a report by anyone but the lease holder, or a different second report, is a
         CONFLICT."""
-        sql = self._decision_sql
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
 
-        async def body(conn: Statements) -> DecisionChange:
-            locked = await self._locked_decision(conn, pause)
-            if locked is None:
-                return DecisionChange(DecisionOutcome.NOT_FOUND, None)
-            current, holder = locked
+        async def record(
+            conn: Statements, current: PendingRecord, holder: str | None
+        ) -> DecisionChange:
             refusal = report_refusal(current, holder, lease_token, status)
             if refusal is not None:
                 return refusal
             report = (status.value, error, self._write_time(now))
-            changed = await conn.fetch(sql.report_decision, (*report, *pause))
+            changed = await conn.fetch(self._decision_sql.report_decision, (*report, *pause))
             reported = self._decided(changed[0])
             kind = resume_event_kind(status)
             await self._append_event_at(conn, namespace, kind, reported, now)
             return DecisionChange(DecisionOutcome.APPLIED, reported)
 
-        return await self._in_transaction(body)
+        return await self._in_transaction(self._on_locked_decision(pause, record))
 
     async def list_decisions(
         self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
