@@ -63,17 +63,19 @@ def test_i4_interrupts_list_prints_an_aligned_table_newest_first(sidecar: Sideca
         "AGENT_PATH",
         "DECISION",
         "AGE",
+        "CONTEXT",
     ]
     assert [line.split()[0] for line in lines[1:]] == ["exec-c", "exec-long-identifier-b", "exec-a"]
     starts = [
-        lines[0].index(col) for col in ("CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
+        lines[0].index(col)
+        for col in ("CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE", "CONTEXT")
     ]
     for line in lines[1:]:
         for start in starts:
             assert line[start - 2 : start] == "  ", (line, start)
             assert line[start] != " ", (line, start)
     assert lines[2].split()[1:5] == ["refunds", "manager_approval", "node", "swarm:s/a:x"]
-    assert lines[3].split()[-1] == "3h"
+    assert lines[3].split()[-2:] == ["3h", '{"amount":500}']
 
     only = cli(
         "interrupts",
@@ -236,7 +238,9 @@ def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar:
     )
     assert approved.returncode == 0, approved.stderr
     assert "exec-d" in approved.stdout
-    assert "decision=approved:alice:decided" in approved.stdout
+    assert approved.stdout == (
+        "approved exec-d (node node) as alice: a resume worker will carry it out\n"
+    )
     with CheckpointdClient(sidecar.target, namespace="team") as client:
         [row] = [
             p
@@ -253,8 +257,8 @@ def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar:
 
     listing = cli("interrupts", "list", *base)
     rows = {line.split()[0]: line.split() for line in listing.stdout.splitlines()[1:]}
-    assert rows["exec-d"][-2] == "approved:alice:decided"
-    assert rows["exec-e"][-2] == "-"
+    assert rows["exec-d"][-3] == "approved:alice:decided"
+    assert rows["exec-e"][-3] == "-"
 
     bad = cli("interrupts", "decide", "exec-e", "--approve", "--metadata", "[1]", *base)
     assert bad.returncode == 2
@@ -313,14 +317,14 @@ def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
 
     edited = decide(single, "--edit", "to=bob", "--edit", 'cc=["cy"]')
     assert edited.returncode == 0, edited.stderr
-    assert "decision=edited:ann:decided" in edited.stdout
+    assert edited.stdout.startswith(f"edited {single.execution_id} (node ")
     both = decide(
         batch,
         "--decisions-json",
         '[{"type": "respond", "message": "sent"}, {"type": "reject", "message": "keep it"}]',
     )
     assert both.returncode == 0, both.stderr
-    assert "decision=responded+rejected:ann:decided" in both.stdout
+    assert both.stdout.startswith(f"responded+rejected {batch.execution_id} (node ")
     answered = decide(plain, "--resume-json", '{"choice": 2}')
     assert answered.returncode == 0, answered.stderr
 
@@ -340,3 +344,90 @@ def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
     assert plain_decision.response.resume_value == {"choice": 2}
     for result in (refused, too_many, edited, both, answered):
         assert "Traceback" not in result.stderr
+
+
+def test_i4_g8_list_json_and_show_give_a_pause_whole_for_both_kinds_of_run(sidecar: Sidecar):
+    """`interrupts list` shows the start of each pause's context and `--json` the whole of
+    it; `interrupts show` prints a run's pauses in full, a fastaiagent run's one and each of a
+    LangGraph thread's parallel two, and fails with one line for a run with none."""
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_graph_interrupts import two_pauses
+
+    thread = f"thread-{datetime.now(UTC).timestamp():.0f}"
+    with (
+        CheckpointdClient(sidecar.target, namespace="team") as client,
+        CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver,
+    ):
+        record(client, "exec-f", interrupt_context={"amount": 500, "note": "x" * 80})
+        two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
+    base = ("--target", sidecar.target, "--namespace", "team")
+
+    table = cli("interrupts", "list", *base)
+    assert table.returncode == 0, table.stderr
+    [fast] = [line for line in table.stdout.splitlines() if line.startswith("exec-f")]
+    assert fast.endswith("…")  # the context is cut in the table
+    assert '{"amount":500,"note":"xxx' in fast
+    listed = [
+        json.loads(line) for line in cli("interrupts", "list", "--json", *base).stdout.splitlines()
+    ]
+    by_run = {(row["execution_id"], row["node_id"]): row for row in listed}
+    assert by_run[("exec-f", "node")]["context"] == {"amount": 500, "note": "x" * 80}
+    assert by_run[(thread, "a")]["context"] == {"reason": "ask-a"}
+    assert by_run[(thread, "b")]["interrupt_id"]
+
+    shown = cli("interrupts", "show", "exec-f", *base)
+    assert shown.returncode == 0, shown.stderr
+    assert "pause        node node\n" in shown.stdout
+    assert "decision     none yet\n" in shown.stdout
+    assert f'    "note": "{"x" * 80}"' in shown.stdout  # the whole context, indented JSON
+    both = cli("interrupts", "show", thread, *base)
+    assert both.returncode == 0, both.stderr
+    for node in ("a", "b"):
+        row = by_run[(thread, node)]
+        assert f"pause        node {node}, interrupt {row['interrupt_id']}\n" in both.stdout
+    one = cli(
+        "interrupts",
+        "show",
+        thread,
+        "--interrupt-id",
+        by_run[(thread, "a")]["interrupt_id"],
+        "--json",
+        *base,
+    )
+    assert [json.loads(line)["node_id"] for line in one.stdout.splitlines()] == ["a"]
+    none = cli("interrupts", "show", "exec-none", *base)
+    assert none.returncode == 1
+    assert (
+        none.stderr
+        == "checkpointd: error: exec-none has no pending interrupt in namespace 'team'\n"
+    )
+
+
+def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: Sidecar):
+    """Without --interrupt-id, `decide` decides a LangGraph thread's only pause (it used to
+    say the thread had none) and refuses, listing the ids, when the thread waits on two;
+    the namespace may come from $CHECKPOINTD_NAMESPACE."""
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_graph_interrupts import one_pause, two_pauses
+
+    stamp = f"{datetime.now(UTC).timestamp():.0f}"
+    single, double = f"single-{stamp}", f"double-{stamp}"
+    with CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver:
+        one_pause(saver).invoke({"log": []}, {"configurable": {"thread_id": single}})
+        two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": double}})
+    env = {"CHECKPOINTD_TARGET": sidecar.target, "CHECKPOINTD_NAMESPACE": "team"}
+
+    decided = cli("interrupts", "decide", single, "--approve", "--decided-by", "ann", env=env)
+    assert decided.returncode == 0, decided.stderr
+    assert decided.stdout.startswith(f"approved {single} (node review, interrupt ")
+    refused = cli("interrupts", "decide", double, "--approve", env=env)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1
+    assert f"{double} waits on 2 pauses; name one with --interrupt-id: " in refused.stderr
+    with CheckpointdClient(sidecar.target, namespace="team") as client:
+        pauses = {p.execution_id + p.node_id: p for p in client.iter_pending_interrupts()}
+    assert pauses[f"{single}review"].decision is not None
+    assert pauses[f"{double}a"].decision is None
+    assert pauses[f"{double}b"].decision is None
+    for node in ("a", "b"):
+        assert f"{pauses[double + node].interrupt_id} (node {node}, interrupt " in refused.stderr

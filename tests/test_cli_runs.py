@@ -131,6 +131,7 @@ def test_c11_runs_show_prints_pause_decision_keys_and_history(sidecar, runs):
     assert f"execution    {runs['pause']}" in out
     assert "status       paused" in out
     assert "pending      node=review reason=manager_approval" in out
+    assert 'context      {"amount":500}' in out  # what the pause asks about
     assert "decision     approved by alice" in out
     assert "status=decided" in out
     assert "idempotency  1 keys: charge:1" in out

@@ -381,7 +381,7 @@ def test_g8_the_cli_lists_and_decides_a_graph_pause(client, saver, thread, sidec
         timeout=60,
         check=True,
     ).stdout
-    assert f"interrupt={raised.id}" in decided
+    assert f"(node review, interrupt {raised.id}) as cli" in decided
     [row] = rows_of(client, thread_id)
     assert row.decision is not None
     assert row.decision.decided_by == "cli"

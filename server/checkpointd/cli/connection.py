@@ -2,7 +2,8 @@
 namespace, and how to prove who we are (a bearer token, TLS, mutual TLS); and the client they
 make.
 
-The token is never an argument (it would show in ``ps`` and in shell history): it comes from
+The namespace is ``--namespace``, else ``$CHECKPOINTD_NAMESPACE``, else ``default``. The
+token is never an argument (it would show in ``ps`` and in shell history): it comes from
 ``--token-file`` or ``$CHECKPOINTD_TOKEN``. TLS is off for ``unix:`` targets and for TCP
 targets unless a ``--tls-*`` option is given.
 """
@@ -10,6 +11,7 @@ targets unless a ``--tls-*`` option is given.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +30,10 @@ __all__ = [
 ]
 
 #: ``--namespace``'s help, for a command that reads a namespace, and for one that acts on a run.
-READ_NAMESPACE = "the namespace to read [default: default]"
-RUN_NAMESPACE = "the namespace of the run [default: default]"
+READ_NAMESPACE = "the namespace to read [default: $CHECKPOINTD_NAMESPACE, then default]"
+RUN_NAMESPACE = "the namespace of the run [default: $CHECKPOINTD_NAMESPACE, then default]"
+#: Where --namespace's default comes from: one export serves a whole shell session.
+NAMESPACE_ENV = "CHECKPOINTD_NAMESPACE"
 
 
 def add_connection_arguments(
@@ -44,7 +48,9 @@ def add_connection_arguments(
         help="the server: host:port or unix:///path "
         "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
     )
-    parser.add_argument("--namespace", default="default", help=namespace_help)
+    parser.add_argument(
+        "--namespace", default=os.environ.get(NAMESPACE_ENV) or "default", help=namespace_help
+    )
     if timeout:
         parser.add_argument(
             "--timeout",

@@ -1,10 +1,14 @@
-"""``checkpointd interrupts list|watch|decide``: the pending interrupts of a namespace, for
-people.
+"""``checkpointd interrupts list|show|watch|decide``: the pending interrupts of a namespace,
+for people.
 
-``list`` prints an aligned table, newest first, with the decision on each pause. ``watch``
+``list`` prints an aligned table, newest first, with the decision on each pause and the start
+of its context (``--json``: one object per pause, the whole context). ``show`` prints a run's
+pauses whole: what a person reads before deciding. ``watch``
 prints the pending set and then one line per change as it happens (``--json``: one JSON object
 per line, for machines), and reconnects by itself when the server goes away. ``decide``
-approves or rejects a pause (contract K1); a resume worker carries the decision out. All talk
+approves or rejects a pause (contract K1); a resume worker carries the decision out. A
+LangGraph thread may wait on several pauses: ``show`` and ``decide`` take the run's only one
+unless ``--interrupt-id`` names another, and list the ids when there are several. All talk
 to a running server through the Python client, with the connection options of
 :mod:`checkpointd.cli.connection` (``--target``, which defaults to ``$CHECKPOINTD_TARGET``
 then 127.0.0.1:7470; ``--token-file`` or ``$CHECKPOINTD_TOKEN``; ``--tls-*``).
@@ -37,6 +41,7 @@ from checkpointd.cli.connection import (
 from checkpointd.cli.listing import print_listing
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.parsers import add_actions, add_command
+from checkpointd.cli.pauses import compact_context, pause_block, pause_name, pick_pause
 from checkpointd_client import (
     CheckpointdClient,
     CheckpointdError,
@@ -53,7 +58,7 @@ from checkpointd_client import (
 
 __all__ = ["DESCRIPTION", "HELP", "format_age", "format_table", "register"]
 
-COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE")
+COLUMNS = ("EXECUTION_ID", "CHAIN", "REASON", "NODE", "AGENT_PATH", "DECISION", "AGE", "CONTEXT")
 
 
 class _Filters(TypedDict):
@@ -78,7 +83,7 @@ def _filters(args: argparse.Namespace) -> _Filters:
     )
 
 
-HELP = "list or watch pending interrupts"
+HELP = "list, show, watch or decide pending interrupts"
 DESCRIPTION = "Read the runs that paused for a human, from a running server."
 
 
@@ -100,6 +105,25 @@ def register(interrupts: argparse.ArgumentParser) -> None:
         default=100,
         help="the most rows to print [default: %(default)s]",
     )
+    listing.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per pause (its whole context and decision) instead",
+    )
+    show = add_command(
+        actions,
+        "show",
+        run_show,
+        help="print a run's pauses whole: context, node, reason, decision",
+        description="Print what a person reads before deciding: each pause of a run with its "
+        "whole context, node, reason, interrupt id and decision.",
+    )
+    show.add_argument("execution_id", metavar="EXECUTION_ID", help="the paused run")
+    show.add_argument(
+        "--interrupt-id", help="only this pause of a graph thread [default: all of the run's]"
+    )
+    show.add_argument("--json", action="store_true", help="print one JSON object per pause")
+    add_connection_arguments(show, namespace_help=RUN_NAMESPACE)
     watch = add_command(
         actions,
         "watch",
@@ -137,9 +161,8 @@ def register(interrupts: argparse.ArgumentParser) -> None:
     decide.add_argument("execution_id", metavar="EXECUTION_ID", help="the paused run")
     decide.add_argument(
         "--interrupt-id",
-        default="",
         help="which pause of a graph thread (its INTERRUPT_ID in `list`) [default: the run's "
-        "one fastaiagent pause]",
+        "only pause; when it has several, they are listed]",
     )
     verdict = decide.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", dest="approved", action="store_true", help="let it go on")
@@ -205,6 +228,7 @@ def format_table(rows: Sequence[PendingInterrupt], now: datetime) -> list[str]:
             p.agent_path or "-",
             format_decision(p.decision),
             format_age(p.created_at, now),
+            compact_context(p.context),
         )
         for p in rows
     ]
@@ -333,7 +357,35 @@ def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         lambda page: page.pending_interrupts,
         lambda rows: format_table(rows, datetime.now(UTC)),
         what="pending interrupts",
+        as_json=pending_json,
     )
+
+
+def run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Print a run's pauses whole; 1 when it has none (or not the one named)."""
+    try:
+        with connect(args) as client:
+            pauses = [
+                p for p in client.iter_pending_interrupts() if p.execution_id == args.execution_id
+            ]
+    except (CheckpointdError, ValueError) as exc:
+        return fail(exc)
+    if args.interrupt_id is not None:
+        pauses = [p for p in pauses if p.interrupt_id == args.interrupt_id]
+    if not pauses:
+        which = "" if args.interrupt_id is None else f" with interrupt id {args.interrupt_id!r}"
+        return fail(
+            f"{args.execution_id} has no pending interrupt{which} in namespace {args.namespace!r}"
+        )
+    now = datetime.now(UTC)
+    for n, pending in enumerate(pauses):
+        if args.json:
+            print_json(pending_json(pending))
+            continue
+        if n:
+            print()
+        print("\n".join(pause_block(pending, now)))
+    return 0
 
 
 def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -347,8 +399,12 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     decided_by = args.decided_by or _user()
     try:
         with connect(args) as client:
-            pause = _pause(client, args) if decision_flags.needs_pause(args) else None
-            response = decision_flags.response_from_arguments(args, pause)
+            pause = _pause(client, args)
+            if isinstance(pause, str):
+                return fail(pause)
+            response = decision_flags.response_from_arguments(
+                args, pause if decision_flags.needs_pause(args) else None
+            )
             decided = client.submit_decision(
                 args.execution_id,
                 # --approve / --reject say it; a typed answer carries its own verdict.
@@ -356,7 +412,7 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
                 decided_by=decided_by,
                 resume_metadata=metadata,
                 reason=args.reason,
-                interrupt_id=args.interrupt_id,
+                interrupt_id=pause.interrupt_id if pause is not None else args.interrupt_id or "",
                 response=response,
             )
     except FailedPreconditionError as exc:
@@ -369,18 +425,24 @@ def run_decide(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         return fail(exc)
     except (CheckpointdError, ValueError) as exc:
         return fail(exc)
-    print(f"decided {_describe(decided)}")
+    assert decided.decision is not None
+    print(
+        f"{format_decision(decided.decision).split(':')[0]} {decided.execution_id} "
+        f"({pause_name(decided)}) as {decided.decision.decided_by}: a resume worker will carry "
+        "it out"
+    )
     return 0
 
 
-def _pause(client: CheckpointdClient, args: argparse.Namespace) -> PendingInterrupt | None:
-    """The pending interrupt being decided (None when the run has no such pause)."""
-    for pending in client.iter_pending_interrupts():
-        if pending.execution_id == args.execution_id and (
-            pending.interrupt_id == args.interrupt_id
-        ):
-            return pending
-    return None
+def _pause(client: CheckpointdClient, args: argparse.Namespace) -> PendingInterrupt | str | None:
+    """The pause being decided: the one --interrupt-id names, else the run's only one. A
+    sentence when the run waits on several and none is named; None when it has none (the
+    server then says so, with its reason)."""
+    pauses = [p for p in client.iter_pending_interrupts() if p.execution_id == args.execution_id]
+    picked = pick_pause(args.execution_id, pauses, args.interrupt_id)
+    if isinstance(picked, str):
+        return picked if len(pauses) > 1 and args.interrupt_id is None else None
+    return picked
 
 
 def _user() -> str:

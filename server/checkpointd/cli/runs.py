@@ -31,6 +31,7 @@ from checkpointd.cli.interrupts import decision_json, format_age, pending_json
 from checkpointd.cli.listing import PAGE_CAP, print_listing
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.parsers import add_actions, add_command
+from checkpointd.cli.pauses import compact_context
 from checkpointd_client import (
     Checkpoint,
     CheckpointdError,
@@ -278,6 +279,7 @@ def format_detail(detail: ExecutionDetail, now: datetime) -> list[str]:
     ]
     if detail.pending is not None:
         lines.append(f"pending      {_describe_pause(detail.pending)}")
+        lines.append(f"context      {compact_context(detail.pending.context, width=None)}")
         if detail.pending.decision is not None:
             lines.append(f"decision     {_describe_decision(detail.pending.decision)}")
         else:
