@@ -340,18 +340,25 @@ _CODE_NAMES: dict[int, str] = {code.value[0]: code.name for code in grpc.StatusC
 
 def metrics_layer(metrics: Metrics) -> Layer:
     """Count and time every call by method, kind and final status code."""
-    from checkpointd.metrics import WATCH_METHOD  # with the metrics only (prometheus_client)
+    # With the metrics only (prometheus_client).
+    from checkpointd.metrics import WATCH_METHOD, LabelCache
+
+    started_series = LabelCache(metrics.rpc_started)
+    handled_series = LabelCache(metrics.rpc_handled)
+    seconds_series = LabelCache(metrics.rpc_seconds)
+    in_flight_series = LabelCache(metrics.rpcs_in_flight)
 
     def layer(method: Method, step: Step) -> Step:
         service, name = method.service, method.name
         labels = (service, name, method.kind.value)
         is_watch = method.path == WATCH_METHOD
 
-        # The labelled series are looked up on each call, so a method shows in the metrics
-        # only once it has been called.
+        # The labelled series are made on a method's first call, so a method shows in the
+        # metrics only once it has been called.
         async def measured(call: Call) -> Any:
-            metrics.rpc_started.labels(*labels).inc()
-            metrics.rpcs_in_flight.labels(service, name).inc()
+            started_series(*labels).inc()
+            in_flight = in_flight_series(service, name)
+            in_flight.inc()
             if is_watch:
                 metrics.watch_streams.inc()
             started = time.perf_counter()
@@ -362,9 +369,9 @@ def metrics_layer(metrics: Metrics) -> Layer:
                 failure = exc
                 raise
             finally:
-                metrics.rpc_seconds.labels(*labels).observe(time.perf_counter() - started)
-                metrics.rpc_handled.labels(*labels, _code_name(call.context, failure)).inc()
-                metrics.rpcs_in_flight.labels(service, name).dec()
+                seconds_series(*labels).observe(time.perf_counter() - started)
+                handled_series(*labels, _code_name(call.context, failure)).inc()
+                in_flight.dec()
                 if is_watch:
                     metrics.watch_streams.dec()
 

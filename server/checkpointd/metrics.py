@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -37,12 +38,13 @@ from prometheus_client import (
     start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from checkpointd.graph.retention import RetentionCounts
 from checkpointd.store.base import PoolState, Store
 
-__all__ = ["WATCH_METHOD", "Metrics", "MetricsServer"]
+__all__ = ["WATCH_METHOD", "LabelCache", "Metrics", "MetricsServer"]
 
 log = logging.getLogger("checkpointd")
 
@@ -69,6 +71,27 @@ _LATENCY_BUCKETS = (
 )
 # How long a scrape waits for the store's counts before leaving them out.
 _SCRAPE_STORE_TIMEOUT_S = 5.0
+
+
+M = TypeVar("M", bound=MetricWrapperBase)
+
+
+class LabelCache(Generic[M]):
+    """A labelled metric's series, each looked up once: ``labels()`` checks, joins and locks
+    on every call (about 0.8 µs, against 0.3 µs for the dict lookup here), which every RPC
+    and store call paid four or five times. A series appears when first used, as before."""
+
+    __slots__ = ("_metric", "_series")
+
+    def __init__(self, metric: M) -> None:
+        self._metric = metric
+        self._series: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        series = self._series.get(values)
+        if series is None:
+            series = self._series[values] = self._metric.labels(*values)
+        return series
 
 
 class Metrics:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from prometheus_client import Histogram
 
+from checkpointd.metrics import LabelCache
 from checkpointd.store.base import Store, StoreUnavailable
 
 __all__ = ["InstrumentedStore", "observed"]
@@ -63,7 +64,18 @@ async def observed(histogram: Histogram, operation: str, call: Awaitable[T]) -> 
         outcome = "unavailable"
         raise
     finally:
-        histogram.labels(operation, outcome).observe(time.perf_counter() - started)
+        _series(histogram)(operation, outcome).observe(time.perf_counter() - started)
+
+
+#: Each store-time histogram's series cache (one histogram per server, a few in tests).
+_SERIES: dict[Histogram, LabelCache[Histogram]] = {}
+
+
+def _series(histogram: Histogram) -> LabelCache[Histogram]:
+    cache = _SERIES.get(histogram)
+    if cache is None:
+        cache = _SERIES[histogram] = LabelCache(histogram)
+    return cache
 
 
 def _timed_method(name: str) -> Callable[..., Awaitable[Any]]:
