@@ -107,6 +107,29 @@ async def test_i5_another_connections_commit_wakes_the_watch_with_no_poll(
     assert reads.count - before <= 10
 
 
+async def test_i5_this_processs_own_commit_wakes_the_reader_once(db_path: Path) -> None:
+    """A commit of this process's store wakes the reader at once through the store's wake-up,
+    and only once: the same commit's change to the file is not taken for another's (it cost
+    the reader a second read of the outbox per commit); another's commit still wakes it."""
+    versions = DataVersion(str(db_path))
+    reads = CountedReads(versions)
+    wakeups: set[asyncio.Event] = set()
+    notifier = SQLiteEventNotifier(reads, wakeups, path=str(db_path), safety_poll=3600)
+    try:
+        await asyncio.wait_for(notifier.wait(3600), PATIENCE)  # the first wait returns at once
+        waiting = await wait_started(notifier)
+        await asyncio.to_thread(commit, db_path)  # the store's commit...
+        for wakeup in wakeups:  # ...and its wake-up, as the store sets it after committing
+            wakeup.set()
+        await asyncio.wait_for(waiting, PATIENCE)
+        again = await wait_started(notifier)  # the same commit does not wake it again
+        await asyncio.to_thread(commit, db_path)  # another connection's commit does
+        await asyncio.wait_for(again, PATIENCE)
+    finally:
+        await notifier.close()
+        versions.close()
+
+
 async def test_i5_another_processs_commit_wakes_the_watch(
     watched: tuple[SQLiteEventNotifier, CountedReads], db_path: Path
 ) -> None:

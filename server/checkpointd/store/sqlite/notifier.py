@@ -172,8 +172,10 @@ class DataVersion:
 class SQLiteEventNotifier:
     """Wakes the outbox reader when the file changed, confirmed by ``data_version`` (a
     :class:`DataVersion` read), and at once when this process commits an event (the store
-    sets every event of ``wakeups`` then). A read that fails (the file busy or locked, the
-    store closed) counts as a change, so no commit goes unnoticed.
+    sets every event of ``wakeups`` then); each wait ends with a new look, so this
+    process's own commits wake the reader once, not again through the file. A read that
+    fails (the file busy or locked, the store closed) counts as a change, so no commit goes
+    unnoticed.
 
     With ``path``, an inotify watch (:class:`FileWatch`) on the file's directory tells a
     waiting reader of another connection's or process's commit: an idle file costs no
@@ -373,6 +375,11 @@ class SQLiteEventNotifier:
             self._cancel_poll()
             self._stop_reading()
             self._local.clear()
+            # The caller reads the outbox next, so every commit the file holds now is read:
+            # a new baseline, so that a commit of this process (it woke the caller through
+            # ``wakeups``) does not wake it a second time through the file.
+            if self._version is not None:
+                self._changed()
 
     def detach(self) -> None:
         """Close the watch's descriptor (the store closes); a later wait polls, and fails
