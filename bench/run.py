@@ -49,7 +49,7 @@ from fastaiagent.checkpointers import PendingInterrupt as FastPending
 from fastaiagent.checkpointers import SQLiteCheckpointer
 from fastaiagent.checkpointers.postgres import PostgresCheckpointer
 
-from bench import cpu, floors, multiproc
+from bench import cpu, floors, multiproc, raw_commit
 from bench import graph as graph_bench
 from checkpointd_client import AsyncCheckpointdClient, Checkpoint, PendingInterrupt
 from checkpointd_client.fastaiagent import SidecarCheckpointer
@@ -368,6 +368,12 @@ FLOOR_UNARY = "floor: grpc.aio unary echo"
 FLOOR_STREAM = "floor: bidi stream round trip"
 FLOOR_HEALTH = "floor: Health/Check"
 FLOORS = (FLOOR_UNARY, FLOOR_STREAM, FLOOR_HEALTH)
+#: The commit floor of a put (bench/raw_commit.py), one caller only: not a gRPC floor.
+FLOOR_COMMIT = "floor: raw commit of a put's row"
+#: Round trips of the one-caller stream floor at the least: its server side is read in 10 ms
+#: clock ticks, and the put targets divide by it, so its window must last about a second
+#: even in --quick (about 0.3 ms a round trip here).
+STREAM_FLOOR_MIN_OPS = 2000
 
 
 def measure_floors(
@@ -390,17 +396,37 @@ def measure_floors(
         for level in levels:
             results[(FLOOR_UNARY, level)] = run_threads(lambda w, i: unary(), level, ops, echo_pid)
             streams = [floors.StreamRoundTrip(echo) for _ in range(level)]
+            stream_ops = max(ops, STREAM_FLOOR_MIN_OPS) if level == 1 else ops
             try:
                 for stream in streams:
                     stream()  # open it: the first message is not measured
                 results[(FLOOR_STREAM, level)] = run_threads(
-                    lambda w, i, s=streams: s[w](), level, ops, echo_pid
+                    lambda w, i, s=streams: s[w](), level, stream_ops, echo_pid
                 )
             finally:
                 for stream in streams:
                     stream.close()
             results[(FLOOR_HEALTH, level)] = run_threads(lambda w, i: health(), level, ops, cpd_pid)
     return results
+
+
+def measure_raw_commit(spec: StoreSpec, ops: int) -> Measurement:
+    """The commit floor (bench/raw_commit.py): ``ops`` rows of the put case, each committed
+    alone through sqlite3 or asyncpg in this process, into the store ``spec`` names (migrated
+    by its server, which is closed by now); CPU is this process's."""
+    warm = min(ops, 20)
+    rows = raw_commit.put_rows(STATE, warm + ops)
+    if spec.backend == "sqlite":
+        with raw_commit.sqlite_commit(spec.url.removeprefix("sqlite://"), rows) as op:
+            run_threads(op, 1, warm)  # warm-up, not recorded
+            return run_threads(lambda w, i: op(w, warm + i), 1, ops)
+
+    async def measure() -> Measurement:
+        async with raw_commit.postgres_commit(spec.url, spec.pg_schema, rows) as op:
+            await run_tasks(op, 1, warm)  # warm-up, not recorded
+            return await run_tasks(lambda w, i: op(w, warm + i), 1, ops)
+
+    return asyncio.run(measure())
 
 
 def _floor_row(backend: str, case: str, level: int, m: Measurement) -> dict[str, Any]:
@@ -441,16 +467,19 @@ def benchmark_backend(
         baseline = measure_sync(baseline_cp, levels, ops, "inproc")
     finally:
         baseline_cp.close()
-    with running(stores.spec(backend, "cases")) as server:
+    spec = stores.spec(backend, "cases")
+    with running(spec) as server:
         floor = measure_floors(echo, server, levels, ops)
         with SidecarCheckpointer(server.target) as adapter:
             sidecar = measure_sync(adapter, levels, ops, "sidecar", _pid(server))
         tasks = measure_async(server.target, levels, ops, _pid(server))
+    commit = measure_raw_commit(spec, ops)
     rows = [
         _floor_row(backend, case, level, floor[(case, level)])
         for case in FLOORS
         for level in levels
     ]
+    rows.append(_floor_row(backend, FLOOR_COMMIT, 1, commit))
     for client, results in (("sync", sidecar), ("async", tasks)):
         for case in CASES:
             for level in levels:

@@ -39,6 +39,8 @@ CASE_KEYS = {
 GRAPH_BASELINES = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
 CASES = {"put (2 KB state)", "get_last", "list(100)", "record + claim", "put/get idempotent"}
 FLOORS = {"floor: grpc.aio unary echo", "floor: bidi stream round trip", "floor: Health/Check"}
+#: The commit floor of a put: one caller, no server (bench/raw_commit.py).
+COMMIT_FLOOR = "floor: raw commit of a put's row"
 MULTI = "put multi-process (2x2)"
 
 
@@ -103,7 +105,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
     for backend in ("sqlite", "postgres"):
         every = [r for r in cases if r["backend"] == backend]
         assert {r["case"] for r in every} == (
-            CASES | {f"{c} [async]" for c in CASES} | FLOORS | {MULTI}
+            CASES | {f"{c} [async]" for c in CASES} | FLOORS | {COMMIT_FLOOR, MULTI}
         )
         # The floors: the same fields, the floor's figures in the sidecar ones, no baseline.
         floors = [r for r in every if r["case"] in FLOORS]
@@ -111,10 +113,17 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             (f, c) for f in FLOORS for c in (1, 4)
         }
         assert all(r["sidecar_p50_us"] > 0 and r["baseline"] is None for r in floors)
+        # The commit floor: one caller, all of it in this process (no server).
+        (commit,) = [r for r in every if r["case"] == COMMIT_FLOOR]
+        assert commit["concurrency"] == 1
+        assert commit["ops"] == 5
+        assert commit["baseline"] is None
+        assert commit["sidecar_server_cpu_us"] is None
+        served = [r for r in every if r["case"] != COMMIT_FLOOR]
         # Every row has its CPU: the client's always spent some; a server's is counted in
         # whole clock ticks, so a tiny window may show none of it.
         assert all(r["sidecar_client_cpu_us"] > 0 for r in every)
-        assert all(r["sidecar_server_cpu_us"] >= 0 for r in every)
+        assert all(r["sidecar_server_cpu_us"] >= 0 for r in served)
         assert all(r["sidecar_cpu_us"] >= r["sidecar_client_cpu_us"] for r in every)
         (multi,) = [r for r in every if r["case"] == MULTI]
         assert multi["concurrency"] == 4
@@ -122,7 +131,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert multi["sidecar_errors"] == {}
         assert multi["ops"] == 4 * 5  # every put through the sidecar succeeded
         assert isinstance(multi["baseline_errors"], dict)
-        rows = [r for r in every if r["case"] not in FLOORS and r["case"] != MULTI]
+        rows = [r for r in every if r["case"] not in FLOORS | {COMMIT_FLOOR, MULTI}]
         assert {r["concurrency"] for r in rows} == {1, 4}
         assert all(r["sidecar_p50_us"] > 0 and r["baseline_p50_us"] > 0 for r in rows)
         assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
