@@ -10,8 +10,10 @@ on the same kind of store (the same Postgres server, in a schema of its own). Ev
 at each concurrency level through ``SidecarCheckpointer`` (threads) and through
 ``AsyncCheckpointdClient`` (asyncio tasks), and through the in-process checkpointer (threads).
 Then, per backend, a scale series (get_last and claim with 1k to 1M stored rows, seeded with
-bulk SQL) and the server's RSS idle and with open WatchInterrupts streams. It prints a table
-and the targets, and writes the same figures as JSON (schema in bench/README.md).
+bulk SQL) and the server's RSS idle and with open WatchInterrupts streams. It prints a table,
+the earlier targets and then the current ones (each the ratio of two figures of this run
+against its bound: PASS or MISS), and writes the same figures as JSON (schema in
+bench/README.md).
 """
 
 # ruff: noqa: E402  (the imports below need the repository root on sys.path first)
@@ -853,13 +855,27 @@ def machine() -> dict[str, Any]:
     }
 
 
-def targets(
+def _case_row(
+    cases: list[dict[str, Any]], backend: str, case: str, level: int
+) -> dict[str, Any] | None:
+    return next(
+        (
+            r
+            for r in cases
+            if r["backend"] == backend and r["case"] == case and r["concurrency"] == level
+        ),
+        None,
+    )
+
+
+def earlier_targets(
     cases: list[dict[str, Any]],
     scale: list[dict[str, Any]],
     rss: list[dict[str, Any]],
     graph: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The targets of the issue, each PASS or MISS from this run's figures."""
+    """The targets set before the current ones (bench/README.md), each PASS or MISS from
+    this run's figures; a target whose figures the run did not take is left out."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, backend: str, value: float | None, limit: float, higher: bool) -> None:
@@ -875,14 +891,7 @@ def targets(
         )
 
     def row(backend: str, case: str, level: int) -> dict[str, Any] | None:
-        return next(
-            (
-                r
-                for r in cases
-                if r["backend"] == backend and r["case"] == case and r["concurrency"] == level
-            ),
-            None,
-        )
+        return _case_row(cases, backend, case, level)
 
     for backend, limit in (("sqlite", 1.5), ("postgres", 1.0)):
         put = row(backend, CASES[0], 1)
@@ -952,6 +961,142 @@ def targets(
     return out
 
 
+def targets(
+    cases: list[dict[str, Any]], graph: Sequence[dict[str, Any]], backends: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The current targets (bench/README.md, "Targets"), one row per target and backend:
+    the ratio of two figures of this run, its bound, and PASS or MISS; ``n/a`` where the run
+    did not take one of the two (a part skipped, no level of 32 callers, no SQLite graph
+    row for the Postgres turn). CPU where the target names CPU, wall time otherwise; never
+    an absolute time against a bound."""
+    out: list[dict[str, Any]] = []
+
+    def add(
+        name: str,
+        backend: str,
+        numerator: float | None,
+        denominator: float | None,
+        unit: str,
+        limit: float,
+        higher: bool = False,
+    ) -> None:
+        value = None
+        if numerator is not None and denominator:
+            value = round(numerator / denominator, 3)
+        result = "n/a"
+        if value is not None:
+            result = "PASS" if (value >= limit if higher else value <= limit) else "MISS"
+        out.append(
+            {
+                "target": name,
+                "backend": backend,
+                "value": value,
+                "bound": ">=" if higher else "<=",
+                "limit": limit,
+                "result": result,
+                "numerator": numerator,
+                "denominator": denominator,
+                "unit": unit,
+            }
+        )
+
+    def field(row: dict[str, Any] | None, key: str) -> float | None:
+        return None if row is None else row.get(key)
+
+    graphs = {g["backend"]: g for g in graph}
+    # The Postgres turn too is held to SqliteSaver's, the cheapest in-process saver (the
+    # target names it): its figure comes from the SQLite graph row of the same run.
+    sqlite_saver_turn = field(graphs.get("sqlite"), "baseline_cpu_us")
+    for backend in backends:
+        g = graphs.get(backend)
+        add(
+            "graph turn CPU (cli+srv) / SqliteSaver turn",
+            backend,
+            field(g, "sidecar_cpu_us"),
+            sqlite_saver_turn,
+            "us CPU",
+            1.5,
+        )
+    for backend in backends:
+        g = graphs.get(backend)
+        turn = g["turns"] if g else "N"
+        add(
+            f"graph get_state at turn {turn} p50 / in-process",
+            backend,
+            field(g, "sidecar_get_state_ms"),
+            field(g, "baseline_get_state_ms"),
+            "ms",
+            2.0,
+        )
+    for backend in backends:
+        g = graphs.get(backend)
+        late = f"{g['turns'] - g['window'] + 1}-{g['turns']}" if g else "late"
+        early = f"1-{g['window']}" if g else "early"
+        add(
+            f"graph turns {late} / turns {early} (p50)",
+            backend,
+            field(g, "sidecar_last_ms"),
+            field(g, "sidecar_first_ms"),
+            "ms",
+            1.2,
+        )
+    for backend in backends:
+        put = _case_row(cases, backend, CASES[0], 1)
+        stream = _case_row(cases, backend, FLOOR_STREAM, 1)
+        commit = _case_row(cases, backend, FLOOR_COMMIT, 1)
+        floor = None
+        stream_server = field(stream, "sidecar_server_cpu_us")
+        commit_cpu = field(commit, "sidecar_client_cpu_us")
+        if stream_server is not None and commit_cpu is not None:
+            floor = round(stream_server + commit_cpu, 1)
+        # The server's clock counts 10 ms ticks: a window with none in it (a tiny run) is
+        # not a free put, and is no figure.
+        server = field(put, "sidecar_server_cpu_us") or None
+        add(
+            "put srv CPU, 1 caller / (bidi srv msg + raw commit)",
+            backend,
+            server,
+            floor,
+            "us CPU",
+            1.5,
+        )
+    for backend in backends:
+        put = _case_row(cases, backend, CASES[0], 1)
+        stream = _case_row(cases, backend, FLOOR_STREAM, 1)
+        add(
+            "put cli CPU, 1 caller / bidi cli msg",
+            backend,
+            field(put, "sidecar_client_cpu_us"),
+            field(stream, "sidecar_client_cpu_us"),
+            "us CPU",
+            2.0,
+        )
+    for case, who in ((CASES[0], "adapter"), (f"{CASES[0]} [async]", "asyncio")):
+        for backend in backends:
+            put = _case_row(cases, backend, case, 32)
+            add(
+                f"put CPU, 32 callers ({who}) / in-process",
+                backend,
+                field(put, "sidecar_cpu_us"),
+                field(put, "baseline_cpu_us"),
+                "us CPU",
+                1.0,
+            )
+    for case, who in ((CASES[0], "adapter"), (f"{CASES[0]} [async]", "asyncio")):
+        for backend in backends:
+            put = _case_row(cases, backend, case, 32)
+            add(
+                f"puts/s, 32 callers ({who}) / in-process",
+                backend,
+                field(put, "sidecar_ops_s"),
+                field(put, "baseline_ops_s"),
+                "ops/s",
+                2.0,
+                higher=True,
+            )
+    return out
+
+
 def print_cases(rows: list[dict[str, Any]]) -> None:
     """The case table: the floors, then the sidecar against in-process (ratios sidecar /
     in-process) and against the unary echo floor of the same level (``/echo``), then CPU
@@ -1008,12 +1153,34 @@ def print_multi(r: dict[str, Any]) -> None:
     )
 
 
-def print_targets(rows: list[dict[str, Any]]) -> None:
-    """The targets with PASS/MISS."""
-    print(f"\n{'target':<48} {'backend':<8} {'value':>8} {'limit':>7}  result")
+def print_earlier_targets(rows: list[dict[str, Any]]) -> None:
+    """The earlier targets with PASS/MISS."""
+    print(f"\n{'earlier target':<48} {'backend':<8} {'value':>8} {'limit':>7}  result")
     for t in rows:
         value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
         print(f"{t['target']:<48} {t['backend']:<8} {value:>8} {t['limit']:>7.2f}  {t['result']}")
+
+
+def print_targets(rows: list[dict[str, Any]]) -> None:
+    """The current targets: the ratio, its bound, PASS/MISS/n/a, and the two figures of
+    this run it divides."""
+    print(
+        f"\ntargets (ratios of this run's figures)\n"
+        f"{'target':<52} {'backend':<8} {'ratio':>6} {'bound':>7}  {'result':<6} from"
+    )
+    for t in rows:
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        bound = f"{t['bound']} {t['limit']:.1f}"
+        figures = f"{_figure(t['numerator'])} / {_figure(t['denominator'])} {t['unit']}"
+        print(
+            f"{t['target']:<52} {t['backend']:<8} {value:>6} {bound:>7}  {t['result']:<6} {figures}"
+        )
+
+
+def _figure(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -1148,7 +1315,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print_cases(cases)
     graph_bench.print_rows(graph)
-    results = targets(cases, scale, rss, graph)
+    earlier = earlier_targets(cases, scale, rss, graph)
+    print_earlier_targets(earlier)
+    results = targets(cases, graph, args.backend_list)
     print_targets(results)
     report = {
         "machine": info,
@@ -1159,6 +1328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scale": scale,
         "rss": rss,
         "graph": graph,
+        "earlier_targets": earlier,
         "targets": results,
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)

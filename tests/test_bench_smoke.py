@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -42,6 +43,21 @@ FLOORS = {"floor: grpc.aio unary echo", "floor: bidi stream round trip", "floor:
 #: The commit floor of a put: one caller, no server (bench/raw_commit.py).
 COMMIT_FLOOR = "floor: raw commit of a put's row"
 MULTI = "put multi-process (2x2)"
+#: The current targets, each printed and written once per backend (bench/README.md).
+TARGETS = {
+    "graph turn CPU (cli+srv) / SqliteSaver turn",
+    "graph get_state at turn 12 p50 / in-process",
+    "graph turns 7-12 / turns 1-6 (p50)",
+    "put srv CPU, 1 caller / (bidi srv msg + raw commit)",
+    "put cli CPU, 1 caller / bidi cli msg",
+    "put CPU, 32 callers (adapter) / in-process",
+    "put CPU, 32 callers (asyncio) / in-process",
+    "puts/s, 32 callers (adapter) / in-process",
+    "puts/s, 32 callers (asyncio) / in-process",
+}
+#: The server's CPU is read in 10 ms clock ticks: a put window of a tiny run may hold none,
+#: and that target then has no figure.
+TICK_BOUND_TARGET = "put srv CPU, 1 caller / (bidi srv msg + raw commit)"
 
 
 def _bench_schemas(dsn: str) -> set[str]:
@@ -77,7 +93,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             str(ROOT / "bench" / "run.py"),
             "--quick",
             "--iterations=5",
-            "--concurrency=1,4",
+            "--concurrency=1,32",  # 32: the level the 32-caller targets read
             "--scale-rows=100,200",
             "--scale-ops=3",
             "--watch-streams=20",
@@ -110,7 +126,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         # The floors: the same fields, the floor's figures in the sidecar ones, no baseline.
         floors = [r for r in every if r["case"] in FLOORS]
         assert {(r["case"], r["concurrency"]) for r in floors} == {
-            (f, c) for f in FLOORS for c in (1, 4)
+            (f, c) for f in FLOORS for c in (1, 32)
         }
         assert all(r["sidecar_p50_us"] > 0 and r["baseline"] is None for r in floors)
         # The commit floor: one caller, all of it in this process (no server).
@@ -132,7 +148,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert multi["ops"] == 4 * 5  # every put through the sidecar succeeded
         assert isinstance(multi["baseline_errors"], dict)
         rows = [r for r in every if r["case"] not in FLOORS | {COMMIT_FLOOR, MULTI}]
-        assert {r["concurrency"] for r in rows} == {1, 4}
+        assert {r["concurrency"] for r in rows} == {1, 32}
         assert all(r["sidecar_p50_us"] > 0 and r["baseline_p50_us"] > 0 for r in rows)
         assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
         assert all(r["ratio_floor_p50"] > 0 for r in rows)
@@ -159,10 +175,38 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert rss["idle_rss_mb"] > 0
         assert rss["idle_cpu_mcpu"] >= 0
         assert rss["watch_rss_mb"] > 0
-    assert {t["result"] for t in report["targets"]} <= {"PASS", "MISS"}
-    # Per backend: put p50 and CPU at one caller, get_last and Health/Check against the echo,
-    # record + claim, the multi-process ops/s and errors, two scale ratios, idle CPU and RSS,
-    # RSS with watchers, the graph's last turns against in-process, its flatness and
-    # get_state (the 32-writer targets need --concurrency 32).
-    assert len(report["targets"]) == 2 * 15
+    earlier = report["earlier_targets"]
+    assert {t["result"] for t in earlier} <= {"PASS", "MISS"}
+    # Per backend: put p50 and CPU at one caller, put CPU at 32 callers (adapter and asyncio
+    # client), 32 writers' ops/s, get_last and Health/Check against the echo, record + claim,
+    # the multi-process ops/s and errors, two scale ratios, idle CPU and RSS, RSS with
+    # watchers, the graph's last turns against in-process, its flatness and get_state.
+    assert len(earlier) == 2 * 18
+    _check_targets(report["targets"], result.stdout)
     assert _bench_schemas(pg_dsn) <= schemas_before
+
+
+def _check_targets(targets: list[dict[str, Any]], stdout: str) -> None:
+    """Every current target, on each backend, is a row of the JSON and a line of the table
+    printed last, with its ratio, bound and verdict; what the verdicts are is not checked."""
+    assert {(t["target"], t["backend"]) for t in targets} == {
+        (name, backend) for name in TARGETS for backend in ("sqlite", "postgres")
+    }
+    for t in targets:
+        allowed = {"PASS", "MISS", "n/a"} if t["target"] == TICK_BOUND_TARGET else {"PASS", "MISS"}
+        assert t["result"] in allowed, t
+        assert t["bound"] in {"<=", ">="}
+        assert t["limit"] > 0
+        assert t["denominator"] > 0, t  # every figure a target divides by was measured
+        if t["result"] != "n/a":
+            assert t["value"] == round(t["numerator"] / t["denominator"], 3)
+    table = stdout[stdout.rindex("targets (ratios of this run's figures)") :].splitlines()
+    for t in targets:
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        cells = [t["backend"], value, t["bound"], f"{t['limit']:.1f}", t["result"]]
+        printed = [
+            line[len(t["target"]) :].split()[:5]
+            for line in table
+            if line.startswith(f"{t['target']} ")
+        ]
+        assert cells in printed, (cells, table)
