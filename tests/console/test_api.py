@@ -183,8 +183,10 @@ def test_w1_console_without_tokens_answers_loopback_names_only(console: Console)
 def test_w1_console_events_resume_from_last_event_id(
     console: Console, checkpointer_for: Callable[..., SidecarCheckpointer]
 ) -> None:
-    """The event stream starts with a snapshot, then carries each event with its cursor as
-    its id; a stream reopened with Last-Event-ID gets exactly the events after it."""
+    """The event stream starts with a snapshot, then carries each event with its position as
+    its id (CURSOR.MICROS: the cursor and its event's time); a stream reopened with
+    Last-Event-ID gets exactly the events after it, and one whose id names another event
+    than the store's at that cursor (it went back in time) gets CURSOR_EXPIRED (I5)."""
     store = checkpointer_for(console.target, "default")
     chain = approval_chain("orders", store, [])
     pause(chain, "run-old")
@@ -198,7 +200,9 @@ def test_w1_console_events_resume_from_last_event_id(
         added_id, added = stream.until("interrupt")
         assert added["type"] == "INTERRUPT_EVENT_TYPE_ADDED"
         assert added["pending"]["execution_id"] == "run-new"
-        assert int(added_id) > int(ready_id)
+        cursor, _, micros = added_id.partition(".")
+        assert int(cursor) > int(ready_id.partition(".")[0])
+        assert int(micros) > 0
         assert decide(console.url, "default", "run-new").status == 200
         decided_id, decided = stream.until("interrupt")
         assert decided["type"] == "INTERRUPT_EVENT_TYPE_DECIDED"
@@ -210,6 +214,12 @@ def test_w1_console_events_resume_from_last_event_id(
     finally:
         resumed.close()
     assert (event_id, again["type"]) == (decided_id, "INTERRUPT_EVENT_TYPE_DECIDED")
+    rewritten = EventStream(url, last_event_id=f"{cursor}.{int(micros) - 1}")
+    try:
+        _, failure = rewritten.until("failure")
+    finally:
+        rewritten.close()
+    assert failure["error"]["reason"] == "CURSOR_EXPIRED"
 
 
 def test_w1_console_streams_end_with_shutting_down_and_the_server_stops_cleanly(

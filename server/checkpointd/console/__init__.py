@@ -57,6 +57,7 @@ import secrets
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any, Final
 
@@ -605,19 +606,21 @@ class Console:
         grant = self._grant(request)
         namespace = self._namespace(grant, request.query.get("namespace", ""))
         raw_cursor = request.query.get("after_cursor") or request.headers.get("Last-Event-ID")
-        try:
-            after = int(raw_cursor or 0)
-        except ValueError:
-            raise InvalidField("after_cursor", "must be an integer") from None
-        if after < 0:
-            raise InvalidField("after_cursor", "must not be negative")
+        after, after_time = _event_id(raw_cursor or "0")
         self._gate()
         hub = self.deps.watch_hub
         if hub is None:
             raise StoreUnavailable("this server does not serve watches")
         peer = f"console:{request.remote or ''}"
         # An HTTP write can be cancelled cleanly: a failure ends a blocked one at once.
-        watch = hub.watch(namespace, after, _EVERYTHING, peer=peer, interrupt_writes=True)
+        watch = hub.watch(
+            namespace,
+            after,
+            _EVERYTHING,
+            peer=peer,
+            interrupt_writes=True,
+            after_cursor_event_time=after_time,
+        )
         response: web.StreamResponse | None = None
         task = asyncio.current_task()
         assert task is not None
@@ -653,19 +656,42 @@ class Console:
         return response
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _event_id(text: str) -> tuple[int, datetime | None]:
+    """A stream position as the page sends it back: ``CURSOR`` or ``CURSOR.MICROS`` (the
+    time of the event at the cursor, which tells the store's event there from one of a
+    history it went back from, I5)."""
+    cursor, _, micros = text.partition(".")
+    try:
+        after = int(cursor)
+        at = None if not micros else _EPOCH + timedelta(microseconds=int(micros))
+    except (ValueError, OverflowError):
+        raise InvalidField("after_cursor", "must be an integer, or CURSOR.MICROS") from None
+    if after < 0:
+        raise InvalidField("after_cursor", "must not be negative")
+    return after, at
+
+
 def _sse(item: WatchItem) -> bytes:
-    """One server-sent event; every message after the snapshot carries its cursor as its id."""
+    """One server-sent event; every message after the snapshot carries its position as its
+    id: its cursor, and the time of the event there when known."""
     message = _watch_response(item)
+    at: datetime | None
     if isinstance(item, SnapshotRow):
-        name, data, cursor = "snapshot", _to_json(message.snapshot), None
+        name, data, cursor, at = "snapshot", _to_json(message.snapshot), None, None
     elif isinstance(item, SnapshotDone):
-        name, data, cursor = "ready", {"cursor": str(item.cursor)}, item.cursor
+        name, data, cursor, at = "ready", {"cursor": str(item.cursor)}, item.cursor, item.event_time
     elif isinstance(item, EventItem):
-        name, data, cursor = "interrupt", _to_json(message.event), item.event.cursor
+        event = item.event
+        name, data, cursor, at = "interrupt", _to_json(message.event), event.cursor, event.event_at
     else:
         assert isinstance(item, Progress)
-        name, data, cursor = "progress", {"cursor": str(item.cursor)}, item.cursor
+        name, data = "progress", {"cursor": str(item.cursor)}
+        cursor, at = item.cursor, item.event_time
     text = f"event: {name}\n"
     if cursor is not None:
-        text += f"id: {cursor}\n"
+        stamp = "" if at is None else f".{(at - _EPOCH) // timedelta(microseconds=1)}"
+        text += f"id: {cursor}{stamp}\n"
     return (text + f"data: {json.dumps(data, separators=(',', ':'))}\n\n").encode()
