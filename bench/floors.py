@@ -34,12 +34,12 @@ STREAM_METHOD = "/bench.Echo/Stream"
 PAYLOAD = b"x" * 2100
 
 
-async def _unary(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+async def _unary(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
     return request
 
 
 async def _stream(
-    requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
 ) -> AsyncIterator[bytes]:
     async for request in requests:
         yield request
@@ -47,7 +47,7 @@ async def _stream(
 
 async def _serve(socket_path: str) -> None:
     server = grpc.aio.server()
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {
         "Unary": grpc.unary_unary_rpc_method_handler(_unary),
         "Stream": grpc.stream_stream_rpc_method_handler(_stream),
     }

@@ -205,8 +205,8 @@ def baseline_saver(
         prepare_threshold=0,
         row_factory=dict_row,
         options=f"-c search_path={pg_schema}",
-    ) as conn:
-        pg_saver = PostgresSaver(conn)
+    ) as pg_conn:
+        pg_saver = PostgresSaver(pg_conn)
         pg_saver.setup()
         yield pg_saver
 

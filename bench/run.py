@@ -402,8 +402,12 @@ def measure_floors(
             try:
                 for stream in streams:
                     stream()  # open it: the first message is not measured
+
+                def round_trip(w: int, i: int, s: list[floors.StreamRoundTrip] = streams) -> None:
+                    s[w]()
+
                 results[(FLOOR_STREAM, level)] = run_threads(
-                    lambda w, i, s=streams: s[w](), level, stream_ops, echo_pid
+                    round_trip, level, stream_ops, echo_pid
                 )
             finally:
                 for stream in streams:
