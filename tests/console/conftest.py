@@ -12,6 +12,7 @@ import operator
 import os
 import re
 import secrets
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,14 +20,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from fastaiagent import Chain, FunctionTool, interrupt
+from fastaiagent import Chain, FunctionTool, Resume, interrupt
 from langchain.agents.middleware.human_in_the_loop import _decision_schema
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt as graph_interrupt
 
-from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from checkpointd_client.langgraph import CheckpointdSaver
+from tests.console.page import WAIT_S
 from tests.support.sidecar import Sidecar
 
 _CONSOLE_RE = re.compile(r"approvals console on (?P<url>https?://\S+/)")
@@ -135,6 +137,35 @@ def pause(chain: Chain, execution_id: str, note: str = "") -> None:
         chain.aexecute({"item": execution_id, "note": note}, execution_id=execution_id)
     )
     assert result.status == "paused"
+
+
+class FailingRunner:
+    """Resumes the chain, then fails the way a run whose last step broke fails."""
+
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
+
+    async def aresume(self, execution_id: str, resume_value: Resume) -> Any:
+        await self.chain.aresume(execution_id, resume_value=resume_value)
+        raise RuntimeError("the ledger is offline")
+
+
+@pytest.fixture
+def worker_for() -> Iterator[Callable[..., ResumeWorker]]:
+    """Resume workers run in threads, stopped after the test."""
+    running: list[tuple[ResumeWorker, threading.Thread]] = []
+
+    def start(runners: dict[str, Any], target: str, namespace: str = "default") -> ResumeWorker:
+        worker = ResumeWorker(runners, target=target, namespace=namespace)
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        running.append((worker, thread))
+        return worker
+
+    yield start
+    for worker, thread in running:
+        worker.stop()
+        thread.join(WAIT_S)
 
 
 # --- graph pauses (contract K3) -------------------------------------------------------------

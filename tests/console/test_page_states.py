@@ -10,19 +10,25 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from fastaiagent import Chain, FunctionTool, Resume, interrupt
+from fastaiagent import Chain, FunctionTool, interrupt
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
-from tests.console.conftest import Console, Tokens, approval_chain, console_url, pause
+from tests.console.conftest import (
+    Console,
+    FailingRunner,
+    Tokens,
+    approval_chain,
+    console_url,
+    pause,
+)
 from tests.console.http import decide
 from tests.console.page import WAIT_S, row, screenshot, shown_ids, sign_in, status_of, wait
 from tests.support.sidecar import Sidecar
@@ -108,35 +114,6 @@ def gated_chain(name: str, store: SidecarCheckpointer, gate: Gate) -> Chain:
     )
     chain.connect("ask", "ship")
     return chain
-
-
-class FailingRunner:
-    """Resumes the chain, then fails the way a run whose last step broke fails."""
-
-    def __init__(self, chain: Chain) -> None:
-        self.chain = chain
-
-    async def aresume(self, execution_id: str, resume_value: Resume) -> Any:
-        await self.chain.aresume(execution_id, resume_value=resume_value)
-        raise RuntimeError("the ledger is offline")
-
-
-@pytest.fixture
-def worker_for() -> Iterator[Callable[..., ResumeWorker]]:
-    """Resume workers run in threads, stopped after the test."""
-    running: list[tuple[ResumeWorker, threading.Thread]] = []
-
-    def start(runners: dict[str, Any], target: str, namespace: str = "default") -> ResumeWorker:
-        worker = ResumeWorker(runners, target=target, namespace=namespace)
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        running.append((worker, thread))
-        return worker
-
-    yield start
-    for worker, thread in running:
-        worker.stop()
-        thread.join(WAIT_S)
 
 
 def test_w2_page_decided_row_shows_resuming_then_resumed_and_leaves_only_after(

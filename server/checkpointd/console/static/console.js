@@ -520,7 +520,10 @@ function switchNamespace(namespace) {
   loadNamespaces();
   state.rows.clear();
   render();
+  // The previous namespace's decisions go at once: the new one may have none to list.
   state.decided.clear();
+  $("decided-error").textContent = "";
+  renderDecided();
   connect();
   loadDecided();
 }
@@ -566,6 +569,7 @@ async function loadDecided() {
     for (const pending of reply.decided.reverse()) {
       if (!state.decided.has(key(pending))) upsertDecided(pending, false);
     }
+    renderDecided();
   } catch (error) {
     $("decided-error").textContent = `Recent decisions could not be read: ${error.message}`;
   }
