@@ -13,10 +13,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 
-from checkpointd_client.fastaiagent import SidecarCheckpointer
-from tests.console.conftest import Console, approval_chain, pause
+from checkpointd_client import CheckpointdClient
+from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
+from tests.console.conftest import Console, FailingRunner, approval_chain, pause
 from tests.console.http import decide
-from tests.console.page import wait
+from tests.console.page import row, status_of, wait
 
 #: The page's green, the colour of success.
 GREEN = "rgba(31, 122, 58, 1)"
@@ -67,3 +68,91 @@ def test_w2_page_switching_to_a_namespace_without_decisions_empties_the_decided_
     switch_namespace(browser, "default")  # and back: the namespace's decisions again
     decided_row(browser, "run-1")
     assert not empty.is_displayed()
+
+
+def test_w2_page_a_carried_out_rejection_reads_as_a_rejection(
+    console: Console,
+    browser: Any,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+    worker_for: Callable[..., ResumeWorker],
+) -> None:
+    """A rejection a worker carried out reads "rejection carried out", in the rejection's
+    colour, on its row and in the Decided list: never "resumed" in the green of success."""
+    store = checkpointer_for(console.target, "default")
+    chain = approval_chain("orders", store, [])
+    pause(chain, "run-no")
+    open_page(browser, console.url)
+    row(browser, "run-no")
+    assert decide(console.url, "default", "run-no", approved=False).status == 200
+    wait(browser).until(lambda b: "rejected by console" in status_of(row(b, "run-no")))
+    worker_for({"orders": chain}, console.target)
+    cell = 'tr.decision[data-execution-id="run-no"] .resume'
+    wait(browser).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, cell).text == "rejection carried out"
+    )
+    shown = browser.find_element(By.CSS_SELECTOR, cell)
+    assert "resumed" not in (shown.get_attribute("class") or "")
+    assert shown.value_of_css_property("color") != GREEN
+    decided_row(browser, "run-no").find_element(By.CSS_SELECTOR, "button.open-run").click()
+    summary = browser.find_element(By.ID, "run-summary")
+    wait(browser).until(lambda b: summary.text == "rejected by console · rejection carried out")
+
+
+def test_k3_page_offers_to_decide_again_after_a_failed_resume_while_the_pause_waits(
+    console: Console,
+    browser: Any,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+    worker_for: Callable[..., ResumeWorker],
+) -> None:
+    """A resume that failed before the run moved on leaves the pause waiting (K3): its row
+    shows the error, counts as waiting and offers Approve / Reject again, and the new
+    decision takes the failed one's place. A resume that failed after the run moved on
+    offers nothing to click and says what the operator can do instead."""
+    store = checkpointer_for(console.target, "default")
+    pause(approval_chain("orders", store, []), "run-again")
+    open_page(browser, console.url)
+    row(browser, "run-again")
+    assert decide(console.url, "default", "run-again").status == 200
+    with CheckpointdClient(console.target) as client:
+        [waiting] = client.list_pending_interrupts().pending_interrupts
+        client.lease_decision("run-again", waiting.checkpoint_id, lease_token="t-1")
+        client.report_resume(
+            "run-again", waiting.checkpoint_id, lease_token="t-1", error="ValueError: bad limit"
+        )
+    wait(browser).until(lambda b: "resume failed" in status_of(row(b, "run-again")))
+    status = status_of(row(browser, "run-again"))
+    assert "resume failed: ValueError: bad limit" in status
+    assert "the pause still waits: decide again" in status
+    assert browser.find_element(By.ID, "count").text == "1 waiting"
+    cell = decided_row(browser, "run-again").find_element(By.CSS_SELECTOR, ".resume")
+    assert "decide again" in cell.text
+
+    again = row(browser, "run-again")
+    again.find_element(By.CSS_SELECTOR, "input.note").send_keys("limit fixed")
+    again.find_element(By.CSS_SELECTOR, "button.reject").click()
+    row(browser, "run-again").find_element(By.CSS_SELECTOR, "button.confirm").click()
+    wait(browser).until(
+        lambda b: (
+            status_of(row(b, "run-again"))
+            == "rejected by console — “limit fixed” · waiting for a worker"
+        )
+    )
+    assert not row(browser, "run-again").find_elements(By.CSS_SELECTOR, "button.decide")
+    with CheckpointdClient(console.target) as client:
+        [replaced] = client.list_pending_interrupts().pending_interrupts
+    assert replaced.decision is not None
+    assert (replaced.decision.approved, replaced.decision.status) == (False, "decided")
+
+    # Failed after the worker took the run on (its pause claimed): nothing to decide again.
+    failing = approval_chain("refunds", store, [])
+    pause(failing, "run-gone")
+    row(browser, "run-gone")
+    assert decide(console.url, "default", "run-gone").status == 200
+    worker_for({"refunds": FailingRunner(failing)}, console.target)
+    wait(browser).until(lambda b: "resume failed" in status_of(row(b, "run-gone")))
+    gone = row(browser, "run-gone")
+    assert "resume failed: RuntimeError: the ledger is offline" in status_of(gone)
+    assert "the run no longer waits at this pause" in status_of(gone)
+    assert not gone.find_elements(By.CSS_SELECTOR, "button.decide")
+    cell = decided_row(browser, "run-gone").find_element(By.CSS_SELECTOR, ".resume")
+    assert "no longer waits" in cell.text

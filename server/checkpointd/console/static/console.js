@@ -31,7 +31,9 @@ const state = {
   session: null,
   namespace: "",
   source: null,
-  rows: new Map(), // key(pending) -> row: {pending, claimed, ui, element}
+  // gone: the pause's pending row was claimed (its run went on from it), so it no longer
+  // waits for a decision even while the row stays to show how the resume ends.
+  rows: new Map(), // key(pending) -> row: {pending, claimed, gone, ui, element}
   decided: new Map(), // key(pending) -> {pending, claimed, element}
   live: false,
   lastContact: 0, // Date.now() of the stream's last message or open
@@ -687,6 +689,7 @@ function upsert(pending) {
   }
   if (pending.checkpoint_id !== row.pending.checkpoint_id) {
     row.ui = freshUi(); // a new pause of the same run asks anew
+    row.gone = false;
   }
   if (pending.decision === undefined || pending.checkpoint_id !== row.pending.checkpoint_id) {
     row.claimed = false; // a new pause of the same run
@@ -820,8 +823,20 @@ function decisionStatus(decision) {
 function resumeState(pending, claimed) {
   const decision = pending.decision;
   const status = decisionStatus(decision);
-  if (status === "resumed") return ["resumed", "resumed"];
-  if (status === "resume_failed") return [`resume failed: ${decision.error || "no error given"}`, "failed"];
+  if (status === "resumed") {
+    // The run went on with a "no": a rejection done, not a success.
+    return decision.approved ? ["resumed", "resumed"] : ["rejection carried out", "rejection-done"];
+  }
+  if (status === "resume_failed") {
+    const failed = `resume failed: ${decision.error || "no error given"}`;
+    const row = state.rows.get(key(pending));
+    if (row !== undefined && !row.gone) return [`${failed} · the pause still waits: decide again`, "failed"];
+    return [
+      `${failed} · the run no longer waits at this pause, so it cannot be decided again: ` +
+        "Open run shows where it stopped; start it again from the code that runs it",
+      "failed",
+    ];
+  }
   if (status === "resuming" || claimed) return ["resuming…", "resuming"];
   const waited = (Date.now() - Date.parse(decision.decided_at)) / 1000;
   if (waited >= state.workerHintAfterS) {
@@ -832,6 +847,12 @@ function resumeState(pending, claimed) {
     ];
   }
   return ["waiting for a worker", "waiting"];
+}
+
+// A pause whose resume failed before its run went on still waits: the next decision takes
+// the failed one's place (contract K3).
+function decidesAgain(row) {
+  return Boolean(row.pending.decision) && decisionStatus(row.pending.decision) === "resume_failed" && !row.gone;
 }
 
 function verdictText(pending) {
@@ -898,7 +919,7 @@ function buildRow(row, previous) {
   article.dataset.executionId = p.execution_id;
   article.dataset.interruptId = interruptId(p);
   article.dataset.kind = asked.kind;
-  article.classList.toggle("is-decided", Boolean(p.decision));
+  article.classList.toggle("is-decided", Boolean(p.decision) && !decidesAgain(row));
   const title = el("div", "title");
   title.append(el("span", "chain", p.chain_name), el("span", "reason", p.reason), ageNode(p.created_at));
   article.append(title);
@@ -911,7 +932,7 @@ function buildRow(row, previous) {
   }
   meta.append(document.createTextNode(" "), runLink(p));
   article.append(meta);
-  const deciding = canDecide() && !p.decision;
+  const deciding = canDecide() && (!p.decision || decidesAgain(row));
   if (asked.kind === "actions") {
     if (deciding && row.ui.answers === null) row.ui.answers = freshAnswers(asked.actions);
     article.append(buildActionList(row, asked.actions, deciding));
@@ -1269,10 +1290,11 @@ function render() {
   $("rows").replaceChildren(...shown.map((r) => r.element));
   $("empty").hidden = shown.length > 0;
   // Only what waits for a person counts as waiting.
-  const waiting = shown.filter((r) => !r.pending.decision).length;
+  const waiting = shown.filter((r) => !r.pending.decision || decidesAgain(r)).length;
   const resuming = shown.length - waiting;
   namespaceHint();
   $("count").textContent = `${waiting} waiting` + (resuming ? ` · ${resuming} decided, not yet resumed` : "");
+  refreshRunSummary();
 }
 
 // --- the decided section ------------------------------------------------------------------
@@ -1298,6 +1320,16 @@ function buildDecided(entry) {
   tr.dataset.interruptId = interruptId(p);
   const run = el("td", "run");
   run.append(el("span", "chain", p.chain_name), document.createTextNode(" "), copyable(p.execution_id, "execution-id"));
+  // Which pause of the run: a graph thread may have decided several (parallel branches).
+  const which = el("div", "pause");
+  which.append(el("span", "node", `node ${p.node_id}`));
+  if (interruptId(p)) {
+    const id = interruptId(p);
+    const short = el("code", "interrupt-id", id.length > SHORT_ID_CHARS + 1 ? `${id.slice(0, SHORT_ID_CHARS)}…` : id);
+    short.title = `interrupt ${id}`;
+    which.append(document.createTextNode(" · interrupt "), short);
+  }
+  run.append(which);
   const verdict = el("td", `verdict ${d.approved ? "approved" : "rejected"}`, d.approved ? "approved" : "rejected");
   const answered = responseSummary(p);
   if (answered) {
