@@ -6,18 +6,22 @@ list; a link holds the namespace and the open run; a narrow window keeps the but
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.types import Command
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webelement import WebElement
 
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
+from checkpointd_client.langgraph import CheckpointdSaver
 from tests.console.conftest import Console, FailingRunner, approval_chain, pause
 from tests.console.http import decide
 from tests.console.page import row, status_of, wait
+from tests.contract.test_graph_interrupts import two_pauses
 
 #: The page's green, the colour of success.
 GREEN = "rgba(31, 122, 58, 1)"
@@ -156,3 +160,32 @@ def test_k3_page_offers_to_decide_again_after_a_failed_resume_while_the_pause_wa
     assert not gone.find_elements(By.CSS_SELECTOR, "button.decide")
     cell = decided_row(browser, "run-gone").find_element(By.CSS_SELECTOR, ".resume")
     assert "no longer waits" in cell.text
+
+
+def test_g9_page_decided_rows_of_a_threads_parallel_pauses_name_their_node_and_interrupt(
+    console: Console, browser: Any
+) -> None:
+    """Two pauses of one LangGraph thread, both decided, are two Decided rows that say which
+    is which: the node and the start of the interrupt id (all of it on hover)."""
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    with CheckpointdSaver(console.target, graph_name="support") as saver:
+        graph = two_pauses(saver)
+        result = graph.invoke({"log": []}, config)
+        ids = {i.value["reason"]: str(i.id) for i in result["__interrupt__"]}
+        open_page(browser, console.url)
+        for interrupt_id in ids.values():
+            body = {"interrupt_id": interrupt_id}
+            assert decide(console.url, "default", thread, body=body).status == 200
+        wait(browser).until(lambda b: decided_ids(b) == [thread, thread])
+        shown = {
+            r.get_attribute("data-interrupt-id"): r
+            for r in browser.find_elements(By.CSS_SELECTOR, "tr.decision")
+        }
+        for node, interrupt_id in (("a", ids["ask-a"]), ("b", ids["ask-b"])):
+            decided = shown[interrupt_id]
+            assert decided.find_element(By.CSS_SELECTOR, ".node").text == f"node {node}"
+            short = decided.find_element(By.CSS_SELECTOR, ".interrupt-id")
+            assert short.text == f"{interrupt_id[:8]}…"
+            assert short.get_attribute("title") == f"interrupt {interrupt_id}"
+        graph.invoke(Command(resume={ids["ask-a"]: "yes", ids["ask-b"]: "yes"}), config)

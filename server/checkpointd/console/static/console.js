@@ -16,6 +16,8 @@ const MAX_DECIDED = 50;
 //: Characters shown of an action's description, of a value in a confirmation or a summary.
 const MAX_DESCRIPTION_CHARS = 240;
 const MAX_SHOWN_CHARS = 60;
+//: Characters shown of an interrupt id in the decided section (all of it on hover).
+const SHORT_ID_CHARS = 8;
 //: The decisions LangChain's HumanInTheLoopMiddleware knows (contract K3), in this order.
 const DECISION_TYPES = ["approve", "edit", "reject", "respond"];
 const CHOICE_LABELS = { approve: "Approve", edit: "Edit", reject: "Reject", respond: "Respond" };
