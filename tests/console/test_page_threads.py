@@ -18,7 +18,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import ResumeWorker, SidecarCheckpointer
 from checkpointd_client.langgraph import CheckpointdSaver
-from tests.console.conftest import Console, FailingRunner, approval_chain, pause
+from tests.console.conftest import Console, FailingRunner, approval_chain, pause, plain_pause
 from tests.console.http import decide
 from tests.console.page import row, status_of, wait
 from tests.contract.test_graph_interrupts import two_pauses
@@ -189,3 +189,40 @@ def test_g9_page_decided_rows_of_a_threads_parallel_pauses_name_their_node_and_i
             assert short.text == f"{interrupt_id[:8]}…"
             assert short.get_attribute("title") == f"interrupt {interrupt_id}"
         graph.invoke(Command(resume={ids["ask-a"]: "yes", ids["ask-b"]: "yes"}), config)
+
+
+#: The buttons of ``element`` the window does not show whole: (class, left, right) each.
+_CUT_OFF = """
+const width = document.documentElement.clientWidth;
+return [...arguments[0].querySelectorAll("button")]
+  .map((b) => [b.className, b.getBoundingClientRect()])
+  .filter(([, r]) => r.width > 0 && (r.left < 0 || r.right > width))
+  .map(([name, r]) => [name, r.left, r.right]);
+"""
+
+
+def test_w2_page_buttons_fit_a_420px_window(
+    console: Console,
+    browser: Any,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """On a phone-sized window (420 px) Approve, Reject and the confirmation's buttons are
+    whole on screen, for a run with a long id and a graph pause with a resume value, and the
+    page does not scroll sideways."""
+    store = checkpointer_for(console.target, "default")
+    run = f"orders_{uuid.uuid4().hex}{uuid.uuid4().hex}"  # ids made of two ids are long
+    pause(approval_chain("orders", store, []), run, note="refund 40 EUR " * 10)
+    thread, _ = plain_pause(console.target)
+    browser.set_window_size(420, 800)
+    open_page(browser, console.url)
+    width = browser.execute_script("return document.documentElement.clientWidth")
+    assert width <= 420
+    for execution_id in (run, thread):
+        shown = row(browser, execution_id)
+        assert shown.find_elements(By.CSS_SELECTOR, "button.reject")
+        assert browser.execute_script(_CUT_OFF, shown) == []
+    row(browser, run).find_element(By.CSS_SELECTOR, "button.reject").click()
+    panel = row(browser, run).find_element(By.CSS_SELECTOR, ".confirm-panel")
+    assert panel.find_elements(By.CSS_SELECTOR, "button.reject-confirm")
+    assert browser.execute_script(_CUT_OFF, panel) == []
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
