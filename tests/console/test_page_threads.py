@@ -191,6 +191,39 @@ def test_g9_page_decided_rows_of_a_threads_parallel_pauses_name_their_node_and_i
         graph.invoke(Command(resume={ids["ask-a"]: "yes", ids["ask-b"]: "yes"}), config)
 
 
+def test_w2_page_link_holds_the_namespace_and_the_open_run(
+    console: Console,
+    browser: Any,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """The address names the namespace shown and the run open, so a pause can be linked in a
+    chat: opening the link shows that namespace with that run open; closing the run takes it
+    out of the address."""
+    store = checkpointer_for(console.target, "team-l")
+    pause(approval_chain("orders", store, []), "run-l")
+    open_page(browser, console.url)
+    switch_namespace(browser, "team-l")
+    row(browser, "run-l").find_element(By.CSS_SELECTOR, "button.open-run").click()
+    wait(browser).until(lambda b: "run=run-l" in b.current_url)
+    link = browser.current_url
+    assert "namespace=team-l" in link
+
+    browser.get("about:blank")
+    open_page(browser, link)
+    dialog = browser.find_element(By.ID, "run-view")
+    wait(browser).until(lambda b: dialog.is_displayed())
+    assert browser.find_element(By.ID, "run-title").text == "Run run-l"
+    wait(browser).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr")))
+    assert browser.find_element(By.ID, "namespace-input").get_attribute("value") == "team-l"
+    wait(browser).until(
+        lambda b: "waiting for a decision" in b.find_element(By.ID, "run-summary").text
+    )
+    browser.find_element(By.ID, "run-close").click()
+    wait(browser).until(lambda b: "run=" not in b.current_url)
+    assert "namespace=team-l" in browser.current_url
+    row(browser, "run-l")
+
+
 #: The buttons of ``element`` the window does not show whole: (class, left, right) each.
 _CUT_OFF = """
 const width = document.documentElement.clientWidth;

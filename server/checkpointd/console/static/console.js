@@ -45,6 +45,7 @@ const state = {
   namespaces: [], // [{name, pending}] from /api/namespaces
   replaceRows: false, // the next snapshot replaces the rows shown
   forms: 0, // numbers each row's form (the names of its radio groups)
+  openRun: null, // the run in the run view: {execution_id, interrupt_id}
 };
 
 function $(id) {
@@ -389,6 +390,8 @@ async function init() {
   $("chain-filter").addEventListener("change", render);
   $("reason-filter").addEventListener("change", render);
   $("run-close").addEventListener("click", () => $("run-view").close());
+  $("run-view").addEventListener("close", closedRun); // the Close button or Escape
+  window.addEventListener("hashchange", followLink);
   setInterval(tick, 1000);
   const session = await api("GET", "/api/session");
   if (session.auth && !session.signed_in) showLogin("");
@@ -441,7 +444,9 @@ function start(session) {
     : session.role;
   const select = $("namespace-select");
   const input = $("namespace-input");
-  let namespace = state.namespace || input.value.trim() || "default";
+  const link = readLink();
+  const first = state.namespace === "";
+  let namespace = state.namespace || link.namespace || input.value.trim() || "default";
   if (session.namespaces) {
     // Only what the token grants.
     select.replaceChildren(...session.namespaces.map((name) => el("option", "", name)));
@@ -452,9 +457,11 @@ function start(session) {
     input.hidden = true;
   } else {
     select.hidden = true;
+    input.value = namespace;
     input.hidden = false;
   }
   switchNamespace(namespace);
+  if (first) openLinkedRun(link);
 }
 
 // --- the connection -----------------------------------------------------------------------
@@ -509,6 +516,7 @@ function tick() {
   }
   if (!state.live && state.session !== null) updateBanner("");
   refreshAges();
+  refreshRunSummary();
 }
 
 // --- the stream ---------------------------------------------------------------------------
@@ -521,6 +529,8 @@ function closeStream() {
 function switchNamespace(namespace) {
   if (!namespace) return;
   state.namespace = namespace;
+  if (state.openRun !== null) $("run-view").close(); // the run is the old namespace's
+  writeLink();
   loadNamespaces();
   state.rows.clear();
   render();
@@ -653,6 +663,7 @@ function onEvent(event) {
     // worker reports. A claim of an undecided pause (a resume in code) ends the wait.
     if (row && row.pending.decision) {
       row.claimed = true;
+      row.gone = true;
       rebuild(row);
     } else if (row) {
       remove(id);
@@ -686,7 +697,7 @@ function upsert(pending) {
   const id = key(pending);
   let row = state.rows.get(id);
   if (row === undefined) {
-    row = { pending, claimed: false, element: null, ui: freshUi() };
+    row = { pending, claimed: false, gone: false, element: null, ui: freshUi() };
     state.rows.set(id, row);
   }
   if (pending.checkpoint_id !== row.pending.checkpoint_id) {
@@ -1365,21 +1376,28 @@ function renderDecided() {
   $("decided-rows").replaceChildren(...kept.map((e) => e.element));
   $("decided-empty").hidden = kept.length > 0;
   $("decided-table").hidden = kept.length === 0;
+  refreshRunSummary();
 }
 
 // --- the run behind a pause ---------------------------------------------------------------
 
-async function openRun(pending) {
+// The run open in the run view ({execution_id, interrupt_id}, or null): the address names it.
+function openRun(pending) {
+  showRun(pending.execution_id, interruptId(pending));
+}
+
+async function showRun(executionId, interrupt) {
   const dialog = $("run-view");
-  $("run-title").textContent = `Run ${pending.execution_id}`;
-  $("run-summary").textContent = pending.decision
-    ? `${verdictText(pending)} · ${resumeState(pending, false)[0]}`
-    : `waiting for a decision (${pending.chain_name}, ${pending.reason})`;
+  const shownRun = { execution_id: executionId, interrupt_id: interrupt || "" };
+  state.openRun = shownRun;
+  writeLink();
+  $("run-title").textContent = `Run ${executionId}`;
   $("run-error").textContent = "";
   $("run-checkpoints").replaceChildren();
+  refreshRunSummary();
   if (!dialog.open) dialog.showModal();
   const namespace = encodeURIComponent(state.namespace);
-  const id = encodeURIComponent(pending.execution_id);
+  const id = encodeURIComponent(executionId);
   try {
     let token = "";
     do {
@@ -1387,16 +1405,94 @@ async function openRun(pending) {
         "GET",
         `/api/checkpoints?namespace=${namespace}&execution_id=${id}&page_token=${encodeURIComponent(token)}`,
       );
+      if (state.openRun !== shownRun) return; // another run was opened meanwhile
       $("run-checkpoints").append(...page.checkpoints.map(checkpointRow));
       token = page.next_page_token;
     } while (token);
   } catch (error) {
+    if (state.openRun !== shownRun) return;
     $("run-error").textContent = `The run's checkpoints could not be read: ${error.message}` +
       (error.reason ? ` (${error.reason})` : "");
   }
-  // The newest word on the decision: the decided section follows it live.
-  const known = state.decided.get(key(pending));
-  if (known) $("run-summary").textContent = `${verdictText(known.pending)} · ${resumeState(known.pending, known.claimed)[0]}`;
+}
+
+// The newest word on the open run's pause: the decided section and the rows follow it live
+// (a run opened from a link is shown before the page has read its pause).
+function refreshRunSummary() {
+  const open = state.openRun;
+  if (open === null) return;
+  const id = key(open);
+  const known = state.decided.get(id);
+  const row = state.rows.get(id);
+  let text = "";
+  if (known) {
+    text = `${verdictText(known.pending)} · ${resumeState(known.pending, known.claimed)[0]}`;
+  } else if (row && row.pending.decision) {
+    text = `${verdictText(row.pending)} · ${resumeState(row.pending, row.claimed)[0]}`;
+  } else if (row) {
+    text = `waiting for a decision (${row.pending.chain_name}, ${row.pending.reason})`;
+  }
+  if ($("run-summary").textContent !== text) $("run-summary").textContent = text;
+}
+
+function closedRun() {
+  state.openRun = null;
+  writeLink();
+}
+
+// --- the address: the namespace shown and the run open, so a pause can be linked --------
+
+// What the address asks for: #namespace=N&run=E[&interrupt=I]. Its values are only ever
+// compared, sent URL-encoded, or shown as text.
+function readLink() {
+  const params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
+  return {
+    namespace: (params.get("namespace") || "").trim(),
+    run: params.get("run") || "",
+    interrupt: params.get("interrupt") || "",
+  };
+}
+
+function writeLink() {
+  const params = new URLSearchParams();
+  if (state.namespace) params.set("namespace", state.namespace);
+  if (state.openRun !== null) {
+    params.set("run", state.openRun.execution_id);
+    if (state.openRun.interrupt_id) params.set("interrupt", state.openRun.interrupt_id);
+  }
+  const hash = `#${params}`;
+  if (window.location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+// A link pasted into the open page: its namespace, then its run.
+function followLink() {
+  if (state.session === null) return;
+  const link = readLink();
+  if (link.namespace && link.namespace !== state.namespace) {
+    const select = $("namespace-select");
+    const input = $("namespace-input");
+    if (!select.hidden) {
+      if ([...select.options].some((option) => option.value === link.namespace)) {
+        select.value = link.namespace;
+        switchNamespace(link.namespace);
+      }
+    } else {
+      input.value = link.namespace;
+      switchNamespace(link.namespace);
+    }
+  }
+  openLinkedRun(link);
+}
+
+function openLinkedRun(link) {
+  const open = state.openRun;
+  if (!link.run) {
+    if (open !== null) $("run-view").close();
+    return;
+  }
+  if (open === null || open.execution_id !== link.run || open.interrupt_id !== link.interrupt) {
+    showRun(link.run, link.interrupt);
+  }
 }
 
 function checkpointRow(c) {
