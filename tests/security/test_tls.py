@@ -329,7 +329,7 @@ def test_c11_interrupts_commands_over_mutual_tls_with_a_token_file(
         assert snapshot["pending"]["execution_id"] == "run-paused"
         decided = run("decide", "run-paused", "--approve", *tls, "--token-file", str(token_file))
         assert decided.returncode == 0, decided.stderr
-        assert decided.stdout.startswith("decided run-paused")
+        assert decided.stdout.startswith("approved run-paused (node node) as ")
         while (item := json.loads(lines.get(timeout=30)))["kind"] != "event":
             pass
         assert item["pending"]["decision"]["approved"] is True

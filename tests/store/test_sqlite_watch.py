@@ -117,11 +117,11 @@ async def test_i5_this_processs_own_commit_wakes_the_reader_once(db_path: Path) 
     notifier = SQLiteEventNotifier(reads, wakeups, path=str(db_path), safety_poll=3600)
     try:
         await asyncio.wait_for(notifier.wait(3600), PATIENCE)  # the first wait returns at once
-        waiting = await wait_started(notifier)
-        await asyncio.to_thread(commit, db_path)  # the store's commit...
+        # The store's commit while the reader reads (between two waits)...
+        await asyncio.to_thread(commit, db_path)
         for wakeup in wakeups:  # ...and its wake-up, as the store sets it after committing
             wakeup.set()
-        await asyncio.wait_for(waiting, PATIENCE)
+        await asyncio.wait_for(notifier.wait(3600), PATIENCE)  # at once: the wake-up
         again = await wait_started(notifier)  # the same commit does not wake it again
         await asyncio.to_thread(commit, db_path)  # another connection's commit does
         await asyncio.wait_for(again, PATIENCE)
