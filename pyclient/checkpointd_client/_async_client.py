@@ -388,14 +388,17 @@ class AsyncCheckpointdClient:
         chain_name: str | None = None,
         status: str | None = None,
         active_since: datetime | None = None,
+        framework: str | None = None,
         timeout: float | None = None,
         metadata: Metadata = (),
     ) -> ExecutionPage:
-        """Return one page of the namespace's executions, newest activity first, optionally
-        filtered by chain name, status (``"running"``, ``"paused"``, ``"ended"``,
-        ``"failed"``) and last activity at or after ``active_since`` (C11)."""
+        """Return one page of the namespace's executions (fastaiagent runs and LangGraph
+        threads), newest activity first, optionally filtered by chain name (a thread's graph
+        name), status (``"running"``, ``"paused"``, ``"ended"``, ``"failed"``), last
+        activity at or after ``active_since`` and ``framework`` (``"fastaiagent"``,
+        ``"langgraph"``) (C11, C12)."""
         request = self._core.list_executions(
-            page_size, page_token, chain_name, status, active_since
+            page_size, page_token, chain_name, status, active_since, framework
         )
         response = await self._invoke(self._checkpoints.ListExecutions, request, timeout, metadata)
         return _convert.execution_page(response)
@@ -404,12 +407,14 @@ class AsyncCheckpointdClient:
         self,
         execution_id: str,
         *,
+        framework: str | None = None,
         timeout: float | None = None,
         metadata: Metadata = (),
     ) -> ExecutionDetail:
-        """Return an execution's summary, pending interrupt, newest decision and idempotency
-        keys (C11). NotFoundError when it has no checkpoint."""
-        request = self._core.get_execution(execution_id)
+        """Return an execution's summary, pending interrupts, newest decision and idempotency
+        keys (C11, C12): the fastaiagent run of that id, else the LangGraph thread, unless
+        ``framework`` names one. NotFoundError when it has no checkpoint."""
+        request = self._core.get_execution(execution_id, framework)
         response = await self._invoke(self._checkpoints.GetExecution, request, timeout, metadata)
         return _convert.execution_detail(response)
 

@@ -234,6 +234,7 @@ class ClientCore:
         chain_name: str | None,
         status: str | None,
         active_since: datetime | None,
+        framework: str | None = None,
     ) -> checkpoint_service_pb2.ListExecutionsRequest:
         """Build a ListExecutions request; ``None`` filters are left unset."""
         request = checkpoint_service_pb2.ListExecutionsRequest(
@@ -242,15 +243,20 @@ class ClientCore:
             page_token=page_token,
             chain_name=chain_name,
             status=_convert.execution_status_to_proto(status),
+            framework=_convert.framework_to_proto(framework),
         )
         if active_since is not None:
             request.active_since.CopyFrom(_convert.datetime_to_timestamp(active_since))
         return request
 
-    def get_execution(self, execution_id: str) -> checkpoint_service_pb2.GetExecutionRequest:
+    def get_execution(
+        self, execution_id: str, framework: str | None = None
+    ) -> checkpoint_service_pb2.GetExecutionRequest:
         """Build a GetExecution request."""
         return checkpoint_service_pb2.GetExecutionRequest(
-            namespace=self.namespace, execution_id=execution_id
+            namespace=self.namespace,
+            execution_id=execution_id,
+            framework=_convert.framework_to_proto(framework),
         )
 
     def prune(

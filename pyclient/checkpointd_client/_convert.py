@@ -32,6 +32,7 @@ from checkpointd_client.models import (
     ExecutionDetail,
     ExecutionPage,
     ExecutionStatus,
+    Framework,
     GraphRetentionResult,
     IdempotencyResult,
     InterruptEvent,
@@ -474,6 +475,27 @@ def execution_status_to_proto(status: str | None) -> checkpoint_pb2.ExecutionSta
     )
 
 
+_FRAMEWORK_TO_PROTO: dict[Framework, checkpoint_pb2.Framework.ValueType] = {
+    "fastaiagent": checkpoint_pb2.FRAMEWORK_FASTAIAGENT,
+    "langgraph": checkpoint_pb2.FRAMEWORK_LANGGRAPH,
+}
+_FRAMEWORK_FROM_PROTO: dict[int, Framework] = {
+    number: name for name, number in _FRAMEWORK_TO_PROTO.items()
+}
+
+
+def framework_to_proto(framework: str | None) -> checkpoint_pb2.Framework.ValueType:
+    """The wire value of a framework (None: unspecified)."""
+    if framework is None:
+        return checkpoint_pb2.FRAMEWORK_UNSPECIFIED
+    for name, number in _FRAMEWORK_TO_PROTO.items():
+        if name == framework:
+            return number
+    raise ValueError(
+        f"framework must be one of {', '.join(_FRAMEWORK_TO_PROTO)}, not {framework!r}"
+    )
+
+
 def execution_from_proto(msg: checkpoint_pb2.Execution) -> Execution:
     """Build an execution summary from its wire message."""
     return Execution(
@@ -489,6 +511,8 @@ def execution_from_proto(msg: checkpoint_pb2.Execution) -> Execution:
         last_checkpoint_id=msg.last_checkpoint_id,
         last_node_id=msg.last_node_id,
         last_sequence=msg.last_sequence,
+        # A server older than the field lists only fastaiagent runs, unspecified.
+        framework=_FRAMEWORK_FROM_PROTO.get(msg.framework, "fastaiagent"),
     )
 
 
@@ -514,4 +538,10 @@ def execution_detail(response: checkpoint_service_pb2.GetExecutionResponse) -> E
         ),
         idempotency_keys=list(response.idempotency_keys),
         idempotency_key_count=response.idempotency_key_count,
+        pauses=(
+            [pending_from_proto(p) for p in response.pending_interrupts]
+            if response.pending_interrupts or not response.HasField("pending_interrupt")
+            # A server older than the field sends the one pending interrupt only.
+            else [pending_from_proto(response.pending_interrupt)]
+        ),
     )

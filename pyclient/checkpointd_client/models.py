@@ -18,6 +18,7 @@ __all__ = [
     "CHECKPOINT_STATUSES",
     "DECISION_STATUSES",
     "EXECUTION_STATUSES",
+    "FRAMEWORKS",
     "INTERRUPT_EVENT_TYPES",
     "ActionDecision",
     "ActionDecisionType",
@@ -31,6 +32,7 @@ __all__ = [
     "ExecutionDetail",
     "ExecutionPage",
     "ExecutionStatus",
+    "Framework",
     "GraphRetentionResult",
     "IdempotencyResult",
     "InterruptEvent",
@@ -258,16 +260,19 @@ newest checkpoint failed; ``"ended"`` when that is a ``run_end`` row; ``"running
 
 #: The values :attr:`Execution.status` may take.
 EXECUTION_STATUSES: tuple[ExecutionStatus, ...] = ("running", "paused", "ended", "failed")
+Framework: TypeAlias = Literal["fastaiagent", "langgraph"]
+#: The frameworks whose runs ListExecutions lists (contract C12).
+FRAMEWORKS: tuple[Framework, ...] = ("fastaiagent", "langgraph")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Execution:
-    """The summary of one run (contract C11)."""
+    """The summary of one run (contract C11): a fastaiagent run or a LangGraph thread (C12)."""
 
     execution_id: str
-    """The run."""
+    """The run (a thread's thread id)."""
     chain_name: str
-    """The chain name of its newest checkpoint."""
+    """The chain name of its newest checkpoint (a thread's graph name, where known)."""
     status: ExecutionStatus
     """Where it stands."""
     checkpoint_count: int
@@ -279,7 +284,9 @@ class Execution:
     last_node_id: str
     """The node of its newest checkpoint."""
     last_sequence: int
-    """The sequence of its newest checkpoint."""
+    """The sequence of its newest checkpoint (0 for a thread)."""
+    framework: Framework = "fastaiagent"
+    """Which framework wrote it."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -306,6 +313,9 @@ class ExecutionDetail:
     """The keys of its idempotency results, in key order (at most 1000)."""
     idempotency_key_count: int
     """How many idempotency results it has."""
+    pauses: list[PendingInterrupt] = field(default_factory=list)
+    """Every pending pause with its decision, in record order: a LangGraph thread may wait on
+    several at once; ``pending`` is the first."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -25,7 +25,7 @@ from typing import Final
 
 from checkpointd.errors import InvalidPageToken
 
-__all__ = ["MAX_SEQUENCE", "MAX_TOKEN_LENGTH", "decode_token", "encode_token"]
+__all__ = ["MAX_SEQUENCE", "MAX_TOKEN_LENGTH", "decode_token", "digest", "encode_token"]
 
 _VERSION: Final = 1
 #: The largest sequence a store holds (a signed 64-bit integer in both backends).
@@ -33,19 +33,23 @@ MAX_SEQUENCE: Final = 2**63 - 1
 #: Tokens are at most 60 characters; anything much longer is refused before decoding.
 MAX_TOKEN_LENGTH: Final = 128
 
-_TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_-]+={0,2}")
+TOKEN_RE: Final = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 # The one shape encode_token writes: version, a non-negative integer of at most 19 digits
 # without leading zeros, and a 16-hex-digit digest.
 _PAYLOAD_RE: Final = re.compile(rb'\[1,(0|[1-9][0-9]{0,18}),"([0-9a-f]{16})"\]')
 
 
-def _digest(scope: tuple[object, ...]) -> str:
+def digest(scope: tuple[object, ...]) -> str:
+    """What binds a token to the request that produced it."""
     return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:16]
+
+
+_digest = digest
 
 
 def encode_token(sequence: int, scope: tuple[object, ...]) -> str:
     """A token that resumes after ``sequence`` for the request identified by ``scope``."""
-    raw = json.dumps([_VERSION, sequence, _digest(scope)], separators=(",", ":"))
+    raw = json.dumps([_VERSION, sequence, digest(scope)], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
@@ -57,7 +61,7 @@ def decode_token(token: str, scope: tuple[object, ...]) -> int | None:
     """
     if not token:
         return None
-    if len(token) > MAX_TOKEN_LENGTH or not _TOKEN_RE.fullmatch(token):
+    if len(token) > MAX_TOKEN_LENGTH or not TOKEN_RE.fullmatch(token):
         raise InvalidPageToken()
     try:
         raw = base64.urlsafe_b64decode(token.rstrip("=") + "=" * (-len(token.rstrip("=")) % 4))
@@ -67,6 +71,6 @@ def decode_token(token: str, scope: tuple[object, ...]) -> int | None:
     if match is None:
         raise InvalidPageToken()
     sequence = int(match.group(1))
-    if sequence > MAX_SEQUENCE or match.group(2).decode() != _digest(scope):
+    if sequence > MAX_SEQUENCE or match.group(2).decode() != digest(scope):
         raise InvalidPageToken()
     return sequence

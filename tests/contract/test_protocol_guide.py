@@ -249,6 +249,10 @@ BREAKERS: dict[str, Callable[[Stubs], object]] = {
     "active_since": lambda s: s.checkpoints.ListExecutions(
         csvc.ListExecutionsRequest(active_since=Timestamp(seconds=-(10**12))), timeout=TIMEOUT
     ),
+    "framework": lambda s: s.checkpoints.ListExecutions(
+        csvc.ListExecutionsRequest(framework=7),  # type: ignore[arg-type]
+        timeout=TIMEOUT,
+    ),
     "older_than": lambda s: s.checkpoints.PruneCheckpoints(
         csvc.PruneCheckpointsRequest(), timeout=TIMEOUT
     ),

@@ -148,6 +148,38 @@ EXECUTION_STATUS_FAILED: ExecutionStatus.ValueType  # 4
 """The run's newest checkpoint has status failed (a failed step or a failed run_end row)."""
 Global___ExecutionStatus: _TypeAlias = ExecutionStatus  # noqa: Y015
 
+class _Framework:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _FrameworkEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Framework.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    FRAMEWORK_UNSPECIFIED: _Framework.ValueType  # 0
+    """Not set. In a ListExecutions request: every framework; in a GetExecution request: the
+    fastaiagent run of that id when there is one, else the LangGraph thread.
+    """
+    FRAMEWORK_FASTAIAGENT: _Framework.ValueType  # 1
+    """A fastaiagent run: its rows are CheckpointService's checkpoints."""
+    FRAMEWORK_LANGGRAPH: _Framework.ValueType  # 2
+    """A LangGraph thread: its rows are GraphService's checkpoints, and its execution_id is
+    the thread_id.
+    """
+
+class Framework(_Framework, metaclass=_FrameworkEnumTypeWrapper):
+    """Framework is the kind of run an execution is: which framework wrote its checkpoints."""
+
+FRAMEWORK_UNSPECIFIED: Framework.ValueType  # 0
+"""Not set. In a ListExecutions request: every framework; in a GetExecution request: the
+fastaiagent run of that id when there is one, else the LangGraph thread.
+"""
+FRAMEWORK_FASTAIAGENT: Framework.ValueType  # 1
+"""A fastaiagent run: its rows are CheckpointService's checkpoints."""
+FRAMEWORK_LANGGRAPH: Framework.ValueType  # 2
+"""A LangGraph thread: its rows are GraphService's checkpoints, and its execution_id is
+the thread_id.
+"""
+Global___Framework: _TypeAlias = Framework  # noqa: Y015
+
 @_typing.final
 class Checkpoint(_message.Message):
     """Checkpoint is the state of one run at one step boundary.
@@ -540,7 +572,16 @@ Global___LeaseFence: _TypeAlias = LeaseFence  # noqa: Y015
 
 @_typing.final
 class Execution(_message.Message):
-    """Execution is the summary of one run: what its checkpoints and pending interrupt say."""
+    """Execution is the summary of one run: what its checkpoints and pending interrupt say.
+
+    For a LangGraph thread (framework FRAMEWORK_LANGGRAPH; contract C12): execution_id is the
+    thread_id; chain_name is the graph's name where the server knows it (the chain name of
+    its pending or newest decided pause, else its newest root checkpoint's metadata
+    "graph_name" or "graph_id"), else empty; checkpoint_count counts its checkpoints in every
+    checkpoint_ns; last_activity_at is when the server wrote its newest checkpoint (of any
+    checkpoint_ns); last_checkpoint_id is its newest root checkpoint's (checkpoint_ns empty);
+    last_node_id is the node of a pending pause, else empty; last_sequence is 0.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -552,6 +593,7 @@ class Execution(_message.Message):
     LAST_CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
     LAST_NODE_ID_FIELD_NUMBER: _builtins.int
     LAST_SEQUENCE_FIELD_NUMBER: _builtins.int
+    FRAMEWORK_FIELD_NUMBER: _builtins.int
     execution_id: _builtins.str
     """The run."""
     chain_name: _builtins.str
@@ -566,6 +608,10 @@ class Execution(_message.Message):
     """The node_id of its newest checkpoint."""
     last_sequence: _builtins.int
     """The sequence of its newest checkpoint."""
+    framework: Global___Framework.ValueType
+    """Which framework wrote the run. A server older than this field leaves it unspecified
+    for its fastaiagent runs (the only ones it lists).
+    """
     @_builtins.property
     def last_activity_at(self) -> _timestamp_pb2.Timestamp:
         """The created_at of its newest checkpoint (by sequence): the run's last activity."""
@@ -581,10 +627,11 @@ class Execution(_message.Message):
         last_checkpoint_id: _builtins.str = ...,
         last_node_id: _builtins.str = ...,
         last_sequence: _builtins.int = ...,
+        framework: Global___Framework.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["last_activity_at", b"last_activity_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["chain_name", b"chain_name", "checkpoint_count", b"checkpoint_count", "execution_id", b"execution_id", "last_activity_at", b"last_activity_at", "last_checkpoint_id", b"last_checkpoint_id", "last_node_id", b"last_node_id", "last_sequence", b"last_sequence", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chain_name", b"chain_name", "checkpoint_count", b"checkpoint_count", "execution_id", b"execution_id", "framework", b"framework", "last_activity_at", b"last_activity_at", "last_checkpoint_id", b"last_checkpoint_id", "last_node_id", b"last_node_id", "last_sequence", b"last_sequence", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -533,6 +533,7 @@ class ListExecutionsRequest(_message.Message):
     CHAIN_NAME_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     ACTIVE_SINCE_FIELD_NUMBER: _builtins.int
+    FRAMEWORK_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to read from; empty means "default"."""
     page_size: _builtins.int
@@ -543,6 +544,10 @@ class ListExecutionsRequest(_message.Message):
     """Only executions whose newest checkpoint has this chain_name. Up to 256 characters."""
     status: _checkpoint_pb2.ExecutionStatus.ValueType
     """Only executions with this status; unspecified means any."""
+    framework: _checkpoint_pb2.Framework.ValueType
+    """Only executions of this framework; unspecified means both (fastaiagent runs and
+    LangGraph threads). An unknown value is INVALID_ARGUMENT (INVALID_FIELD).
+    """
     @_builtins.property
     def active_since(self) -> _timestamp_pb2.Timestamp:
         """Only executions whose last activity is at or after this time."""
@@ -556,10 +561,11 @@ class ListExecutionsRequest(_message.Message):
         chain_name: _builtins.str | None = ...,
         status: _checkpoint_pb2.ExecutionStatus.ValueType = ...,
         active_since: _timestamp_pb2.Timestamp | None = ...,
+        framework: _checkpoint_pb2.Framework.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name", "active_since", b"active_since", "chain_name", b"chain_name"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name", "active_since", b"active_since", "chain_name", b"chain_name", "namespace", b"namespace", "page_size", b"page_size", "page_token", b"page_token", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name", "active_since", b"active_since", "chain_name", b"chain_name", "framework", b"framework", "namespace", b"namespace", "page_size", b"page_size", "page_token", b"page_token", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__chain_name: _TypeAlias = _typing.Literal["chain_name"]  # noqa: Y015
     _WhichOneofArgType__chain_name: _TypeAlias = _typing.Literal["_chain_name", b"_chain_name"]  # noqa: Y015
@@ -603,19 +609,28 @@ class GetExecutionRequest(_message.Message):
 
     NAMESPACE_FIELD_NUMBER: _builtins.int
     EXECUTION_ID_FIELD_NUMBER: _builtins.int
+    FRAMEWORK_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     """The namespace to read from; empty means "default"."""
     execution_id: _builtins.str
-    """The execution to describe. Required."""
+    """The execution to describe (a fastaiagent run's execution_id or a LangGraph thread's
+    thread_id). Required.
+    """
+    framework: _checkpoint_pb2.Framework.ValueType
+    """Which framework's run: unspecified means the fastaiagent run of that id when it has a
+    checkpoint, else the LangGraph thread of that id. An unknown value is INVALID_ARGUMENT
+    (INVALID_FIELD).
+    """
     def __init__(
         self,
         *,
         namespace: _builtins.str = ...,
         execution_id: _builtins.str = ...,
+        framework: _checkpoint_pb2.Framework.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "namespace", b"namespace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution_id", b"execution_id", "framework", b"framework", "namespace", b"namespace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -632,6 +647,7 @@ class GetExecutionResponse(_message.Message):
     LAST_DECIDED_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEYS_FIELD_NUMBER: _builtins.int
     IDEMPOTENCY_KEY_COUNT_FIELD_NUMBER: _builtins.int
+    PENDING_INTERRUPTS_FIELD_NUMBER: _builtins.int
     idempotency_key_count: _builtins.int
     """How many idempotency results the execution has (may exceed the keys listed)."""
     @_builtins.property
@@ -655,6 +671,13 @@ class GetExecutionResponse(_message.Message):
     def idempotency_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The keys of its idempotency results, in key order; at most 1000 of them."""
 
+    @_builtins.property
+    def pending_interrupts(self) -> _containers.RepeatedCompositeFieldContainer[_checkpoint_pb2.PendingInterrupt]:
+        """Every pending pause of the execution, with the decision on each, in record order: a
+        fastaiagent run has at most one (the same as pending_interrupt); a LangGraph thread may
+        wait on several at once (G9), and pending_interrupt is then the first of them.
+        """
+
     def __init__(
         self,
         *,
@@ -663,10 +686,11 @@ class GetExecutionResponse(_message.Message):
         last_decided: _checkpoint_pb2.PendingInterrupt | None = ...,
         idempotency_keys: _abc.Iterable[_builtins.str] | None = ...,
         idempotency_key_count: _builtins.int = ...,
+        pending_interrupts: _abc.Iterable[_checkpoint_pb2.PendingInterrupt] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "last_decided", b"last_decided", "pending_interrupt", b"pending_interrupt"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "idempotency_key_count", b"idempotency_key_count", "idempotency_keys", b"idempotency_keys", "last_decided", b"last_decided", "pending_interrupt", b"pending_interrupt"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["execution", b"execution", "idempotency_key_count", b"idempotency_key_count", "idempotency_keys", b"idempotency_keys", "last_decided", b"last_decided", "pending_interrupt", b"pending_interrupt", "pending_interrupts", b"pending_interrupts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -151,18 +151,23 @@ class CheckpointServiceStub:
     run_end row. NOT_FOUND (NO_CHECKPOINTS) when there is nothing to fork from.
     """
     ListExecutions: _grpc.UnaryUnaryMultiCallable[_checkpoint_service_pb2.ListExecutionsRequest, _checkpoint_service_pb2.ListExecutionsResponse]
-    """Lists the executions of a namespace, newest activity first (by the sequence of each
-    one's newest checkpoint), one page at a time.
+    """Lists the executions of a namespace, newest activity first, one page at a time: the
+    fastaiagent runs (by the sequence of each one's newest checkpoint) and the LangGraph
+    threads (by the time the server wrote each one's newest checkpoint, then thread_id),
+    the two merged by last_activity_at; framework says which each is (contract C12).
 
-    An execution is listed once it has a checkpoint. The filters (chain_name of the newest
-    checkpoint, status, last activity at or after active_since) all apply when set. An
-    execution written to while the listing is paged moves to the front, so a later page
-    does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
-    (INVALID_FIELD).
+    An execution is listed once it has a checkpoint. The filters (framework, chain_name of
+    the newest checkpoint or a thread's graph name, status, last activity at or after
+    active_since) all apply when set. A thread's status: paused when it has a pending
+    pause; else failed when its newest root checkpoint (checkpoint_ns empty) has a pending
+    write on channel "__error__"; else running when that checkpoint has other pending
+    writes or its metadata "source" is "input"; else ended. An execution written to while
+    the listing is paged moves to the front, so a later page does not show it again; start
+    over to see it. An unknown status or framework is INVALID_ARGUMENT (INVALID_FIELD).
     """
     GetExecution: _grpc.UnaryUnaryMultiCallable[_checkpoint_service_pb2.GetExecutionRequest, _checkpoint_service_pb2.GetExecutionResponse]
-    """Returns the summary of one execution, its pending interrupt and newest decision, and the
-    keys of its idempotency results.
+    """Returns the summary of one execution, its pending interrupts and newest decision, and
+    the keys of its idempotency results (a LangGraph thread has none).
 
     NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
     """
@@ -290,18 +295,23 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     run_end row. NOT_FOUND (NO_CHECKPOINTS) when there is nothing to fork from.
     """
     ListExecutions: _aio.UnaryUnaryMultiCallable[_checkpoint_service_pb2.ListExecutionsRequest, _checkpoint_service_pb2.ListExecutionsResponse]  # type: ignore[assignment]
-    """Lists the executions of a namespace, newest activity first (by the sequence of each
-    one's newest checkpoint), one page at a time.
+    """Lists the executions of a namespace, newest activity first, one page at a time: the
+    fastaiagent runs (by the sequence of each one's newest checkpoint) and the LangGraph
+    threads (by the time the server wrote each one's newest checkpoint, then thread_id),
+    the two merged by last_activity_at; framework says which each is (contract C12).
 
-    An execution is listed once it has a checkpoint. The filters (chain_name of the newest
-    checkpoint, status, last activity at or after active_since) all apply when set. An
-    execution written to while the listing is paged moves to the front, so a later page
-    does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
-    (INVALID_FIELD).
+    An execution is listed once it has a checkpoint. The filters (framework, chain_name of
+    the newest checkpoint or a thread's graph name, status, last activity at or after
+    active_since) all apply when set. A thread's status: paused when it has a pending
+    pause; else failed when its newest root checkpoint (checkpoint_ns empty) has a pending
+    write on channel "__error__"; else running when that checkpoint has other pending
+    writes or its metadata "source" is "input"; else ended. An execution written to while
+    the listing is paged moves to the front, so a later page does not show it again; start
+    over to see it. An unknown status or framework is INVALID_ARGUMENT (INVALID_FIELD).
     """
     GetExecution: _aio.UnaryUnaryMultiCallable[_checkpoint_service_pb2.GetExecutionRequest, _checkpoint_service_pb2.GetExecutionResponse]  # type: ignore[assignment]
-    """Returns the summary of one execution, its pending interrupt and newest decision, and the
-    keys of its idempotency results.
+    """Returns the summary of one execution, its pending interrupts and newest decision, and
+    the keys of its idempotency results (a LangGraph thread has none).
 
     NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
     """
@@ -480,14 +490,19 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _checkpoint_service_pb2.ListExecutionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_checkpoint_service_pb2.ListExecutionsResponse, _abc.Awaitable[_checkpoint_service_pb2.ListExecutionsResponse]]:
-        """Lists the executions of a namespace, newest activity first (by the sequence of each
-        one's newest checkpoint), one page at a time.
+        """Lists the executions of a namespace, newest activity first, one page at a time: the
+        fastaiagent runs (by the sequence of each one's newest checkpoint) and the LangGraph
+        threads (by the time the server wrote each one's newest checkpoint, then thread_id),
+        the two merged by last_activity_at; framework says which each is (contract C12).
 
-        An execution is listed once it has a checkpoint. The filters (chain_name of the newest
-        checkpoint, status, last activity at or after active_since) all apply when set. An
-        execution written to while the listing is paged moves to the front, so a later page
-        does not show it again; start over to see it. An unknown status is INVALID_ARGUMENT
-        (INVALID_FIELD).
+        An execution is listed once it has a checkpoint. The filters (framework, chain_name of
+        the newest checkpoint or a thread's graph name, status, last activity at or after
+        active_since) all apply when set. A thread's status: paused when it has a pending
+        pause; else failed when its newest root checkpoint (checkpoint_ns empty) has a pending
+        write on channel "__error__"; else running when that checkpoint has other pending
+        writes or its metadata "source" is "input"; else ended. An execution written to while
+        the listing is paged moves to the front, so a later page does not show it again; start
+        over to see it. An unknown status or framework is INVALID_ARGUMENT (INVALID_FIELD).
         """
 
     @_abc_1.abstractmethod
@@ -496,8 +511,8 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _checkpoint_service_pb2.GetExecutionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_checkpoint_service_pb2.GetExecutionResponse, _abc.Awaitable[_checkpoint_service_pb2.GetExecutionResponse]]:
-        """Returns the summary of one execution, its pending interrupt and newest decision, and the
-        keys of its idempotency results.
+        """Returns the summary of one execution, its pending interrupts and newest decision, and
+        the keys of its idempotency results (a LangGraph thread has none).
 
         NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
         """

@@ -1,18 +1,20 @@
-"""ListExecutions and GetExecution (contract C11): what CheckpointService answers about whole
-runs, read through the store's :class:`~checkpointd.store.executions.ExecutionReader`."""
+"""ListExecutions and GetExecution (contracts C11, C12): what CheckpointService answers about
+whole runs of both frameworks (fastaiagent runs and LangGraph threads), read through the
+store's :class:`~checkpointd.store.executions.ExecutionReader`."""
 
 from __future__ import annotations
 
 from checkpointd import validation as v
 from checkpointd.convert import pending_to_proto, timestamp_to_proto
 from checkpointd.errors import InvalidField, NoCheckpoints
-from checkpointd.paging import decode_token, encode_token
+from checkpointd.execution_paging import decode_execution_token, encode_execution_token
 from checkpointd.servicers.common import shielded
 from checkpointd.store.executions import (
     ExecutionQuery,
     ExecutionReader,
     ExecutionStatus,
     ExecutionSummary,
+    Framework,
 )
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import checkpoint_service_pb2 as svc
@@ -32,6 +34,21 @@ _STATUS_TO_PROTO: dict[ExecutionStatus, pb.ExecutionStatus.ValueType] = {
     ExecutionStatus.ENDED: pb.EXECUTION_STATUS_ENDED,
     ExecutionStatus.FAILED: pb.EXECUTION_STATUS_FAILED,
 }
+_FRAMEWORK_FROM_PROTO: dict[int, Framework | None] = {
+    pb.FRAMEWORK_UNSPECIFIED: None,
+    pb.FRAMEWORK_FASTAIAGENT: Framework.FASTAIAGENT,
+    pb.FRAMEWORK_LANGGRAPH: Framework.LANGGRAPH,
+}
+_FRAMEWORK_TO_PROTO: dict[Framework, pb.Framework.ValueType] = {
+    Framework.FASTAIAGENT: pb.FRAMEWORK_FASTAIAGENT,
+    Framework.LANGGRAPH: pb.FRAMEWORK_LANGGRAPH,
+}
+
+
+def _framework(value: int) -> Framework | None:
+    if value not in _FRAMEWORK_FROM_PROTO:
+        raise InvalidField("framework", "must be a Framework value or unspecified")
+    return _FRAMEWORK_FROM_PROTO[value]
 
 
 def execution_to_proto(summary: ExecutionSummary) -> pb.Execution:
@@ -45,6 +62,7 @@ def execution_to_proto(summary: ExecutionSummary) -> pb.Execution:
         last_checkpoint_id=summary.last_checkpoint_id,
         last_node_id=summary.last_node_id,
         last_sequence=summary.last_sequence,
+        framework=_FRAMEWORK_TO_PROTO[summary.framework],
     )
 
 
@@ -65,6 +83,7 @@ def _query(request: svc.ListExecutionsRequest) -> ExecutionQuery:
         chain_name=chain_name,
         status=_STATUS_FROM_PROTO[request.status],
         active_since=active_since,
+        framework=_framework(request.framework),
     )
 
 
@@ -77,7 +96,8 @@ class ExecutionRpcs:
     async def list_executions(
         self, request: svc.ListExecutionsRequest
     ) -> svc.ListExecutionsResponse:
-        """One page of the namespace's executions, newest activity first."""
+        """One page of the namespace's executions (fastaiagent runs and LangGraph threads),
+        newest activity first."""
         namespace = v.namespace(request.namespace)
         limit = v.page_size("page_size", request.page_size)
         query = _query(request)
@@ -87,21 +107,23 @@ class ExecutionRpcs:
             query.chain_name,
             query.status,
             None if query.active_since is None else query.active_since.isoformat(),
+            query.framework,
         )
-        before = decode_token(request.page_token, scope)
+        after = decode_execution_token(request.page_token, scope)
         page = await shielded(
-            self._reader.list_executions(namespace, query, before_sequence=before, limit=limit)
+            self._reader.list_executions(namespace, query, after=after, limit=limit)
         )
         response = svc.ListExecutionsResponse(executions=[execution_to_proto(s) for s in page])
         if page.more and page:
-            response.next_page_token = encode_token(page[-1].last_sequence, scope)
+            response.next_page_token = encode_execution_token(after.after(page), scope)
         return response
 
     async def get_execution(self, request: svc.GetExecutionRequest) -> svc.GetExecutionResponse:
-        """The execution's summary, pending interrupt, newest decision and idempotency keys."""
+        """The execution's summary, pending interrupts, newest decision and idempotency keys."""
         namespace = v.namespace(request.namespace)
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
-        detail = await shielded(self._reader.get_execution(namespace, execution_id))
+        framework = _framework(request.framework)
+        detail = await shielded(self._reader.get_execution(namespace, execution_id, framework))
         if detail is None:
             raise NoCheckpoints(execution_id)
         response = svc.GetExecutionResponse(
@@ -111,6 +133,7 @@ class ExecutionRpcs:
         )
         if detail.pending is not None:
             response.pending_interrupt.CopyFrom(pending_to_proto(detail.pending))
+        response.pending_interrupts.extend(pending_to_proto(p) for p in detail.pauses)
         if detail.last_decided is not None:
             response.last_decided.CopyFrom(pending_to_proto(detail.last_decided))
         return response

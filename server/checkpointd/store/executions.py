@@ -1,18 +1,38 @@
-"""The executions reader: summaries of the runs of a namespace, for operators (contract C11).
+"""The executions reader: summaries of the runs of a namespace, for operators (contracts
+C11, C12), of both frameworks: fastaiagent runs and LangGraph threads.
 
 It only reads, over the tables of the store it is built on (``checkpoints``,
-``pending_interrupts``, ``interrupt_decisions``, ``idempotency_results``), through that
-store's connections (``SQLiteStore.access``, ``PostgresStore.access``). The
-statements (:class:`ExecutionSql`) and the reads (:class:`ExecutionReader`) are
-written once; each backend's ``executions`` module says where its tables are, how its
-placeholders and times are written and which connection reads.
+``pending_interrupts``, ``interrupt_decisions``, ``idempotency_results``, and the graph
+tables ``graph_checkpoints`` and ``graph_writes``), through that store's connections
+(``SQLiteStore.access``, ``PostgresStore.access``). The statements of the runs
+(:class:`ExecutionSql`) and the reads (:class:`ExecutionReader`) are written once; each
+backend's ``executions`` module says where its tables are, how its placeholders and times
+are written, which connection reads, and gives its own SQL of a thread's summary
+(:attr:`ExecutionSql.threads`: it reads JSON metadata and write times its own way).
 
-An execution's status, by its rows:
+A fastaiagent run's status, by its rows (C11):
 
 * ``paused``: it has a pending interrupt (decided or not);
 * ``failed``: else, its newest checkpoint (by sequence) has status ``failed``;
 * ``ended``: else, its newest checkpoint is a ``run_end`` row;
 * ``running``: otherwise (between steps, being resumed, or left without a ``run_end`` row).
+
+A LangGraph thread's status, by its rows (C12), LangGraph's own signs read without decoding
+a checkpoint:
+
+* ``paused``: it has a pending pause (a pending interrupt with an interrupt id);
+* ``failed``: else, its newest root checkpoint (``checkpoint_ns`` empty, the greatest
+  checkpoint id) has a pending write on channel ``__error__`` (a task raised);
+* ``running``: else, that checkpoint has other pending writes (tasks of the step after it
+  finished and the next checkpoint is not written yet), or its metadata ``source`` is
+  ``input`` (an input was taken and no step is written yet);
+* ``ended``: otherwise. The server does not decode a checkpoint, so it does not know its
+  next tasks: a step whose tasks have not written anything yet, and a thread stopped at a
+  static breakpoint (``interrupt_before``/``interrupt_after``, which records no pause),
+  read ``ended`` too.
+
+The listing reads each framework's summaries with one statement per page and merges them by
+last activity: a page position (:class:`ExecutionPosition`) is where each of the two stands.
 """
 
 from __future__ import annotations
@@ -31,20 +51,27 @@ from checkpointd.store.columns import DECIDED_PENDING_COLUMNS, DECISION_ROW_COLU
 from checkpointd.store.statements import Body, Statements
 
 __all__ = [
+    "ERROR_CHANNEL",
     "MAX_IDEMPOTENCY_KEYS",
     "STATUS_CASE",
     "ExecutionDetail",
+    "ExecutionPosition",
     "ExecutionQuery",
     "ExecutionReader",
     "ExecutionSql",
     "ExecutionStatus",
     "ExecutionSummary",
+    "Framework",
+    "ThreadPosition",
 ]
 
 T = TypeVar("T")
 
 #: The most idempotency keys an execution's detail lists (the count is always complete).
 MAX_IDEMPOTENCY_KEYS: Final = 1000
+
+#: The channel of the write LangGraph stores for a task that raised.
+ERROR_CHANNEL: Final = "__error__"
 
 #: The status of a run, in SQL both backends understand: ``c`` is its newest checkpoint,
 #: ``p`` its pending interrupt (LEFT JOIN, so NULL when none).
@@ -65,9 +92,19 @@ class ExecutionStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class Framework(enum.StrEnum):
+    """Which framework wrote a run: whose tables hold it."""
+
+    FASTAIAGENT = "fastaiagent"
+    """Its rows are in ``checkpoints``."""
+    LANGGRAPH = "langgraph"
+    """A thread: its rows are in ``graph_checkpoints``; its execution id is the thread id."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExecutionSummary:
-    """One run, as its newest checkpoint and pending interrupt tell."""
+    """One run, as its newest checkpoint and pending interrupt tell (for a thread, see
+    :class:`ExecutionSql` for what each field holds)."""
 
     execution_id: str
     chain_name: str
@@ -79,7 +116,9 @@ class ExecutionSummary:
     last_checkpoint_id: str
     last_node_id: str
     last_sequence: int
-    """The newest checkpoint's sequence: what the listing is ordered and paged by."""
+    """The newest checkpoint's sequence: what the runs are ordered and paged by (0 for a
+    thread)."""
+    framework: Framework = Framework.FASTAIAGENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +126,41 @@ class ExecutionQuery:
     """The filters of a listing; None means "any"."""
 
     chain_name: str | None = None
+    """For a thread: its graph's name."""
     status: ExecutionStatus | None = None
     active_since: datetime | None = None
+    framework: Framework | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPosition:
+    """The last thread a listing returned: threads are ordered by last activity, then id."""
+
+    last_activity_at: datetime
+    thread_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionPosition:
+    """Where a listing stands in each framework's runs: after the last one of each it
+    returned (None: none returned yet)."""
+
+    run_sequence: int | None = None
+    """The newest checkpoint's sequence of the last fastaiagent run returned."""
+    thread: ThreadPosition | None = None
+
+    def after(self, page: list[ExecutionSummary]) -> ExecutionPosition:
+        """The position once ``page`` (returned from this one) has been read."""
+        runs = [s for s in page if s.framework is Framework.FASTAIAGENT]
+        threads = [s for s in page if s.framework is Framework.LANGGRAPH]
+        return ExecutionPosition(
+            run_sequence=runs[-1].last_sequence if runs else self.run_sequence,
+            thread=(
+                ThreadPosition(threads[-1].last_activity_at, threads[-1].execution_id)
+                if threads
+                else self.thread
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,21 +169,37 @@ class ExecutionDetail:
 
     summary: ExecutionSummary
     pending: PendingRecord | None
-    """Its pending interrupt with the decision on it, if paused."""
+    """Its (first) pending interrupt with the decision on it, if paused."""
     last_decided: PendingRecord | None
     """Its newest decided pause with the decision, even once resumed."""
     idempotency_keys: list[str] = field(default_factory=list)
     """In key order, at most :data:`MAX_IDEMPOTENCY_KEYS`."""
     idempotency_key_count: int = 0
+    pauses: list[PendingRecord] = field(default_factory=list)
+    """Every pending pause with its decision, in record order (a thread may have several)."""
 
 
 class ExecutionSql:
     """The reader's statements on a backend: ``tables`` is the prefix of its table names
-    (Postgres: the quoted schema and a dot), ``number`` turns ``?`` into its placeholders."""
+    (Postgres: the quoted schema and a dot), ``number`` turns ``?`` into its placeholders,
+    ``threads`` is the backend's summary of the namespace's threads.
 
-    def __init__(self, *, tables: str, number: Callable[[str], str]) -> None:
+    ``threads`` takes the namespace as its one parameter and ``{threads_where}`` where a
+    caller narrows it to one thread (`` AND thread_id = ?``); it selects, per thread, the
+    columns of a summary: ``execution_id`` (the thread id), ``chain_name`` (the graph's name
+    where known: the chain name of its pending pause, else of its newest decided pause, else
+    its newest root checkpoint's metadata ``graph_name`` or ``graph_id``, else empty),
+    ``run_status`` (C12's rule), ``checkpoint_count`` (every ``checkpoint_ns``),
+    ``last_activity_at`` (when the server wrote its newest checkpoint, of any
+    ``checkpoint_ns``), ``last_checkpoint_id`` (its newest root checkpoint's, or empty),
+    ``last_node_id`` (the node of a pending pause, or empty) and ``last_sequence`` (0). The
+    caller appends ``WHERE`` conditions on those columns and the order.
+    """
+
+    def __init__(self, *, tables: str, number: Callable[[str], str], threads: str) -> None:
         t = tables
         self.number = number
+        self.threads = threads
         # Each execution's newest checkpoint (by sequence) and count, with its status.
         # {runs_where} narrows to one execution; the outer WHERE is appended by the caller.
         self.summaries = (
@@ -124,20 +212,30 @@ class ExecutionSql:
             f" c.created_at AS last_activity_at, {STATUS_CASE} AS run_status"
             f" FROM runs AS r JOIN {t}checkpoints AS c ON c.sequence = r.last_sequence"
             f" LEFT JOIN {t}pending_interrupts AS p"
-            " ON p.namespace = ? AND p.execution_id = r.execution_id"
+            " ON p.namespace = ? AND p.execution_id = r.execution_id AND p.interrupt_id = ''"
             ") SELECT * FROM described WHERE last_sequence < ?"
         )
         self.order = " ORDER BY last_sequence DESC LIMIT ?"
-        self.pending_of_execution = number(
+        self.thread_order = " ORDER BY last_activity_at DESC, execution_id DESC LIMIT ?"
+        # A run's pauses have no interrupt id, a thread's each have one: a run and a thread
+        # of the same id never read each other's.
+        pending = (
             f"SELECT {DECIDED_PENDING_COLUMNS} FROM {t}pending_interrupts AS p "
             f"LEFT JOIN {t}interrupt_decisions AS d ON d.namespace = p.namespace "
             "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
-            "WHERE p.namespace = ? AND p.execution_id = ?"
+            "AND d.interrupt_id = p.interrupt_id "
+            "WHERE p.namespace = ? AND p.execution_id = ? AND p.interrupt_id {kind} '' "
+            "ORDER BY p.sequence, p.interrupt_id"
         )
-        self.newest_decision = number(
+        newest = (
             f"SELECT {DECISION_ROW_COLUMNS} FROM {t}interrupt_decisions "
-            "WHERE namespace = ? AND execution_id = ? ORDER BY sequence DESC LIMIT 1"
+            "WHERE namespace = ? AND execution_id = ? AND interrupt_id {kind} '' "
+            "ORDER BY sequence DESC LIMIT 1"
         )
+        self.pending_of_execution = number(pending.format(kind="="))
+        self.pending_of_thread = number(pending.format(kind="<>"))
+        self.newest_decision = number(newest.format(kind="="))
+        self.newest_thread_decision = number(newest.format(kind="<>"))
         self.keys = number(
             f"SELECT key FROM {t}idempotency_results WHERE namespace = ? AND execution_id = ? "
             "ORDER BY key LIMIT ?"
@@ -167,22 +265,10 @@ class ExecutionReader(abc.ABC):
     async def _in_snapshot(self, body: Body[T]) -> T:
         """Run ``body``'s reads so that they see one state."""
 
-    def _summaries(
-        self,
-        namespace: str,
-        query: ExecutionQuery,
-        *,
-        before_sequence: int | None,
-        limit: int,
-        execution_id: str | None = None,
-    ) -> tuple[str, list[Any]]:
-        """The listing's SQL and parameters (one execution's summary with ``execution_id``)."""
-        runs_where = " AND execution_id = ?" if execution_id is not None else ""
-        params: list[Any] = [namespace]
-        if execution_id is not None:
-            params.append(execution_id)
-        params += [namespace, MAX_SEQUENCE if before_sequence is None else before_sequence]
-        sql = self._sql.summaries.format(runs_where=runs_where)
+    def _filters(self, query: ExecutionQuery) -> tuple[str, list[Any]]:
+        """The conditions of a listing's set filters, on the summary columns."""
+        sql = ""
+        params: list[Any] = []
         if query.chain_name is not None:
             sql += " AND chain_name = ?"
             params.append(query.chain_name)
@@ -192,7 +278,54 @@ class ExecutionReader(abc.ABC):
         if query.active_since is not None:
             sql += " AND last_activity_at >= ?"
             params.append(self._write_time(query.active_since))
-        return self._sql.number(sql + self._sql.order), [*params, limit]
+        return sql, params
+
+    def _summaries(
+        self,
+        namespace: str,
+        query: ExecutionQuery,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        execution_id: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """The runs' listing SQL and parameters (one run's summary with ``execution_id``)."""
+        runs_where = " AND execution_id = ?" if execution_id is not None else ""
+        params: list[Any] = [namespace]
+        if execution_id is not None:
+            params.append(execution_id)
+        params += [namespace, MAX_SEQUENCE if before_sequence is None else before_sequence]
+        sql = self._sql.summaries.format(runs_where=runs_where)
+        filters, values = self._filters(query)
+        return self._sql.number(sql + filters + self._sql.order), [*params, *values, limit]
+
+    def _thread_summaries(
+        self,
+        namespace: str,
+        query: ExecutionQuery,
+        *,
+        after: ThreadPosition | None,
+        limit: int,
+        thread_id: str | None = None,
+    ) -> tuple[str, list[Any]]:
+        """The threads' listing SQL and parameters (one thread's with ``thread_id``)."""
+        params: list[Any] = [namespace]
+        if thread_id is not None:
+            params.append(thread_id)
+        sql = self._sql.threads.format(
+            threads_where=" AND thread_id = ?" if thread_id is not None else ""
+        )
+        sql += " WHERE 1 = 1"
+        if after is not None:
+            when = self._write_time(after.last_activity_at)
+            sql += " AND (last_activity_at < ? OR (last_activity_at = ? AND execution_id < ?))"
+            params += [when, when, after.thread_id]
+        filters, values = self._filters(query)
+        return self._sql.number(sql + filters + self._sql.thread_order), [
+            *params,
+            *values,
+            limit,
+        ]
 
     def _summary(self, row: Any) -> ExecutionSummary:
         return ExecutionSummary(
@@ -206,6 +339,19 @@ class ExecutionReader(abc.ABC):
             last_sequence=int(row["last_sequence"]),
         )
 
+    def _thread(self, row: Any) -> ExecutionSummary:
+        return ExecutionSummary(
+            execution_id=row["execution_id"],
+            chain_name=row["chain_name"],
+            status=ExecutionStatus(row["run_status"]),
+            checkpoint_count=int(row["checkpoint_count"]),
+            last_activity_at=self._read_time(row["last_activity_at"]),
+            last_checkpoint_id=row["last_checkpoint_id"],
+            last_node_id=row["last_node_id"],
+            last_sequence=0,
+            framework=Framework.LANGGRAPH,
+        )
+
     def _decided(self, found: list[Any]) -> PendingRecord | None:
         if not found:
             return None
@@ -216,29 +362,52 @@ class ExecutionReader(abc.ABC):
         namespace: str,
         query: ExecutionQuery,
         *,
-        before_sequence: int | None,
+        after: ExecutionPosition,
         limit: int,
     ) -> Page[ExecutionSummary]:
-        """Up to ``limit`` executions whose newest checkpoint's sequence is below
-        ``before_sequence`` (all when None), newest first, matching every set filter; ``more``
-        says whether more matched (one more is read to tell)."""
+        """Up to ``limit`` executions after ``after``, newest activity first, matching every
+        set filter; ``more`` says whether more matched (one more of each framework is read to
+        tell). The runs (by sequence) and the threads (by last activity, then id) are each
+        read with one statement and merged by last activity."""
         if limit <= 0:
             raise ValueError("limit must be positive")
-        sql, params = self._summaries(
-            namespace, query, before_sequence=before_sequence, limit=limit + 1
-        )
-        found = await self._in_read(lambda conn: conn.fetch(sql, params))
-        return Page((self._summary(row) for row in found[:limit]), more=len(found) > limit)
+        reads: list[tuple[str, list[Any], Callable[[Any], ExecutionSummary]]] = []
+        if query.framework in (None, Framework.FASTAIAGENT):
+            sql, params = self._summaries(
+                namespace, query, before_sequence=after.run_sequence, limit=limit + 1
+            )
+            reads.append((sql, params, self._summary))
+        if query.framework in (None, Framework.LANGGRAPH):
+            sql, params = self._thread_summaries(
+                namespace, query, after=after.thread, limit=limit + 1
+            )
+            reads.append((sql, params, self._thread))
 
-    async def get_execution(self, namespace: str, execution_id: str) -> ExecutionDetail | None:
-        """The execution's summary, pending interrupt, newest decision and idempotency keys,
-        read in one snapshot; None when it has no checkpoint."""
+        async def body(conn: Statements) -> list[list[ExecutionSummary]]:
+            return [
+                [build(row) for row in await conn.fetch(sql, params)]
+                for sql, params, build in reads
+            ]
+
+        found = await self._in_read(body)
+        merged = _merge(found)
+        return Page(merged[:limit], more=len(merged) > limit)
+
+    async def get_execution(
+        self, namespace: str, execution_id: str, framework: Framework | None = None
+    ) -> ExecutionDetail | None:
+        """The execution's summary, pending interrupts, newest decision and idempotency keys,
+        read in one snapshot; None when it has no checkpoint. Without ``framework``: the
+        fastaiagent run of that id when it has a checkpoint, else the thread."""
         sql, params = self._summaries(
             namespace, ExecutionQuery(), before_sequence=None, limit=1, execution_id=execution_id
         )
+        thread_sql, thread_params = self._thread_summaries(
+            namespace, ExecutionQuery(), after=None, limit=1, thread_id=execution_id
+        )
         key = (namespace, execution_id)
 
-        async def body(conn: Statements) -> ExecutionDetail | None:
+        async def run(conn: Statements) -> ExecutionDetail | None:
             found = await conn.fetch(sql, params)
             if not found:
                 return None
@@ -246,12 +415,60 @@ class ExecutionReader(abc.ABC):
             decided = await conn.fetch(self._sql.newest_decision, key)
             keys = await conn.fetch(self._sql.keys, (*key, MAX_IDEMPOTENCY_KEYS))
             count = await conn.fetch(self._sql.key_count, key)
+            pauses = self._pauses(pending)
             return ExecutionDetail(
                 summary=self._summary(found[0]),
-                pending=self._decided(pending),
+                pending=pauses[0] if pauses else None,
                 last_decided=self._decided(decided),
                 idempotency_keys=[row["key"] for row in keys],
                 idempotency_key_count=int(count[0][0]),
+                pauses=pauses,
             )
 
+        async def thread(conn: Statements) -> ExecutionDetail | None:
+            found = await conn.fetch(thread_sql, thread_params)
+            if not found:
+                return None
+            pending = await conn.fetch(self._sql.pending_of_thread, key)
+            decided = await conn.fetch(self._sql.newest_thread_decision, key)
+            pauses = self._pauses(pending)
+            return ExecutionDetail(
+                summary=self._thread(found[0]),
+                pending=pauses[0] if pauses else None,
+                last_decided=self._decided(decided),
+                pauses=pauses,
+            )
+
+        async def body(conn: Statements) -> ExecutionDetail | None:
+            if framework is Framework.LANGGRAPH:
+                return await thread(conn)
+            found = await run(conn)
+            if found is None and framework is None:
+                return await thread(conn)
+            return found
+
         return await self._in_snapshot(body)
+
+    def _pauses(self, found: list[Any]) -> list[PendingRecord]:
+        return [rows.pending_from_row(row, self._read_time, with_decision=True) for row in found]
+
+
+def _merge(listings: list[list[ExecutionSummary]]) -> list[ExecutionSummary]:
+    """Each framework's listing (each in its own order) merged newest activity first: at
+    each place the head with the later last activity (a run before a thread at the same
+    time), so each listing keeps its order and a page is a prefix of each."""
+    merged: list[ExecutionSummary] = []
+    heads = [0] * len(listings)
+    while True:
+        best: int | None = None
+        for i, listing in enumerate(listings):
+            if heads[i] >= len(listing):
+                continue
+            if best is None or (
+                listing[heads[i]].last_activity_at > listings[best][heads[best]].last_activity_at
+            ):
+                best = i
+        if best is None:
+            return merged
+        merged.append(listings[best][heads[best]])
+        heads[best] += 1
