@@ -539,10 +539,11 @@ class CheckpointdClient {
    * Watch pending interrupts for as long as the caller iterates, reconnecting by itself.
    *
    * It keeps the cursor (and its event_time) of the last snapshot_complete, event or progress
-   * it yielded and reconnects with it after UNAVAILABLE, RESOURCE_EXHAUSTED or a stream that ended without
-   * a status, so nothing is lost or repeated; after OUT_OF_RANGE (CURSOR_EXPIRED) it starts
-   * over with a fresh snapshot (yielded again, after a { item: "resync" } marker). Other
-   * errors are thrown. Pass `signal` (an AbortSignal) to stop.
+   * it yielded and reconnects with it after UNAVAILABLE, RESOURCE_EXHAUSTED, CANCELLED (by the
+   * server or a proxy) or a stream that ended without a status, so nothing is lost or
+   * repeated; after OUT_OF_RANGE (CURSOR_EXPIRED) it starts over with a fresh snapshot
+   * (yielded again, after a { item: "resync" } marker). Other errors are thrown. Pass
+   * `signal` (an AbortSignal) to stop.
    *
    * It asks for progress every `progressIntervalMs` (I6, default 10 s, 1 s to 300 s) and takes
    * a stream that sent nothing for 3 times that for dead (black-holed on its way, although its
@@ -599,7 +600,11 @@ class CheckpointdClient {
           yield { item: 'resync' };
           continue;
         }
-        if (err.code !== grpc.status.UNAVAILABLE && err.code !== grpc.status.RESOURCE_EXHAUSTED) throw err;
+        // CANCELLED here is the server's or a proxy's (a stream this watch cancelled ends
+        // quietly): a server stopping may cancel what it could not end in time. Retried, as
+        // the Python watch does.
+        const retried = [grpc.status.UNAVAILABLE, grpc.status.RESOURCE_EXHAUSTED, grpc.status.CANCELLED];
+        if (!retried.includes(err.code)) throw err;
       } finally {
         clearTimeout(silence);
         signal?.removeEventListener('abort', onAbort);
