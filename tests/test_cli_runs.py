@@ -1,20 +1,26 @@
-"""`checkpointd runs list|show|delete` against a real server of each backend (contract C11),
-as a person (tables, a confirmation on a terminal) or a script (--json) runs them."""
+"""`checkpointd runs list|show|delete` against a real server of each backend (contracts C11,
+C12: fastaiagent runs and LangGraph threads), as a person (tables, a confirmation on a
+terminal) or a script (--json) runs them."""
 
 from __future__ import annotations
 
 import json
+import operator
 import os
 import pty
 import subprocess
 import sys
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 from checkpointd.cli.runs import parse_since
 from checkpointd_client import CheckpointdClient, NotFoundError
+from checkpointd_client.langgraph import CheckpointdSaver
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.shared_server import SharedSidecar
 
@@ -76,6 +82,7 @@ def test_c11_runs_list_prints_each_run_with_its_status_newest_first(sidecar, run
     lines = result.stdout.splitlines()
     assert lines[0].split() == [
         "EXECUTION_ID",
+        "FRAMEWORK",
         "CHAIN",
         "STATUS",
         "CHECKPOINTS",
@@ -83,15 +90,15 @@ def test_c11_runs_list_prints_each_run_with_its_status_newest_first(sidecar, run
         "LAST_ACTIVITY",
     ]
     rows = [line.split() for line in lines[1:]]
-    assert [(r[0], r[2], r[3]) for r in rows] == [
-        (runs["fork"], "running", "1"),
-        (runs["pause"], "paused", "2"),
-        (runs["fail"], "failed", "2"),
-        (runs["end"], "ended", "2"),
-        (runs["run"], "running", "1"),
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+        (runs["fork"], "fastaiagent", "running", "1"),
+        (runs["pause"], "fastaiagent", "paused", "2"),
+        (runs["fail"], "fastaiagent", "failed", "2"),
+        (runs["end"], "fastaiagent", "ended", "2"),
+        (runs["run"], "fastaiagent", "running", "1"),
     ]
-    assert rows[1][4] == "review"
-    assert rows[-1][1] == "refunds"
+    assert rows[1][5] == "review"
+    assert rows[-1][2] == "refunds"
     assert rows[-1][-2:] == ["(2d", "ago)"]
     status_column = lines[0].index("STATUS")
     assert all(line[status_column - 2 : status_column] == "  " for line in lines[1:])
@@ -116,6 +123,7 @@ def test_c11_runs_list_json_is_one_object_per_run(sidecar, runs):
     assert [o["execution_id"] for o in objects][:2] == [runs["fork"], runs["pause"]]
     paused = objects[1]
     assert paused["status"] == "paused"
+    assert paused["framework"] == "fastaiagent"
     assert paused["checkpoint_count"] == 2
     assert paused["last_node_id"] == "review"
     assert datetime.fromisoformat(paused["last_activity_at"]).tzinfo is not None
@@ -231,3 +239,167 @@ def test_runs_since_takes_a_duration_or_a_time():
     bad = cli("runs", "list", "--since", "yesterday")
     assert bad.returncode == 2
     assert "neither a duration" in bad.stderr
+
+
+# --- LangGraph threads (contract C12) -------------------------------------------------------
+
+
+class GraphState(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _step(name: str) -> Any:
+    def node(state: GraphState) -> dict[str, Any]:
+        return {"log": [name]}
+
+    return node
+
+
+def _review(state: GraphState) -> dict[str, Any]:
+    answer = interrupt({"reason": "refund", "amount": 42})
+    return {"log": [f"review:{answer}"]}
+
+
+def _graph(saver: CheckpointdSaver, *nodes: tuple[str, Any]) -> Any:
+    graph = StateGraph(GraphState)
+    previous = START
+    for name, node in nodes:
+        graph.add_node(name, node)
+        graph.add_edge(previous, name)
+        previous = name
+    graph.add_edge(previous, END)
+    return graph.compile(checkpointer=saver)
+
+
+@pytest.fixture
+def threads(sidecar: SharedSidecar) -> dict[str, str]:
+    """A fastaiagent run, then an ended thread, then a thread paused at "review"."""
+    ids = {
+        "run": f"run-{uuid.uuid4().hex[:6]}",
+        "ended": f"thread-{uuid.uuid4().hex[:6]}",
+        "paused": f"thread-{uuid.uuid4().hex[:6]}",
+    }
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.put_checkpoint(checkpoint(ids["run"], node_id="a"))
+    with CheckpointdSaver(sidecar.target, namespace=sidecar.namespace, graph_name="support") as s:
+        _graph(s, ("a", _step("a")), ("b", _step("b"))).invoke(
+            {"log": []}, {"configurable": {"thread_id": ids["ended"]}}
+        )
+        _graph(s, ("a", _step("a")), ("review", _review)).invoke(
+            {"log": []}, {"configurable": {"thread_id": ids["paused"]}}
+        )
+    return ids
+
+
+def test_c12_runs_list_shows_threads_beside_runs_with_their_framework(sidecar, threads):
+    """Threads are rows of the table with framework langgraph, their graph's name where
+    known and their status; --framework narrows to one kind."""
+    result = cli("runs", "list", *_where(sidecar))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()[1:]]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (threads["paused"], "langgraph", "support", "paused"),
+        (threads["ended"], "langgraph", "-", "ended"),
+        (threads["run"], "fastaiagent", "flow", "running"),
+    ]
+    assert rows[0][5] == "review"
+    graphs = cli("runs", "list", *_where(sidecar), "--framework", "langgraph")
+    assert [line.split()[0] for line in graphs.stdout.splitlines()[1:]] == [
+        threads["paused"],
+        threads["ended"],
+    ]
+    only_runs = cli("runs", "list", *_where(sidecar), "--framework", "fastaiagent", "--json")
+    assert [json.loads(line)["execution_id"] for line in only_runs.stdout.splitlines()] == [
+        threads["run"]
+    ]
+    paused = cli("runs", "list", *_where(sidecar), "--status", "paused", "--json")
+    [row] = [json.loads(line) for line in paused.stdout.splitlines()]
+    assert (row["execution_id"], row["framework"]) == (threads["paused"], "langgraph")
+    bad = cli("runs", "list", *_where(sidecar), "--framework", "crewai")
+    assert bad.returncode == 2
+
+
+def test_c12_runs_show_prints_a_thread_its_pauses_and_its_checkpoints(sidecar, threads):
+    """show THREAD: the summary, each pause whole (node, reason, context), then the
+    checkpoints oldest first with step, source, the nodes whose tasks wrote and the time;
+    --json prints the thread, then one object per checkpoint; --state is refused."""
+    result = cli("runs", "show", threads["paused"], *_where(sidecar))
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"execution    {threads['paused']}" in out
+    assert "framework    langgraph" in out
+    assert "graph        support" in out
+    assert "status       paused" in out
+    assert "pauses       1" in out
+    assert "pause        node review, interrupt " in out
+    assert "reason       refund" in out
+    assert '  "amount": 42,' in out
+    assert "decision     none yet" in out
+    table = out.rsplit("\n\n", 1)[1].splitlines()
+    assert table[0].split() == [
+        "#",
+        "STEP",
+        "SOURCE",
+        "WROTE",
+        "TASKS",
+        "CREATED_AT",
+        "CHECKPOINT_NS",
+    ]
+    rows = [line.split() for line in table[1:]]
+    assert [(r[1], r[2]) for r in rows] == [("-1", "input"), ("0", "loop"), ("1", "loop")]
+    assert [r[4] for r in rows] == ["__start__", "a", "review"]
+    assert all(r[5].startswith("20") for r in rows)
+
+    lines = cli("runs", "show", threads["paused"], *_where(sidecar), "--json").stdout
+    head, *checkpoints = (json.loads(line) for line in lines.splitlines())
+    assert (head["kind"], head["framework"], head["status"]) == ("execution", "langgraph", "paused")
+    assert [p["node_id"] for p in head["pauses"]] == ["review"]
+    assert [c["kind"] for c in checkpoints] == ["graph_checkpoint"] * 3
+    assert [c["source"] for c in checkpoints] == ["input", "loop", "loop"]
+    assert checkpoints[-1]["checkpoint_id"] == head["last_checkpoint_id"]
+
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.submit_decision(
+            threads["paused"],
+            interrupt_id=head["pauses"][0]["interrupt_id"],
+            approved=True,
+            decided_by="alice",
+        )
+    decided = cli("runs", "show", threads["paused"], *_where(sidecar)).stdout
+    assert "decision     approved by alice" in decided
+
+    state = cli("runs", "show", threads["ended"], *_where(sidecar), "--state", "1")
+    assert state.returncode == 1
+    assert "LangGraph thread" in state.stderr
+
+
+def test_c12_runs_delete_deletes_a_thread_after_the_same_confirmation(sidecar, threads):
+    """delete THREAD: refused without a terminal, asks naming the thread, deletes it through
+    DeleteGraphThread with its pauses; show then finds nothing."""
+    refused = cli("runs", "delete", threads["paused"], *_where(sidecar))
+    assert refused.returncode == 2
+    assert "--yes" in refused.stderr
+
+    for answer, code in ((b"n\n", 1), (b"y\n", 0)):
+        controller, terminal = pty.openpty()
+        try:
+            os.write(controller, answer)
+            result = cli("runs", "delete", threads["paused"], *_where(sidecar), stdin=terminal)
+        finally:
+            os.close(terminal)
+            os.close(controller)
+        assert result.returncode == code, result.stderr
+    assert f"Delete LangGraph thread {threads['paused']}" in result.stdout
+    assert "paused, 3 checkpoints, 1 pending pauses" in result.stdout
+    assert f"deleted LangGraph thread {threads['paused']}: 3 checkpoints" in result.stdout
+
+    yes = cli("runs", "delete", threads["ended"], *_where(sidecar), "--yes")
+    assert yes.returncode == 0, yes.stderr
+    assert f"deleted LangGraph thread {threads['ended']}: 4 checkpoints" in yes.stdout
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        for thread in (threads["paused"], threads["ended"]):
+            with pytest.raises(NotFoundError):
+                client.get_execution(thread)
+        assert client.list_pending_interrupts().pending_interrupts == []
+    missing = cli("runs", "show", threads["paused"], *_where(sidecar))
+    assert missing.returncode == 1

@@ -1,12 +1,16 @@
-"""``checkpointd runs list|show|delete``: the executions of a namespace, for people (C11).
+"""``checkpointd runs list|show|delete``: the executions of a namespace, for people (C11),
+fastaiagent runs and LangGraph threads alike (C12).
 
-``list`` prints one line per run, newest activity first, with its status (running, paused,
-ended, failed), its number of checkpoints and its last activity. ``show`` prints one run:
-its summary, the pending interrupt and the decision on it, the newest decision and how it
-was carried out, the idempotency keys stored, and its checkpoints in write order; ``--state
-N`` prints the state of its N-th checkpoint instead. ``delete`` deletes a run
-(DeleteExecution, contract C6) after a confirmation. With ``--json``, ``list`` and ``show``
-print one JSON object per line. All talk to a running server through the Python client.
+``list`` prints one line per run, newest activity first, with its framework, its status
+(running, paused, ended, failed), its number of checkpoints and its last activity. ``show``
+prints one run: its summary, the pending interrupt and the decision on it, the newest
+decision and how it was carried out, the idempotency keys stored, and its checkpoints in
+write order; ``--state N`` prints the state of its N-th checkpoint instead. For a thread it
+prints its summary, each of its pauses whole, and its checkpoints oldest first (step, source,
+the nodes that wrote, the time in the checkpoint id) as ListGraphCheckpoints lists them.
+``delete`` deletes a run (DeleteExecution, contract C6) or a thread (DeleteGraphThread, G5)
+after a confirmation. With ``--json``, ``list`` and ``show`` print one JSON object per line.
+All talk to a running server through the Python client.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import argparse
 import json
 import re
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -31,9 +36,10 @@ from checkpointd.cli.interrupts import decision_json, format_age, pending_json
 from checkpointd.cli.listing import PAGE_CAP, print_listing
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.parsers import add_actions, add_command
-from checkpointd.cli.pauses import compact_context
+from checkpointd.cli.pauses import compact_context, describe_decision, pause_block
 from checkpointd_client import (
     Checkpoint,
+    CheckpointdClient,
     CheckpointdError,
     Decision,
     Execution,
@@ -41,7 +47,8 @@ from checkpointd_client import (
     NotFoundError,
     PendingInterrupt,
 )
-from checkpointd_client.models import EXECUTION_STATUSES
+from checkpointd_client.models import EXECUTION_STATUSES, FRAMEWORKS
+from checkpointd_client.v1 import graph_service_pb2 as g
 
 __all__ = [
     "DESCRIPTION",
@@ -52,8 +59,17 @@ __all__ = [
     "register",
 ]
 
-LIST_COLUMNS = ("EXECUTION_ID", "CHAIN", "STATUS", "CHECKPOINTS", "LAST_NODE", "LAST_ACTIVITY")
+LIST_COLUMNS = (
+    "EXECUTION_ID",
+    "FRAMEWORK",
+    "CHAIN",
+    "STATUS",
+    "CHECKPOINTS",
+    "LAST_NODE",
+    "LAST_ACTIVITY",
+)
 SHOW_COLUMNS = ("#", "SEQUENCE", "NODE", "STATUS", "STEP_TYPE", "CREATED_AT", "ITERATION")
+GRAPH_COLUMNS = ("#", "STEP", "SOURCE", "WROTE", "TASKS", "CREATED_AT", "CHECKPOINT_NS")
 _DURATION = re.compile(r"(\d+)([smhd])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -89,8 +105,16 @@ def _position(text: str) -> int:
 
 def _run_arguments(parser: argparse.ArgumentParser) -> None:
     """The run an action works on, and where it is."""
-    parser.add_argument("execution_id", metavar="EXECUTION_ID", help="the run")
+    parser.add_argument(
+        "execution_id", metavar="EXECUTION_ID", help="the run (a LangGraph thread's thread id)"
+    )
     add_connection_arguments(parser, namespace_help=RUN_NAMESPACE)
+    parser.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        help="the fastaiagent run or the LangGraph thread of that id [default: the run when "
+        "there is one, else the thread]",
+    )
 
 
 HELP = "list, inspect or delete the runs of a namespace"
@@ -108,13 +132,19 @@ def register(runs: argparse.ArgumentParser) -> None:
         "list",
         run_list,
         help="print the runs as a table, newest activity first",
-        description="Print the runs of a namespace, newest activity first: chain, status "
-        "(paused: waiting on a pending interrupt; failed: its newest checkpoint failed; ended: "
-        "its newest checkpoint is a run_end row; running: anything else), number of "
-        "checkpoints, newest node and last activity.",
+        description="Print the runs of a namespace, fastaiagent runs and LangGraph threads, "
+        "newest activity first: framework, chain (a thread's graph name, where known), status "
+        "(a run is paused waiting on a pending interrupt, failed when its newest checkpoint "
+        "failed, ended when its newest checkpoint is a run_end row, running otherwise; a "
+        "thread is paused with a pending pause, failed when its newest checkpoint holds an "
+        "error write, running when it holds other writes or is an input checkpoint, ended "
+        "otherwise), number of checkpoints, newest node and last activity.",
     )
     add_connection_arguments(listing, namespace_help=READ_NAMESPACE)
-    listing.add_argument("--chain", help="only runs whose newest checkpoint has this chain name")
+    listing.add_argument(
+        "--chain", help="only runs whose newest checkpoint has this chain name (threads: graph)"
+    )
+    listing.add_argument("--framework", choices=FRAMEWORKS, help="only runs of this framework")
     listing.add_argument("--status", choices=EXECUTION_STATUSES, help="only runs in this status")
     listing.add_argument(
         "--since",
@@ -133,7 +163,9 @@ def register(runs: argparse.ArgumentParser) -> None:
         help="print one run: its pause, decision, idempotency keys and checkpoints",
         description="Print one run: its summary, its pending interrupt and the decision on it, "
         "its newest decision and how it was carried out (resumed, resume_failed, ...), the "
-        "idempotency keys it stored, and its checkpoints in write order.",
+        "idempotency keys it stored, and its checkpoints in write order. For a LangGraph "
+        "thread: its summary, each pause with its decision, and its checkpoints oldest first "
+        "(step, source, the nodes whose writes it holds, the time its id carries).",
     )
     _run_arguments(show)
     show.add_argument(
@@ -141,7 +173,7 @@ def register(runs: argparse.ArgumentParser) -> None:
         type=_position,
         metavar="N",
         help="print the state of the run's N-th checkpoint (the # column; -1 is the newest) "
-        "as JSON, and nothing else",
+        "as JSON, and nothing else (a fastaiagent run's only)",
     )
     show.add_argument(
         "--json",
@@ -155,8 +187,10 @@ def register(runs: argparse.ArgumentParser) -> None:
         run_delete,
         help="delete a run after a confirmation",
         description="Delete a run: its checkpoints, its pending interrupt, its decisions and "
-        "its idempotency results, in one transaction (DeleteExecution). Asks first, unless "
-        "--yes. Its request ids stay remembered, so a late retry cannot bring it back.",
+        "its idempotency results, in one transaction (DeleteExecution); a LangGraph thread: "
+        "its checkpoints in every checkpoint_ns, its writes, its pauses and their decisions "
+        "(DeleteGraphThread). Asks first, unless --yes. Its request ids stay remembered, so a "
+        "late retry cannot bring it back.",
     )
     _run_arguments(delete)
     delete.add_argument("--yes", "-y", action="store_true", help="do not ask")
@@ -176,6 +210,7 @@ def format_executions(rows: Sequence[Execution], now: datetime) -> list[str]:
         [
             (
                 e.execution_id,
+                e.framework,
                 e.chain_name or "-",
                 e.status,
                 str(e.checkpoint_count),
@@ -209,6 +244,7 @@ def format_checkpoints(rows: Sequence[Checkpoint]) -> list[str]:
 #: The keys of a run's JSON object.
 _EXECUTION_KEYS = (
     "execution_id",
+    "framework",
     "chain_name",
     "status",
     "checkpoint_count",
@@ -299,6 +335,145 @@ def format_detail(detail: ExecutionDetail, now: datetime) -> list[str]:
     return lines
 
 
+#: 100-nanosecond intervals from the Gregorian calendar's start to the Unix epoch.
+_GREGORIAN_TO_UNIX = 0x01B21DD213814000
+
+
+def checkpoint_time(checkpoint_id: str) -> datetime | None:
+    """The time a version-6 UUID carries (LangGraph's checkpoint ids are ones, written when
+    the checkpoint was made); None for any other id."""
+    try:
+        value = uuid.UUID(checkpoint_id)
+    except ValueError:
+        return None
+    if value.version != 6:
+        return None
+    n = value.int
+    stamp = ((n >> 96) << 28) | (((n >> 80) & 0xFFFF) << 12) | ((n >> 64) & 0x0FFF)
+    try:
+        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
+            microseconds=(stamp - _GREGORIAN_TO_UNIX) // 10
+        )
+    except OverflowError:
+        return None
+
+
+def _metadata(found: g.GraphCheckpointTuple) -> dict[str, Any]:
+    try:
+        value = json.loads(found.checkpoint.metadata_json or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _wrote(metadata: dict[str, Any]) -> list[str]:
+    """The nodes whose writes made the checkpoint, where its metadata says (LangGraph before
+    1.0 kept them under "writes")."""
+    writes = metadata.get("writes")
+    return sorted(str(node) for node in writes) if isinstance(writes, dict) else []
+
+
+def _tasks(found: g.GraphCheckpointTuple) -> list[str]:
+    """The nodes whose tasks left pending writes on the checkpoint (the step run from it),
+    "(error)" after one whose task raised."""
+    nodes: dict[str, bool] = {}
+    for write in found.pending_writes:
+        node = write.task_path.rsplit(", ", 1)[-1] if write.task_path else ""
+        if node:
+            nodes[node] = nodes.get(node, False) or write.channel == "__error__"
+    return [f"{node} (error)" if failed else node for node, failed in sorted(nodes.items())]
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def format_graph_checkpoints(tuples: Sequence[g.GraphCheckpointTuple]) -> list[str]:
+    """The header and one aligned line per checkpoint of a thread, oldest first."""
+    rows = []
+    for position, found in enumerate(tuples, start=1):
+        metadata = _metadata(found)
+        rows.append(
+            (
+                str(position),
+                _cell(metadata.get("step")),
+                _cell(metadata.get("source")),
+                ",".join(_wrote(metadata)) or "-",
+                ",".join(_tasks(found)).replace(" ", "") or "-",
+                _when(checkpoint_time(found.checkpoint.checkpoint_id)),
+                found.checkpoint.checkpoint_ns or "-",
+            )
+        )
+    return aligned(GRAPH_COLUMNS, rows)
+
+
+def graph_checkpoint_json(position: int, found: g.GraphCheckpointTuple) -> dict[str, Any]:
+    """One checkpoint of a thread's ``show --json``, with its place in the thread."""
+    metadata = _metadata(found)
+    created = checkpoint_time(found.checkpoint.checkpoint_id)
+    return {
+        "kind": "graph_checkpoint",
+        "position": position,
+        "checkpoint_ns": found.checkpoint.checkpoint_ns,
+        "checkpoint_id": found.checkpoint.checkpoint_id,
+        "parent_checkpoint_id": found.checkpoint.parent_checkpoint_id,
+        "step": metadata.get("step"),
+        "source": metadata.get("source"),
+        "wrote": _wrote(metadata),
+        "tasks": _tasks(found),
+        "created_at": None if created is None else created.isoformat(),
+        "metadata": metadata,
+    }
+
+
+def format_thread(detail: ExecutionDetail, now: datetime) -> list[str]:
+    """The head of ``show`` for a LangGraph thread: the summary, then each pause whole."""
+    e = detail.execution
+    lines = [
+        f"execution    {e.execution_id}",
+        f"framework    {e.framework}",
+        f"graph        {e.chain_name or '-'}",
+        f"status       {e.status}",
+        f"checkpoints  {e.checkpoint_count} (in every checkpoint_ns)",
+        f"last         {_when(e.last_activity_at)} ({format_age(e.last_activity_at, now)} ago) "
+        f"at checkpoint {e.last_checkpoint_id or '-'}",
+        f"pauses       {len(detail.pauses)}",
+    ]
+    for pause in detail.pauses:
+        lines += ["", *pause_block(pause, now)]
+    decided = detail.last_decided
+    shown = [p.decision for p in detail.pauses]
+    if decided is not None and decided.decision is not None and decided.decision not in shown:
+        lines += [
+            "",
+            f"last decided {describe_decision(decided.decision)} (pause at node "
+            f"{decided.node_id or '-'}, interrupt {decided.interrupt_id or '-'})",
+        ]
+    return lines
+
+
+def _graph_checkpoints(client: CheckpointdClient, thread_id: str) -> list[g.GraphCheckpointTuple]:
+    """A thread's checkpoints in every checkpoint_ns, oldest first (ListGraphCheckpoints
+    lists them newest first by id, page after page)."""
+    found: list[g.GraphCheckpointTuple] = []
+    token = ""
+    while True:
+        request = g.ListGraphCheckpointsRequest(
+            namespace=client.namespace, thread_id=thread_id, page_size=PAGE_CAP, page_token=token
+        )
+        response = client.call_graph("ListGraphCheckpoints", request)
+        found.extend(response.checkpoint_tuples)
+        token = response.next_page_token
+        if not token:
+            return found[::-1]
+
+
+def _is_thread(detail: ExecutionDetail | None, framework: str | None) -> bool:
+    if detail is None:
+        return framework == "langgraph"
+    return detail.execution.framework == "langgraph"
+
+
 # --- commands -----------------------------------------------------------------------------
 
 
@@ -311,6 +486,7 @@ def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             chain_name=args.chain,
             status=args.status,
             active_since=args.since,
+            framework=args.framework,
         ),
         lambda page: page.executions,
         lambda rows: format_executions(rows, datetime.now(UTC)),
@@ -325,15 +501,22 @@ def _pick(checkpoints: Sequence[Checkpoint], position: int) -> Checkpoint | None
 
 
 def run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Print one run; 1 when it does not exist or the server answers an error."""
+    """Print one run or thread; 1 when it does not exist or the server answers an error."""
+    tuples: list[g.GraphCheckpointTuple] = []
+    checkpoints: list[Checkpoint] = []
     try:
         with connect(args) as client:
-            detail = client.get_execution(args.execution_id)
-            checkpoints = list(client.iter_checkpoints(args.execution_id, page_size=PAGE_CAP))
+            detail = client.get_execution(args.execution_id, framework=args.framework)
+            if _is_thread(detail, args.framework):
+                tuples = _graph_checkpoints(client, args.execution_id)
+            else:
+                checkpoints = list(client.iter_checkpoints(args.execution_id, page_size=PAGE_CAP))
     except NotFoundError:
         return fail(f"no run {args.execution_id!r} in namespace {args.namespace!r}")
     except (CheckpointdError, ValueError) as exc:
         return fail(exc)
+    if _is_thread(detail, args.framework):
+        return _show_thread(args, detail, tuples)
     if args.state is not None:
         picked = _pick(checkpoints, args.state)
         if picked is None:
@@ -346,6 +529,28 @@ def run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print_json(checkpoint_json(position, cp))
         return 0
     for line in _show_lines(detail, checkpoints):
+        print(line)
+    return 0
+
+
+def _show_thread(
+    args: argparse.Namespace, detail: ExecutionDetail, tuples: Sequence[g.GraphCheckpointTuple]
+) -> int:
+    """``show`` of a LangGraph thread."""
+    if args.state is not None:
+        return fail(
+            f"--state reads a fastaiagent run's checkpoint; {args.execution_id!r} is a "
+            "LangGraph thread, whose state the graph's saver reads"
+        )
+    if args.json:
+        print_json(_detail_json(detail))
+        for position, found in enumerate(tuples, start=1):
+            print_json(graph_checkpoint_json(position, found))
+        return 0
+    for line in format_thread(detail, datetime.now(UTC)):
+        print(line)
+    print()
+    for line in format_graph_checkpoints(tuples):
         print(line)
     return 0
 
@@ -366,23 +571,39 @@ def _detail_json(detail: ExecutionDetail) -> dict[str, Any]:
         "last_decision": (
             None if decided is None or decided.decision is None else decision_json(decided.decision)
         ),
+        "pauses": [pending_json(p) for p in detail.pauses],
         "idempotency_keys": detail.idempotency_keys,
         "idempotency_key_count": detail.idempotency_key_count,
     }
 
 
 def run_delete(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Delete one run after a confirmation; 0 when deleted (or nothing to delete)."""
+    """Delete one run or thread after a confirmation; 0 when deleted (or nothing to delete)."""
     try:
         with connect(args) as client:
             try:
-                detail: ExecutionDetail | None = client.get_execution(args.execution_id)
+                detail: ExecutionDetail | None = client.get_execution(
+                    args.execution_id, framework=args.framework
+                )
             except NotFoundError:
                 detail = None
             if not args.yes:
                 answer = _confirm(args, detail)
                 if answer is not None:
                     return answer
+            if _is_thread(detail, args.framework):
+                request = g.DeleteGraphThreadRequest(
+                    namespace=client.namespace,
+                    request_id=uuid.uuid4().hex,
+                    thread_id=args.execution_id,
+                )
+                deleted = client.call_graph("DeleteGraphThread", request)
+                pauses = 0 if detail is None else len(detail.pauses)
+                print(
+                    f"deleted LangGraph thread {args.execution_id}: "
+                    f"{deleted.checkpoints_deleted} checkpoints, {pauses} pending pauses"
+                )
+                return 0
             result = client.delete_execution(args.execution_id)
     except (CheckpointdError, ValueError) as exc:
         return fail(exc)
@@ -403,8 +624,14 @@ def _confirm(args: argparse.Namespace, detail: ExecutionDetail | None) -> int | 
             file=sys.stderr,
         )
         return 2
-    if detail is None:
+    thread = _is_thread(detail, args.framework)
+    if detail is None and thread:
+        what = "it has no checkpoints"
+    elif detail is None:
         what = "it has no checkpoints (idempotency results, if any, are deleted too)"
+    elif thread:
+        e = detail.execution
+        what = f"{e.status}, {e.checkpoint_count} checkpoints, {len(detail.pauses)} pending pauses"
     else:
         e = detail.execution
         paused = ", paused" if detail.pending is not None else ""
@@ -413,8 +640,9 @@ def _confirm(args: argparse.Namespace, detail: ExecutionDetail | None) -> int | 
             f"{detail.idempotency_key_count} idempotency results"
         )
     try:
+        kind = "LangGraph thread" if thread else "run"
         reply = input(
-            f"Delete run {args.execution_id} in namespace {args.namespace!r} ({what})? [y/N] "
+            f"Delete {kind} {args.execution_id} in namespace {args.namespace!r} ({what})? [y/N] "
         )
     except EOFError:
         reply = ""
