@@ -73,6 +73,33 @@ const summary = (e) => [e.execution_id, e.status, e.checkpoint_count];
 })().catch((error) => { console.error(error); process.exit(1); });
 """
 
+THREADS = """
+const { CheckpointdClient } = require('./src');
+const [namespace, thread] = process.argv.slice(1);
+const client = new CheckpointdClient({ namespace });
+const summary = (e) => [e.execution_id, e.framework, e.status];
+(async () => {
+  const both = await client.listExecutions();
+  const threads = await client.listExecutions({ framework: 'langgraph' });
+  const runs = await client.listExecutions({ framework: 'FRAMEWORK_FASTAIAGENT' });
+  const detail = await client.getExecution(thread, { framework: 'langgraph' });
+  let badFramework = 'none';
+  try {
+    await client.listExecutions({ framework: 'crewai' });
+  } catch (error) {
+    badFramework = error.constructor.name;
+  }
+  process.stdout.write(JSON.stringify({
+    both: both.executions.map(summary),
+    threads: threads.executions.map(summary),
+    runs: runs.executions.map(summary),
+    detail: [summary(detail.execution), detail.pending_interrupts.map((p) => p.node_id)],
+    bad_framework: badFramework,
+  }));
+  client.close();
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
 RETENTION = """
 const { CheckpointdClient } = require('./src');
 const [namespace] = process.argv.slice(1);
@@ -97,10 +124,11 @@ const client = new CheckpointdClient({ namespace });
 """
 
 
-def run_node(node: str, script: str, sidecar: SharedSidecar) -> Any:
-    """Run ``script`` against the server and return the JSON it prints."""
+def run_node(node: str, script: str, sidecar: SharedSidecar, *args: str) -> Any:
+    """Run ``script`` against the server (its arguments: the namespace, then ``args``) and
+    return the JSON it prints."""
     done = subprocess.run(
-        [node, "-e", script, sidecar.namespace],
+        [node, "-e", script, sidecar.namespace, *args],
         cwd=NODE_CLIENT,
         capture_output=True,
         text=True,
@@ -157,6 +185,30 @@ def test_c11_the_node_client_lists_and_describes_runs(node: str, sidecar: Shared
     assert seen["ended_pending"] is None
     assert seen["missing"] == f"{grpc.StatusCode.NOT_FOUND.value[0]}:NO_CHECKPOINTS"
     assert seen["bad_status"] == "TypeError"
+
+
+def test_c12_the_node_client_lists_threads_beside_runs_by_framework(
+    node: str, sidecar: SharedSidecar
+) -> None:
+    """listExecutions lists a LangGraph thread beside a fastaiagent run with its framework, and
+    its framework option keeps one kind; getExecution of the thread gives its pauses; an
+    unknown framework is a TypeError."""
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_graph_interrupts import one_pause
+
+    thread = "thread-node-ops"
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.put_checkpoint(checkpoint("run-going"))
+    with CheckpointdSaver(sidecar.target, namespace=sidecar.namespace) as saver:
+        one_pause(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
+    seen = run_node(node, THREADS, sidecar, thread)
+    langgraph = [thread, "FRAMEWORK_LANGGRAPH", "EXECUTION_STATUS_PAUSED"]
+    fastaiagent = ["run-going", "FRAMEWORK_FASTAIAGENT", "EXECUTION_STATUS_RUNNING"]
+    assert seen["both"] == [langgraph, fastaiagent]
+    assert seen["threads"] == [langgraph]
+    assert seen["runs"] == [fastaiagent]
+    assert seen["detail"] == [langgraph, ["review"]]
+    assert seen["bad_framework"] == "TypeError"
 
 
 def test_g12_g13_the_node_client_applies_a_graph_retention(

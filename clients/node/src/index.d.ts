@@ -164,6 +164,12 @@ export interface PendingInterruptInput {
 }
 
 /** The summary of one run (checkpointd.v1.Execution). */
+/** Which framework a run is of (contract C12). */
+export type Framework = 'FRAMEWORK_UNSPECIFIED' | 'FRAMEWORK_FASTAIAGENT' | 'FRAMEWORK_LANGGRAPH';
+
+/** The framework option: a short name, or a Framework name. */
+export type FrameworkFilter = 'fastaiagent' | 'langgraph' | Framework;
+
 export interface Execution {
   execution_id: string;
   chain_name: string;
@@ -173,6 +179,7 @@ export interface Execution {
   last_checkpoint_id: string;
   last_node_id: string;
   last_sequence: Int64;
+  framework: Framework;
 }
 
 export interface InterruptEvent {
@@ -218,6 +225,8 @@ export interface ListExecutionsResponse {
 export interface GetExecutionResponse {
   execution: Execution;
   pending_interrupt: PendingInterrupt | null;
+  /** Every pause of the run or thread (a thread may wait on several). */
+  pending_interrupts: PendingInterrupt[];
   last_decided: PendingInterrupt | null;
   idempotency_keys: string[];
   idempotency_key_count: Int64;
@@ -307,6 +316,13 @@ export interface ExecutionFilters {
   status?: ExecutionStatusFilter | null;
   /** Last activity at or after. */
   activeSince?: Date;
+  /** Only fastaiagent runs or only LangGraph threads; both when absent. */
+  framework?: FrameworkFilter | null;
+}
+
+export interface GetExecutionOptions extends CallOptions {
+  /** The run or the thread, when both have this id (default: the run, if there is one). */
+  framework?: FrameworkFilter | null;
 }
 
 export interface ListExecutionsOptions extends ExecutionFilters, CallOptions {
@@ -479,7 +495,7 @@ export declare class CheckpointdClient {
   /** Every run listExecutions() would list, page after page. */
   iterExecutions(options?: Omit<ListExecutionsOptions, 'pageToken'>): AsyncGenerator<Execution, void, undefined>;
   /** One run (contract C11); NOT_FOUND when it has no checkpoint. */
-  getExecution(executionId: string, options?: CallOptions): Promise<GetExecutionResponse>;
+  getExecution(executionId: string, options?: GetExecutionOptions): Promise<GetExecutionResponse>;
 
   /** Record a paused run: its interrupted checkpoint and its pending row, atomically. */
   recordInterrupt(

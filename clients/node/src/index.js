@@ -114,6 +114,19 @@ function authMetadata(token) {
   return metadata;
 }
 
+/** The Framework names for the framework option of listExecutions and getExecution. */
+const FRAMEWORKS = { fastaiagent: 'FRAMEWORK_FASTAIAGENT', langgraph: 'FRAMEWORK_LANGGRAPH' };
+
+/** The Framework name for a framework option (undefined: both kinds of run). */
+function framework(value) {
+  if (value === undefined || value === null) return 'FRAMEWORK_UNSPECIFIED';
+  const name = FRAMEWORKS[value] ?? value;
+  if (!Object.values(FRAMEWORKS).includes(name)) {
+    throw new TypeError(`framework must be one of ${Object.keys(FRAMEWORKS).join(', ')}, got ${String(value)}`);
+  }
+  return name;
+}
+
 /** The ExecutionStatus name for listExecutions' status option (undefined: any). */
 function executionStatus(status) {
   if (status === undefined || status === null) return 'EXECUTION_STATUS_UNSPECIFIED';
@@ -318,9 +331,10 @@ class CheckpointdClient {
    * Return one page of a namespace's runs, newest activity first (contract C11):
    * { executions, next_page_token }, each with its `status`, `checkpoint_count` and
    * `last_activity_at`. Filters: chainName (exact), status ('running', 'paused', 'ended',
-   * 'failed', or an ExecutionStatus name), activeSince (a Date: last activity at or after).
+   * 'failed', or an ExecutionStatus name), activeSince (a Date: last activity at or after),
+   * framework ('fastaiagent' runs or 'langgraph' threads, contract C12; both when absent).
    */
-  async listExecutions({ pageSize = 0, pageToken = '', chainName, status, activeSince, timeoutMs } = {}) {
+  async listExecutions({ pageSize = 0, pageToken = '', chainName, status, activeSince, framework: kind, timeoutMs } = {}) {
     const request = {
       namespace: this.namespace,
       page_size: pageSize,
@@ -328,27 +342,31 @@ class CheckpointdClient {
       chain_name: chainName,
       status: executionStatus(status),
       active_since: activeSince === undefined ? null : timestampFromDate(activeSince),
+      framework: framework(kind),
     };
     return this.call(this.checkpoints, 'ListExecutions', request, { timeoutMs });
   }
 
   /** Iterate over every run that listExecutions() would list, page after page. */
-  async *iterExecutions({ pageSize = 0, chainName, status, activeSince, timeoutMs } = {}) {
+  async *iterExecutions({ pageSize = 0, chainName, status, activeSince, framework: kind, timeoutMs } = {}) {
     let pageToken = '';
     do {
-      const page = await this.listExecutions({ pageSize, pageToken, chainName, status, activeSince, timeoutMs });
+      const page = await this.listExecutions({ pageSize, pageToken, chainName, status, activeSince, framework: kind, timeoutMs });
       yield* page.executions;
       pageToken = page.next_page_token;
     } while (pageToken);
   }
 
   /**
-   * Describe one run (contract C11): { execution, pending_interrupt, last_decided,
-   * idempotency_keys, idempotency_key_count }; pending_interrupt and last_decided are null
-   * when there is none. NOT_FOUND when the run has no checkpoint.
+   * Describe one run or LangGraph thread (contracts C11, C12): { execution,
+   * pending_interrupt, pending_interrupts, last_decided, idempotency_keys,
+   * idempotency_key_count }; pending_interrupt (the first of pending_interrupts: a thread may
+   * wait on several) and last_decided are null when there is none. NOT_FOUND when the run has
+   * no checkpoint. framework picks the run or the thread when both have this id (default: the
+   * run, if there is one).
    */
-  async getExecution(executionId, { timeoutMs } = {}) {
-    const request = { namespace: this.namespace, execution_id: executionId };
+  async getExecution(executionId, { framework: kind, timeoutMs } = {}) {
+    const request = { namespace: this.namespace, execution_id: executionId, framework: framework(kind) };
     return this.call(this.checkpoints, 'GetExecution', request, { timeoutMs });
   }
 
