@@ -13,15 +13,18 @@ tests/reliability/figures.py under the suite's name.
 
 from __future__ import annotations
 
+import contextlib
+import pwd
+import shutil
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import pairwise
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -36,6 +39,7 @@ from checkpointd_client import (
     RetryPolicy,
     SnapshotComplete,
 )
+from tests.reliability.faults import capability_missing
 from tests.reliability.figures import record
 from tests.support.sidecar import Sidecar, StoreSpec
 
@@ -93,6 +97,13 @@ class Ledger:
         with self.lock:
             self.acknowledged[sent.checkpoint_id] = replace(sent, created_at=stored.created_at)
             self.acknowledged_at.append(time.monotonic())
+
+    def longest_gap_after(self, moment: float) -> float:
+        """The write outage: the longest time without a write acknowledged, ending after
+        ``moment`` (the crash)."""
+        with self.lock:
+            moments = sorted(self.acknowledged_at)
+        return max(b - a for a, b in pairwise(moments) if b > moment)
 
     def acknowledged_since(self, moment: float) -> int:
         with self.lock:
@@ -257,6 +268,48 @@ def await_until(condition: Callable[[], object], timeout: float, what: str, load
     return time.monotonic()
 
 
+def await_writes_back(load: Load, promoted: float) -> float:
+    """Wait until a write is acknowledged after ``promoted``; return when it was."""
+    return await_until(
+        lambda: load.ledger.acknowledged_since(promoted) > 0,
+        RECOVERY_TIMEOUT,
+        "writes never succeeded after the promotion",
+        load,
+    )
+
+
+class _Cluster(Protocol):
+    def start(self) -> object: ...
+
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Cluster)
+
+
+@contextlib.contextmanager
+def started_cluster(make: Callable[[], C], missing: type[Exception], runs: str) -> Iterator[C]:
+    """A Postgres cluster whose processes run as the postgres user (``runs``: what they
+    are, for the skip reason), started, and torn down after; skipped (a failure under
+    CHECKPOINTD_REQUIRE_FAULTS=1) when the user, runuser or its packages (``missing``, raised
+    by ``make``) are not here."""
+    if shutil.which("runuser") is None:
+        capability_missing(f"runuser is missing ({runs} must run as the postgres user)")
+    try:
+        pwd.getpwnam("postgres")
+    except KeyError:
+        capability_missing(f"there is no postgres user to run {runs} as")
+    try:
+        built = make()
+    except missing as exc:
+        capability_missing(str(exc))
+    try:
+        built.start()
+        yield built
+    finally:
+        built.close()
+
+
 def lost_writes(client: CheckpointdClient, acknowledged: dict[str, Checkpoint]) -> int:
     """How many acknowledged writes are missing or different."""
     stored: dict[str, Checkpoint] = {}
@@ -295,16 +348,8 @@ def crash_under_load(
         crash()
         await_promotion()
         promoted = time.monotonic()
-        back = await_until(
-            lambda: load.ledger.acknowledged_since(promoted) > 0,
-            RECOVERY_TIMEOUT,
-            "writes never succeeded after the promotion",
-            load,
-        )
-        # The write outage: the longest time without any write acknowledged, around the crash.
-        with load.ledger.lock:
-            moments = sorted(load.ledger.acknowledged_at)
-        outage = max(b - a for a, b in pairwise(moments) if b > crashed)
+        back = await_writes_back(load, promoted)
+        outage = load.ledger.longest_gap_after(crashed)
         time.sleep(load_after)
         load.finish()
         assert not load.ledger.failures, load.ledger.failures[:3]

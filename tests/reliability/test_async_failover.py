@@ -20,12 +20,9 @@ or fails under ``CHECKPOINTD_REQUIRE_FAULTS=1`` (CI).
 
 from __future__ import annotations
 
-import pwd
-import shutil
 import threading
 import time
 from collections.abc import Iterator
-from itertools import pairwise
 
 import pytest
 from grpc_health.v1 import health_pb2
@@ -39,14 +36,14 @@ from checkpointd_client import (
 from tests.reliability.failover_load import (
     EXPECTED,
     NAMESPACE,
-    RECOVERY_TIMEOUT,
     RETRY,
     Load,
     await_until,
+    await_writes_back,
     health,
     lost_writes,
+    started_cluster,
 )
-from tests.reliability.faults import capability_missing
 from tests.reliability.figures import record, size
 from tests.support.pg_async_pair import AsyncPair
 from tests.support.sidecar import Sidecar, StoreSpec
@@ -63,21 +60,8 @@ LAG = 1.0
 
 @pytest.fixture
 def pair() -> Iterator[AsyncPair]:
-    if shutil.which("runuser") is None:
-        capability_missing("runuser is missing (Postgres must run as the postgres user)")
-    try:
-        pwd.getpwnam("postgres")
-    except KeyError:
-        capability_missing("there is no postgres user to run Postgres as")
-    try:
-        built = AsyncPair()
-    except FileNotFoundError as exc:
-        capability_missing(str(exc))
-    try:
-        built.start()
+    with started_cluster(AsyncPair, FileNotFoundError, "Postgres") as built:
         yield built
-    finally:
-        built.close()
 
 
 class PendingView:
@@ -160,15 +144,8 @@ def test_e1_i5_async_failover_loses_only_the_unreplicated_writes_and_watches_fol
         crashed = time.monotonic()
         pair.fail_over()
         promoted = time.monotonic()
-        await_until(
-            lambda: load.ledger.acknowledged_since(promoted) > 0,
-            RECOVERY_TIMEOUT,
-            "writes never succeeded after the promotion",
-            load,
-        )
-        with load.ledger.lock:
-            moments = sorted(load.ledger.acknowledged_at)
-        outage = max(b - a for a, b in pairwise(moments) if b > crashed)
+        await_writes_back(load, promoted)
+        outage = load.ledger.longest_gap_after(crashed)
         time.sleep(LOAD_AFTER)
         load.finish()
         assert not load.ledger.failures, load.ledger.failures[:3]

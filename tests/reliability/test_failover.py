@@ -22,8 +22,6 @@ them the test is skipped, or fails under ``CHECKPOINTD_REQUIRE_FAULTS=1`` (CI).
 
 from __future__ import annotations
 
-import pwd
-import shutil
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -45,8 +43,8 @@ from tests.reliability.failover_load import (
     TIMEOUT,
     crash_under_load,
     health,
+    started_cluster,
 )
-from tests.reliability.faults import capability_missing
 from tests.reliability.figures import FULL, record, size
 from tests.support.pg_auto_failover import Formation, PgAutoFailoverMissing
 from tests.support.sidecar import Sidecar, StoreSpec
@@ -63,21 +61,8 @@ PROMOTION_TIMEOUT = 60.0
 @pytest.fixture
 def formation() -> Iterator[Formation]:
     """A monitor, a primary and a synchronous standby, torn down after the test."""
-    if shutil.which("runuser") is None:
-        capability_missing("runuser is missing (pg_autoctl must run as the postgres user)")
-    try:
-        pwd.getpwnam("postgres")
-    except KeyError:
-        capability_missing("there is no postgres user to run pg_autoctl as")
-    try:
-        built = Formation()
-    except PgAutoFailoverMissing as exc:
-        capability_missing(str(exc))
-    try:
-        built.start()
+    with started_cluster(Formation, PgAutoFailoverMissing, "pg_autoctl") as built:
         yield built
-    finally:
-        built.close()
 
 
 def test_e1_e3_failover_to_the_synchronous_standby_loses_nothing(formation: Formation) -> None:

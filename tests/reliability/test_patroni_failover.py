@@ -21,15 +21,12 @@ the test is skipped, or fails under ``CHECKPOINTD_REQUIRE_FAULTS=1`` (CI).
 
 from __future__ import annotations
 
-import pwd
-import shutil
 from collections.abc import Iterator
 from functools import partial
 
 import pytest
 
-from tests.reliability.failover_load import crash_under_load
-from tests.reliability.faults import capability_missing
+from tests.reliability.failover_load import crash_under_load, started_cluster
 from tests.reliability.figures import size
 from tests.support.patroni import Cluster, PatroniMissing
 
@@ -46,21 +43,8 @@ PROMOTION_TIMEOUT = 60.0
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     """etcd, a primary and a synchronous standby, torn down after the test."""
-    if shutil.which("runuser") is None:
-        capability_missing("runuser is missing (Patroni's Postgres must run as postgres)")
-    try:
-        pwd.getpwnam("postgres")
-    except KeyError:
-        capability_missing("there is no postgres user to run Patroni as")
-    try:
-        built = Cluster()
-    except PatroniMissing as exc:
-        capability_missing(str(exc))
-    try:
-        built.start()
+    with started_cluster(Cluster, PatroniMissing, "Patroni's Postgres") as built:
         yield built
-    finally:
-        built.close()
 
 
 def test_e1_e3_patroni_failover_to_the_synchronous_standby_loses_nothing(
