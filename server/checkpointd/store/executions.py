@@ -328,18 +328,12 @@ class ExecutionReader(abc.ABC):
         ]
 
     def _summary(self, row: Any) -> ExecutionSummary:
-        return ExecutionSummary(
-            execution_id=row["execution_id"],
-            chain_name=row["chain_name"],
-            status=ExecutionStatus(row["run_status"]),
-            checkpoint_count=int(row["checkpoint_count"]),
-            last_activity_at=self._read_time(row["last_activity_at"]),
-            last_checkpoint_id=row["last_checkpoint_id"],
-            last_node_id=row["last_node_id"],
-            last_sequence=int(row["last_sequence"]),
-        )
+        return self._from_row(row, int(row["last_sequence"]), Framework.FASTAIAGENT)
 
     def _thread(self, row: Any) -> ExecutionSummary:
+        return self._from_row(row, 0, Framework.LANGGRAPH)  # a thread's rows have no sequence
+
+    def _from_row(self, row: Any, last_sequence: int, framework: Framework) -> ExecutionSummary:
         return ExecutionSummary(
             execution_id=row["execution_id"],
             chain_name=row["chain_name"],
@@ -348,8 +342,8 @@ class ExecutionReader(abc.ABC):
             last_activity_at=self._read_time(row["last_activity_at"]),
             last_checkpoint_id=row["last_checkpoint_id"],
             last_node_id=row["last_node_id"],
-            last_sequence=0,
-            framework=Framework.LANGGRAPH,
+            last_sequence=last_sequence,
+            framework=framework,
         )
 
     def _decided(self, found: list[Any]) -> PendingRecord | None:
