@@ -244,7 +244,7 @@ def test_c11_runs_list_over_mutual_tls_with_a_token_file(
 
     ok = run(*tls, "--token-file", str(token_file))
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.splitlines()[1].split()[:3] == ["run-tls", "flow", "running"]
+    assert ok.stdout.splitlines()[1].split()[:4] == ["run-tls", "fastaiagent", "flow", "running"]
     refused = run(*tls)
     assert refused.returncode == 1
     assert "token" in refused.stderr.lower()

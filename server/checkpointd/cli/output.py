@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["aligned", "fail", "print_json", "record_json", "words"]
+__all__ = ["aligned", "fail", "print_json", "record_json", "when", "words"]
 
 
 def fail(problem: Exception | str) -> int:
@@ -33,6 +33,11 @@ def record_json(record: object, names: Iterable[str]) -> dict[str, Any]:
         name: value.isoformat() if isinstance(value, datetime) else value
         for name, value in values.items()
     }
+
+
+def when(value: datetime | None) -> str:
+    """A time as the tables show it, to the second in UTC (``-`` when unknown)."""
+    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def words(*parts: str | None) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from checkpointd.cli.output import when as _when
 from checkpointd_client import Decision, PendingInterrupt
 
 __all__ = ["compact_context", "describe_decision", "pause_block", "pause_name", "pick_pause"]
@@ -26,10 +27,6 @@ def compact_context(context: Any, width: int | None = CONTEXT_CELL) -> str:
     if width is not None and len(text) > width:
         return text[: width - 1] + "…"
     return text
-
-
-def _when(value: datetime | None) -> str:
-    return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def pause_name(pending: PendingInterrupt) -> str:
