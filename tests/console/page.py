@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
@@ -21,6 +22,22 @@ def wait(browser: Any) -> WebDriverWait[Any]:
     """A wait that looks again when the page replaced a row it was reading (live updates
     rebuild rows)."""
     return WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def open_page(browser: Any, url: str) -> None:
+    browser.get(url)
+    wait(browser).until(lambda b: b.find_element(By.ID, "connection").text == "live")
+
+
+def reopen(browser: Any, link: str) -> None:
+    """Opens ``link`` afresh, as a person who was sent it does."""
+    browser.get("about:blank")
+    open_page(browser, link)
+
+
+def press(browser: Any, *keys: str) -> None:
+    """Keys typed into whatever has the focus, as a person types them."""
+    ActionChains(browser).send_keys(*keys).perform()
 
 
 def sign_in(browser: Any, url: str, token: str) -> None:

@@ -35,7 +35,8 @@ const state = {
   source: null,
   // gone: the pause's pending row was claimed (its run went on from it), so it no longer
   // waits for a decision even while the row stays to show how the resume ends.
-  rows: new Map(), // key(pending) -> row: {pending, claimed, gone, ui, element}
+  // searchText: what a search looks in, for the pending it was made of (searchedPending).
+  rows: new Map(), // key(pending) -> row: {pending, claimed, gone, ui, element, searchText}
   decided: new Map(), // key(pending) -> {pending, claimed, element}
   live: false,
   lastContact: 0, // Date.now() of the stream's last message or open
@@ -46,6 +47,8 @@ const state = {
   replaceRows: false, // the next snapshot replaces the rows shown
   forms: 0, // numbers each row's form (the names of its radio groups)
   openRun: null, // the run in the run view: {execution_id, interrupt_id}
+  search: "", // the search box's text: pauses whose run id or context holds it are shown
+  sort: "newest", // "newest" first, or "oldest" first (what has waited longest)
 };
 
 function $(id) {
@@ -389,10 +392,21 @@ async function init() {
   $("namespace-input").addEventListener("change", (e) => switchNamespace(e.target.value.trim()));
   $("chain-filter").addEventListener("change", render);
   $("reason-filter").addEventListener("change", render);
+  $("search").addEventListener("input", (e) => {
+    state.search = e.target.value;
+    writeLink();
+    render();
+  });
+  $("sort").addEventListener("change", (e) => {
+    state.sort = e.target.value === "oldest" ? "oldest" : "newest";
+    writeLink();
+    render();
+  });
   $("run-close").addEventListener("click", () => $("run-view").close());
   $("run-view").addEventListener("close", closedRun); // the Close button or Escape
   window.addEventListener("hashchange", followLink);
   setInterval(tick, 1000);
+  showList(readLink());
   const session = await api("GET", "/api/session");
   if (session.auth && !session.signed_in) showLogin("");
   else start(session);
@@ -697,7 +711,7 @@ function upsert(pending) {
   const id = key(pending);
   let row = state.rows.get(id);
   if (row === undefined) {
-    row = { pending, claimed: false, gone: false, element: null, ui: freshUi() };
+    row = { pending, claimed: false, gone: false, element: null, ui: freshUi(), searchedPending: null, searchText: "" };
     state.rows.set(id, row);
   }
   if (pending.checkpoint_id !== row.pending.checkpoint_id) {
@@ -1291,22 +1305,67 @@ function refillFilter(select, values) {
   select.value = values.has(chosen) ? chosen : "";
 }
 
+// The text a search looks in, lower-cased: the run id (a thread's id for a graph), the
+// interrupt id, and the context as stored and as the page shows it (non-ASCII unescaped).
+function searchText(row) {
+  if (row.searchedPending !== row.pending) {
+    const p = row.pending;
+    const context = p.context_json || "";
+    row.searchedPending = p;
+    row.searchText = [p.execution_id, interruptId(p), context, prettyContext(context || "{}")]
+      .join("\n")
+      .toLowerCase();
+  }
+  return row.searchText;
+}
+
+// A pause matches when its text holds every word of the search, whatever the case. The
+// search is only compared: it never becomes markup or a selector.
+function matchesSearch(row, words) {
+  const text = searchText(row);
+  return words.every((word) => text.includes(word));
+}
+
+function searchWords() {
+  return state.search.toLowerCase().split(/\s+/).filter(Boolean);
+}
+
+// The pauses shown, in the order chosen: the chain, reason and search filters applied.
+function shownRows() {
+  const chain = $("chain-filter").value;
+  const reason = $("reason-filter").value;
+  const words = searchWords();
+  const oldestFirst = state.sort === "oldest";
+  return [...state.rows.values()]
+    .filter((r) => (!chain || r.pending.chain_name === chain) && (!reason || r.pending.reason === reason))
+    .filter((r) => matchesSearch(r, words))
+    .sort((a, b) => {
+      const older = Date.parse(a.pending.created_at) - Date.parse(b.pending.created_at);
+      return oldestFirst ? older : -older;
+    });
+}
+
 function render() {
   const rows = [...state.rows.values()];
   refillFilter($("chain-filter"), new Set(rows.map((r) => r.pending.chain_name)));
   refillFilter($("reason-filter"), new Set(rows.map((r) => r.pending.reason)));
-  const chain = $("chain-filter").value;
-  const reason = $("reason-filter").value;
-  const shown = rows
-    .filter((r) => (!chain || r.pending.chain_name === chain) && (!reason || r.pending.reason === reason))
-    .sort((a, b) => Date.parse(b.pending.created_at) - Date.parse(a.pending.created_at));
-  $("rows").replaceChildren(...shown.map((r) => r.element));
+  const shown = shownRows();
+  // Rows move only when the order changed: moving one takes the focus from what is in it.
+  const holder = $("rows");
+  const current = [...holder.children];
+  if (current.length !== shown.length || shown.some((r, i) => current[i] !== r.element)) {
+    holder.replaceChildren(...shown.map((r) => r.element));
+  }
   $("empty").hidden = shown.length > 0;
+  let empty = "Nothing is waiting.";
+  if (rows.length) empty = searchWords().length ? "No pause matches the search." : "No pause matches the filters.";
+  $("empty").textContent = empty;
   // Only what waits for a person counts as waiting.
   const waiting = shown.filter((r) => !r.pending.decision || decidesAgain(r)).length;
   const resuming = shown.length - waiting;
   namespaceHint();
-  $("count").textContent = `${waiting} waiting` + (resuming ? ` · ${resuming} decided, not yet resumed` : "");
+  const of = shown.length < rows.length ? `${shown.length} of ${rows.length} shown · ` : "";
+  $("count").textContent = `${of}${waiting} waiting` + (resuming ? ` · ${resuming} decided, not yet resumed` : "");
   refreshRunSummary();
 }
 
@@ -1442,15 +1501,25 @@ function closedRun() {
 
 // --- the address: the namespace shown and the run open, so a pause can be linked --------
 
-// What the address asks for: #namespace=N&run=E[&interrupt=I]. Its values are only ever
-// compared, sent URL-encoded, or shown as text.
+// What the address asks for: #namespace=N&run=E[&interrupt=I][&q=S][&sort=oldest]. Its
+// values are only ever compared, sent URL-encoded, or shown as text (a form field's value).
 function readLink() {
   const params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
   return {
     namespace: (params.get("namespace") || "").trim(),
     run: params.get("run") || "",
     interrupt: params.get("interrupt") || "",
+    q: params.get("q") || "",
+    sort: params.get("sort") === "oldest" ? "oldest" : "newest",
   };
+}
+
+// How the address asks the list to be shown: the search and the order.
+function showList(link) {
+  state.search = link.q;
+  if ($("search").value !== link.q) $("search").value = link.q;
+  state.sort = link.sort;
+  $("sort").value = link.sort;
 }
 
 function writeLink() {
@@ -1460,14 +1529,18 @@ function writeLink() {
     params.set("run", state.openRun.execution_id);
     if (state.openRun.interrupt_id) params.set("interrupt", state.openRun.interrupt_id);
   }
+  if (state.search) params.set("q", state.search);
+  if (state.sort === "oldest") params.set("sort", "oldest");
   const hash = `#${params}`;
   if (window.location.hash !== hash) history.replaceState(null, "", hash);
 }
 
 // A link pasted into the open page: its namespace, then its run.
 function followLink() {
-  if (state.session === null) return;
   const link = readLink();
+  showList(link);
+  render();
+  if (state.session === null) return;
   if (link.namespace && link.namespace !== state.namespace) {
     const select = $("namespace-select");
     const input = $("namespace-input");
