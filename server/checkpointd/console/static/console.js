@@ -49,6 +49,7 @@ const state = {
   openRun: null, // the run in the run view: {execution_id, interrupt_id}
   search: "", // the search box's text: pauses whose run id or context holds it are shown
   sort: "newest", // "newest" first, or "oldest" first (what has waited longest)
+  view: "full", // "full" rows, or "compact": a pause a line
 };
 
 function $(id) {
@@ -402,6 +403,10 @@ async function init() {
     writeLink();
     render();
   });
+  $("view").addEventListener("change", (e) => {
+    setView(e.target.value);
+    writeLink();
+  });
   $("run-close").addEventListener("click", () => $("run-view").close());
   $("run-view").addEventListener("close", closedRun); // the Close button or Escape
   window.addEventListener("hashchange", followLink);
@@ -743,6 +748,7 @@ function freshUi() {
     formError: "",
     formFocus: "", // the data-focus of the control the form error is about
     formId: `form-${state.forms}`,
+    expanded: false, // shown in full in the compact view
   };
 }
 
@@ -765,6 +771,14 @@ function rebuild(row, focus) {
     again = row.element.querySelector(`[class="${active.className}"]`);
   }
   if (again) again.focus();
+}
+
+// Back to one line in the compact view (a confirmation open is cancelled).
+function collapseRow(row) {
+  if (row.ui.inFlight) return;
+  row.ui.expanded = false;
+  row.ui.confirm = null;
+  rebuild(row);
 }
 
 function remove(id) {
@@ -938,7 +952,88 @@ function copyable(text, className) {
   return wrap;
 }
 
+// Whether a row shows as one line: in the compact view, unless a person opened it (Decide…,
+// More, or a confirmation on its way).
+function isLine(row) {
+  return state.view === "compact" && !row.ui.expanded && row.ui.confirm === null && !row.ui.inFlight;
+}
+
+// The compact view's line: run, node, reason, age, how far a decision went, and Approve /
+// Reject, or Decide… for a pause that asks for typed answers; More shows the pause in full.
+function buildLine(row) {
+  const p = row.pending;
+  const rowKey = key(p);
+  const asked = pauseKind(p);
+  const article = el("article", "interrupt compact");
+  article.dataset.executionId = p.execution_id;
+  article.dataset.interruptId = interruptId(p);
+  article.dataset.kind = asked.kind;
+  article.classList.toggle("is-decided", Boolean(p.decision) && !decidesAgain(row));
+  const run = el("code", "execution-id", p.execution_id);
+  run.title = `run ${p.execution_id}` + (interruptId(p) ? ` · interrupt ${interruptId(p)}` : "");
+  article.append(el("span", "chain", p.chain_name), run, el("span", "node", `node ${p.node_id}`));
+  article.append(el("span", "reason", p.reason), ageNode(p.created_at));
+  const status = el("span", "status");
+  status.setAttribute("role", "status");
+  setStatus(status, row);
+  status.title = status.textContent;
+  article.append(status);
+  const buttons = el("span", "line-actions");
+  const deciding = canDecide() && (!p.decision || decidesAgain(row));
+  const expand = (label, title) => {
+    const button = el("button", "expand", label);
+    button.type = "button";
+    button.title = title;
+    button.addEventListener("click", () => {
+      row.ui.expanded = true;
+      rebuild(row);
+      const first = row.element.querySelector("input, textarea, button.decide");
+      if (first) first.focus();
+    });
+    return button;
+  };
+  if (deciding && asked.kind === "actions") {
+    const n = asked.actions.length;
+    buttons.append(expand("Decide…", `answer the ${n === 1 ? "action" : `${n} actions`} this pause asks about`));
+  } else {
+    if (deciding) {
+      const approve = decideButton("approve", "Approve…", rowKey);
+      const reject = decideButton("reject", "Reject…", rowKey);
+      approve.addEventListener("click", () => confirmFromLine(row, true));
+      reject.addEventListener("click", () => confirmFromLine(row, false));
+      for (const button of [approve, reject]) setDecideEnabled(button);
+      buttons.append(approve, reject);
+    }
+    buttons.append(expand("More", "the pause in full: its context, a note"));
+  }
+  buttons.append(runLink(p));
+  article.append(buttons);
+  if (row.ui.message) {
+    const message = el("p", "error message", row.ui.message);
+    message.setAttribute("role", "alert");
+    article.append(message);
+  }
+  return article;
+}
+
+// Approve / Reject on a line ask first, as in the full view: the pause opens in full with
+// the confirmation (Cancel leaves it open, to add a note).
+function confirmFromLine(row, approved) {
+  row.ui.expanded = true;
+  row.ui.confirm = approved;
+  row.ui.response = null;
+  row.ui.note = "";
+  row.ui.message = "";
+  row.ui.formError = "";
+  row.ui.formFocus = "";
+  rebuild(row);
+  const yes = row.element.querySelector("button.confirm");
+  if (yes) yes.focus();
+}
+
 function buildRow(row, previous) {
+  if (isLine(row)) return buildLine(row);
+  if (previous !== null && previous.classList.contains("compact")) previous = null; // nothing typed on a line
   const p = row.pending;
   const rowKey = key(p);
   const asked = pauseKind(p);
@@ -949,6 +1044,14 @@ function buildRow(row, previous) {
   article.classList.toggle("is-decided", Boolean(p.decision) && !decidesAgain(row));
   const title = el("div", "title");
   title.append(el("span", "chain", p.chain_name), el("span", "reason", p.reason), ageNode(p.created_at));
+  if (state.view === "compact") {
+    const collapse = el("button", "collapse", "Show less");
+    collapse.type = "button";
+    collapse.title = "back to one line";
+    collapse.disabled = row.ui.inFlight;
+    collapse.addEventListener("click", () => collapseRow(row));
+    title.append(collapse);
+  }
   article.append(title);
   const meta = el("div", "meta");
   meta.append(el("span", "node", `node ${p.node_id}`), document.createTextNode(" · "));
@@ -1273,6 +1376,7 @@ async function send(row, approved, response) {
   try {
     const reply = await api("POST", "/api/decisions", body);
     row.ui.inFlight = false;
+    row.ui.expanded = false; // decided: back to one line in the compact view
     if (state.rows.get(key(p)) === row) upsert(reply.pending);
   } catch (error) {
     row.ui.inFlight = false;
@@ -1511,6 +1615,7 @@ function readLink() {
     interrupt: params.get("interrupt") || "",
     q: params.get("q") || "",
     sort: params.get("sort") === "oldest" ? "oldest" : "newest",
+    view: params.get("view") === "compact" ? "compact" : "full",
   };
 }
 
@@ -1520,6 +1625,19 @@ function showList(link) {
   if ($("search").value !== link.q) $("search").value = link.q;
   state.sort = link.sort;
   $("sort").value = link.sort;
+  setView(link.view);
+}
+
+// The full view or the compact one; the rows are built again in the view chosen.
+function setView(view) {
+  const chosen = view === "compact" ? "compact" : "full";
+  $("view").value = chosen;
+  if (state.view === chosen) return;
+  state.view = chosen;
+  for (const row of state.rows.values()) {
+    row.ui.expanded = false;
+    if (row.element !== null) rebuild(row);
+  }
 }
 
 function writeLink() {
@@ -1531,6 +1649,7 @@ function writeLink() {
   }
   if (state.search) params.set("q", state.search);
   if (state.sort === "oldest") params.set("sort", "oldest");
+  if (state.view === "compact") params.set("view", "compact");
   const hash = `#${params}`;
   if (window.location.hash !== hash) history.replaceState(null, "", hash);
 }
