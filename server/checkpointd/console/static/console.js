@@ -50,6 +50,7 @@ const state = {
   search: "", // the search box's text: pauses whose run id or context holds it are shown
   sort: "newest", // "newest" first, or "oldest" first (what has waited longest)
   view: "full", // "full" rows, or "compact": a pause a line
+  focusKey: null, // key() of the pause j / k marked
 };
 
 function $(id) {
@@ -410,6 +411,9 @@ async function init() {
   $("run-close").addEventListener("click", () => $("run-view").close());
   $("run-view").addEventListener("close", closedRun); // the Close button or Escape
   window.addEventListener("hashchange", followLink);
+  document.addEventListener("keydown", onKey);
+  $("help-button").addEventListener("click", () => $("help").showModal());
+  $("help-close").addEventListener("click", () => $("help").close());
   setInterval(tick, 1000);
   showList(readLink());
   const session = await api("GET", "/api/session");
@@ -767,6 +771,8 @@ function rebuild(row, focus) {
   let again = null;
   if (wanted) {
     again = named(wanted);
+  } else if (active !== null && active === previous) {
+    again = row.element; // the pause j / k marked
   } else if (active) {
     again = row.element.querySelector(`[class="${active.className}"]`);
   }
@@ -965,6 +971,7 @@ function buildLine(row) {
   const rowKey = key(p);
   const asked = pauseKind(p);
   const article = el("article", "interrupt compact");
+  article.tabIndex = -1; // j / k focus it
   article.dataset.executionId = p.execution_id;
   article.dataset.interruptId = interruptId(p);
   article.dataset.kind = asked.kind;
@@ -1038,6 +1045,7 @@ function buildRow(row, previous) {
   const rowKey = key(p);
   const asked = pauseKind(p);
   const article = el("article", "interrupt");
+  article.tabIndex = -1; // j / k focus it
   article.dataset.executionId = p.execution_id;
   article.dataset.interruptId = interruptId(p);
   article.dataset.kind = asked.kind;
@@ -1355,7 +1363,10 @@ function buildConfirm(row, rowKey, asked) {
   };
   cancel.addEventListener("click", back);
   panel.addEventListener("keydown", (e) => {
-    if (e.key === "Escape" && !row.ui.inFlight) back();
+    if (e.key === "Escape" && !row.ui.inFlight) {
+      e.preventDefault(); // handled: the page's own Escape leaves it
+      back();
+    }
   });
   // Typed answers carry their verdict: the server infers it (not approved when one rejects).
   yes.addEventListener("click", () => send(row, typed ? undefined : confirm, row.ui.response));
@@ -1470,7 +1481,95 @@ function render() {
   namespaceHint();
   const of = shown.length < rows.length ? `${shown.length} of ${rows.length} shown · ` : "";
   $("count").textContent = `${of}${waiting} waiting` + (resuming ? ` · ${resuming} decided, not yet resumed` : "");
+  for (const row of state.rows.values()) {
+    if (row.element !== null) row.element.classList.toggle("is-focused", key(row.pending) === state.focusKey);
+  }
   refreshRunSummary();
+}
+
+// --- the keyboard -------------------------------------------------------------------------
+
+// A field one types in: keys there are text, never shortcuts.
+function typingIn(target) {
+  return target instanceof Element && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function rowOf(node) {
+  for (const row of state.rows.values()) {
+    if (row.element !== null && row.element.contains(node)) return row;
+  }
+  return null;
+}
+
+function focusedRow() {
+  return state.focusKey === null ? null : state.rows.get(state.focusKey) || null;
+}
+
+// j / k: the next or the previous pause shown is marked, and takes the focus (Tab goes on to
+// its buttons).
+function moveFocus(step) {
+  const shown = shownRows();
+  if (!shown.length) return;
+  let at = shown.findIndex((r) => key(r.pending) === state.focusKey);
+  if (at < 0) at = step > 0 ? 0 : shown.length - 1;
+  else at = Math.min(shown.length - 1, Math.max(0, at + step));
+  const row = shown[at];
+  state.focusKey = key(row.pending);
+  render();
+  row.element.focus({ preventScroll: true });
+  row.element.scrollIntoView({ block: "nearest" });
+}
+
+// Escape on a pause: its confirmation closes, else a pause opened in the compact view goes
+// back to its line.
+function closeOnRow(row) {
+  if (row.ui.inFlight) return false;
+  if (state.view === "compact" && row.ui.expanded) {
+    collapseRow(row);
+  } else if (row.ui.confirm !== null) {
+    row.ui.confirm = null;
+    rebuild(row);
+  } else {
+    return false;
+  }
+  if (row.element.isConnected) row.element.focus({ preventScroll: true });
+  return true;
+}
+
+function onKey(e) {
+  if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || e.isComposing) return;
+  if (state.session === null || $("console").hidden) return;
+  const target = e.target;
+  if (e.key === "Escape" && target === $("search")) {
+    $("search").blur(); // the search stays; the keys work again
+    e.preventDefault();
+    return;
+  }
+  if (typingIn(target)) return;
+  // The run or the help is open: the page behind it stays put (Escape closes the dialog).
+  if (document.querySelector("dialog[open]")) return;
+  if (e.key === "/") {
+    e.preventDefault();
+    $("search").focus();
+    $("search").select();
+  } else if (e.key === "?") {
+    e.preventDefault();
+    $("help").showModal();
+  } else if (e.key === "j" || e.key === "k") {
+    e.preventDefault();
+    moveFocus(e.key === "j" ? 1 : -1);
+  } else if (e.key === "Enter") {
+    // A button or a link takes Enter itself; Enter on the pause marked (or none) opens its run.
+    if (target !== document.body && !(target instanceof Element && target.matches("article.interrupt"))) return;
+    const row = focusedRow();
+    if (row && shownRows().includes(row)) {
+      e.preventDefault();
+      openRun(row.pending);
+    }
+  } else if (e.key === "Escape") {
+    const row = rowOf(document.activeElement) || focusedRow();
+    if (row && closeOnRow(row)) e.preventDefault();
+  }
 }
 
 // --- the decided section ------------------------------------------------------------------
