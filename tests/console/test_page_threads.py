@@ -21,7 +21,7 @@ from checkpointd_client.langgraph import CheckpointdSaver
 from tests.console.conftest import Console, FailingRunner, approval_chain, pause, plain_pause
 from tests.console.http import decide
 from tests.console.page import row, status_of, wait
-from tests.contract.test_graph_interrupts import two_pauses
+from tests.contract.test_graph_interrupts import one_pause, two_pauses
 
 #: The page's green, the colour of success.
 GREEN = "rgba(31, 122, 58, 1)"
@@ -189,6 +189,28 @@ def test_g9_page_decided_rows_of_a_threads_parallel_pauses_name_their_node_and_i
             assert short.text == f"{interrupt_id[:8]}…"
             assert short.get_attribute("title") == f"interrupt {interrupt_id}"
         graph.invoke(Command(resume={ids["ask-a"]: "yes", ids["ask-b"]: "yes"}), config)
+
+
+def test_g8_page_open_run_of_a_thread_shows_its_checkpoints(console: Console, browser: Any) -> None:
+    """ "Open run" on a LangGraph pause shows the thread's checkpoints, oldest first, as a
+    person reads them undecoded (step, the nodes whose tasks wrote, source, age), where it
+    showed an empty table (the run view read only fastaiagent checkpoints)."""
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    with CheckpointdSaver(console.target, graph_name="support") as saver:
+        one_pause(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
+    open_page(browser, console.url)
+    row(browser, thread).find_element(By.CSS_SELECTOR, "button.open-run").click()
+    rows = "#run-checkpoints tr.graph-checkpoint"
+    wait(browser).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, rows)) >= 2)
+    assert browser.find_element(By.ID, "run-title").text == f"Run {thread}"  # a thread is a run
+    cells = [
+        [td.text for td in tr.find_elements(By.CSS_SELECTOR, "td")]
+        for tr in browser.find_elements(By.CSS_SELECTOR, rows)
+    ]
+    assert [c[0] for c in cells] == [str(n) for n in range(1, len(cells) + 1)]
+    assert cells[0][2:] == ["input", cells[0][3], "step -1"]  # the input, before any node
+    assert cells[-1][1] == "review"  # the pause: the review task's interrupt write
+    assert cells[-1][4] == "step 0"
 
 
 def test_w2_page_link_holds_the_namespace_and_the_open_run(

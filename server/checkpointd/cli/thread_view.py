@@ -5,10 +5,8 @@ checkpoint; what is shown comes from its metadata and its pending writes."""
 
 from __future__ import annotations
 
-import json
-import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from checkpointd.cli.interrupts import format_age
@@ -16,12 +14,12 @@ from checkpointd.cli.listing import PAGE_CAP
 from checkpointd.cli.output import aligned
 from checkpointd.cli.output import when as _when
 from checkpointd.cli.pauses import describe_decision, pause_block
+from checkpointd.graph.checkpoint_summary import summarize
 from checkpointd_client import CheckpointdClient, ExecutionDetail
 from checkpointd_client.v1 import graph_service_pb2 as g
 
 __all__ = [
     "GRAPH_COLUMNS",
-    "checkpoint_time",
     "format_graph_checkpoints",
     "format_thread",
     "graph_checkpoint_json",
@@ -29,55 +27,6 @@ __all__ = [
 ]
 
 GRAPH_COLUMNS = ("#", "STEP", "SOURCE", "WROTE", "TASKS", "CREATED_AT", "CHECKPOINT_NS")
-
-
-#: 100-nanosecond intervals from the Gregorian calendar's start to the Unix epoch.
-_GREGORIAN_TO_UNIX = 0x01B21DD213814000
-
-
-def checkpoint_time(checkpoint_id: str) -> datetime | None:
-    """The time a version-6 UUID carries (LangGraph's checkpoint ids are ones, written when
-    the checkpoint was made); None for any other id."""
-    try:
-        value = uuid.UUID(checkpoint_id)
-    except ValueError:
-        return None
-    if value.version != 6:
-        return None
-    n = value.int
-    stamp = ((n >> 96) << 28) | (((n >> 80) & 0xFFFF) << 12) | ((n >> 64) & 0x0FFF)
-    try:
-        return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
-            microseconds=(stamp - _GREGORIAN_TO_UNIX) // 10
-        )
-    except OverflowError:
-        return None
-
-
-def _metadata(found: g.GraphCheckpointTuple) -> dict[str, Any]:
-    try:
-        value = json.loads(found.checkpoint.metadata_json or "{}")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _wrote(metadata: dict[str, Any]) -> list[str]:
-    """The nodes whose writes made the checkpoint, where its metadata says (LangGraph before
-    1.0 kept them under "writes")."""
-    writes = metadata.get("writes")
-    return sorted(str(node) for node in writes) if isinstance(writes, dict) else []
-
-
-def _tasks(found: g.GraphCheckpointTuple) -> list[str]:
-    """The nodes whose tasks left pending writes on the checkpoint (the step run from it),
-    "(error)" after one whose task raised."""
-    nodes: dict[str, bool] = {}
-    for write in found.pending_writes:
-        node = write.task_path.rsplit(", ", 1)[-1] if write.task_path else ""
-        if node:
-            nodes[node] = nodes.get(node, False) or write.channel == "__error__"
-    return [f"{node} (error)" if failed else node for node, failed in sorted(nodes.items())]
 
 
 def _cell(value: object) -> str:
@@ -88,16 +37,16 @@ def format_graph_checkpoints(tuples: Sequence[g.GraphCheckpointTuple]) -> list[s
     """The header and one aligned line per checkpoint of a thread, oldest first."""
     rows = []
     for position, found in enumerate(tuples, start=1):
-        metadata = _metadata(found)
+        seen = summarize(found)
         rows.append(
             (
                 str(position),
-                _cell(metadata.get("step")),
-                _cell(metadata.get("source")),
-                ",".join(_wrote(metadata)) or "-",
-                ",".join(_tasks(found)).replace(" ", "") or "-",
-                _when(checkpoint_time(found.checkpoint.checkpoint_id)),
-                found.checkpoint.checkpoint_ns or "-",
+                _cell(seen.step),
+                _cell(seen.source),
+                ",".join(seen.wrote) or "-",
+                ",".join(seen.tasks).replace(" ", "") or "-",
+                _when(seen.created_at),
+                seen.checkpoint_ns or "-",
             )
         )
     return aligned(GRAPH_COLUMNS, rows)
@@ -105,20 +54,19 @@ def format_graph_checkpoints(tuples: Sequence[g.GraphCheckpointTuple]) -> list[s
 
 def graph_checkpoint_json(position: int, found: g.GraphCheckpointTuple) -> dict[str, Any]:
     """One checkpoint of a thread's ``show --json``, with its place in the thread."""
-    metadata = _metadata(found)
-    created = checkpoint_time(found.checkpoint.checkpoint_id)
+    seen = summarize(found)
     return {
         "kind": "graph_checkpoint",
         "position": position,
-        "checkpoint_ns": found.checkpoint.checkpoint_ns,
-        "checkpoint_id": found.checkpoint.checkpoint_id,
-        "parent_checkpoint_id": found.checkpoint.parent_checkpoint_id,
-        "step": metadata.get("step"),
-        "source": metadata.get("source"),
-        "wrote": _wrote(metadata),
-        "tasks": _tasks(found),
-        "created_at": None if created is None else created.isoformat(),
-        "metadata": metadata,
+        "checkpoint_ns": seen.checkpoint_ns,
+        "checkpoint_id": seen.checkpoint_id,
+        "parent_checkpoint_id": seen.parent_checkpoint_id,
+        "step": seen.step,
+        "source": seen.source,
+        "wrote": seen.wrote,
+        "tasks": seen.tasks,
+        "created_at": None if seen.created_at is None else seen.created_at.isoformat(),
+        "metadata": seen.metadata,
     }
 
 

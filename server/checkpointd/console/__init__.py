@@ -78,16 +78,18 @@ from checkpointd.errors import (
     ReadOnlyToken,
     status_for,
 )
+from checkpointd.graph.checkpoint_summary import CheckpointSummary, summarize
 from checkpointd.listeners import Listener
 from checkpointd.logging_setup import event
 from checkpointd.readiness import StoreMonitor
 from checkpointd.security import is_loopback
-from checkpointd.servicers import CheckpointServicer, InterruptServicer, ServiceDeps
+from checkpointd.servicers import CheckpointServicer, GraphServicer, InterruptServicer, ServiceDeps
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 from checkpointd_client.v1 import checkpoint_service_pb2 as cp_svc
+from checkpointd_client.v1 import graph_service_pb2 as graph_svc
 from checkpointd_client.v1 import interrupt_service_pb2 as svc
 
 __all__ = ["CSRF_HEADER", "SESSION_COOKIE", "Console", "ConsoleError"]
@@ -271,6 +273,7 @@ class Console:
     secure_cookie: bool = False
     _servicer: InterruptServicer = field(init=False)
     _checkpoint_servicer: CheckpointServicer = field(init=False)
+    _graph_servicer: GraphServicer | None = field(init=False)
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _streams: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -281,6 +284,8 @@ class Console:
     def __post_init__(self) -> None:
         self._servicer = InterruptServicer(self.deps)
         self._checkpoint_servicer = CheckpointServicer(self.deps)
+        graph = self.deps.graph_store
+        self._graph_servicer = None if graph is None else GraphServicer(self.deps, graph)
 
     # --- the app -----------------------------------------------------------------------
 
@@ -297,6 +302,7 @@ class Console:
         app.router.add_get("/api/namespaces", self._namespaces)
         app.router.add_get("/api/decisions", self._decisions)
         app.router.add_get("/api/checkpoints", self._checkpoints)
+        app.router.add_get("/api/graph-checkpoints", self._graph_checkpoints)
         app.router.add_get("/api/events", self._events)
         return app
 
@@ -558,6 +564,29 @@ class Console:
             }
         )
 
+    async def _graph_checkpoints(self, request: web.Request) -> web.StreamResponse:
+        """A LangGraph thread's checkpoints, newest first, as a person reads them (the server
+        never decodes one: step, source, the nodes whose tasks wrote, the time of its id)."""
+        grant = self._grant(request)
+        query = request.query
+        namespace = self._namespace(grant, query.get("namespace", ""))
+        self._gate()
+        if self._graph_servicer is None:
+            raise StoreUnavailable("this server does not serve graphs")
+        message = graph_svc.ListGraphCheckpointsRequest(
+            namespace=namespace,
+            thread_id=query.get("thread_id", ""),
+            page_size=v.int_text("page_size", query.get("page_size"), 200, 1, 1000),
+            page_token=query.get("page_token", ""),
+        )
+        reply = await self._graph_servicer.ListGraphCheckpoints(message, None)
+        return web.json_response(
+            {
+                "checkpoints": [_summary_json(summarize(t)) for t in reply.checkpoint_tuples],
+                "next_page_token": reply.next_page_token,
+            }
+        )
+
     async def _decide(self, request: web.Request) -> web.StreamResponse:
         self._check_same_origin(request)
         grant = self._grant(request)
@@ -657,6 +686,18 @@ class Console:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _summary_json(seen: CheckpointSummary) -> dict[str, Any]:
+    return {
+        "checkpoint_id": seen.checkpoint_id,
+        "checkpoint_ns": seen.checkpoint_ns,
+        "step": seen.step,
+        "source": seen.source,
+        "wrote": seen.wrote,
+        "tasks": seen.tasks,
+        "created_at": None if seen.created_at is None else seen.created_at.isoformat(),
+    }
 
 
 def _event_id(text: str) -> tuple[int, datetime | None]:

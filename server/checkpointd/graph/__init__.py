@@ -10,6 +10,8 @@ are the same on every backend.
   :mod:`.retention_job`: ``--graph-retention`` and the periodic job.
 - :mod:`.paging`: ListGraphCheckpoints' page tokens.
 - :mod:`.metrics`: the graph store's operation timings.
+- :mod:`.checkpoint_summary`: a checkpoint as a person reads it, undecoded (the CLI's
+  ``runs show`` and the approvals page's run view).
 
 Nothing is imported here: the backends import these modules, and these import the store's
 shared machinery, so the package stays free of import cycles.

@@ -1661,6 +1661,22 @@ async function showRun(executionId, interrupt) {
   const namespace = encodeURIComponent(state.namespace);
   const id = encodeURIComponent(executionId);
   try {
+    if (interrupt) {
+      // A LangGraph thread (its pauses have interrupt ids): its checkpoints, oldest first.
+      const found = [];
+      let token = "";
+      do {
+        const page = await api(
+          "GET",
+          `/api/graph-checkpoints?namespace=${namespace}&thread_id=${id}&page_token=${encodeURIComponent(token)}`,
+        );
+        if (state.openRun !== shownRun) return;
+        found.push(...page.checkpoints);
+        token = page.next_page_token;
+      } while (token);
+      $("run-checkpoints").append(...found.reverse().map(graphCheckpointRow));
+      return;
+    }
     let token = "";
     do {
       const page = await api(
@@ -1798,6 +1814,26 @@ function checkpointRow(c) {
   const when = el("td", "time");
   when.append(ageNode(c.created_at));
   tr.append(el("td", "index", c.node_index || "0"), el("td", "node", c.node_id), el("td", `cp-status ${status}`, statusText), when, stateCell);
+  return tr;
+}
+
+// One checkpoint of a LangGraph thread, undecoded: its step, the nodes whose tasks wrote on it
+// (the step run from it), its source, when its id says it was made, its subgraph.
+function graphCheckpointRow(c, position) {
+  const tr = el("tr", "checkpoint graph-checkpoint");
+  tr.dataset.checkpointId = c.checkpoint_id;
+  const tasks = c.tasks.length ? c.tasks.join(", ") : (c.wrote.join(", ") || "-");
+  const when = el("td", "time");
+  if (c.created_at) when.append(ageNode(c.created_at));
+  const step = c.step === null || c.step === undefined ? "-" : `step ${c.step}`;
+  const where = c.checkpoint_ns ? `${step} · ${c.checkpoint_ns}` : step;
+  tr.append(
+    el("td", "index", String(position + 1)),
+    el("td", "node", tasks),
+    el("td", "cp-status", c.source || "-"),
+    when,
+    el("td", "state", where),
+  );
   return tr;
 }
 
