@@ -545,46 +545,42 @@ class Console:
                 break
         return web.json_response({"decided": list(reversed(newest)), "complete": not token})
 
-    async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
-        grant = self._grant(request)
+    def _page_of(self, request: web.Request) -> dict[str, Any]:
+        """A listing's namespace (one the caller may read), page size and page token, as the
+        list requests name them."""
         query = request.query
-        namespace = self._namespace(grant, query.get("namespace", ""))
+        namespace = self._namespace(self._grant(request), query.get("namespace", ""))
         self._gate()
+        return {
+            "namespace": namespace,
+            "page_size": v.int_text("page_size", query.get("page_size"), 200, 1, 1000),
+            "page_token": query.get("page_token", ""),
+        }
+
+    async def _checkpoints(self, request: web.Request) -> web.StreamResponse:
+        page = self._page_of(request)
         message = cp_svc.ListCheckpointsRequest(
-            namespace=namespace,
-            execution_id=query.get("execution_id", ""),
-            page_size=v.int_text("page_size", query.get("page_size"), 200, 1, 1000),
-            page_token=query.get("page_token", ""),
+            execution_id=request.query.get("execution_id", ""), **page
         )
         reply = await self._checkpoint_servicer.ListCheckpoints(message, None)
+        checkpoints = [_to_json(c) for c in reply.checkpoints]
         return web.json_response(
-            {
-                "checkpoints": [_to_json(c) for c in reply.checkpoints],
-                "next_page_token": reply.next_page_token,
-            }
+            {"checkpoints": checkpoints, "next_page_token": reply.next_page_token}
         )
 
     async def _graph_checkpoints(self, request: web.Request) -> web.StreamResponse:
         """A LangGraph thread's checkpoints, newest first, as a person reads them (the server
         never decodes one: step, source, the nodes whose tasks wrote, the time of its id)."""
-        grant = self._grant(request)
-        query = request.query
-        namespace = self._namespace(grant, query.get("namespace", ""))
-        self._gate()
+        page = self._page_of(request)
         if self._graph_servicer is None:
             raise StoreUnavailable("this server does not serve graphs")
         message = graph_svc.ListGraphCheckpointsRequest(
-            namespace=namespace,
-            thread_id=query.get("thread_id", ""),
-            page_size=v.int_text("page_size", query.get("page_size"), 200, 1, 1000),
-            page_token=query.get("page_token", ""),
+            thread_id=request.query.get("thread_id", ""), **page
         )
         reply = await self._graph_servicer.ListGraphCheckpoints(message, None)
+        checkpoints = [_summary_json(summarize(t)) for t in reply.checkpoint_tuples]
         return web.json_response(
-            {
-                "checkpoints": [_summary_json(summarize(t)) for t in reply.checkpoint_tuples],
-                "next_page_token": reply.next_page_token,
-            }
+            {"checkpoints": checkpoints, "next_page_token": reply.next_page_token}
         )
 
     async def _decide(self, request: web.Request) -> web.StreamResponse:
