@@ -10,13 +10,10 @@ INTERNAL.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
-from checkpointd.paging import MAX_SEQUENCE, TOKEN_RE, digest
+from checkpointd.paging import MAX_SEQUENCE, decode_json_token, digest, encode_json_token
 from checkpointd.store import times
 from checkpointd.store.executions import ExecutionPosition, ThreadPosition
 
@@ -40,8 +37,7 @@ def encode_execution_token(position: ExecutionPosition, scope: tuple[object, ...
         None if thread is None else thread.thread_id,
         digest(scope),
     ]
-    raw = json.dumps(payload, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_json_token(payload)
 
 
 def _bounded_int(value: object, low: int, high: int) -> bool:
@@ -53,13 +49,7 @@ def decode_execution_token(token: str, scope: tuple[object, ...]) -> ExecutionPo
     Anything but a token this server would write for ``scope`` is INVALID_PAGE_TOKEN."""
     if not token:
         return ExecutionPosition()
-    if len(token) > MAX_EXECUTION_TOKEN_LENGTH or not TOKEN_RE.fullmatch(token):
-        raise InvalidPageToken()
-    try:
-        raw = base64.urlsafe_b64decode(token.rstrip("=") + "=" * (-len(token.rstrip("=")) % 4))
-        payload = json.loads(raw)
-    except (ValueError, binascii.Error, RecursionError):
-        raise InvalidPageToken() from None
+    payload = decode_json_token(token, MAX_EXECUTION_TOKEN_LENGTH)
     if not isinstance(payload, list) or len(payload) != 5:
         raise InvalidPageToken()
     version, sequence, when, thread_id, bound_to = payload

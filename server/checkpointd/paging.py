@@ -21,11 +21,20 @@ import binascii
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
 
-__all__ = ["MAX_SEQUENCE", "MAX_TOKEN_LENGTH", "decode_token", "digest", "encode_token"]
+__all__ = [
+    "MAX_SEQUENCE",
+    "MAX_TOKEN_LENGTH",
+    "decode_json_token",
+    "decode_token",
+    "digest",
+    "encode_json_token",
+    "encode_token",
+]
 
 _VERSION: Final = 1
 #: The largest sequence a store holds (a signed 64-bit integer in both backends).
@@ -44,7 +53,27 @@ def digest(scope: tuple[object, ...]) -> str:
     return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:16]
 
 
-_digest = digest
+def encode_json_token(payload: Sequence[object]) -> str:
+    """A token carrying ``payload`` (a JSON list): the keyset tokens of the listings whose
+    positions are more than a sequence (graph checkpoints, runs beside threads)."""
+    raw = json.dumps(payload, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_json_token(token: str, max_length: int) -> object:
+    """The JSON a token of :func:`encode_json_token` carries; INVALID_PAGE_TOKEN for one
+    longer than ``max_length`` or not base64 of JSON (its shape is the caller's to check)."""
+    if len(token) > max_length or not TOKEN_RE.fullmatch(token):
+        raise InvalidPageToken()
+    try:
+        return json.loads(_unbase64(token))
+    except (ValueError, binascii.Error, RecursionError):
+        raise InvalidPageToken() from None
+
+
+def _unbase64(token: str) -> bytes:
+    bare = token.rstrip("=")
+    return base64.urlsafe_b64decode(bare + "=" * (-len(bare) % 4))
 
 
 def encode_token(sequence: int, scope: tuple[object, ...]) -> str:
@@ -64,7 +93,7 @@ def decode_token(token: str, scope: tuple[object, ...]) -> int | None:
     if len(token) > MAX_TOKEN_LENGTH or not TOKEN_RE.fullmatch(token):
         raise InvalidPageToken()
     try:
-        raw = base64.urlsafe_b64decode(token.rstrip("=") + "=" * (-len(token.rstrip("=")) % 4))
+        raw = _unbase64(token)
     except (ValueError, binascii.Error):
         raise InvalidPageToken() from None
     match = _PAYLOAD_RE.fullmatch(raw)

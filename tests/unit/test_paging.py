@@ -10,7 +10,7 @@ import json
 import pytest
 
 from checkpointd.errors import InvalidPageToken
-from checkpointd.paging import MAX_TOKEN_LENGTH, _digest, decode_token, encode_token
+from checkpointd.paging import MAX_TOKEN_LENGTH, decode_token, digest, encode_token
 
 SCOPE = ("checkpoints", "default", "e", False)
 
@@ -21,7 +21,7 @@ def _forge(payload: str) -> str:
 
 
 def _with_sequence(sequence: object) -> str:
-    return _forge(json.dumps([1, sequence, _digest(SCOPE)], separators=(",", ":")))
+    return _forge(json.dumps([1, sequence, digest(SCOPE)], separators=(",", ":")))
 
 
 def test_j2_page_token_round_trips_at_the_ends_of_the_store_range():
@@ -83,7 +83,7 @@ def test_j2_deeply_nested_page_token_is_refused_without_recursion():
 )
 def test_j2_page_token_of_any_other_shape_is_refused(payload):
     """Only the exact shape the server writes is a token."""
-    text = payload.format(d=_digest(SCOPE), D=_digest(SCOPE).upper())
+    text = payload.format(d=digest(SCOPE), D=digest(SCOPE).upper())
     with pytest.raises(InvalidPageToken):
         decode_token(_forge(text), SCOPE)
 

@@ -8,14 +8,11 @@ length, then one exact shape), so anything else is INVALID_PAGE_TOKEN, never INT
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
 from checkpointd.graph.store import GraphPosition
+from checkpointd.paging import decode_json_token, digest, encode_json_token
 
 __all__ = ["MAX_TOKEN_LENGTH", "decode_position", "encode_position"]
 
@@ -25,10 +22,6 @@ _VERSION: Final = 1
 MAX_TOKEN_LENGTH: Final = 12_000
 
 
-def _digest(scope: tuple[object, ...]) -> str:
-    return hashlib.sha256(json.dumps(scope).encode()).hexdigest()[:16]
-
-
 def encode_position(position: GraphPosition, scope: tuple[object, ...]) -> str:
     """A token that resumes after ``position`` for the request identified by ``scope``."""
     payload = [
@@ -36,29 +29,22 @@ def encode_position(position: GraphPosition, scope: tuple[object, ...]) -> str:
         position.checkpoint_id,
         position.thread_id,
         position.checkpoint_ns,
-        _digest(scope),
+        digest(scope),
     ]
-    raw = json.dumps(payload, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_json_token(payload)
 
 
 def decode_position(token: str, scope: tuple[object, ...]) -> GraphPosition | None:
     """The position a token resumes after; None for the empty (first-page) token."""
     if not token:
         return None
-    if len(token) > MAX_TOKEN_LENGTH:
-        raise InvalidPageToken()
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        payload = json.loads(raw)
-    except (ValueError, binascii.Error, RecursionError):
-        raise InvalidPageToken() from None
+    payload = decode_json_token(token, MAX_TOKEN_LENGTH)
     if (
         not isinstance(payload, list)
         or len(payload) != 5
         or payload[0] != _VERSION
         or not all(isinstance(part, str) for part in payload[1:])
-        or payload[4] != _digest(scope)
+        or payload[4] != digest(scope)
     ):
         raise InvalidPageToken()
     return GraphPosition(payload[1], payload[2], payload[3])
