@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Protocol, Self, TypeAlias
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
-from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc import aio
 
@@ -52,6 +51,7 @@ from checkpointd_client.errors import (
     map_rpc_errors,
 )
 from checkpointd_client.models import SnapshotComplete, SnapshotItem, WatchItem, WatchProgress
+from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from checkpointd_client.v1.interrupt_service_pb2 import (
     WatchInterruptsRequest,
     WatchInterruptsResponse,
@@ -196,28 +196,30 @@ class WatchState:
         elif kind == "snapshot_complete":
             complete = response.snapshot_complete
             item = SnapshotComplete(cursor=complete.cursor, resnapshot=self._resnapshot)
-            self._move_to(complete.cursor, complete, "event_time")
+            self._move_to(complete)
             self._resnapshot = False
         elif kind == "event":
             event = _convert.interrupt_event_from_proto(response.event)
             item = event if event is not None else WatchProgress(cursor=response.event.cursor)
-            self._move_to(response.event.cursor, response.event, "event_time")
+            self._move_to(response.event)
         elif kind == "progress":
             item = WatchProgress(cursor=response.progress.cursor)
             if item.cursor > self.cursor or (
                 item.cursor == self.cursor and response.progress.HasField("event_time")
             ):
-                self._move_to(item.cursor, response.progress, "event_time")
+                self._move_to(response.progress)
         else:  # an item kind added by a newer server: nothing this client can deliver
             return None
         self._delivered = True
         return item
 
-    def _move_to(self, cursor: int, message: Message, time_field: str) -> None:
-        """Resume after ``cursor`` from now on, with its event's time when the message has it
-        (a server that predates it sends none: the cursor alone is checked then)."""
-        self.cursor = cursor
-        self.cursor_time = getattr(message, time_field) if message.HasField(time_field) else None
+    def _move_to(
+        self, message: svc.SnapshotComplete | svc.InterruptEvent | svc.WatchProgress
+    ) -> None:
+        """Resume after ``message``'s cursor from now on, with its event's time when the
+        message has it (a server that predates it sends none: the cursor alone is checked)."""
+        self.cursor = message.cursor
+        self.cursor_time = message.event_time if message.HasField("event_time") else None
 
     def after_stream_end(self, error: CheckpointdError | None) -> float | None:
         """Decide what to do when a stream ended, with ``error`` or cleanly (``None``).
