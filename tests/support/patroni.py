@@ -21,12 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.support.postgres_user import as_postgres, free_port, postgres_dir, postmaster_pid
 
 __all__ = ["PATRONI_YAML", "Cluster", "PatroniMissing"]
 
@@ -108,12 +107,6 @@ class PatroniMissing(RuntimeError):
     """Patroni, etcd or PostgreSQL 15 is not installed."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _get(url: str, timeout: float = 2.0) -> tuple[int, Any]:
     """GET ``url``: (HTTP status, the JSON body or None); status 0 if nothing answered."""
     try:
@@ -146,9 +139,7 @@ class Member:
 
     def postmaster_pid(self) -> int | None:
         """The pid of this member's postmaster, from its postmaster.pid (None if not running)."""
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            return int((self.data_dir / "postmaster.pid").read_text().splitlines()[0])
-        return None
+        return postmaster_pid(self.data_dir)
 
 
 @dataclass
@@ -174,12 +165,7 @@ class Cluster:
             )
         if not (PG_BIN / "postgres").exists():
             raise PatroniMissing(f"PostgreSQL 15 is not installed ({PG_BIN})")
-        self.as_postgres = os.geteuid() == 0
-        parent = pwd.getpwnam("postgres").pw_dir if self.as_postgres else None
-        self.root = Path(tempfile.mkdtemp(prefix="patroni-", dir=parent))
-        if self.as_postgres:
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.root = postgres_dir("patroni-")
 
     # --- building the cluster -------------------------------------------------------------
 
@@ -192,8 +178,8 @@ class Cluster:
             )
 
     def _start_etcd(self) -> None:
-        self.etcd_port = _free_port()
-        peer = f"http://127.0.0.1:{_free_port()}"
+        self.etcd_port = free_port()
+        peer = f"http://127.0.0.1:{free_port()}"
         client = f"http://127.0.0.1:{self.etcd_port}"
         assert self.etcd_binary is not None
         self.etcd = self._spawn(
@@ -218,8 +204,8 @@ class Cluster:
     def _start_member(self, name: str) -> Member:
         member = self.members[name] = Member(
             name,
-            pg_port=_free_port(),
-            rest_port=_free_port(),
+            pg_port=free_port(),
+            rest_port=free_port(),
             data_dir=self.root / name,
             config=self.root / f"{name}.yml",
             log=self.root / f"{name}.log",
@@ -237,7 +223,7 @@ class Cluster:
             )
         )
         env = {"PATH": "/usr/bin:/bin", "HOME": str(self.root), "LANG": "C.UTF-8"}
-        prefix = ["runuser", "-u", "postgres", "--"] if self.as_postgres else []
+        prefix = as_postgres()
         assert self.patroni is not None
         member.process = self._spawn(
             [

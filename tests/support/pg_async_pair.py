@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 from pathlib import Path
 
+from tests.support.postgres_user import as_postgres, free_port, postgres_dir, postmaster_pid
 from tests.support.tcp_proxy import TcpProxy
 
 __all__ = ["AsyncPair"]
@@ -29,30 +27,19 @@ PG_BIN = Path("/usr/lib/postgresql/15/bin")
 DATABASE = "checkpointd"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class AsyncPair:
     """``primary`` and ``standby`` data directories, the standby fed through ``proxy``."""
 
     def __init__(self) -> None:
         if not (PG_BIN / "initdb").exists():
             raise FileNotFoundError(f"PostgreSQL 15 is not installed ({PG_BIN})")
-        self.as_postgres = os.geteuid() == 0
-        parent = pwd.getpwnam("postgres").pw_dir if self.as_postgres else None
-        self.root = Path(tempfile.mkdtemp(prefix="pgpair-", dir=parent))
-        if self.as_postgres:
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.root = postgres_dir("pgpair-")
         self.primary, self.standby = self.root / "primary", self.root / "standby"
-        self.ports = {self.primary: _free_port(), self.standby: _free_port()}
+        self.ports = {self.primary: free_port(), self.standby: free_port()}
         self.proxy: TcpProxy | None = None
 
     def _run(self, *args: str, timeout: float = 120.0) -> str:
-        prefix = ["runuser", "-u", "postgres", "--"] if self.as_postgres else []
+        prefix = as_postgres()
         done = subprocess.run(
             [*prefix, *args], capture_output=True, text=True, timeout=timeout, check=False
         )
@@ -121,9 +108,10 @@ class AsyncPair:
     def fail_over(self) -> None:
         """Crash the primary (SIGKILL of its postmaster) and promote the standby with what it
         has; return once the standby takes writes."""
-        pid = int((self.primary / "postmaster.pid").read_text().split()[0])
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        pid = postmaster_pid(self.primary)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         assert self.proxy is not None
         self.proxy.cut()
         self._pg_ctl(self.standby, "promote")
@@ -136,9 +124,10 @@ class AsyncPair:
     def close(self) -> None:
         """Stop both nodes (immediately) and the proxy, and remove the directories."""
         for data in (self.standby, self.primary):
-            pid_file = data / "postmaster.pid"
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+            pid = postmaster_pid(data)
+            if pid is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         if self.proxy is not None:
             self.proxy.close()
         shutil.rmtree(self.root, ignore_errors=True)

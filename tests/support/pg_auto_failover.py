@@ -23,17 +23,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+
+from tests.support.postgres_user import as_postgres, free_port, postgres_dir, postmaster_pid
 
 __all__ = ["Formation", "PgAutoFailoverMissing", "find_pg_autoctl"]
 
@@ -60,12 +59,6 @@ def find_pg_autoctl() -> str | None:
     return shutil.which("pg_autoctl") or shutil.which("pg_autoctl", path=str(PG_BIN))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Node:
     """One pg_autoctl service (the monitor or a data node) and its Postgres."""
@@ -78,9 +71,7 @@ class Node:
 
     def postmaster_pid(self) -> int | None:
         """The pid of this node's postmaster, from its postmaster.pid (None if not running)."""
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            return int((self.pgdata / "postmaster.pid").read_text().splitlines()[0])
-        return None
+        return postmaster_pid(self.pgdata)
 
 
 @dataclass
@@ -102,12 +93,7 @@ class Formation:
         if not (PG_BIN / "pg_ctl").exists():
             raise PgAutoFailoverMissing(f"PostgreSQL 15 is not installed ({PG_BIN})")
         self.binary = binary
-        self.as_postgres = os.geteuid() == 0
-        parent = pwd.getpwnam("postgres").pw_dir if self.as_postgres else None
-        self.root = Path(tempfile.mkdtemp(prefix="pgaf-", dir=parent))
-        if self.as_postgres:
-            entry = pwd.getpwnam("postgres")
-            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.root = postgres_dir("pgaf-")
         self.env = {
             "PATH": f"{PG_BIN}:/usr/bin:/bin",
             "HOME": str(self.root),
@@ -123,7 +109,7 @@ class Formation:
 
     def _command(self, *args: str) -> list[str]:
         env = [f"{k}={v}" for k, v in self.env.items()]
-        prefix = ["runuser", "-u", "postgres", "--"] if self.as_postgres else []
+        prefix = as_postgres()
         return [*prefix, "env", "-i", *env, *args]
 
     def _run(self, *args: str, timeout: float = 60.0) -> str:
@@ -170,7 +156,7 @@ class Formation:
     # --- building the formation -----------------------------------------------------------
 
     def _new_node(self, name: str) -> Node:
-        return Node(name, _free_port(), self.root / name, self.root / f"{name}.log")
+        return Node(name, free_port(), self.root / name, self.root / f"{name}.log")
 
     def monitor_uri(self) -> str:
         assert self.monitor is not None
