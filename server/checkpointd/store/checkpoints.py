@@ -1,22 +1,34 @@
-"""Checkpoint reads, the same on both backends: the reads of one row
-(:class:`CheckpointReads`) and the look after an insert that wrote nothing
-(:func:`existing_checkpoint`). The writes stay with each backend: SQLite's group commit runs
-statements in one transaction, Postgres's one multi-row statement."""
+"""Checkpoints, what is the same on both backends: the reads of one row and of the
+replication outbox (:class:`CheckpointReads`), the look after an insert that wrote nothing
+(:func:`existing_checkpoint`), and DeleteExecution and PruneCheckpoints with the replies they
+record under their request ids (:class:`CheckpointRemovals`, C9). The puts stay with each
+backend: SQLite's group commit runs statements in one transaction, Postgres's one multi-row
+statement; so do the deletes themselves, which Postgres makes single statements."""
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-from checkpointd.domain import RUN_END, CheckpointRecord
-from checkpointd.store import retries, rows
+from checkpointd.domain import (
+    RUN_END,
+    CheckpointRecord,
+    DeleteExecutionResult,
+    EventKind,
+    PendingRecord,
+    PruneResult,
+)
+from checkpointd.store import replies, retries, rows
 from checkpointd.store.statements import Statements, StatementStore
 
-__all__ = ["CheckpointReads", "CheckpointSql", "existing_checkpoint"]
+__all__ = ["CheckpointReads", "CheckpointRemovals", "CheckpointSql", "existing_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointSql:
-    """A backend's one-row checkpoint reads."""
+    """A backend's checkpoint statements that the shared bodies run."""
 
     #: Parameters: namespace, checkpoint id, execution id.
     get_checkpoint: str
@@ -29,6 +41,16 @@ class CheckpointSql:
     checkpoint_by_request_id: str
     #: Parameters: namespace, request id; the fingerprint of the id's tombstone (C9).
     tombstone_fingerprint: str
+    #: Parameters: namespace, after sequence, limit; unsettled rows, oldest first.
+    list_unsynced: str
+    #: Parameters: namespace, request id; the ``kind``, ``reply_json`` and
+    #: ``request_fingerprint`` remembered under the id.
+    reply_of_request: str
+    #: Parameters: namespace, request id, applied at, kind, reply JSON, fingerprint; changes
+    #: no row when the id is remembered already.
+    record_reply: str
+    #: Parameters: namespace, request id, reply JSON.
+    set_reply: str
 
 
 async def existing_checkpoint(
@@ -90,3 +112,133 @@ class CheckpointReads(StatementStore):
         else:
             found = await self._query(sql.latest, (namespace, execution_id))
         return self._checkpoint(found[0]) if found else None
+
+    async def list_unsynced(
+        self, namespace: str, *, after_sequence: int | None, limit: int
+    ) -> list[CheckpointRecord]:
+        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
+        first."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        bound = 0 if after_sequence is None else after_sequence
+        found = await self._query(self._checkpoint_sql.list_unsynced, (namespace, bound, limit))
+        return [self._checkpoint(row) for row in found]
+
+
+class CheckpointRemovals(StatementStore):
+    """DeleteExecution and PruneCheckpoints of the :class:`~checkpointd.store.base.Store`
+    protocol: the request-id rules (C9) written once, the deletes the backend's."""
+
+    _checkpoint_sql: CheckpointSql
+
+    @abc.abstractmethod
+    async def _delete_execution_rows(
+        self, conn: Statements, namespace: str, execution_id: str, applied_at: Any
+    ) -> tuple[DeleteExecutionResult, PendingRecord | None]:
+        """Delete the execution's checkpoints (their request ids becoming tombstones applied
+        at ``applied_at``, stored form), pending interrupt, idempotency results and decisions
+        in the caller's transaction; return the counts and the pending row that went."""
+
+    @abc.abstractmethod
+    async def _prune_rows(
+        self, namespace: str, cutoff: Any, batch_size: int, applied_at: Any
+    ) -> PruneResult:
+        """Delete the prunable checkpoints (with their tombstones) and idempotency results
+        created before ``cutoff`` (stored form), at most ``batch_size`` rows a transaction."""
+
+    async def delete_execution(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        request_id: str = "",
+        now: datetime | None = None,
+        fingerprint: str = "",
+    ) -> DeleteExecutionResult:
+        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
+        transaction, with a ``removed`` event when a pending interrupt went away, tombstones
+        for the request ids of the deleted checkpoints, and the reply under ``request_id``
+        (a retry returns that reply and deletes nothing: C9).
+
+        The request id is recorded first: on Postgres a concurrent call with the same id
+        waits on that row and, once this one commits, returns its reply."""
+        at = datetime.now(UTC) if now is None else now
+        applied_at = self._write_time(at)
+        sql = self._checkpoint_sql
+
+        async def body(conn: Statements) -> DeleteExecutionResult:
+            record = bool(request_id)
+            if record:
+                claim = (namespace, request_id, applied_at, replies.DELETE_EXECUTION, None)
+                if not await conn.run(sql.record_reply, (*claim, fingerprint or None)):
+                    earlier = await self._reply(
+                        conn, namespace, request_id, fingerprint, replies.DELETE_EXECUTION
+                    )
+                    if earlier is not None:
+                        return replies.decode_delete(earlier)
+                    # An id stored without a fingerprint by another kind of call is kept.
+                    record = False
+            result, removed = await self._delete_execution_rows(
+                conn, namespace, execution_id, applied_at
+            )
+            if record:
+                await conn.run(sql.set_reply, (namespace, request_id, replies.encode(result)))
+            if removed is not None:
+                # The event last: the Postgres outbox wants it at the end of the transaction.
+                await self._append_event_at(conn, namespace, EventKind.REMOVED, removed, at)
+            return result
+
+        return await self._in_transaction(body)
+
+    async def prune(
+        self,
+        namespace: str,
+        cutoff: datetime,
+        *,
+        batch_size: int,
+        request_id: str = "",
+        now: datetime | None = None,
+        fingerprint: str = "",
+    ) -> PruneResult:
+        """Delete completed/failed checkpoints and unprotected idempotency results older than
+        ``cutoff``, at most ``batch_size`` rows per transaction, so other callers never wait
+        long; the request ids of the deleted checkpoints become tombstones in their batch's
+        transaction. The reply is recorded under ``request_id`` once the prune is complete,
+        and a retry returns it (C9)."""
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        applied_at = self._write_time(datetime.now(UTC) if now is None else now)
+        sql = self._checkpoint_sql
+
+        async def earlier(conn: Statements) -> PruneResult | None:
+            reply = await self._reply(conn, namespace, request_id, fingerprint, replies.PRUNE)
+            return None if reply is None else replies.decode_prune(reply)
+
+        if request_id:
+            answered = await self._in_read(earlier)
+            if answered is not None:
+                return answered
+        result = await self._prune_rows(namespace, self._write_time(cutoff), batch_size, applied_at)
+        if not request_id:
+            return result
+
+        async def record(conn: Statements) -> PruneResult:
+            reply = (namespace, request_id, applied_at, replies.PRUNE, replies.encode(result))
+            if not await conn.run(sql.record_reply, (*reply, fingerprint or None)):
+                # A concurrent call with this id finished first: answer like it did.
+                return await earlier(conn) or result
+            return result
+
+        return await self._in_transaction(record)
+
+    async def _reply(
+        self, conn: Statements, namespace: str, request_id: str, fingerprint: str, kind: str
+    ) -> str | None:
+        """The reply of ``kind`` recorded under ``request_id`` (None: none, or another kind of
+        call's id stored without a fingerprint); :class:`RequestIdReused` for another
+        request's id."""
+        found = await conn.fetch(self._checkpoint_sql.reply_of_request, (namespace, request_id))
+        if not found:
+            return None
+        retries.check_fingerprint(request_id, found[0]["request_fingerprint"], fingerprint)
+        return str(found[0]["reply_json"]) if found[0]["kind"] == kind else None

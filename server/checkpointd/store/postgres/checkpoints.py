@@ -1,22 +1,23 @@
 """The Postgres store's checkpoints: put (group commit: one multi-row insert; a taken id
-takes the single-row path), keyset listing in one REPEATABLE READ transaction, delete and
-prune with their tombstones in the same statements (C9), and the replication outbox's
-settlements (R1-R4)."""
+takes the single-row path), keyset listing in one REPEATABLE READ transaction, the deletes of
+DeleteExecution and prune with their tombstones in the same statements (C9; the request-id
+rules are :class:`~checkpointd.store.checkpoints.CheckpointRemovals`), and the replication
+outbox's settlements (R1-R4)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
-    EventKind,
     Page,
+    PendingRecord,
     PruneResult,
 )
-from checkpointd.store import budget, replies, retries, times
+from checkpointd.store import budget, times
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.checkpoints import existing_checkpoint
 from checkpointd.store.columns import MAX_SEQUENCE, checkpoint_params
@@ -26,7 +27,8 @@ from checkpointd.store.postgres.core import (
     CheckpointRow,
     PostgresCore,
 )
-from checkpointd.store.postgres.statements import Conn, PgStatements, row_count
+from checkpointd.store.postgres.statements import Conn, PgStatements
+from checkpointd.store.statements import Statements
 
 __all__ = ["PostgresCheckpoints"]
 
@@ -99,123 +101,33 @@ class PostgresCheckpoints(PostgresCore):
             found = await conn.fetch(query, namespace, execution_id, bound, taken)
         return Page((self._checkpoint(row) for row in found), more=len(sizes) > taken)
 
-    async def delete_execution(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
-    ) -> DeleteExecutionResult:
-        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction; write a ``removed`` event when a pending interrupt went away.
+    async def _delete_execution_rows(
+        self, conn: Statements, namespace: str, execution_id: str, applied_at: Any
+    ) -> tuple[DeleteExecutionResult, PendingRecord | None]:
+        """The checkpoints and their tombstones in one statement; the pending row the delete
+        returns."""
+        key = (namespace, execution_id)
+        counted = await conn.fetch(self._sql.delete_checkpoints, (*key, applied_at))
+        removed = await conn.fetch(self._sql.delete_pending, key)
+        results = await conn.run(self._sql.delete_idempotent, key)
+        await conn.run(self._sql.delete_decisions, key)
+        result = DeleteExecutionResult(
+            checkpoints_deleted=int(counted[0][0]),
+            pending_interrupt_deleted=bool(removed),
+            idempotency_results_deleted=results,
+        )
+        return result, self._pending(removed[0]) if removed else None
 
-        The request ids of the deleted checkpoints become tombstones in the same statement.
-        A non-empty ``request_id`` is recorded first: a concurrent call with the same id
-        waits on that row and, once this one commits, returns its reply (C9).
-        """
-        applied_at = times.utc_in(datetime.now(UTC) if now is None else now)
-        async with self._connection() as conn, conn.transaction():
-            record = bool(request_id)
-            if request_id and not await conn.fetchval(
-                self._sql.record_reply,
-                namespace,
-                request_id,
-                applied_at,
-                replies.DELETE_EXECUTION,
-                None,
-                fingerprint or None,
-            ):
-                row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
-                if row is not None:
-                    first = row["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                if row is not None and row["kind"] == replies.DELETE_EXECUTION:
-                    return replies.decode_delete(row["reply_json"])
-                # An id stored without a fingerprint by another kind of call is kept.
-                record = False
-            checkpoints = int(
-                await conn.fetchval(
-                    self._sql.delete_checkpoints, namespace, execution_id, applied_at
-                )
-            )
-            removed = await conn.fetchrow(self._sql.delete_pending, namespace, execution_id)
-            results = row_count(
-                await conn.execute(self._sql.delete_idempotent, namespace, execution_id)
-            )
-            await conn.execute(self._sql.delete_decisions, namespace, execution_id)
-            result = DeleteExecutionResult(
-                checkpoints_deleted=checkpoints,
-                pending_interrupt_deleted=removed is not None,
-                idempotency_results_deleted=results,
-            )
-            if record:
-                await conn.execute(
-                    self._sql.set_reply, namespace, request_id, replies.encode(result)
-                )
-            if removed is not None:
-                await self._append_event(conn, namespace, EventKind.REMOVED, self._pending(removed))
-        return result
-
-    async def prune(
-        self,
-        namespace: str,
-        cutoff: datetime,
-        *,
-        batch_size: int,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
+    async def _prune_rows(
+        self, namespace: str, cutoff: Any, batch_size: int, applied_at: Any
     ) -> PruneResult:
-        """Delete completed/failed checkpoints and idempotency results older than ``cutoff``.
-
-        Each batch is one statement (its own transaction) of at most ``batch_size`` rows, so
-        other callers never wait long; batches repeat until nothing old is left. Each batch
-        records the request ids of the checkpoints it deleted as tombstones; the reply is
-        recorded under ``request_id`` once the prune is complete, and a retry returns it (C9).
-        """
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        cutoff = times.utc_in(cutoff)
-        applied_at = times.utc_in(datetime.now(UTC) if now is None else now)
-        if request_id:
-            earlier = await self._prune_reply(namespace, request_id, fingerprint)
-            if earlier is not None:
-                return earlier
+        """Each batch one statement (its own transaction), the checkpoints' with their
+        tombstones."""
         checkpoints = await self._prune_loop(
             self._sql.prune_checkpoints, namespace, cutoff, batch_size, applied_at
         )
         results = await self._prune_loop(self._sql.prune_idempotent, namespace, cutoff, batch_size)
-        result = PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=results)
-        if request_id:
-            async with self._connection() as conn:
-                recorded = await conn.fetchval(
-                    self._sql.record_reply,
-                    namespace,
-                    request_id,
-                    applied_at,
-                    replies.PRUNE,
-                    replies.encode(result),
-                    fingerprint or None,
-                )
-            if not recorded:
-                # A concurrent call with this id finished first: answer like it did.
-                return await self._prune_reply(namespace, request_id, fingerprint) or result
-        return result
-
-    async def _prune_reply(
-        self, namespace: str, request_id: str, fingerprint: str
-    ) -> PruneResult | None:
-        """The reply recorded under ``request_id`` (None: none, or another kind of call's id
-        stored without a fingerprint); :class:`RequestIdReused` for another request's id."""
-        async with self._connection() as conn:
-            row = await conn.fetchrow(self._sql.reply_of_request, namespace, request_id)
-        if row is not None:
-            retries.check_fingerprint(request_id, row["request_fingerprint"], fingerprint)
-        if row is None or row["kind"] != replies.PRUNE:
-            return None
-        return replies.decode_prune(row["reply_json"])
+        return PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=results)
 
     async def _prune_loop(
         self, query: str, namespace: str, cutoff: datetime, batch_size: int, *extra: object
@@ -294,18 +206,6 @@ class PostgresCheckpoints(PostgresCore):
             checkpoint,
             fingerprint,
         )
-
-    async def list_unsynced(
-        self, namespace: str, *, after_sequence: int | None, limit: int
-    ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
-        first."""
-        if limit <= 0:
-            return []
-        bound = 0 if after_sequence is None else after_sequence
-        async with self._connection() as conn:
-            rows = await conn.fetch(self._sql.list_unsynced, namespace, bound, limit)
-        return [self._checkpoint(row) for row in rows]
 
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime

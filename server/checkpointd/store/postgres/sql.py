@@ -173,14 +173,6 @@ class Sql:
         # Keyset listing (parameters: namespace, execution_id, bound, limit), and the same
         # listing of stored sizes only, read first so that only the rows that fit the byte
         # budget are loaded (see checkpointd.store.budget).
-        self.checkpoints = CheckpointSql(
-            get_checkpoint=self.get_checkpoint,
-            latest=self.latest,
-            latest_skip_step_type=self.latest_skip_run_end,
-            checkpoint_by_id=self.checkpoint_by_id,
-            checkpoint_by_request_id=self.checkpoint_by_request_id,
-            tombstone_fingerprint=self.tombstone_fingerprint,
-        )
         self.list_ascending = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND sequence > $3 ORDER BY sequence LIMIT $4"
@@ -533,6 +525,19 @@ class Sql:
             FROM unnest($2::text[], $3::text[]) AS v (cid, reason)
             WHERE c.namespace = $1 AND c.checkpoint_id = v.cid AND v.reason IS NOT NULL
               AND c.sync_error IS NOT NULL"""
+        #: What the checkpoint bodies shared with SQLite run (checkpointd.store.checkpoints).
+        self.checkpoints = CheckpointSql(
+            get_checkpoint=self.get_checkpoint,
+            latest=self.latest,
+            latest_skip_step_type=self.latest_skip_run_end,
+            checkpoint_by_id=self.checkpoint_by_id,
+            checkpoint_by_request_id=self.checkpoint_by_request_id,
+            tombstone_fingerprint=self.tombstone_fingerprint,
+            list_unsynced=self.list_unsynced,
+            reply_of_request=self.reply_of_request,
+            record_reply=self.record_reply,
+            set_reply=self.set_reply,
+        )
 
     def list_pending(self, filters: PendingFilter, *, sizes: bool = False) -> tuple[str, list[Any]]:
         """The pending listing with only the set filters, so each variant gets its own plan (a

@@ -82,7 +82,7 @@ from checkpointd.domain import (
 )
 from checkpointd.store import decisions, times
 from checkpointd.store.base import PoolState, StoreError, StoreUnavailable
-from checkpointd.store.checkpoints import CheckpointReads
+from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
 )
@@ -120,6 +120,7 @@ class PostgresStore(
     DecisionTransactions,
     OutboxReads,
     CheckpointReads,
+    CheckpointRemovals,
     IdempotencyReads,
 ):
     """A :class:`~checkpointd.store.base.Store` on PostgreSQL through an asyncpg pool.

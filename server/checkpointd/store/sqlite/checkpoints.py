@@ -1,8 +1,9 @@
 """The SQLite store's checkpoints: the insert behind put and record (one statement when the
-row is written), keyset listing, delete and prune with their tombstones (C9), and the
-replication outbox's settlements (R1-R4). Each write is one ``BEGIN IMMEDIATE`` transaction
-(puts join the group commit); writers are serialized, so what a transaction reads is what it
-then changes."""
+row is written), keyset listing, the deletes of DeleteExecution and prune with their
+tombstones (C9; the request-id rules are
+:class:`~checkpointd.store.checkpoints.CheckpointRemovals`), and the replication outbox's
+settlements (R1-R4). Each write is one ``BEGIN IMMEDIATE`` transaction (puts join the group
+commit); writers are serialized, so what a transaction reads is what it then changes."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ import dataclasses
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
-    EventKind,
     Page,
+    PendingRecord,
     PruneResult,
 )
-from checkpointd.store import budget, replies, retries, times
+from checkpointd.store import budget, times
 from checkpointd.store.base import StoreError
 from checkpointd.store.checkpoints import existing_checkpoint
 from checkpointd.store.columns import MAX_SEQUENCE, checkpoint_params
@@ -128,103 +130,32 @@ class SQLiteCheckpoints(SQLiteCore):
             if result is not None:
                 return result
 
-    async def delete_execution(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
-    ) -> DeleteExecutionResult:
-        """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction, with a ``removed`` event when a pending interrupt went away, tombstones
-        for the request ids of the deleted checkpoints, and the reply under ``request_id``
-        (a retry returns that reply and deletes nothing: C9)."""
+    async def _delete_execution_rows(
+        self, conn: Statements, namespace: str, execution_id: str, applied_at: Any
+    ) -> tuple[DeleteExecutionResult, PendingRecord | None]:
         key = (namespace, execution_id)
-        now_us = times.now_us() if now is None else times.to_us(now)
+        pending_rows = await conn.fetch(sql.PENDING_OF_EXECUTION, key)
+        await conn.run(sql.TOMBSTONE_EXECUTION, (applied_at, *key))
+        checkpoints = await conn.run(sql.DELETE_CHECKPOINTS_OF_EXECUTION, key)
+        pending_deleted = await conn.run(sql.DELETE_PENDING_OF_EXECUTION, key) > 0
+        idempotency = await conn.run(sql.DELETE_IDEMPOTENT_OF_EXECUTION, key)
+        await conn.run(sql.DELETE_DECISIONS_OF_EXECUTION, key)
+        result = DeleteExecutionResult(
+            checkpoints_deleted=checkpoints,
+            pending_interrupt_deleted=pending_deleted,
+            idempotency_results_deleted=idempotency,
+        )
+        return result, self._pending(pending_rows[0]) if pending_rows else None
 
-        async def body(conn: Statements) -> DeleteExecutionResult:
-            record = bool(request_id)
-            if request_id:
-                earlier = await conn.fetch(sql.REPLY_OF_REQUEST, (namespace, request_id))
-                if earlier:
-                    first = earlier[0]["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                if earlier and earlier[0]["kind"] == replies.DELETE_EXECUTION:
-                    return replies.decode_delete(earlier[0]["reply_json"])
-                # An id stored without a fingerprint by another kind of call is kept.
-                record = not earlier
-            pending_rows = await conn.fetch(sql.PENDING_OF_EXECUTION, key)
-            await conn.run(sql.TOMBSTONE_EXECUTION, (now_us, *key))
-            checkpoints = await conn.run(sql.DELETE_CHECKPOINTS_OF_EXECUTION, key)
-            pending_deleted = await conn.run(sql.DELETE_PENDING_OF_EXECUTION, key) > 0
-            idempotency = await conn.run(sql.DELETE_IDEMPOTENT_OF_EXECUTION, key)
-            await conn.run(sql.DELETE_DECISIONS_OF_EXECUTION, key)
-            if pending_rows:
-                pending = self._pending(pending_rows[0])
-                await self._append_event(conn, namespace, EventKind.REMOVED, pending, now_us)
-            result = DeleteExecutionResult(
-                checkpoints_deleted=checkpoints,
-                pending_interrupt_deleted=pending_deleted,
-                idempotency_results_deleted=idempotency,
-            )
-            if record:
-                reply = (namespace, request_id, now_us, replies.DELETE_EXECUTION)
-                encoded = replies.encode(result)
-                await conn.run(sql.RECORD_REPLY, (*reply, encoded, fingerprint or None))
-            return result
-
-        return await self._in_transaction(body)
-
-    async def prune(
-        self,
-        namespace: str,
-        cutoff: datetime,
-        *,
-        batch_size: int,
-        request_id: str = "",
-        now: datetime | None = None,
-        fingerprint: str = "",
+    async def _prune_rows(
+        self, namespace: str, cutoff: Any, batch_size: int, applied_at: Any
     ) -> PruneResult:
-        """Delete completed/failed checkpoints and unprotected idempotency results older than
-        ``cutoff``, at most ``batch_size`` rows per transaction; the request ids of the deleted
-        checkpoints become tombstones in their batch's transaction. The reply is recorded
-        under ``request_id`` once the prune is complete, and a retry returns it (C9)."""
-        if batch_size <= 0:
-            raise ValueError("batch_size must be positive")
-        now_us = times.now_us() if now is None else times.to_us(now)
-        if request_id:
-            earlier = await self._query(sql.REPLY_OF_REQUEST, (namespace, request_id))
-            if earlier:
-                first = earlier[0]["request_fingerprint"]
-                retries.check_fingerprint(request_id, first, fingerprint)
-            if earlier and earlier[0]["kind"] == replies.PRUNE:
-                return replies.decode_prune(earlier[0]["reply_json"])
-        params = (namespace, times.to_us(cutoff), batch_size)
+        params = (namespace, cutoff, batch_size)
         checkpoints = await self._delete_in_batches(
-            sql.PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=now_us
+            sql.PRUNE_CHECKPOINTS_BATCH, params, tombstones_at=applied_at
         )
         idempotency = await self._delete_in_batches(sql.PRUNE_IDEMPOTENT_BATCH, params)
-        result = PruneResult(
-            checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency
-        )
-        if not request_id:
-            return result
-
-        async def record(conn: Statements) -> PruneResult:
-            reply = (namespace, request_id, now_us, replies.PRUNE, replies.encode(result))
-            if not await conn.run(sql.RECORD_REPLY, (*reply, fingerprint or None)):
-                # A concurrent call with this id finished first: answer like it did.
-                earlier = await conn.fetch(sql.REPLY_OF_REQUEST, (namespace, request_id))
-                if earlier:
-                    first = earlier[0]["request_fingerprint"]
-                    retries.check_fingerprint(request_id, first, fingerprint)
-                if earlier and earlier[0]["kind"] == replies.PRUNE:
-                    return replies.decode_prune(earlier[0]["reply_json"])
-            return result
-
-        return await self._in_transaction(record)
+        return PruneResult(checkpoints_deleted=checkpoints, idempotency_results_deleted=idempotency)
 
     async def _delete_in_batches(
         self, statement: str, params: tuple[str, int, int], *, tombstones_at: int | None = None
@@ -250,17 +181,6 @@ class SQLiteCheckpoints(SQLiteCore):
             total += deleted
             if deleted < batch_size:
                 return total
-
-    async def list_unsynced(
-        self, namespace: str, *, after_sequence: int | None, limit: int
-    ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
-        first."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-        bound = 0 if after_sequence is None else after_sequence
-        rows = await self._query(sql.LIST_UNSYNCED, (namespace, bound, limit))
-        return [self._checkpoint(row) for row in rows]
 
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime

@@ -135,14 +135,6 @@ IS_TOMBSTONE: Final = (
     "SELECT request_fingerprint FROM applied_requests "
     "WHERE namespace = ? AND request_id = ? AND kind = 'deleted_write'"
 )
-CHECKPOINTS: Final = CheckpointSql(
-    get_checkpoint=GET_CHECKPOINT,
-    latest=LATEST_CHECKPOINT,
-    latest_skip_step_type=LATEST_CHECKPOINT_SKIP_STEP_TYPE,
-    checkpoint_by_id=CHECKPOINT_BY_ID,
-    checkpoint_by_request_id=CHECKPOINT_BY_REQUEST_ID,
-    tombstone_fingerprint=IS_TOMBSTONE,
-)
 REPLY_OF_REQUEST: Final = (
     "SELECT kind, reply_json, request_fingerprint FROM applied_requests "
     "WHERE namespace = ? AND request_id = ?"
@@ -151,6 +143,22 @@ RECORD_REPLY: Final = (
     "INSERT INTO applied_requests "
     "(namespace, request_id, applied_at, kind, reply_json, request_fingerprint) "
     "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, request_id) DO NOTHING"
+)
+# Parameters: namespace, request_id, reply_json (numbered: the order of CheckpointSql's).
+SET_REPLY: Final = (
+    "UPDATE applied_requests SET reply_json = ?3 WHERE namespace = ?1 AND request_id = ?2"
+)
+CHECKPOINTS: Final = CheckpointSql(
+    get_checkpoint=GET_CHECKPOINT,
+    latest=LATEST_CHECKPOINT,
+    latest_skip_step_type=LATEST_CHECKPOINT_SKIP_STEP_TYPE,
+    checkpoint_by_id=CHECKPOINT_BY_ID,
+    checkpoint_by_request_id=CHECKPOINT_BY_REQUEST_ID,
+    tombstone_fingerprint=IS_TOMBSTONE,
+    list_unsynced=LIST_UNSYNCED,
+    reply_of_request=REPLY_OF_REQUEST,
+    record_reply=RECORD_REPLY,
+    set_reply=SET_REPLY,
 )
 
 # A fastaiagent run's one pause has the empty interrupt id; a graph's pauses have theirs (G8).

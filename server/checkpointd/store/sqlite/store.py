@@ -66,7 +66,7 @@ from checkpointd.domain import (
 )
 from checkpointd.store import decisions, times
 from checkpointd.store.base import StoreError, StoreUnavailable
-from checkpointd.store.checkpoints import CheckpointReads
+from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
 )
@@ -150,6 +150,7 @@ class SQLiteStore(
     DecisionTransactions,
     OutboxReads,
     CheckpointReads,
+    CheckpointRemovals,
     IdempotencyReads,
 ):
     """A :class:`~checkpointd.store.base.Store` in one SQLite file.
