@@ -48,6 +48,7 @@ from checkpointd.domain import Page, PendingRecord
 from checkpointd.paging import MAX_SEQUENCE
 from checkpointd.store import rows
 from checkpointd.store.columns import DECIDED_PENDING_COLUMNS, DECISION_ROW_COLUMNS, TimeWriter
+from checkpointd.store.filters import set_conditions
 from checkpointd.store.statements import Body, Statements
 
 __all__ = [
@@ -267,18 +268,12 @@ class ExecutionReader(abc.ABC):
 
     def _filters(self, query: ExecutionQuery) -> tuple[str, list[Any]]:
         """The conditions of a listing's set filters, on the summary columns."""
-        sql = ""
-        params: list[Any] = []
-        if query.chain_name is not None:
-            sql += " AND chain_name = ?"
-            params.append(query.chain_name)
-        if query.status is not None:
-            sql += " AND run_status = ?"
-            params.append(query.status.value)
-        if query.active_since is not None:
-            sql += " AND last_activity_at >= ?"
-            params.append(self._write_time(query.active_since))
-        return sql, params
+        status, since = query.status, query.active_since
+        return set_conditions(
+            ("chain_name = ?", query.chain_name),
+            ("run_status = ?", None if status is None else status.value),
+            ("last_activity_at >= ?", None if since is None else self._write_time(since)),
+        )
 
     def _summaries(
         self,

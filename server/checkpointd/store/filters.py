@@ -13,7 +13,7 @@ from typing import Any
 
 from checkpointd.domain import PendingFilter, PendingRecord
 
-__all__ = ["PrefixMatch", "conditions", "matches", "shape"]
+__all__ = ["PrefixMatch", "conditions", "matches", "set_conditions", "shape"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,16 +34,18 @@ def shape(filters: PendingFilter) -> tuple[bool, bool, bool]:
     )
 
 
+def set_conditions(*tests: tuple[str, object]) -> tuple[str, list[Any]]:
+    """`` AND condition`` for each ``(condition, value)`` whose value is set (not None), with
+    one ``?`` each, and their values in order: the filters of a listing."""
+    chosen = [(condition, value) for condition, value in tests if value is not None]
+    return "".join(f" AND {condition}" for condition, _ in chosen), [v for _, v in chosen]
+
+
 def conditions(filters: PendingFilter, prefix: PrefixMatch) -> tuple[str, list[Any]]:
     """The ``AND ...`` conditions of the set filters, and their parameters."""
-    sql = ""
-    params: list[Any] = []
-    if filters.chain_name is not None:
-        sql += " AND p.chain_name = ?"
-        params.append(filters.chain_name)
-    if filters.reason is not None:
-        sql += " AND p.reason = ?"
-        params.append(filters.reason)
+    sql, params = set_conditions(
+        ("p.chain_name = ?", filters.chain_name), ("p.reason = ?", filters.reason)
+    )
     if filters.agent_path_prefix:
         sql += f" AND {prefix.sql}"
         params += [filters.agent_path_prefix] * prefix.uses
