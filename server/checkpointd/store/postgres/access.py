@@ -8,12 +8,12 @@ store's schema.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from checkpointd.domain import EventKind, PendingRecord
+from checkpointd.store.statements import EventWriter
 
 __all__ = ["PostgresAccess"]
 
@@ -26,5 +26,7 @@ class PostgresAccess:
     """Lends a pooled connection; driver failures become store errors."""
     quoted_schema: str
     """The schema of the store's tables, quoted."""
-    append_event: Callable[[Any, str, EventKind, PendingRecord], Awaitable[None]]
-    """Appends a pending-interrupt event; the last statements of a transaction."""
+    append_event: EventWriter
+    """Appends a pending-interrupt event on a transaction's
+    :class:`~checkpointd.store.postgres.statements.PgStatements`; the last statements of the
+    transaction."""

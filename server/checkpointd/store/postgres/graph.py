@@ -17,9 +17,11 @@ from typing import Any
 
 import asyncpg
 
+from checkpointd.domain import PendingRecord
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
+from checkpointd.graph.pending_ops import StatementPendingOps
 from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
@@ -34,9 +36,10 @@ from checkpointd.graph.store import (
 )
 from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
-from checkpointd.store.postgres.graph_interrupts import PendingSql, PostgresPendingOps
+from checkpointd.store.postgres.graph_interrupts import pending_ops_sql
 from checkpointd.store.postgres.graph_retention import PostgresRetention
 from checkpointd.store.postgres.graph_sql import GraphSql
+from checkpointd.store.postgres.statements import PgStatements
 from checkpointd.store.rows import pending_from_row
 
 __all__ = ["PostgresGraphStore"]
@@ -74,7 +77,7 @@ class PostgresGraphStore(GraphStore):
         self._access = access
         self._sql = GraphSql(access.quoted_schema)
         self._retention = PostgresRetention(access, self._sql, self._remove_pauses)
-        self._pending_sql = PendingSql(access.quoted_schema)
+        self._pending_sql = pending_ops_sql(access.quoted_schema)
         # put_writes: its writes (replacing or keeping the first) with the task's rows.
         self._writes_then_task_rows = {
             replace: f"WITH written AS ({writes}) {self._pending_sql.of_task}"
@@ -84,9 +87,26 @@ class PostgresGraphStore(GraphStore):
             )
         }
 
-    def _pending(self, conn: Any, namespace: str) -> PostgresPendingOps:
-        """The graph interrupts' statements on this transaction (G8-G10)."""
-        return PostgresPendingOps(conn, self._pending_sql, namespace, self._access.append_event)
+    def _pending(
+        self,
+        conn: Any,
+        namespace: str,
+        *,
+        task_rows: list[PendingRecord] | None = None,
+        released: list[list[Any]] | None = None,
+    ) -> StatementPendingOps:
+        """The graph interrupts' statements on this transaction (G8-G10), with the task's rows
+        or the released descriptions when a statement of the caller read them already."""
+        return StatementPendingOps(
+            PgStatements(conn),
+            self._pending_sql,
+            namespace,
+            read_time=times.utc_out,
+            write_time=times.utc_in,
+            append_event=self._access.append_event,
+            task_rows=task_rows,
+            released=released,
+        )
 
     async def _transaction(
         self,
@@ -182,20 +202,14 @@ class PostgresGraphStore(GraphStore):
             )
             if cp.send_nodes:
                 await conn.execute(
-                    self._pending_sql.set_send_nodes,
+                    self._sql.set_send_nodes,
                     namespace,
                     cp.thread_id,
                     cp.checkpoint_ns,
                     cp.checkpoint_id,
                     send_nodes_column(cp.send_nodes),
                 )
-            ops = PostgresPendingOps(
-                conn,
-                self._pending_sql,
-                namespace,
-                self._access.append_event,
-                released=json.loads(released) if released else [],
-            )
+            ops = self._pending(conn, namespace, released=json.loads(released) if released else [])
             await graph_interrupts.checkpoint_stored(
                 ops,
                 cp.thread_id,
@@ -259,13 +273,7 @@ class PostgresGraphStore(GraphStore):
                 # The writes and the task's pending rows (locked) in one statement.
                 found = await conn.fetch(statement, *key, *columns)
                 task_rows = [pending_from_row(row, times.utc_out) for row in found]
-            ops = PostgresPendingOps(
-                conn,
-                self._pending_sql,
-                namespace,
-                self._access.append_event,
-                task_rows=task_rows,
-            )
+            ops = self._pending(conn, namespace, task_rows=task_rows)
             await graph_interrupts.write_task(ops, place, interrupts, now, task_path)
             return 0
 

@@ -65,6 +65,10 @@ class GraphSql:
             RETURNING (SELECT json_agg(json_build_array(position, task_id, interrupt_id,
                 chain_name, node_id, reason, context_json))::text FROM released)"""
         self.upsert_checkpoint = f"WITH {released}{upsert}"
+        # The Send targets of the checkpoint's put ($5), which name the pauses they start (G8).
+        self.set_send_nodes = (
+            f"UPDATE {s}.graph_checkpoints SET send_nodes = $5 WHERE {key} AND checkpoint_id = $4"
+        )
         # The checkpoint with its new values in one statement (one round trip): the values
         # as arrays ($12: channels, $13: versions, $14: types, $15: data), a value whose
         # (channel, version) is already stored left as it is.

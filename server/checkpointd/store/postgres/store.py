@@ -334,7 +334,7 @@ class PostgresStore(
 
     def access(self) -> PostgresAccess:
         """What the graph store and the execution reader borrow from this store."""
-        return PostgresAccess(self._connection, self._quoted_schema, self._append_event)
+        return PostgresAccess(self._connection, self._quoted_schema, self._append_event_at)
 
     # --- helpers -------------------------------------------------------------------------
 

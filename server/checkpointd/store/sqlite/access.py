@@ -14,8 +14,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from checkpointd.domain import EventKind, PendingRecord
 from checkpointd.store.sqlite.on_thread import Body, Statements
+from checkpointd.store.statements import EventWriter
 
 __all__ = ["RunsBody", "SQLiteAccess"]
 
@@ -43,6 +43,6 @@ class SQLiteAccess:
     """Reads on the query-only connection, in one call on its thread."""
     group: Callable[[Callable[[Statements], Awaitable[Any]]], Awaitable[Any]]
     """Runs one write in the next group-commit transaction; returns its outcome."""
-    append_event: Callable[[Statements, str, EventKind, PendingRecord, int], Awaitable[None]]
+    append_event: EventWriter
     """Appends a pending-interrupt event in the writer's transaction (its commit wakes the
     watchers)."""

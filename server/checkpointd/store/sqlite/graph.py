@@ -19,6 +19,7 @@ from typing import Any
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
+from checkpointd.graph.pending_ops import StatementPendingOps
 from checkpointd.graph.store import (
     ChannelValue,
     GraphCheckpoint,
@@ -34,7 +35,7 @@ from checkpointd.graph.store import (
 from checkpointd.store import times
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
-from checkpointd.store.sqlite.graph_interrupts import SQLitePendingOps
+from checkpointd.store.sqlite.graph_interrupts import PENDING_OPS_SQL
 from checkpointd.store.sqlite.graph_retention import SQLiteRetention
 from checkpointd.store.sqlite.on_thread import Statements
 
@@ -69,9 +70,16 @@ class SQLiteGraphStore(GraphStore):
         self._access = access
         self._retention = SQLiteRetention(access, self._remove_pauses)
 
-    def _pending(self, conn: Statements, namespace: str) -> SQLitePendingOps:
+    def _pending(self, conn: Statements, namespace: str) -> StatementPendingOps:
         """The graph interrupts' statements on this transaction (G8-G10)."""
-        return SQLitePendingOps(conn, namespace, self._access.append_event)
+        return StatementPendingOps(
+            conn,
+            PENDING_OPS_SQL,
+            namespace,
+            read_time=times.from_us,
+            write_time=times.to_us,
+            append_event=self._access.append_event,
+        )
 
     # --- request ids -------------------------------------------------------------------
 

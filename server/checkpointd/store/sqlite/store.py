@@ -375,7 +375,7 @@ class SQLiteStore(
             write_hops=self._write_hops,
             read=self._read,
             group=self._group.submit,
-            append_event=self._append_event,
+            append_event=self._append_event_at,
         )
 
     # --- plumbing ------------------------------------------------------------------------
