@@ -21,6 +21,7 @@ from checkpointd.domain import (
     PendingFilter,
 )
 from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
+from checkpointd.store.filters import conditions
 from checkpointd.store.postgres import PostgresStore
 from tests.support.records import NS, checkpoint, interrupt, pending
 
@@ -439,20 +440,29 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         f" {s}.interrupt_claims, {s}.applied_requests"
     )
     sql = store._sql
+
+    def pending_listing(filters: PendingFilter, *, sizes: bool = False) -> str:
+        where, _ = conditions(filters, store._outbox_sql.prefix)
+        return store._outbox_sql.pending(where, sizes=sizes)
+
     early = datetime(2025, 1, 1, 3, tzinfo=UTC)
     start = datetime(1, 1, 1, tzinfo=UTC)
     cases: list[tuple[str, str, tuple[object, ...]]] = [
         ("latest", sql.latest, ("ns", "e5")),
         ("latest_skip_run_end", sql.latest_skip_run_end, ("ns", "e5", "run_end")),
-        ("list_ascending", sql.list_ascending, ("ns", "e5", 0, 20)),
-        ("list_descending", sql.list_descending, ("ns", "e5", 2**63 - 1, 20)),
-        ("list_page", sql.list_ascending, ("ns", "e5", 2500, 20)),
-        ("list_ascending_sizes", sql.list_ascending_sizes, ("ns", "e5", 0, 20)),
-        ("list_descending_sizes", sql.list_descending_sizes, ("ns", "e5", 2**63 - 1, 20)),
+        ("list_ascending", sql.list_ascending, ("ns", "e5", 0, 2**63 - 1, 20)),
+        ("list_descending", sql.list_descending, ("ns", "e5", 0, 2**63 - 1, 20)),
+        ("list_page", sql.list_ascending, ("ns", "e5", 2500, 2600, 20)),
+        ("list_ascending_sizes", sql.list_ascending_sizes, ("ns", "e5", 0, 2**63 - 1, 20)),
+        (
+            "list_descending_sizes",
+            sql.list_descending_sizes,
+            ("ns", "e5", 0, 2**63 - 1, 20),
+        ),
         (
             "list_pending_sizes",
-            sql.list_pending(PendingFilter(), sizes=True)[0],
-            ("ns", 2**63 - 1, 50),
+            pending_listing(PendingFilter(), sizes=True),
+            ("ns", 2**63 - 1, 0, 50),
         ),
         ("get_checkpoint", sql.get_checkpoint, ("ns", "c77", "e77")),
         ("checkpoint_by_id", sql.checkpoint_by_id, ("ns", "c77")),
@@ -460,27 +470,27 @@ async def test_hot_queries_use_indexes(store: PostgresStore, raw: asyncpg.Connec
         ("tombstone_fingerprint", sql.tombstone_fingerprint, ("ns", "r77")),
         ("fingerprint_of_applied", sql.fingerprint_of_applied, ("ns", "r77")),
         ("reply_of_request", sql.reply_of_request, ("ns", "r77")),
-        ("list_pending", sql.list_pending(PendingFilter())[0], ("ns", 2**63 - 1, 50)),
-        ("list_pending_page", sql.list_pending(PendingFilter())[0], ("ns", 1500, 50)),
+        ("list_pending", pending_listing(PendingFilter()), ("ns", 2**63 - 1, 0, 50)),
+        ("list_pending_page", pending_listing(PendingFilter()), ("ns", 1500, 1400, 50)),
         (
             "list_pending_chain",
-            sql.list_pending(PendingFilter(chain_name="chain3"))[0],
-            ("ns", 1500, "chain3", 50),
+            pending_listing(PendingFilter(chain_name="chain3")),
+            ("ns", 1500, 0, "chain3", 50),
         ),
         (
             "list_pending_reason",
-            sql.list_pending(PendingFilter(reason="r2"))[0],
-            ("ns", 1500, "r2", 50),
+            pending_listing(PendingFilter(reason="r2")),
+            ("ns", 1500, 0, "r2", 50),
         ),
         (
             "list_pending_path",
-            sql.list_pending(PendingFilter(agent_path_prefix="a/b1"))[0],
-            ("ns", 1500, "a/b1", 50),
+            pending_listing(PendingFilter(agent_path_prefix="a/b1")),
+            ("ns", 1500, 0, "a/b1", 50),
         ),
         (
             "list_pending_all_filters",
-            sql.list_pending(PendingFilter("chain3", "r2", "a/b1"))[0],
-            ("ns", 1500, "chain3", "r2", "a/b1", 50),
+            pending_listing(PendingFilter("chain3", "r2", "a/b1")),
+            ("ns", 1500, 0, "chain3", "r2", "a/b1", 50),
         ),
         ("pending_by_execution", sql.pending_by_execution, ("ns", "e5")),
         (
@@ -635,10 +645,3 @@ async def test_e2_database_errors_carry_no_sql_text(
         await store.get_idempotent(NS, "e", "k")
     assert not isinstance(info.value, StoreUnavailable)
     assert str(info.value) == "Postgres error 42P01 (UndefinedTableError)"
-
-
-async def test_non_positive_limits_list_nothing(store: PostgresStore) -> None:
-    """A listing with a limit below one is empty here (SQLite refuses it)."""
-    await store.put_checkpoint(NS, "", checkpoint("e"))
-    listed = await store.list_checkpoints(NS, "e", after_sequence=None, descending=False, limit=0)
-    assert listed == []

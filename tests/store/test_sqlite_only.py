@@ -25,6 +25,7 @@ from checkpointd.domain import (
     PendingFilter,
 )
 from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.filters import conditions
 from checkpointd.store.sqlite import SQLiteStore
 from checkpointd.store.sqlite import errors as sqlite_errors
 from checkpointd.store.sqlite import sql as sqlite_sql
@@ -339,7 +340,9 @@ async def test_queries_are_index_lookups(store: SQLiteStore, db_path: Path) -> N
     an index and never scan a table or sort."""
     m = sqlite_sql
     full_filter = PendingFilter(chain_name="c", reason="r", agent_path_prefix="a/")
-    list_pending_sql, list_pending_params = SQLiteStore._list_pending_query(NS, 10, 5, full_filter)
+    where, filter_params = conditions(full_filter, sqlite_sql.PREFIX)
+    list_pending_sql = sqlite_sql.OUTBOX.pending(where, sizes=False)
+    list_pending_sizes_sql = sqlite_sql.OUTBOX.pending(where, sizes=True)
     queries: list[tuple[str, tuple[Any, ...]]] = [
         (m.LATEST_CHECKPOINT, (NS, "e")),
         (m.LATEST_CHECKPOINT_SKIP_STEP_TYPE, (NS, "e", RUN_END)),
@@ -358,8 +361,9 @@ async def test_queries_are_index_lookups(store: SQLiteStore, db_path: Path) -> N
         (m.PRUNE_CHECKPOINTS_BATCH, (NS, 1, 10)),
         (m.PENDING_OF_EXECUTION, (NS, "e")),
         (m.DELETE_PENDING_OF_EXECUTION, (NS, "e")),
-        (list_pending_sql, tuple(list_pending_params)),
-        (m.LIST_PENDING + m.LIST_PENDING_ORDER, (NS, 10, 5)),
+        (list_pending_sql, (NS, 10, 0, *filter_params, 5)),
+        (list_pending_sizes_sql, (NS, 10, 0, *filter_params, 5)),
+        (sqlite_sql.OUTBOX.pending("", sizes=False), (NS, 10, 0, 5)),
         (m.CLAIM_BY_TOKEN, (NS, "e", "t")),
         (m.CLAIM_BY_CHECKPOINT, (NS, "e", "c")),
         (m.PURGE_CLAIMS, (1,)),
@@ -495,12 +499,6 @@ def test_in_memory_database_is_refused(path: str) -> None:
     """An in-memory database (private to each connection) is refused up front."""
     with pytest.raises(ValueError, match="path of a database file"):
         SQLiteStore(path)
-
-
-async def test_non_positive_limits_are_refused(store: SQLiteStore) -> None:
-    """A listing with a limit below one is a caller bug here (Postgres lists nothing)."""
-    with pytest.raises(ValueError, match="limit"):
-        await store.list_checkpoints(NS, "x", after_sequence=None, descending=False, limit=0)
 
 
 class _CountingQueue:

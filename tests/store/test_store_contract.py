@@ -105,6 +105,17 @@ async def test_j4_naive_datetime_is_refused(store: Store) -> None:
         await store.put_checkpoint(NS, "", checkpoint(created_at=datetime(2024, 1, 1)))
 
 
+async def test_non_positive_listing_limits_are_refused(store: Store) -> None:
+    """A listing with a limit below one is a caller bug, refused on both backends."""
+    for listing in (
+        store.list_checkpoints(NS, "x", after_sequence=None, descending=False, limit=0),
+        store.list_pending(NS, before_sequence=None, limit=0, filters=PendingFilter()),
+        store.list_unsynced(NS, after_sequence=None, limit=0),
+    ):
+        with pytest.raises(ValueError, match="limit"):
+            await listing
+
+
 async def test_j1_json_text_unicode_and_pending_rows_round_trip_exactly(store: Store) -> None:
     """Every field comes back exactly: JSON text byte for byte, big ints, unicode, UTC µs time."""
     state = (

@@ -4,7 +4,8 @@ A page is read in two steps: first the sequence (or cursor) and the stored size 
 candidate row, which costs a few integers per row whatever the rows hold; then only the rows
 that fit both the row limit and the byte budget. So a page of large rows never loads more
 than the budget (plus, always, one row, so that paging moves on even when a single row is
-larger than the budget).
+larger than the budget). :func:`read_page` is that read, for the checkpoint and pending
+listings.
 
 Sizes are the UTF-8 bytes of a row's text columns plus :data:`ROW_OVERHEAD_BYTES`, an upper
 bound of what the fixed-size fields and the protobuf framing add, so a page that fits here
@@ -13,10 +14,13 @@ also fits the reply the servicer builds from it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from checkpointd.domain import PendingRecord
+
+if TYPE_CHECKING:
+    from checkpointd.store.statements import Statements
 
 __all__ = [
     "CHECKPOINT_TEXT_COLUMNS",
@@ -26,7 +30,12 @@ __all__ = [
     "fit",
     "merge_newest_first",
     "pending_bytes",
+    "read_page",
 ]
+
+#: A listing's statement and parameters for the sequences above ``above`` and below
+#: ``below``, at most ``limit`` rows.
+Listing = Callable[[int, int, int], tuple[str, Sequence[Any]]]
 
 #: More than the tags, lengths, integers, enums and timestamps of one row in a reply.
 ROW_OVERHEAD_BYTES: Final = 256
@@ -99,3 +108,37 @@ def pending_bytes(pending: PendingRecord) -> int:
         + len(pending.checkpoint_id)
         + ROW_OVERHEAD_BYTES
     )
+
+
+async def read_page(
+    conn: Statements,
+    sizes: Listing,
+    found: Listing,
+    *,
+    above: int,
+    below: int,
+    limit: int,
+    max_bytes: int | None,
+) -> tuple[list[Any], bool] | None:
+    """The rows of a page between ``above`` and ``below`` (exclusive), ordered by sequence,
+    and whether rows were left for the next page: first each candidate's sequence and size
+    (``sizes``, its first two columns), then only the rows that fit (``found``), read by the
+    range of their sequences, so no other row can take a chosen one's place.
+
+    None when every chosen row was deleted between the two reads: the caller reads again
+    (:meth:`~checkpointd.store.statements.StatementStore._listing_page`).
+    That cannot happen in one snapshot; without one, a backend whose sequences are handed
+    out in commit order (SQLite) still reads only chosen rows, as no new row can fall
+    inside their range.
+    """
+    statement, params = sizes(above, below, limit + 1)
+    candidates = await conn.fetch(statement, params)
+    taken = fit((int(row[1]) for row in candidates), limit, max_bytes)
+    if not taken:
+        return [], False
+    chosen = [int(row[0]) for row in candidates[:taken]]
+    statement, params = found(min(chosen) - 1, max(chosen) + 1, taken)
+    rows = await conn.fetch(statement, params)
+    if not rows:
+        return None
+    return rows, len(candidates) > taken

@@ -1,9 +1,10 @@
-"""Checkpoints, what is the same on both backends: the reads of one row and of the
-replication outbox (:class:`CheckpointReads`), the look after an insert that wrote nothing
-(:func:`existing_checkpoint`), and DeleteExecution and PruneCheckpoints with the replies they
-record under their request ids (:class:`CheckpointRemovals`, C9). The puts stay with each
-backend: SQLite's group commit runs statements in one transaction, Postgres's one multi-row
-statement; so do the deletes themselves, which Postgres makes single statements."""
+"""Checkpoints, what is the same on both backends: the reads of one row, of a listing's
+page and of the replication outbox (:class:`CheckpointReads`), the look after an insert that
+wrote nothing (:func:`existing_checkpoint`), and DeleteExecution and PruneCheckpoints with
+the replies they record under their request ids (:class:`CheckpointRemovals`, C9). The puts
+stay with each backend: SQLite's group commit runs statements in one transaction, Postgres's
+one multi-row statement; so do the deletes themselves, which Postgres makes single
+statements."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
     EventKind,
+    Page,
     PendingRecord,
     PruneResult,
 )
-from checkpointd.store import replies, retries, rows
+from checkpointd.store import budget, replies, retries, rows
+from checkpointd.store.columns import MAX_SEQUENCE
 from checkpointd.store.statements import Statements, StatementStore
 
 __all__ = ["CheckpointReads", "CheckpointRemovals", "CheckpointSql", "existing_checkpoint"]
@@ -41,6 +44,13 @@ class CheckpointSql:
     checkpoint_by_request_id: str
     #: Parameters: namespace, request id; the fingerprint of the id's tombstone (C9).
     tombstone_fingerprint: str
+    #: Parameters: namespace, execution id, above, below (sequences, exclusive), limit; the
+    #: rows of a listing page, and first their sequences and stored sizes (see
+    #: :func:`checkpointd.store.budget.read_page`).
+    list_ascending: str
+    list_descending: str
+    list_ascending_sizes: str
+    list_descending_sizes: str
     #: Parameters: namespace, after sequence, limit; unsettled rows, oldest first.
     list_unsynced: str
     #: Parameters: namespace, request id; the ``kind``, ``reply_json`` and
@@ -112,6 +122,40 @@ class CheckpointReads(StatementStore):
         else:
             found = await self._query(sql.latest, (namespace, execution_id))
         return self._checkpoint(found[0]) if found else None
+
+    async def list_checkpoints(
+        self,
+        namespace: str,
+        execution_id: str,
+        *,
+        after_sequence: int | None,
+        descending: bool,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> Page[CheckpointRecord]:
+        """Up to ``limit`` rows of the execution ordered by sequence (keyset paging), after
+        ``after_sequence`` in the direction of travel, within ``max_bytes``: sizes first, then
+        only the rows that fit."""
+        sql = self._checkpoint_sql
+        if descending:
+            sizes_sql, rows_sql = sql.list_descending_sizes, sql.list_descending
+            above, below = 0, MAX_SEQUENCE if after_sequence is None else after_sequence
+        else:
+            sizes_sql, rows_sql = sql.list_ascending_sizes, sql.list_ascending
+            above, below = 0 if after_sequence is None else after_sequence, MAX_SEQUENCE
+
+        def listing(statement: str) -> budget.Listing:
+            return lambda low, high, count: (statement, (namespace, execution_id, low, high, count))
+
+        found, more = await self._listing_page(
+            listing(sizes_sql),
+            listing(rows_sql),
+            above=above,
+            below=below,
+            limit=limit,
+            max_bytes=max_bytes,
+        )
+        return Page((self._checkpoint(row) for row in found), more=more)
 
     async def list_unsynced(
         self, namespace: str, *, after_sequence: int | None, limit: int

@@ -1,6 +1,6 @@
-"""The interrupt-event outbox (contract I5) and the pending snapshot of a watch, as both
-backends read them: the same statements but for table names and placeholders, the same
-loops. Each backend opens the transaction (its own isolation and locking) and hands in a
+"""The interrupt-event outbox (contract I5), the pending listing and the pending snapshot of a
+watch, as both backends read them: the same statements but for table names and placeholders,
+the same loops. Each backend opens the transaction (its own isolation and locking) and hands in a
 ``fetch`` that runs one statement in it; :class:`OutboxReads` is the store's methods over them.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from checkpointd.domain import EventPage, PendingFilter, PendingRecord, SnapshotPage
+from checkpointd.domain import EventPage, Page, PendingFilter, PendingRecord, SnapshotPage
 from checkpointd.store import budget, filters, rows
 from checkpointd.store.base import StoreError
 from checkpointd.store.columns import (
@@ -20,6 +20,7 @@ from checkpointd.store.columns import (
     EVENT_PENDING_COLUMNS,
     MAX_SEQUENCE,
 )
+from checkpointd.store.filters import conditions
 from checkpointd.store.statements import Statements, StatementStore
 
 __all__ = [
@@ -82,10 +83,11 @@ class OutboxSql:
             "AND a.sequence = p.sequence)"
         )
 
-    def snapshot_pending(self, where: str, *, sizes: bool) -> str:
-        """The rows pending now and not added after the cursor; each with the decision on
-        its pause, as a listing returns it (K1), or (``sizes``) its sequence and size.
-        Parameters: namespace, below, above, filters..., cursor, limit."""
+    def pending(self, where: str, *, sizes: bool, added_before_cursor: bool = False) -> str:
+        """The rows pending now, newest first; each with the decision on its pause, as a
+        listing returns it (K1), or (``sizes``) its sequence and size. With
+        ``added_before_cursor``: only those not added after a cursor (a snapshot's).
+        Parameters: namespace, below, above, filters..., [cursor,] limit."""
         if sizes:
             selection = f"SELECT {self.pending_size} FROM {self.pending_table} AS p"
         else:
@@ -95,9 +97,10 @@ class OutboxSql:
                 "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
                 "AND d.interrupt_id = p.interrupt_id"
             )
+        added = self._added_after() if added_before_cursor else ""
         return self.number(
             f"{selection} WHERE p.namespace = ? AND p.sequence < ? AND p.sequence > ?"
-            f"{where}{self._added_after()} ORDER BY p.sequence DESC LIMIT ?"
+            f"{where}{added} ORDER BY p.sequence DESC LIMIT ?"
         )
 
     def snapshot_gone(self, where: str, *, sizes: bool) -> str:
@@ -222,7 +225,8 @@ async def snapshot_page(
     after = as_of_cursor
     purged_through, _ = await event_bounds(fetch, sql)
     now = await fetch(
-        sql.snapshot_pending(where, sizes=True), [namespace, high, 0, *params, after, limit + 1]
+        sql.pending(where, sizes=True, added_before_cursor=True),
+        [namespace, high, 0, *params, after, limit + 1],
     )
     gone = await fetch(
         sql.snapshot_gone(where, sizes=True),
@@ -236,7 +240,7 @@ async def snapshot_page(
     if taken:
         low = sizes[taken - 1][0] - 1
         for row in await fetch(
-            sql.snapshot_pending(where, sizes=False),
+            sql.pending(where, sizes=False, added_before_cursor=True),
             [namespace, high, low, *params, after, taken],
         ):
             found[int(row["sequence"])] = rows.pending_from_row(row, read_time, with_decision=True)
@@ -253,9 +257,9 @@ async def snapshot_page(
 
 
 class OutboxReads(StatementStore):
-    """The outbox methods of the :class:`~checkpointd.store.base.Store` protocol over the
-    backend's :class:`OutboxSql`: each read one read transaction (every statement sees one
-    state), each purge batch one write transaction."""
+    """The outbox and pending-listing methods of the :class:`~checkpointd.store.base.Store`
+    protocol over the backend's :class:`OutboxSql`: each outbox read one read transaction
+    (every statement sees one state), each purge batch one write transaction."""
 
     _outbox_sql: OutboxSql
 
@@ -287,6 +291,35 @@ class OutboxReads(StatementStore):
             )
 
         return await self._in_snapshot(body)
+
+    async def list_pending(
+        self,
+        namespace: str,
+        *,
+        before_sequence: int | None,
+        limit: int,
+        filters: PendingFilter,
+        max_bytes: int | None = None,
+    ) -> Page[PendingRecord]:
+        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
+        every set filter (an empty ``agent_path_prefix`` matches every row), within
+        ``max_bytes``: sizes first, then only the rows that fit."""
+        sql = self._outbox_sql
+        where, params = conditions(filters, sql.prefix)
+
+        def listing(sizes: bool) -> budget.Listing:
+            statement = sql.pending(where, sizes=sizes)
+            return lambda low, high, count: (statement, [namespace, high, low, *params, count])
+
+        found, more = await self._listing_page(
+            listing(True),
+            listing(False),
+            above=0,
+            below=MAX_SEQUENCE if before_sequence is None else before_sequence,
+            limit=limit,
+            max_bytes=max_bytes,
+        )
+        return Page((self._decided(row) for row in found), more=more)
 
     async def read_events(
         self,

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from checkpointd.domain import CheckpointRecord, EventKind, PendingRecord
-from checkpointd.store import rows
+from checkpointd.store import budget, rows
 from checkpointd.store.columns import TimeWriter
 from checkpointd.store.rows import Row, TimeReader
 
@@ -77,6 +77,37 @@ class StatementStore(abc.ABC):
     @abc.abstractmethod
     async def _in_snapshot(self, body: Body[T]) -> T:
         """Run ``body``'s reads in one read transaction: every statement sees one state."""
+
+    @abc.abstractmethod
+    async def _in_listing(self, body: Body[T]) -> T:
+        """Run the two reads of a listing's page (:func:`checkpointd.store.budget.read_page`):
+        in one snapshot where rows may commit out of sequence order (Postgres), each on the
+        last committed state where sequences are handed out in commit order (SQLite)."""
+
+    async def _listing_page(
+        self,
+        sizes: budget.Listing,
+        found: budget.Listing,
+        *,
+        above: int,
+        below: int,
+        limit: int,
+        max_bytes: int | None,
+    ) -> tuple[list[Any], bool]:
+        """A listing's page and whether rows were left (:func:`budget.read_page`), read
+        again when every chosen row went between its two reads."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+
+        async def page(conn: Statements) -> tuple[list[Any], bool] | None:
+            return await budget.read_page(
+                conn, sizes, found, above=above, below=below, limit=limit, max_bytes=max_bytes
+            )
+
+        while True:
+            read = await self._in_listing(page)
+            if read is not None:
+                return read
 
     def _checkpoint(self, row: Row) -> CheckpointRecord:
         return rows.checkpoint_from_row(row, self._read_time)

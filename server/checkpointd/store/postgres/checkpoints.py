@@ -13,14 +13,13 @@ from typing import Any, Final
 from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
-    Page,
     PendingRecord,
     PruneResult,
 )
-from checkpointd.store import budget, times
+from checkpointd.store import times
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.checkpoints import existing_checkpoint
-from checkpointd.store.columns import MAX_SEQUENCE, checkpoint_params
+from checkpointd.store.columns import checkpoint_params
 from checkpointd.store.postgres.core import (
     RACE_ATTEMPTS,
     ROW_ERRORS,
@@ -71,35 +70,6 @@ class PostgresCheckpoints(PostgresCore):
                 if stored is not None:
                     return stored
         raise StoreUnavailable("checkpoint write kept racing with a delete; retry")
-
-    async def list_checkpoints(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        after_sequence: int | None,
-        descending: bool,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> Page[CheckpointRecord]:
-        """Up to ``limit`` rows of the execution ordered by sequence (keyset paging), within
-        ``max_bytes``: sizes first, then only the rows that fit, in one REPEATABLE READ
-        transaction (so the second read returns exactly the rows the first one sized)."""
-        if limit <= 0:
-            return Page()
-        if descending:
-            sizes_query, query = self._sql.list_descending_sizes, self._sql.list_descending
-            bound = MAX_SEQUENCE if after_sequence is None else after_sequence
-        else:
-            sizes_query, query = self._sql.list_ascending_sizes, self._sql.list_ascending
-            bound = 0 if after_sequence is None else after_sequence
-        async with self._read_snapshot() as conn:
-            sizes = await conn.fetch(sizes_query, namespace, execution_id, bound, limit + 1)
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            found = await conn.fetch(query, namespace, execution_id, bound, taken)
-        return Page((self._checkpoint(row) for row in found), more=len(sizes) > taken)
 
     async def _delete_execution_rows(
         self, conn: Statements, namespace: str, execution_id: str, applied_at: Any

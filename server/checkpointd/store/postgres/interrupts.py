@@ -1,6 +1,6 @@
 """The Postgres store's interrupts: record (the checkpoint, then the pending row and its event
-in one statement: I1, I2), claim (one statement in autocommit: I3), the pending listing, the
-purges, and the idempotency put's group commit (D1)."""
+in one statement: I1, I2), claim (one statement in autocommit: I3), the purges, and the
+idempotency put's group commit (D1)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ import asyncpg.exceptions
 from checkpointd.domain import (
     CheckpointRecord,
     EventKind,
-    Page,
-    PendingFilter,
     PendingRecord,
     RecordInterruptResult,
 )
-from checkpointd.store import budget, retries, times
+from checkpointd.store import retries, times
 from checkpointd.store.base import StoreError, StoreUnavailable
-from checkpointd.store.columns import MAX_SEQUENCE, pending_params
+from checkpointd.store.columns import pending_params
 from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
 from checkpointd.store.postgres.core import (
     RACE_ATTEMPTS,
@@ -179,32 +177,6 @@ class PostgresInterrupts(PostgresCheckpoints):
             purged += int(row["deleted"])
             if row["candidates"] < _PURGE_BATCH:
                 return purged
-
-    async def list_pending(
-        self,
-        namespace: str,
-        *,
-        before_sequence: int | None,
-        limit: int,
-        filters: PendingFilter,
-        max_bytes: int | None = None,
-    ) -> Page[PendingRecord]:
-        """Up to ``limit`` pending rows with sequence < ``before_sequence``, newest first,
-        matching every set filter (the agent_path filter is a plain prefix match; an empty
-        prefix matches everything), within ``max_bytes``: sizes first, then only the rows
-        that fit, in one REPEATABLE READ transaction."""
-        if limit <= 0:
-            return Page()
-        bound = MAX_SEQUENCE if before_sequence is None else before_sequence
-        sizes_query, params = self._sql.list_pending(filters, sizes=True)
-        query, _ = self._sql.list_pending(filters)
-        async with self._read_snapshot() as conn:
-            sizes = await conn.fetch(sizes_query, namespace, bound, *params, limit + 1)
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            found = await conn.fetch(query, namespace, bound, *params, taken)
-        return Page((self._decided(row) for row in found), more=len(sizes) > taken)
 
     async def put_idempotent(
         self,

@@ -11,22 +11,21 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
-from checkpointd.domain import CheckpointStatus, PendingFilter
+from checkpointd.domain import CheckpointStatus
 from checkpointd.store import replies
 from checkpointd.store.checkpoints import CheckpointSql
 from checkpointd.store.columns import (
     CHECKPOINT_COLUMNS,
     CHECKPOINT_INSERT_COLUMNS,
-    DECIDED_PENDING_COLUMNS,
     DECISION_ROW_COLUMNS,
     EVENT_INSERT_COLUMNS,
     PENDING_COLUMNS,
     sizes,
 )
 from checkpointd.store.decisions import DecisionSql
-from checkpointd.store.filters import PrefixMatch, conditions, shape
+from checkpointd.store.filters import PrefixMatch
 from checkpointd.store.outbox import OutboxSql
 
 __all__ = ["PREFIX", "Sql", "lock_key", "notify_channel", "numbered", "quoted_schema"]
@@ -170,16 +169,16 @@ class Sql:
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
             "AND step_type IS DISTINCT FROM $3 ORDER BY sequence DESC LIMIT 1"
         )
-        # Keyset listing (parameters: namespace, execution_id, bound, limit), and the same
-        # listing of stored sizes only, read first so that only the rows that fit the byte
-        # budget are loaded (see checkpointd.store.budget).
+        # Keyset listing (parameters: namespace, execution_id, above, below, limit), and the
+        # same listing of stored sizes only, read first so that only the rows that fit the
+        # byte budget are loaded (see checkpointd.store.budget).
         self.list_ascending = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
-            "AND sequence > $3 ORDER BY sequence LIMIT $4"
+            "AND sequence > $3 AND sequence < $4 ORDER BY sequence LIMIT $5"
         )
         self.list_descending = (
             f"SELECT {cols} FROM {cp} WHERE namespace = $1 AND execution_id = $2 "
-            "AND sequence < $3 ORDER BY sequence DESC LIMIT $4"
+            "AND sequence > $3 AND sequence < $4 ORDER BY sequence DESC LIMIT $5"
         )
         self.list_ascending_sizes = self.list_ascending.replace(cols, CHECKPOINT_SIZE, 1)
         self.list_descending_sizes = self.list_descending.replace(cols, CHECKPOINT_SIZE, 1)
@@ -495,15 +494,6 @@ class Sql:
                    (SELECT count(*) FROM gone) AS deleted,
                    (SELECT max(created_at) FROM doomed) AS resume_at"""
 
-        self.pending_table = pending
-        # Each pending row with the decision on its pause, when there is one (K1).
-        self.decided_pending = (
-            f"SELECT {DECIDED_PENDING_COLUMNS} FROM {pending} AS p "
-            f"LEFT JOIN {decisions} AS d ON d.namespace = p.namespace "
-            "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
-            "AND d.interrupt_id = p.interrupt_id"
-        )
-        self._list_pending: dict[tuple[tuple[bool, bool, bool], bool], str] = {}
         self.count_pending = f"SELECT namespace, count(*) FROM {pending} GROUP BY namespace"
 
         # --- replication outbox (R1-R4) ---
@@ -533,29 +523,12 @@ class Sql:
             checkpoint_by_id=self.checkpoint_by_id,
             checkpoint_by_request_id=self.checkpoint_by_request_id,
             tombstone_fingerprint=self.tombstone_fingerprint,
+            list_ascending=self.list_ascending,
+            list_descending=self.list_descending,
+            list_ascending_sizes=self.list_ascending_sizes,
+            list_descending_sizes=self.list_descending_sizes,
             list_unsynced=self.list_unsynced,
             reply_of_request=self.reply_of_request,
             record_reply=self.record_reply,
             set_reply=self.set_reply,
         )
-
-    def list_pending(self, filters: PendingFilter, *, sizes: bool = False) -> tuple[str, list[Any]]:
-        """The pending listing with only the set filters, so each variant gets its own plan (a
-        catch-all ``$n IS NULL OR ...`` could not use the filter indexes in a generic plan),
-        and the filters' parameters. Parameters: namespace, before_sequence, the filters'
-        parameters, limit. With ``sizes``: the sequence and stored size of each row instead."""
-        where, params = conditions(filters, PREFIX)
-        key = (shape(filters), sizes)
-        query = self._list_pending.get(key)
-        if query is None:
-            selection = (
-                f"SELECT {PENDING_SIZE} FROM {self.pending_table} AS p"
-                if sizes
-                else self.decided_pending
-            )
-            query = numbered(
-                f"{selection} WHERE p.namespace = ? AND p.sequence < ?{where} "
-                "ORDER BY p.sequence DESC LIMIT ?"
-            )
-            self._list_pending[key] = query
-        return query, params

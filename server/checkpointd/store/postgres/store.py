@@ -394,6 +394,10 @@ class PostgresStore(
         async with self._read_snapshot() as conn:
             return await body(PgStatements(conn))
 
+    async def _in_listing(self, body: Body[T]) -> T:
+        # A row may commit with a sequence below one already committed.
+        return await self._in_snapshot(body)
+
     def _translate(self, exc: Exception) -> StoreError | None:
         return errors.translate(exc, timeout=self._timeout, secrets=self._secrets)
 

@@ -16,14 +16,13 @@ from typing import Any
 from checkpointd.domain import (
     CheckpointRecord,
     DeleteExecutionResult,
-    Page,
     PendingRecord,
     PruneResult,
 )
-from checkpointd.store import budget, times
+from checkpointd.store import times
 from checkpointd.store.base import StoreError
 from checkpointd.store.checkpoints import existing_checkpoint
-from checkpointd.store.columns import MAX_SEQUENCE, checkpoint_params
+from checkpointd.store.columns import checkpoint_params
 from checkpointd.store.sqlite import sql
 from checkpointd.store.sqlite.core import SQLiteCore
 from checkpointd.store.statements import Statements
@@ -87,48 +86,6 @@ class SQLiteCheckpoints(SQLiteCore):
 
         result: CheckpointRecord = await self._grouped(write)
         return result
-
-    async def list_checkpoints(
-        self,
-        namespace: str,
-        execution_id: str,
-        *,
-        after_sequence: int | None,
-        descending: bool,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> Page[CheckpointRecord]:
-        """Up to ``limit`` rows ordered by sequence, after ``after_sequence`` in the direction
-        of travel, within ``max_bytes`` (sizes first, then only the rows that fit)."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-        if descending:
-            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_DESC, sql.LIST_CHECKPOINTS_DESC
-            low, high = 0, MAX_SEQUENCE if after_sequence is None else after_sequence
-        else:
-            sizes_sql, rows_sql = sql.LIST_CHECKPOINT_SIZES_ASC, sql.LIST_CHECKPOINTS_ASC
-            low, high = 0 if after_sequence is None else after_sequence, MAX_SEQUENCE
-
-        async def page(conn: Statements) -> Page[CheckpointRecord] | None:
-            sizes = await conn.fetch(sizes_sql, (namespace, execution_id, low, high, limit + 1))
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            chosen = [int(row[0]) for row in sizes[:taken]]
-            # No new row can fall inside the chosen range (SQLite hands out sequences in
-            # commit order), so this reads the chosen rows, less any deleted meanwhile.
-            found = await conn.fetch(
-                rows_sql,
-                (namespace, execution_id, min(chosen) - 1, max(chosen) + 1, taken),
-            )
-            if found:
-                return Page((self._checkpoint(row) for row in found), more=len(sizes) > taken)
-            return None  # every chosen row was deleted meanwhile: read on from there
-
-        while True:
-            result = await self._in_read(page)
-            if result is not None:
-                return result
 
     async def _delete_execution_rows(
         self, conn: Statements, namespace: str, execution_id: str, applied_at: Any

@@ -1,25 +1,21 @@
 """The SQLite store's interrupts: record (the checkpoint, the pending row and its event in
-one transaction: I1, I2), claim (exactly once across every process sharing the file: I3), the
-pending listing, and the idempotency put with its applied request ids (D1). ``BEGIN
-IMMEDIATE`` takes the write lock before the first read, so each read-then-write is atomic."""
+one transaction: I1, I2), claim (exactly once across every process sharing the file: I3), and
+the idempotency put with its applied request ids (D1). ``BEGIN IMMEDIATE`` takes the write
+lock before the first read, so each read-then-write is atomic."""
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any
 
 from checkpointd.domain import (
     CheckpointRecord,
     EventKind,
-    Page,
-    PendingFilter,
     PendingRecord,
     RecordInterruptResult,
 )
-from checkpointd.store import budget, retries, times
-from checkpointd.store.columns import MAX_SEQUENCE, pending_params
-from checkpointd.store.filters import conditions
+from checkpointd.store import retries, times
+from checkpointd.store.columns import pending_params
 from checkpointd.store.sqlite import sql
 from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
 from checkpointd.store.statements import Statements
@@ -121,70 +117,6 @@ class SQLiteInterrupts(SQLiteCheckpoints):
             return await conn.run(sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
 
         return await self._in_transaction(body)
-
-    async def list_pending(
-        self,
-        namespace: str,
-        *,
-        before_sequence: int | None,
-        limit: int,
-        filters: PendingFilter,
-        max_bytes: int | None = None,
-    ) -> Page[PendingRecord]:
-        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
-        every set filter (an empty ``agent_path_prefix`` matches every row), within
-        ``max_bytes`` (sizes first, then only the rows that fit)."""
-        if limit <= 0:
-            raise ValueError("limit must be positive")
-
-        async def page(conn: Statements) -> Page[PendingRecord] | None:
-            query, params = self._list_pending_query(
-                namespace, before_sequence, limit + 1, filters, sizes=True
-            )
-            sizes = await conn.fetch(query, params)
-            taken = budget.fit((int(row[1]) for row in sizes), limit, max_bytes)
-            if not taken:
-                return Page()
-            chosen = [int(row[0]) for row in sizes[:taken]]
-            # Both bounds: no row outside the sized ones is loaded (a pending row gets the
-            # sequence of a new checkpoint, so none can appear between them).
-            query, params = self._list_pending_query(
-                namespace, max(chosen) + 1, taken, filters, above=min(chosen) - 1
-            )
-            found = await conn.fetch(query, params)
-            if found:
-                return Page((self._decided(row) for row in found), more=len(sizes) > taken)
-            return None  # every chosen row went meanwhile: read again
-
-        while True:
-            result = await self._in_read(page)
-            if result is not None:
-                return result
-
-    @staticmethod
-    def _list_pending_query(
-        namespace: str,
-        before_sequence: int | None,
-        limit: int,
-        filters: PendingFilter,
-        *,
-        above: int | None = None,
-        sizes: bool = False,
-    ) -> tuple[str, list[Any]]:
-        """The pending listing below ``before_sequence`` (and above ``above``), newest first:
-        the rows with their decisions, or (``sizes``) each row's sequence and size."""
-        query = sql.LIST_PENDING_SIZES if sizes else sql.LIST_PENDING
-        params: list[Any] = [
-            namespace,
-            MAX_SEQUENCE if before_sequence is None else before_sequence,
-        ]
-        if above is not None:
-            query += sql.LIST_PENDING_ABOVE
-            params.append(above)
-        where, filter_params = conditions(filters, sql.PREFIX)
-        query += where + sql.LIST_PENDING_ORDER
-        params += [*filter_params, limit]
-        return query, params
 
     async def put_idempotent(
         self,

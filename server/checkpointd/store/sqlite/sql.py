@@ -16,7 +16,6 @@ from checkpointd.store.checkpoints import CheckpointSql
 from checkpointd.store.columns import (
     CHECKPOINT_COLUMNS,
     CHECKPOINT_INSERT_COLUMNS,
-    DECIDED_PENDING_COLUMNS,
     DECISION_ROW_COLUMNS,
     EVENT_INSERT_COLUMNS,
     PENDING_COLUMNS,
@@ -155,6 +154,10 @@ CHECKPOINTS: Final = CheckpointSql(
     checkpoint_by_id=CHECKPOINT_BY_ID,
     checkpoint_by_request_id=CHECKPOINT_BY_REQUEST_ID,
     tombstone_fingerprint=IS_TOMBSTONE,
+    list_ascending=LIST_CHECKPOINTS_ASC,
+    list_descending=LIST_CHECKPOINTS_DESC,
+    list_ascending_sizes=LIST_CHECKPOINT_SIZES_ASC,
+    list_descending_sizes=LIST_CHECKPOINT_SIZES_DESC,
     list_unsynced=LIST_UNSYNCED,
     reply_of_request=REPLY_OF_REQUEST,
     record_reply=RECORD_REPLY,
@@ -177,20 +180,6 @@ INSERT_PENDING: Final = (
 DELETE_PENDING_OF_EXECUTION: Final = (
     "DELETE FROM pending_interrupts WHERE namespace = ? AND execution_id = ? AND interrupt_id = ''"
 )
-# Each pending row with the decision on its pause, when there is one (K1).
-LIST_PENDING: Final = (
-    f"SELECT {DECIDED_PENDING_COLUMNS} FROM pending_interrupts AS p "
-    "LEFT JOIN interrupt_decisions AS d ON d.namespace = p.namespace "
-    "AND d.execution_id = p.execution_id AND d.checkpoint_id = p.checkpoint_id "
-    "AND d.interrupt_id = p.interrupt_id "
-    "WHERE p.namespace = ? AND p.sequence < ?"
-)
-# The sizes of the same rows (no decisions), read first so a page loads only what fits (B1).
-LIST_PENDING_SIZES: Final = (
-    f"SELECT {PENDING_SIZE} FROM pending_interrupts AS p WHERE p.namespace = ? AND p.sequence < ?"
-)
-LIST_PENDING_ABOVE: Final = " AND p.sequence > ?"
-LIST_PENDING_ORDER: Final = " ORDER BY p.sequence DESC LIMIT ?"
 
 # --- decisions (K1, K2) ---
 DECISION_OF_PAUSE: Final = (

@@ -416,6 +416,10 @@ class SQLiteStore(
         async with self._call():
             return await self._events_read(body)
 
+    async def _in_listing(self, body: Body[T]) -> T:
+        # On the query-only reader: sequences are handed out in commit order.
+        return await self._in_read(body)
+
     def _holding_pause(self, pause: Pause) -> AbstractAsyncContextManager[object]:
         # The lease excludes this process's fenced writes on the pause (K4).
         return self._pause_locks.exclusive(pause)
