@@ -25,7 +25,6 @@ from checkpointd.convert import (
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
-from checkpointd.fencing import fence_of
 from checkpointd.paging import decode_token
 from checkpointd.servicers.common import shielded
 from checkpointd.servicers.decisions import DecisionMethods
@@ -149,16 +148,11 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
         if checkpoint.status is not CheckpointStatus.INTERRUPTED:
             raise InvalidField("checkpoint.status", "must be CHECKPOINT_STATUS_INTERRUPTED")
         pending = pending_from_proto(request.pending, field="pending", checkpoint=checkpoint)
-        fence = fence_of(request)
         result = await self._fenced(
-            write.namespace,
-            fence,
+            request,
+            write,
             lambda: self._store.record_interrupt(
-                write.namespace,
-                write.request_id,
-                checkpoint,
-                pending,
-                fingerprint=write.fingerprint,
+                checkpoint=checkpoint, pending=pending, **write.args
             ),
         )
         return svc.RecordInterruptResponse(
