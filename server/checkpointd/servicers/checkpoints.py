@@ -54,8 +54,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
     async def PutCheckpoint(
         self, request: svc.PutCheckpointRequest, write: WriteKey
     ) -> svc.PutCheckpointResponse:
-        if not request.HasField("checkpoint"):
-            raise InvalidField("checkpoint", "is required")
+        v.required("checkpoint", request)
         basic = _basic_view(request.view)
         record = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
@@ -131,8 +130,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
     async def PruneCheckpoints(
         self, request: svc.PruneCheckpointsRequest, write: WriteKey
     ) -> svc.PruneCheckpointsResponse:
-        if not request.HasField("older_than"):
-            raise InvalidField("older_than", "is required")
+        v.required("older_than", request)
         older_than = v.duration_to_timedelta("older_than", request.older_than)
         now = self._deps.clock()
         try:

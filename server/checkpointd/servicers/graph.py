@@ -246,8 +246,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     async def PutGraphCheckpoint(
         self, request: svc.PutGraphCheckpointRequest, write: WriteKey
     ) -> svc.PutGraphCheckpointResponse:
-        if not request.HasField("checkpoint"):
-            raise InvalidField("checkpoint", "is required")
+        v.required("checkpoint", request)
         checkpoint = replace(
             _checkpoint(request.checkpoint), send_nodes=_send_nodes(request.send_nodes)
         )

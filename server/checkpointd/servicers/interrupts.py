@@ -138,10 +138,8 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
     async def RecordInterrupt(
         self, request: svc.RecordInterruptRequest, write: WriteKey
     ) -> svc.RecordInterruptResponse:
-        if not request.HasField("checkpoint"):
-            raise InvalidField("checkpoint", "is required")
-        if not request.HasField("pending"):
-            raise InvalidField("pending", "is required")
+        v.required("checkpoint", request)
+        v.required("pending", request)
         checkpoint = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
