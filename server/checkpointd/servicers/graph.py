@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, astuple, replace
 from datetime import timedelta
 from typing import Final
 
@@ -321,15 +321,8 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
             ),
         )
         limit = v.page_size("page_size", request.page_size)
-        scope = (
-            "graph",
-            namespace,
-            query.thread_id,
-            query.checkpoint_ns,
-            query.checkpoint_id,
-            query.metadata_filter_json,
-            query.before_checkpoint_id,
-        )
+        # The token is bound to the whole query, so a page is never resumed under another.
+        scope = ("graph", namespace, *astuple(query))
         after = decode_position(request.page_token, scope)
         budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
         # The store completes only the rows that fit the reply (B1); the reply is measured

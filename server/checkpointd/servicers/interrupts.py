@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import astuple
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -179,13 +180,8 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
     ) -> svc.ListPendingInterruptsResponse:
         limit = v.page_size("page_size", request.page_size)
         filters = _pending_filter(request)
-        scope = (
-            "pending",
-            namespace,
-            filters.chain_name,
-            filters.reason,
-            filters.agent_path_prefix,
-        )
+        # The token is bound to every filter, so a page is never resumed under others.
+        scope = ("pending", namespace, *astuple(filters))
         before = decode_token(request.page_token, scope)
         # Read within the reply's size, as ListCheckpoints does (B1).
         page = await shielded(
