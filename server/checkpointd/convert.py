@@ -1,7 +1,8 @@
 """Conversion between protobuf messages and the store's records.
 
 ``*_from_proto`` validates as it converts (every field once, on the way in), so a record
-that exists is a valid record. ``*_to_proto`` is plain copying.
+that exists is a valid record. ``*_to_proto`` is plain copying: a field the record holds as
+None is passed as None, which a message's constructor leaves unset.
 """
 
 from __future__ import annotations
@@ -148,11 +149,15 @@ def checkpoint_to_proto(record: CheckpointRecord, *, basic: bool = False) -> pb.
     msg = pb.Checkpoint(
         execution_id=record.execution_id,
         checkpoint_id=record.checkpoint_id,
+        parent_checkpoint_id=record.parent_checkpoint_id,
         chain_name=record.chain_name,
         node_id=record.node_id,
         node_index=record.node_index,
+        step_type=record.step_type,
         status=_STATUS_TO_PROTO[record.status],
         iteration=record.iteration,
+        interrupt_reason=record.interrupt_reason,
+        agent_path=record.agent_path,
         created_at=timestamp_to_proto(record.created_at),
         sequence=record.sequence,
     )
@@ -162,55 +167,40 @@ def checkpoint_to_proto(record: CheckpointRecord, *, basic: bool = False) -> pb.
         msg.node_output_json = record.node_output_json
         msg.iteration_counters_json = record.iteration_counters_json
         msg.interrupt_context_json = record.interrupt_context_json
-    if record.parent_checkpoint_id is not None:
-        msg.parent_checkpoint_id = record.parent_checkpoint_id
-    if record.step_type is not None:
-        msg.step_type = record.step_type
-    if record.interrupt_reason is not None:
-        msg.interrupt_reason = record.interrupt_reason
-    if record.agent_path is not None:
-        msg.agent_path = record.agent_path
     return msg
 
 
 def pending_to_proto(record: PendingRecord) -> pb.PendingInterrupt:
     """Copy a stored pending row into its message."""
-    msg = pb.PendingInterrupt(
+    return pb.PendingInterrupt(
         execution_id=record.execution_id,
         chain_name=record.chain_name,
         node_id=record.node_id,
         reason=record.reason,
         context_json=record.context_json,
+        agent_path=record.agent_path,
         created_at=timestamp_to_proto(record.created_at),
         checkpoint_id=record.checkpoint_id,
         interrupt_id=record.interrupt_id,
         checkpoint_ns=record.checkpoint_ns,
+        decision=None if record.decision is None else decision_to_proto(record.decision),
     )
-    if record.agent_path is not None:
-        msg.agent_path = record.agent_path
-    if record.decision is not None:
-        msg.decision.CopyFrom(decision_to_proto(record.decision))
-    return msg
 
 
 def decision_to_proto(record: DecisionRecord) -> pb.Decision:
     """Copy a stored decision into its message."""
-    msg = pb.Decision(
+    # A lease's expiry is shown only while the decision is being carried out.
+    lease = record.lease_expires_at if record.status is DecisionStatus.RESUMING else None
+    return pb.Decision(
         approved=record.approved,
         metadata_json=record.metadata_json,
         decided_by=record.decided_by,
+        reason=record.reason,
         decided_at=timestamp_to_proto(record.decided_at),
         status=_DECISION_STATUS_TO_PROTO[record.status],
         attempts=record.attempts,
         error=record.error or "",
+        lease_expires_at=None if lease is None else timestamp_to_proto(lease),
+        reported_at=None if record.reported_at is None else timestamp_to_proto(record.reported_at),
+        response=decision_responses.response_to_proto(record.response_json),
     )
-    if record.reason is not None:
-        msg.reason = record.reason
-    if record.lease_expires_at is not None and record.status is DecisionStatus.RESUMING:
-        msg.lease_expires_at.CopyFrom(timestamp_to_proto(record.lease_expires_at))
-    if record.reported_at is not None:
-        msg.reported_at.CopyFrom(timestamp_to_proto(record.reported_at))
-    response = decision_responses.response_to_proto(record.response_json)
-    if response is not None:
-        msg.response.CopyFrom(response)
-    return msg

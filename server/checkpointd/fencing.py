@@ -18,12 +18,12 @@ from checkpointd.errors import InvalidField, WriteFenced
 from checkpointd.store.base import Store
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 
-__all__ = ["fence_of", "fenced_write"]
+__all__ = ["Fenceable", "fence_of", "fenced_write"]
 
 T = TypeVar("T")
 
 
-class _Fenceable(Protocol):
+class Fenceable(Protocol):
     """A write request with a ``fence`` field."""
 
     @property
@@ -32,7 +32,7 @@ class _Fenceable(Protocol):
     def HasField(self, field_name: Literal["fence"]) -> bool: ...
 
 
-def fence_of(request: _Fenceable) -> LeaseFence | None:
+def fence_of(request: Fenceable) -> LeaseFence | None:
     """The request's validated fence, or None when it has none."""
     if not request.HasField("fence"):
         return None

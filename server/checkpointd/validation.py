@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from checkpointd.errors import InvalidField, echo
@@ -96,6 +97,12 @@ def identifier(field: str, value: str, max_len: int) -> str:
     if not value:
         raise InvalidField(field, "is required")
     return optional_identifier(field, value, max_len)
+
+
+def required(field: str, request: Message) -> None:
+    """Refuse ``request`` when its message field ``field`` is unset."""
+    if not request.HasField(field):
+        raise InvalidField(field, "is required")
 
 
 def optional_identifier(field: str, value: str, max_len: int) -> str:

@@ -16,7 +16,6 @@ from checkpointd.errors import (
     RunAlreadyFinished,
     RunEndNotForkable,
 )
-from checkpointd.fencing import fence_of
 from checkpointd.paging import decode_token
 from checkpointd.servicers.common import ServiceDeps, StoreServicer, shielded
 from checkpointd.servicers.executions import ExecutionRpcs
@@ -55,19 +54,13 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
     async def PutCheckpoint(
         self, request: svc.PutCheckpointRequest, write: WriteKey
     ) -> svc.PutCheckpointResponse:
-        if not request.HasField("checkpoint"):
-            raise InvalidField("checkpoint", "is required")
+        v.required("checkpoint", request)
         basic = _basic_view(request.view)
         record = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
-        fence = fence_of(request)
         stored = await self._fenced(
-            write.namespace,
-            fence,
-            lambda: self._store.put_checkpoint(
-                write.namespace, write.request_id, record, fingerprint=write.fingerprint
-            ),
+            request, write, lambda: self._store.put_checkpoint(checkpoint=record, **write.args)
         )
         return svc.PutCheckpointResponse(checkpoint=checkpoint_to_proto(stored, basic=basic))
 
@@ -124,11 +117,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         result = await shielded(
             self._store.delete_execution(
-                write.namespace,
-                execution_id,
-                request_id=write.request_id,
-                now=self._deps.clock(),
-                fingerprint=write.fingerprint,
+                execution_id=execution_id, now=self._deps.clock(), **write.args
             )
         )
         return svc.DeleteExecutionResponse(
@@ -141,8 +130,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
     async def PruneCheckpoints(
         self, request: svc.PruneCheckpointsRequest, write: WriteKey
     ) -> svc.PruneCheckpointsResponse:
-        if not request.HasField("older_than"):
-            raise InvalidField("older_than", "is required")
+        v.required("older_than", request)
         older_than = v.duration_to_timedelta("older_than", request.older_than)
         now = self._deps.clock()
         try:
@@ -151,12 +139,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
             cutoff = now.replace(year=1, month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
         result = await shielded(
             self._store.prune(
-                write.namespace,
-                cutoff,
-                batch_size=self._deps.prune_batch_size,
-                request_id=write.request_id,
-                now=now,
-                fingerprint=write.fingerprint,
+                cutoff=cutoff, batch_size=self._deps.prune_batch_size, now=now, **write.args
             )
         )
         return svc.PruneCheckpointsResponse(

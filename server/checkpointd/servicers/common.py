@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 from google.protobuf.message import Message
 
-from checkpointd.domain import LeaseFence
-from checkpointd.fencing import fenced_write
+from checkpointd.fencing import Fenceable, fence_of, fenced_write
 from checkpointd.paging import encode_token
+from checkpointd.servicers.scope import WriteKey
 from checkpointd.store.base import Store
 
 if TYPE_CHECKING:
@@ -79,11 +79,13 @@ class StoreServicer:
         self._store = deps.store
 
     async def _fenced(
-        self, namespace: str, fence: LeaseFence | None, write: Callable[[], Awaitable[T]]
+        self, request: Fenceable, write: WriteKey, call: Callable[[], Awaitable[T]]
     ) -> T:
-        """Run ``write`` (a store call) to its end (:func:`shielded`), under the request's
-        fence when it has one (K4)."""
-        return await shielded(fenced_write(self._store, namespace, fence, write))
+        """Run ``call`` (the store call of ``write``) to its end (:func:`shielded`), under
+        the request's fence when it has one (K4); the fence is checked here, after the
+        request's other fields."""
+        fence = fence_of(request)
+        return await shielded(fenced_write(self._store, write.namespace, fence, call))
 
     def _fill_page(
         self,

@@ -131,12 +131,10 @@ class DecisionMethods(StoreServicer):
         )
         change = await shielded(
             self._store.submit_decision(
-                write.namespace,
-                write.request_id,
-                execution_id,
-                decision,
-                fingerprint=write.fingerprint,
+                execution_id=execution_id,
+                decision=decision,
                 interrupt_id=interrupt_id,
+                **write.args,
             )
         )
         if change.outcome is DecisionOutcome.NOT_FOUND:

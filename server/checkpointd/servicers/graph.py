@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, astuple, replace
 from datetime import timedelta
 from typing import Final
 
 from checkpointd import validation as v
 from checkpointd.errors import InvalidField
-from checkpointd.fencing import fence_of
 from checkpointd.graph.interrupts import GraphInterrupt
 from checkpointd.graph.paging import decode_position, encode_position
 from checkpointd.graph.retention import RetentionRule
@@ -247,23 +246,16 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     async def PutGraphCheckpoint(
         self, request: svc.PutGraphCheckpointRequest, write: WriteKey
     ) -> svc.PutGraphCheckpointResponse:
-        if not request.HasField("checkpoint"):
-            raise InvalidField("checkpoint", "is required")
+        v.required("checkpoint", request)
         checkpoint = replace(
             _checkpoint(request.checkpoint), send_nodes=_send_nodes(request.send_nodes)
         )
         values = _new_values(checkpoint, request.new_values)
-        fence = fence_of(request)
         await self._fenced(
-            write.namespace,
-            fence,
+            request,
+            write,
             lambda: self._graph.put_checkpoint(
-                write.namespace,
-                write.request_id,
-                checkpoint,
-                values,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
+                checkpoint=checkpoint, new_values=values, now=self._deps.clock(), **write.args
             ),
         )
         return svc.PutGraphCheckpointResponse()
@@ -277,21 +269,18 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
         writes = _writes(request)
         interrupts = _interrupts(request, thread_id)
-        fence = fence_of(request)
         await self._fenced(
-            write.namespace,
-            fence,
+            request,
+            write,
             lambda: self._graph.put_writes(
-                write.namespace,
-                write.request_id,
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                writes,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
+                thread_id=thread_id,
+                checkpoint_ns=checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                writes=writes,
+                now=self._deps.clock(),
                 task_id=request.task_id,
                 interrupts=interrupts,
+                **write.args,
             ),
         )
         return svc.PutGraphWritesResponse()
@@ -332,15 +321,8 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
             ),
         )
         limit = v.page_size("page_size", request.page_size)
-        scope = (
-            "graph",
-            namespace,
-            query.thread_id,
-            query.checkpoint_ns,
-            query.checkpoint_id,
-            query.metadata_filter_json,
-            query.before_checkpoint_id,
-        )
+        # The token is bound to the whole query, so a page is never resumed under another.
+        scope = ("graph", namespace, *astuple(query))
         after = decode_position(request.page_token, scope)
         budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
         # The store completes only the rows that fit the reply (B1); the reply is measured
@@ -363,13 +345,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     ) -> svc.DeleteGraphThreadResponse:
         thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
         deleted = await shielded(
-            self._graph.delete_thread(
-                write.namespace,
-                write.request_id,
-                thread_id,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
-            )
+            self._graph.delete_thread(thread_id=thread_id, now=self._deps.clock(), **write.args)
         )
         return svc.DeleteGraphThreadResponse(checkpoints_deleted=deleted)
 
@@ -381,13 +357,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
             raise InvalidField("run_ids", f"must name at most {MAX_IDS} runs")
         run_ids = [v.identifier("run_ids", run_id, NAME_MAX) for run_id in request.run_ids]
         deleted = await shielded(
-            self._graph.delete_runs(
-                write.namespace,
-                write.request_id,
-                run_ids,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
-            )
+            self._graph.delete_runs(run_ids=run_ids, now=self._deps.clock(), **write.args)
         )
         return svc.DeleteGraphRunsResponse(checkpoints_deleted=deleted)
 
@@ -401,12 +371,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
             raise InvalidField("target_thread_id", "must differ from source_thread_id")
         copied = await shielded(
             self._graph.copy_thread(
-                write.namespace,
-                write.request_id,
-                source,
-                target,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
+                source=source, target=target, now=self._deps.clock(), **write.args
             )
         )
         return svc.CopyGraphThreadResponse(checkpoints_copied=copied)
@@ -428,12 +393,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
             )
         deleted = await shielded(
             self._graph.prune(
-                write.namespace,
-                write.request_id,
-                thread_ids,
-                strategy,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
+                thread_ids=thread_ids, strategy=strategy, now=self._deps.clock(), **write.args
             )
         )
         return svc.PruneGraphThreadsResponse(checkpoints_deleted=deleted)
@@ -445,13 +405,11 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
         rule = _retention_rule(request)
         counts = await shielded(
             self._graph.apply_retention(
-                write.namespace,
-                write.request_id,
-                rule,
-                self._deps.clock(),
+                rule=rule,
+                now=self._deps.clock(),
                 batch_size=self._deps.prune_batch_size,
                 dry_run=request.dry_run,
-                fingerprint=write.fingerprint,
+                **write.args,
             )
         )
         return svc.ApplyGraphRetentionResponse(**asdict(counts))

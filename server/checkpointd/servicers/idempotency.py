@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from checkpointd import validation as v
-from checkpointd.fencing import fence_of
 from checkpointd.servicers.common import StoreServicer, shielded
 from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd_client.v1 import idempotency_service_pb2 as svc
@@ -29,19 +28,16 @@ class IdempotencyServicer(StoreServicer, svc_grpc.IdempotencyServiceServicer):
     ) -> svc.PutIdempotencyResultResponse:
         execution_id, key = _entry(request)
         result_json = v.json_value("result_json", request.result_json)
-        fence = fence_of(request)
         # A retry of an applied request id writes nothing (contract D1).
         await self._fenced(
-            write.namespace,
-            fence,
+            request,
+            write,
             lambda: self._store.put_idempotent(
-                write.namespace,
-                write.request_id,
-                execution_id,
-                key,
-                result_json,
-                self._deps.clock(),
-                fingerprint=write.fingerprint,
+                execution_id=execution_id,
+                key=key,
+                result_json=result_json,
+                now=self._deps.clock(),
+                **write.args,
             ),
         )
         return svc.PutIdempotencyResultResponse()

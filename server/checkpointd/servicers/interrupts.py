@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import astuple
 
 import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -25,7 +26,6 @@ from checkpointd.convert import (
 from checkpointd.domain import CheckpointStatus, EventKind, InterruptEventRecord, PendingFilter
 from checkpointd.edge import abort_with_error
 from checkpointd.errors import InvalidField, NoPendingInterrupt
-from checkpointd.fencing import fence_of
 from checkpointd.paging import decode_token
 from checkpointd.servicers.common import shielded
 from checkpointd.servicers.decisions import DecisionMethods
@@ -139,26 +139,19 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
     async def RecordInterrupt(
         self, request: svc.RecordInterruptRequest, write: WriteKey
     ) -> svc.RecordInterruptResponse:
-        if not request.HasField("checkpoint"):
-            raise InvalidField("checkpoint", "is required")
-        if not request.HasField("pending"):
-            raise InvalidField("pending", "is required")
+        v.required("checkpoint", request)
+        v.required("pending", request)
         checkpoint = checkpoint_from_proto(
             request.checkpoint, field="checkpoint", now=self._deps.clock()
         )
         if checkpoint.status is not CheckpointStatus.INTERRUPTED:
             raise InvalidField("checkpoint.status", "must be CHECKPOINT_STATUS_INTERRUPTED")
         pending = pending_from_proto(request.pending, field="pending", checkpoint=checkpoint)
-        fence = fence_of(request)
         result = await self._fenced(
-            write.namespace,
-            fence,
+            request,
+            write,
             lambda: self._store.record_interrupt(
-                write.namespace,
-                write.request_id,
-                checkpoint,
-                pending,
-                fingerprint=write.fingerprint,
+                checkpoint=checkpoint, pending=pending, **write.args
             ),
         )
         return svc.RecordInterruptResponse(
@@ -187,13 +180,8 @@ class InterruptServicer(DecisionMethods, svc_grpc.InterruptServiceServicer):
     ) -> svc.ListPendingInterruptsResponse:
         limit = v.page_size("page_size", request.page_size)
         filters = _pending_filter(request)
-        scope = (
-            "pending",
-            namespace,
-            filters.chain_name,
-            filters.reason,
-            filters.agent_path_prefix,
-        )
+        # The token is bound to every filter, so a page is never resumed under others.
+        scope = ("pending", namespace, *astuple(filters))
         before = decode_token(request.page_token, scope)
         # Read within the reply's size, as ListCheckpoints does (B1).
         page = await shielded(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, TypeVar, cast
+from typing import Any, Protocol, TypeAlias, TypedDict, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -21,7 +21,7 @@ from google.protobuf.message import Message
 from checkpointd import validation as v
 from checkpointd.fingerprint import fingerprint
 
-__all__ = ["Rpc", "WriteKey", "namespaced", "retriable"]
+__all__ = ["Rpc", "WriteArgs", "WriteKey", "namespaced", "retriable"]
 
 
 class _Namespaced(Protocol):
@@ -48,6 +48,14 @@ W = TypeVar("W", bound=_Retriable)
 Rpc: TypeAlias = Callable[[S, N, grpc.aio.ServicerContext[Any, Any] | None], Coroutine[Any, Any, R]]
 
 
+class WriteArgs(TypedDict):
+    """A :class:`WriteKey` as the store's remembered writes take it, by keyword."""
+
+    namespace: str
+    request_id: str
+    fingerprint: str
+
+
 @dataclass(frozen=True, slots=True)
 class WriteKey:
     """A retriable write's namespace, request id and fingerprint: what the store remembers
@@ -58,6 +66,13 @@ class WriteKey:
     """Empty when the request has none: nothing is remembered."""
     fingerprint: str
     """Empty when the request has no request id."""
+
+    @property
+    def args(self) -> WriteArgs:
+        """The key as every remembered store write takes it: ``store.write(..., **key.args)``."""
+        return WriteArgs(
+            namespace=self.namespace, request_id=self.request_id, fingerprint=self.fingerprint
+        )
 
 
 def namespaced(handler: Callable[[S, N, str], Awaitable[R]]) -> Rpc[S, N, R]:
