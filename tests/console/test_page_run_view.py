@@ -8,7 +8,9 @@ Run with ``CHECKPOINTD_SCREENSHOTS=docs`` to refresh docs/langgraph-run-view.png
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,8 @@ from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.console.conftest import Console, approval_chain, pause
 from tests.console.page import SCREENSHOTS_ENV, open_page, row, wait
 from tests.console.run_view_graph import forked_thread
+from tests.polyglot.conftest import NODE_CLIENT
+from tests.polyglot.conftest import node as node  # the fixture: node, with the client's packages
 
 STEPS = "#run-checkpoints tr.graph-checkpoint"
 
@@ -173,3 +177,101 @@ def test_w3_page_run_view_shows_a_forked_threads_tree_pauses_and_each_steps_chan
     assert dialog.size["width"] <= width
     state_box = browser.find_element(By.ID, "run-state").rect
     assert state_box["x"] + state_box["width"] <= width
+
+
+#: A thread the Node.js client's LangGraph.js saver writes (values as LangGraph.js's "json",
+#: messages as LangChain's constructor envelopes): draft -> approve (pauses), forked at its
+#: input by an edit made as "draft".
+JS_THREAD = """
+const { Annotation, END, START, StateGraph, MessagesAnnotation, interrupt } =
+  require('@langchain/langgraph');
+const { AIMessage, HumanMessage } = require('@langchain/core/messages');
+const { CheckpointdSaver } = require('./src/langgraph');
+const [namespace, thread] = process.argv.slice(1);
+const State = Annotation.Root({ ...MessagesAnnotation.spec, ticket: Annotation() });
+const saver = new CheckpointdSaver({ namespace, graphName: 'js-refunds' });
+const graph = new StateGraph(State)
+  .addNode('draft', () => ({
+    messages: [new AIMessage({ content: 'Refund 40 EUR?', id: 'm-draft' })],
+    ticket: { item: 'A-1', amount: 40 },
+  }))
+  .addNode('approve', () => ({
+    messages: [new HumanMessage({ content: `refund: ${interrupt({ question: 'Refund?' })}` })],
+  }))
+  .addEdge(START, 'draft').addEdge('draft', 'approve').addEdge('approve', END)
+  .compile({ checkpointer: saver });
+(async () => {
+  const config = { configurable: { thread_id: thread } };
+  const asked = new HumanMessage({ content: 'I want a refund', id: 'm-ask' });
+  const result = await graph.invoke({ messages: [asked] }, config);
+  let input;
+  for await (const s of graph.getStateHistory(config)) {
+    if (s.next.length === 1 && s.next[0] === 'draft') input = s;
+  }
+  const edit = { ticket: { item: 'A-1', amount: 25 } };
+  const fork = await graph.updateState(input.config, edit, 'draft');
+  process.stdout.write(JSON.stringify({
+    pause: result.__interrupt__[0].id,
+    forkPoint: input.config.configurable.checkpoint_id,
+    fork: fork.configurable.checkpoint_id,
+  }));
+  await saver.end();
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
+
+def js_thread(node: str, target: str, thread: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "CHECKPOINTD_TOKEN"}
+    env["CHECKPOINTD_TARGET"] = target
+    done = subprocess.run(
+        [node, "-e", JS_THREAD, "default", thread],
+        cwd=NODE_CLIENT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    written: dict[str, str] = json.loads(done.stdout)
+    return written
+
+
+def test_w3_page_run_view_reads_a_thread_the_nodejs_saver_wrote(
+    console: Console, browser: Any, node: str
+) -> None:
+    """A LangGraph.js thread (values as JSON, messages as LangChain's envelopes), beside a
+    Python one: its fork is two branches, the edit shows the ticket added, the paused step
+    the message its step appended as its type, and its pause waits."""
+    python = forked_thread(console.target, console.url, f"thread-{uuid.uuid4().hex[:8]}")
+    thread = f"js-{uuid.uuid4().hex[:8]}"
+    written = js_thread(node, console.target, thread)
+    open_page(browser, console.url)
+    row(browser, python.thread)
+    row(browser, thread).find_element(By.CSS_SELECTOR, "button.open-run").click()
+    wait(browser).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, STEPS)) >= 4)
+    assert step_row(browser, written["forkPoint"]).get_attribute("data-children") == "2"
+    branches = browser.find_elements(
+        By.CSS_SELECTOR, f'{STEPS}[data-parent-id="{written["forkPoint"]}"]'
+    )
+    assert [b.get_attribute("data-branch") for b in branches] == ["branch 1 of 2", "branch 2 of 2"]
+
+    shown_state_of(browser, written["fork"])  # the newest: the edit
+    ticket = change(browser, "ticket")
+    assert ticket.get_attribute("data-change") == "added"
+    assert '"amount": 25' in ticket.find_element(By.CSS_SELECTOR, ".after").text
+
+    paused = browser.find_element(By.CSS_SELECTOR, f"{STEPS}.paused")
+    paused.find_element(By.CSS_SELECTOR, "button.step").click()
+    shown_state_of(browser, paused.get_attribute("data-checkpoint-id") or "")
+    messages = change(browser, "messages")
+    appended = messages.find_element(By.CSS_SELECTOR, ".appended").text
+    assert '"$type": "langchain_core.messages.AIMessage"' in appended
+    assert '"content": "Refund 40 EUR?"' in appended
+
+    [waiting] = wait(browser).until(
+        lambda b: b.find_elements(By.CSS_SELECTOR, "#run-pause-list li.run-pause")
+    )
+    assert waiting.get_attribute("data-interrupt-id") == written["pause"]
+    assert "Refund?" in waiting.find_element(By.CSS_SELECTOR, ".request").text
+    assert waiting.find_element(By.CSS_SELECTOR, ".decision").text == "waiting for a decision"
