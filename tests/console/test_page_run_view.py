@@ -87,6 +87,7 @@ def test_w3_page_run_view_shows_a_forked_threads_tree_pauses_and_each_steps_chan
     assert [b.get_attribute("data-branch") for b in branches] == ["branch 1 of 2", "branch 2 of 2"]
     assert {b.get_attribute("data-level") for b in branches} == {str(level + 1)}
     assert branches[1].get_attribute("data-checkpoint-id") == found.fork
+    assert branches[1].find_element(By.CSS_SELECTOR, ".tasks").text == "state edited"
     positions = [int(b.find_element(By.CSS_SELECTOR, "button.step").text) for b in branches]
     assert positions[0] < positions[1]
 

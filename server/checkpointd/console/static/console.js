@@ -1951,7 +1951,8 @@ function graphCheckpointRow(c, position, place) {
   if (place.branch) tr.dataset.branch = place.branch;
   if (c.interrupts) tr.classList.add("paused");
   if (place.children > 1) tr.classList.add("fork");
-  const tasks = c.tasks.length ? c.tasks.join(", ") : (c.wrote.join(", ") || "-");
+  let tasks = c.tasks.length ? c.tasks.join(", ") : (c.wrote.join(", ") || "-");
+  if (tasks === "-" && c.source === "update") tasks = "state edited"; // update_state: a fork
   const index = el("td", "index");
   const step = el("button", "step", String(position + 1));
   step.type = "button";
