@@ -640,7 +640,11 @@ class Console:
         return web.json_response(
             {
                 "checkpoint": _summary_json(summarize(found), _interrupt_writes(found)),
-                "parent": None if parent is None else _summary_json(summarize(parent), 0),
+                "parent": (
+                    None
+                    if parent is None
+                    else _summary_json(summarize(parent), _interrupt_writes(parent))
+                ),
                 "parent_missing": bool(parent_id) and parent is None,
                 "values": shown.values,
                 "changes": shown.changes,
