@@ -33,6 +33,20 @@ gRPC status name and an HTTP status that matches it):
   and ``edited_args_json``, or ``resume_json``).
 - ``GET /api/checkpoints?namespace=&execution_id=&page_token=``: a run's checkpoints, oldest
   first (ListCheckpoints).
+- ``GET /api/graph-checkpoints?namespace=&thread_id=&page_token=``: a LangGraph thread's
+  checkpoints in every subgraph, newest first (ListGraphCheckpoints), each as a person reads
+  it without decoding: ``checkpoint_id``, ``checkpoint_ns``, ``parent_checkpoint_id`` (what
+  draws a fork: a checkpoint two others name), ``parents`` (a subgraph checkpoint's callers,
+  by checkpoint_ns), ``interrupts`` (the tasks that paused there), ``step``, ``source``,
+  ``wrote``, ``tasks``, ``created_at``.
+- ``GET /api/graph-state?namespace=&thread_id=&checkpoint_ns=&checkpoint_id=``: one
+  checkpoint with its channel values decoded (:mod:`checkpointd.graph.value_view`: JSON and
+  msgpack read as data, never executed; anything else typed bytes), ``changes`` from its
+  parent (each channel ``added``, ``removed`` or ``changed`` with ``before`` / ``after``, and
+  what a list ``appended``), its ``pending_writes``, its ``parent`` and ``cut`` (what the
+  size limits left out, by value). An unknown checkpoint is CHECKPOINT_NOT_FOUND.
+- ``GET /api/graph-pauses?namespace=&thread_id=``: a thread's pauses, oldest first, each with
+  its request and its decision (the pending and decided listings, read for that thread).
 - ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
   with its count, so a person picks one rather than typing it.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
@@ -55,7 +69,7 @@ import json
 import logging
 import secrets
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -72,6 +86,7 @@ from checkpointd.auth import Authenticator, Grant, Role
 from checkpointd.domain import PendingFilter
 from checkpointd.errors import (
     CheckpointdError,
+    CheckpointNotFound,
     InvalidField,
     MissingToken,
     NamespaceNotAllowed,
@@ -79,6 +94,7 @@ from checkpointd.errors import (
     status_for,
 )
 from checkpointd.graph.checkpoint_summary import CheckpointSummary, summarize
+from checkpointd.graph.state_view import state_view
 from checkpointd.listeners import Listener
 from checkpointd.logging_setup import event
 from checkpointd.readiness import StoreMonitor
@@ -303,6 +319,8 @@ class Console:
         app.router.add_get("/api/decisions", self._decisions)
         app.router.add_get("/api/checkpoints", self._checkpoints)
         app.router.add_get("/api/graph-checkpoints", self._graph_checkpoints)
+        app.router.add_get("/api/graph-state", self._graph_state)
+        app.router.add_get("/api/graph-pauses", self._graph_pauses)
         app.router.add_get("/api/events", self._events)
         return app
 
@@ -568,20 +586,113 @@ class Console:
             {"checkpoints": checkpoints, "next_page_token": reply.next_page_token}
         )
 
-    async def _graph_checkpoints(self, request: web.Request) -> web.StreamResponse:
-        """A LangGraph thread's checkpoints, newest first, as a person reads them (the server
-        never decodes one: step, source, the nodes whose tasks wrote, the time of its id)."""
-        page = self._page_of(request)
+    def _graphs(self) -> GraphServicer:
         if self._graph_servicer is None:
             raise StoreUnavailable("this server does not serve graphs")
+        return self._graph_servicer
+
+    async def _graph_checkpoints(self, request: web.Request) -> web.StreamResponse:
+        """A LangGraph thread's checkpoints, newest first, as a person reads them (step,
+        source, the nodes whose tasks wrote, the time of its id, its parent, its pauses)."""
+        page = self._page_of(request)
         message = graph_svc.ListGraphCheckpointsRequest(
             thread_id=request.query.get("thread_id", ""), **page
         )
-        reply = await self._graph_servicer.ListGraphCheckpoints(message, None)
-        checkpoints = [_summary_json(summarize(t)) for t in reply.checkpoint_tuples]
+        reply = await self._graphs().ListGraphCheckpoints(message, None)
+        checkpoints = [
+            _summary_json(summarize(t), _interrupt_writes(t)) for t in reply.checkpoint_tuples
+        ]
         return web.json_response(
             {"checkpoints": checkpoints, "next_page_token": reply.next_page_token}
         )
+
+    async def _graph_tuple(
+        self, namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> graph_svc.GraphCheckpointTuple | None:
+        message = graph_svc.GetGraphCheckpointRequest(
+            namespace=namespace,
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=checkpoint_id,
+        )
+        reply = await self._graphs().GetGraphCheckpoint(message, None)
+        return reply.checkpoint_tuple if reply.HasField("checkpoint_tuple") else None
+
+    async def _graph_state(self, request: web.Request) -> web.StreamResponse:
+        """One checkpoint of a thread with its state decoded (never executed), what changed
+        from its parent, and its pending writes."""
+        query = request.query
+        namespace = self._namespace(self._grant(request), query.get("namespace", ""))
+        thread_id = query.get("thread_id", "")
+        checkpoint_ns = query.get("checkpoint_ns", "")
+        checkpoint_id = query.get("checkpoint_id", "")
+        if not checkpoint_id:
+            raise InvalidField("checkpoint_id", "is required")
+        self._gate()
+        found = await self._graph_tuple(namespace, thread_id, checkpoint_ns, checkpoint_id)
+        if found is None:
+            raise CheckpointNotFound(thread_id, checkpoint_id)
+        parent_id = found.checkpoint.parent_checkpoint_id
+        parent = None
+        if parent_id:
+            parent = await self._graph_tuple(namespace, thread_id, checkpoint_ns, parent_id)
+        shown = state_view(found, parent)
+        return web.json_response(
+            {
+                "checkpoint": _summary_json(summarize(found), _interrupt_writes(found)),
+                "parent": (
+                    None
+                    if parent is None
+                    else _summary_json(summarize(parent), _interrupt_writes(parent))
+                ),
+                "parent_missing": bool(parent_id) and parent is None,
+                "values": shown.values,
+                "changes": shown.changes,
+                "pending_writes": shown.pending_writes,
+                "cut": shown.cut,
+            }
+        )
+
+    async def _graph_pauses(self, request: web.Request) -> web.StreamResponse:
+        """A thread's pauses, each with its request and its decision: the ones waiting (or
+        decided, not yet resumed) and the ones decided, read from the namespace's listings
+        (at most MAX_DECISIONS_SCANNED rows of each)."""
+        query = request.query
+        namespace = self._namespace(self._grant(request), query.get("namespace", ""))
+        thread_id = v.identifier("thread_id", query.get("thread_id", ""), v.EXECUTION_ID_MAX)
+        self._gate()
+        found: dict[str, dict[str, Any]] = {}
+        complete = True
+        for decided in (False, True):  # the decisions last: a decision is the newer word
+            rows, whole = await self._thread_pauses(namespace, thread_id, decided=decided)
+            found.update((row.interrupt_id, _to_json(row)) for row in rows)
+            complete = complete and whole
+        pauses = sorted(found.values(), key=_pause_order)
+        return web.json_response({"pauses": pauses, "complete": complete})
+
+    async def _thread_pauses(
+        self, namespace: str, thread_id: str, *, decided: bool
+    ) -> tuple[list[pb.PendingInterrupt], bool]:
+        """The thread's rows of ListDecisions (``decided``) or ListPendingInterrupts, read
+        page by page (at most MAX_DECISIONS_SCANNED rows), and whether all were read."""
+        rows: list[pb.PendingInterrupt] = []
+        token, scanned = "", 0
+        while True:
+            page: Sequence[pb.PendingInterrupt]
+            if decided:
+                asked = svc.ListDecisionsRequest(namespace=namespace, page_size=1000)
+                asked.page_token = token
+                decisions = await self._servicer.ListDecisions(asked, None)
+                page, token = decisions.decided, decisions.next_page_token
+            else:
+                waiting = svc.ListPendingInterruptsRequest(namespace=namespace, page_size=1000)
+                waiting.page_token = token
+                pending = await self._servicer.ListPendingInterrupts(waiting, None)
+                page, token = pending.pending_interrupts, pending.next_page_token
+            rows.extend(row for row in page if row.execution_id == thread_id)
+            scanned += len(page)
+            if not token or scanned >= MAX_DECISIONS_SCANNED:
+                return rows, not token
 
     async def _decide(self, request: web.Request) -> web.StreamResponse:
         self._check_same_origin(request)
@@ -684,10 +795,24 @@ class Console:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _summary_json(seen: CheckpointSummary) -> dict[str, Any]:
+def _pause_order(pause: dict[str, Any]) -> tuple[str, str]:
+    return str(pause.get("created_at", "")), str(pause.get("interrupt_id", ""))
+
+
+def _interrupt_writes(found: graph_svc.GraphCheckpointTuple) -> int:
+    """How many tasks paused at a checkpoint (each writes its interrupts once)."""
+    return sum(1 for write in found.pending_writes if write.channel == "__interrupt__")
+
+
+def _summary_json(seen: CheckpointSummary, interrupts: int) -> dict[str, Any]:
+    parents = seen.metadata.get("parents")
     return {
         "checkpoint_id": seen.checkpoint_id,
         "checkpoint_ns": seen.checkpoint_ns,
+        "parent_checkpoint_id": seen.parent_checkpoint_id,
+        # A subgraph's checkpoint names the checkpoints of the graphs that called it, by ns.
+        "parents": parents if isinstance(parents, dict) else {},
+        "interrupts": interrupts,
         "step": seen.step,
         "source": seen.source,
         "wrote": seen.wrote,

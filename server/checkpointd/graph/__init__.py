@@ -12,6 +12,9 @@ are the same on every backend.
 - :mod:`.metrics`: the graph store's operation timings.
 - :mod:`.checkpoint_summary`: a checkpoint as a person reads it, undecoded (the CLI's
   ``runs show`` and the approvals page's run view).
+- :mod:`.value_view`: a stored value as plain JSON, decoded without LangGraph and never
+  executed; :mod:`.state_view`: a checkpoint's state and what changed from its parent (the
+  run view's).
 
 Nothing is imported here: the backends import these modules, and these import the store's
 shared machinery, so the package stays free of import cycles.

@@ -1656,6 +1656,7 @@ async function showRun(executionId, interrupt) {
   $("run-title").textContent = `Run ${executionId}`;
   $("run-error").textContent = "";
   $("run-checkpoints").replaceChildren();
+  resetThreadView(Boolean(interrupt));
   refreshRunSummary();
   if (!dialog.open) dialog.showModal();
   const namespace = encodeURIComponent(state.namespace);
@@ -1674,7 +1675,7 @@ async function showRun(executionId, interrupt) {
         found.push(...page.checkpoints);
         token = page.next_page_token;
       } while (token);
-      $("run-checkpoints").append(...found.reverse().map(graphCheckpointRow));
+      showThread(found.reverse(), shownRun);
       return;
     }
     let token = "";
@@ -1817,24 +1818,393 @@ function checkpointRow(c) {
   return tr;
 }
 
-// One checkpoint of a LangGraph thread, undecoded: its step, the nodes whose tasks wrote on it
-// (the step run from it), its source, when its id says it was made, its subgraph.
-function graphCheckpointRow(c, position) {
+// --- a LangGraph thread in the run view: its history as a tree, a step's state, its pauses --
+
+// The thread shown: its checkpoints by key, and the step whose state is shown.
+const threadView = {
+  run: null, // state.openRun when it was read
+  byKey: new Map(), // checkpointKey(c) -> {checkpoint, position, row}
+  selected: null, // checkpointKey of the step shown
+  reading: 0, // numbers the reads of a step's state: only the newest is shown
+};
+
+function checkpointKey(c) {
+  return `${c.checkpoint_ns || ""}\u0000${c.checkpoint_id}`;
+}
+
+// Hides what a thread shows (a fastaiagent run shows its checkpoints' table only).
+function resetThreadView(isThread) {
+  threadView.run = null;
+  threadView.byKey = new Map();
+  threadView.selected = null;
+  threadView.reading += 1;
+  $("run-view").classList.toggle("thread", isThread);
+  $("run-pauses").hidden = true;
+  $("run-pause-list").replaceChildren();
+  $("run-state").hidden = true;
+  $("run-state-body").replaceChildren();
+}
+
+// Where each checkpoint goes in the tree, in the order shown: each checkpoint namespace's
+// checkpoints follow their parents (the step before); a checkpoint with several children is
+// a fork, each child starting a branch one level in; a subgraph's checkpoints come after the
+// checkpoint of the graph that called it, one level in. ``ordered`` is oldest first.
+function threadTree(ordered) {
+  const byNs = new Map();
+  for (const c of ordered) {
+    const ns = c.checkpoint_ns || "";
+    if (!byNs.has(ns)) byNs.set(ns, []);
+    byNs.get(ns).push(c);
+  }
+  const ids = new Set(ordered.map((c) => c.checkpoint_id));
+  // A subgraph's namespace hangs from the checkpoint of the namespace that called it.
+  const anchored = new Map(); // checkpoint id -> [ns]
+  const loose = [];
+  for (const [ns, list] of byNs) {
+    if (!ns) continue;
+    const outer = ns.includes("|") ? ns.slice(0, ns.lastIndexOf("|")) : "";
+    const parents = list[0].parents || {};
+    const anchor = typeof parents[outer] === "string" ? parents[outer] : "";
+    if (anchor && ids.has(anchor)) {
+      if (!anchored.has(anchor)) anchored.set(anchor, []);
+      anchored.get(anchor).push(ns);
+    } else {
+      loose.push(ns);
+    }
+  }
+  const placed = [];
+  const emitNs = (ns, level) => {
+    const list = byNs.get(ns) || [];
+    const inNs = new Set(list.map((c) => c.checkpoint_id));
+    const children = new Map();
+    const roots = [];
+    for (const c of list) {
+      const parent = c.parent_checkpoint_id || "";
+      if (parent && inNs.has(parent)) {
+        if (!children.has(parent)) children.set(parent, []);
+        children.get(parent).push(c);
+      } else {
+        roots.push(c);
+      }
+    }
+    if (ns) placed.push({ group: ns, level, first: list[0] });
+    // Depth first without recursion: a long thread is thousands of steps.
+    const stack = roots.map((c) => ({ c, level: ns ? level + 1 : level, branch: "" })).reverse();
+    while (stack.length) {
+      const { c, level: at, branch } = stack.pop();
+      const kids = children.get(c.checkpoint_id) || [];
+      placed.push({ checkpoint: c, level: at, branch, children: kids.length });
+      for (const sub of anchored.get(c.checkpoint_id) || []) emitNs(sub, at + 1);
+      const next = kids.length === 1
+        ? [{ c: kids[0], level: at, branch: "" }]
+        : kids.map((k, i) => ({ c: k, level: at + 1, branch: `branch ${i + 1} of ${kids.length}` }));
+      stack.push(...next.reverse());
+    }
+  };
+  emitNs("", 0);
+  for (const ns of loose) emitNs(ns, 0);
+  return placed;
+}
+
+// The thread's history as a tree, then its pauses; the newest step's state is shown.
+function showThread(ordered, shownRun) {
+  threadView.run = shownRun;
+  let position = 0;
+  const rows = threadTree(ordered).map((place) => {
+    if (place.group !== undefined) return subgraphRow(place);
+    position += 1;
+    const row = graphCheckpointRow(place.checkpoint, position - 1, place);
+    const entry = { checkpoint: place.checkpoint, position, row, children: place.children };
+    threadView.byKey.set(checkpointKey(place.checkpoint), entry);
+    return row;
+  });
+  $("run-checkpoints").append(...rows);
+  loadPauses(shownRun);
+  const newest = ordered.filter((c) => !c.checkpoint_ns).pop() || ordered[ordered.length - 1];
+  if (newest) selectStep(checkpointKey(newest), false);
+}
+
+// The heading of a subgraph's checkpoints: its checkpoint namespace, and where it was called.
+function subgraphRow(place) {
+  const tr = el("tr", "graph-namespace");
+  tr.dataset.checkpointNs = place.group;
+  tr.dataset.level = String(place.level);
+  const cell = el("td", "subgraph");
+  cell.colSpan = 5;
+  cell.style.setProperty("--level", String(place.level));
+  cell.append(el("span", "subgraph-label", "subgraph "), el("code", "", place.group));
+  tr.append(cell);
+  return tr;
+}
+
+// One checkpoint of a LangGraph thread: its step (a button that shows its state), the nodes
+// whose tasks wrote on it (the step run from it), its source and pauses, when its id says it
+// was made, its step and subgraph, and where it stands in the tree (``place``: its level,
+// the branch it starts, its children).
+function graphCheckpointRow(c, position, place) {
   const tr = el("tr", "checkpoint graph-checkpoint");
   tr.dataset.checkpointId = c.checkpoint_id;
-  const tasks = c.tasks.length ? c.tasks.join(", ") : (c.wrote.join(", ") || "-");
+  tr.dataset.checkpointNs = c.checkpoint_ns || "";
+  tr.dataset.parentId = c.parent_checkpoint_id || "";
+  tr.dataset.level = String(place.level);
+  tr.dataset.children = String(place.children);
+  if (place.branch) tr.dataset.branch = place.branch;
+  if (c.interrupts) tr.classList.add("paused");
+  if (place.children > 1) tr.classList.add("fork");
+  let tasks = c.tasks.length ? c.tasks.join(", ") : (c.wrote.join(", ") || "-");
+  if (tasks === "-" && c.source === "update") tasks = "state edited"; // update_state: a fork
+  const index = el("td", "index");
+  const step = el("button", "step", String(position + 1));
+  step.type = "button";
+  step.setAttribute("aria-pressed", "false");
+  step.setAttribute("aria-label", `Show the state at checkpoint ${position + 1} (${tasks})`);
+  step.addEventListener("click", () => selectStep(checkpointKey(c), true));
+  index.append(step);
+  const node = el("td", "node");
+  node.style.setProperty("--level", String(place.level));
+  if (place.branch) node.append(el("span", "branch-mark", "↳ "));
+  node.append(el("span", "tasks", tasks));
+  const source = el("td", "cp-status", c.source || "-");
+  if (c.interrupts) source.append(el("span", "pause-mark", " · paused"));
   const when = el("td", "time");
   if (c.created_at) when.append(ageNode(c.created_at));
-  const step = c.step === null || c.step === undefined ? "-" : `step ${c.step}`;
-  const where = c.checkpoint_ns ? `${step} · ${c.checkpoint_ns}` : step;
-  tr.append(
-    el("td", "index", String(position + 1)),
-    el("td", "node", tasks),
-    el("td", "cp-status", c.source || "-"),
-    when,
-    el("td", "state", where),
-  );
+  const stepText = c.step === null || c.step === undefined ? "-" : `step ${c.step}`;
+  let where = stepText; // a subgraph's checkpoints are under its heading
+  if (place.branch) where += ` · ${place.branch}`;
+  if (place.children > 1) where += ` · fork: ${place.children} branches`;
+  tr.append(index, node, source, when, el("td", "state", where));
+  tr.addEventListener("click", (event) => {
+    if (event.target.closest("button, a, time")) return;
+    selectStep(checkpointKey(c), false);
+  });
   return tr;
+}
+
+// Shows the state of the step ``stepKey``: its values and what changed from the step before.
+async function selectStep(stepKey, focus) {
+  const entry = threadView.byKey.get(stepKey);
+  const shownRun = threadView.run;
+  if (!entry || shownRun === null) return;
+  threadView.selected = stepKey;
+  for (const [k, other] of threadView.byKey) {
+    const chosen = k === stepKey;
+    other.row.classList.toggle("selected", chosen);
+    other.row.querySelector("button.step").setAttribute("aria-pressed", String(chosen));
+  }
+  if (focus) entry.row.querySelector("button.step").focus();
+  const reading = ++threadView.reading;
+  const c = entry.checkpoint;
+  const panel = $("run-state");
+  panel.hidden = false;
+  panel.dataset.checkpointId = c.checkpoint_id;
+  $("run-state-title").textContent = `State at checkpoint ${entry.position}`;
+  $("run-state-note").textContent = "reading…";
+  $("run-state-body").replaceChildren();
+  const query = new URLSearchParams({
+    namespace: state.namespace,
+    thread_id: shownRun.execution_id,
+    checkpoint_ns: c.checkpoint_ns || "",
+    checkpoint_id: c.checkpoint_id,
+  });
+  let shown;
+  try {
+    shown = await api("GET", `/api/graph-state?${query}`);
+  } catch (error) {
+    if (reading !== threadView.reading) return;
+    $("run-state-note").textContent = `The state could not be read: ${error.message}` +
+      (error.reason ? ` (${error.reason})` : "");
+    return;
+  }
+  if (reading !== threadView.reading || state.openRun !== shownRun) return;
+  $("run-state-note").textContent = stepNote(shown, entry);
+  $("run-state-body").append(...stateSections(shown));
+}
+
+// The step in words: its node(s), source and step, and which step it follows.
+function stepNote(shown, entry) {
+  const c = shown.checkpoint;
+  const parts = [`step ${c.step ?? "-"}`, c.source || "-"];
+  const tasks = c.tasks.length ? c.tasks : c.wrote;
+  if (tasks.length) parts.push(`then ${tasks.join(", ")}`);
+  if (c.checkpoint_ns) parts.push(`subgraph ${c.checkpoint_ns}`);
+  const parent = shown.parent && threadView.byKey.get(checkpointKey(shown.parent));
+  if (parent) parts.push(`after checkpoint ${parent.position}`);
+  else if (shown.parent_missing) parts.push("its parent checkpoint is gone");
+  else parts.push("the thread's first checkpoint");
+  return parts.join(" · ");
+}
+
+// What changed, the values, the pending writes, and what the size limits cut.
+function stateSections(shown) {
+  const sections = [];
+  const changes = el("section", "state-changes");
+  changes.append(el("h4", "", "Changed from the step before"));
+  const ownChanges = shown.changes.filter((c) => !isInternalChannel(c.channel));
+  const internalChanges = shown.changes.filter((c) => isInternalChannel(c.channel));
+  if (!ownChanges.length) changes.append(el("p", "empty", "No value of the graph's state changed."));
+  for (const change of ownChanges) changes.append(changeItem(change));
+  if (internalChanges.length) {
+    const details = el("details", "internal");
+    details.append(el("summary", "", `LangGraph's channels changed (${internalChanges.length})`), ...internalChanges.map(changeItem));
+    changes.append(details);
+  }
+  sections.push(changes);
+
+  const values = el("section", "state-values");
+  values.append(el("h4", "", "State"));
+  const names = Object.keys(shown.values);
+  const internal = names.filter(isInternalChannel);
+  const own = names.filter((name) => !isInternalChannel(name));
+  if (!own.length) values.append(el("p", "empty", "No values."));
+  values.append(channelList(shown.values, own));
+  if (internal.length) {
+    const details = el("details", "internal");
+    details.append(el("summary", "", `LangGraph's channels (${internal.length})`), channelList(shown.values, internal));
+    values.append(details);
+  }
+  sections.push(values);
+
+  if (shown.pending_writes.length) {
+    const writes = el("section", "state-writes");
+    writes.append(el("h4", "", "Pending writes (the step run from here)"));
+    const list = el("ul", "writes");
+    for (const write of shown.pending_writes) {
+      const item = el("li", "write");
+      item.dataset.channel = write.channel;
+      item.append(el("span", "write-head", `${write.node || write.task_id} → ${write.channel}`), viewBlock(write.value));
+      list.append(item);
+    }
+    writes.append(list);
+    sections.push(writes);
+  }
+  const cut = Object.entries(shown.cut);
+  if (cut.length) {
+    sections.push(el("p", "cut", `Cut for size: ${cut.map(([where, what]) => `${where} (${what.join("; ")})`).join(", ")}`));
+  }
+  return sections;
+}
+
+// LangGraph's own channels (the start, branches, pending sends), not the graph's state.
+function isInternalChannel(name) {
+  return name.startsWith("__") || name.startsWith("branch:");
+}
+
+function channelList(values, names) {
+  const list = el("dl", "channels");
+  for (const name of names) {
+    const entry = el("div", "channel");
+    entry.dataset.channel = name;
+    entry.append(el("dt", "", name), el("dd", "", ""));
+    entry.lastChild.append(viewBlock(values[name]));
+    list.append(entry);
+  }
+  return list;
+}
+
+// One channel's change: added, removed, or changed (what a list appended, else before and
+// after).
+function changeItem(change) {
+  const item = el("div", `change ${change.change}`);
+  item.dataset.channel = change.channel;
+  item.dataset.change = change.change;
+  const head = el("p", "change-head");
+  head.append(el("code", "", change.channel), el("span", "change-kind", ` ${change.change}`));
+  item.append(head);
+  if (change.appended) {
+    head.lastChild.textContent += `: ${change.appended.length} appended`;
+    item.append(labelled("appended", change.appended, "appended"));
+  } else {
+    if (change.change !== "added") item.append(labelled("before", change.before, "before"));
+    if (change.change !== "removed") item.append(labelled("after", change.after, "after"));
+  }
+  return item;
+}
+
+function labelled(label, value, className) {
+  const box = el("div", `view ${className}`);
+  box.append(el("span", "view-label", label), viewBlock(value));
+  return box;
+}
+
+// A decoded value as text (never markup): its JSON view, indented.
+function viewBlock(value) {
+  return el("pre", "value", JSON.stringify(value === undefined ? null : value, null, 2));
+}
+
+// The thread's pauses, oldest first: what each asked and what was decided.
+async function loadPauses(shownRun) {
+  const query = new URLSearchParams({ namespace: state.namespace, thread_id: shownRun.execution_id });
+  let found;
+  try {
+    found = await api("GET", `/api/graph-pauses?${query}`);
+  } catch (error) {
+    if (state.openRun !== shownRun) return;
+    $("run-pauses").hidden = false;
+    $("run-pause-list").replaceChildren(el("li", "error", `The pauses could not be read: ${error.message}`));
+    return;
+  }
+  if (state.openRun !== shownRun) return;
+  $("run-pauses").hidden = found.pauses.length === 0;
+  $("run-pause-list").replaceChildren(...found.pauses.map(pauseItem));
+}
+
+function pauseItem(pending) {
+  const item = el("li", "run-pause");
+  item.dataset.interruptId = interruptId(pending);
+  const head = el("div", "pause-head");
+  head.append(el("span", "node", pending.node_id ? `node ${pending.node_id}` : "pause"));
+  const short = el("code", "interrupt-id", `${interruptId(pending).slice(0, SHORT_ID_CHARS)}…`);
+  short.title = `interrupt ${interruptId(pending)}`;
+  head.append(short);
+  if (pending.created_at) {
+    head.append(el("span", "asked", "asked "), ageNode(pending.created_at));
+  }
+  const at = threadView.byKey.get(checkpointKey({ checkpoint_ns: pending.checkpoint_ns, checkpoint_id: pending.checkpoint_id }));
+  if (at) {
+    const go = el("button", "pause-step", `checkpoint ${at.position}`);
+    go.type = "button";
+    go.title = "show the state where it paused";
+    go.addEventListener("click", () => selectStep(checkpointKey(at.checkpoint), true));
+    head.append(go);
+  }
+  item.append(head, pauseRequest(pending), pauseDecision(pending));
+  return item;
+}
+
+// What the pause asked: each action of a middleware pause, or the value interrupt() was given.
+function pauseRequest(pending) {
+  const box = el("div", "request");
+  const actions = requestedActions(pending);
+  if (actions !== null && actions.length) {
+    const list = el("ul", "requested");
+    for (const action of actions) {
+      list.append(el("li", "", `${action.name}(${truncate(JSON.stringify(action.args), 200)})`));
+    }
+    box.append(el("span", "view-label", "asked"), list);
+    return box;
+  }
+  box.append(el("span", "view-label", "asked"), el("pre", "value", prettyContext(pending.context_json || "null")));
+  return box;
+}
+
+// Who decided what, when, and how far it was carried out; or that it waits.
+function pauseDecision(pending) {
+  const decision = pending.decision;
+  if (!decision) return el("p", "decision waiting", "waiting for a decision");
+  const line = el("p", `decision ${decision.approved ? "approved" : "rejected"}`);
+  line.append(el("span", "verdict", verdictText(pending)));
+  if (decision.decided_at) line.append(el("span", "", " · "), ageNode(decision.decided_at));
+  line.append(el("span", "outcome", ` · ${pauseOutcome(pending)}`));
+  return line;
+}
+
+// How far the decision went: the inbox's word, unless the thread went on from the pause's
+// checkpoint without a worker saying so (its graph was invoked again in code).
+function pauseOutcome(pending) {
+  const status = decisionStatus(pending.decision);
+  const at = threadView.byKey.get(checkpointKey({ checkpoint_ns: pending.checkpoint_ns, checkpoint_id: pending.checkpoint_id }));
+  if ((status === "decided" || status === "") && at && at.children > 0) return "the thread went on from here";
+  return resumeState(pending, false)[0];
 }
 
 document.addEventListener("DOMContentLoaded", () => {
