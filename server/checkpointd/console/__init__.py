@@ -33,6 +33,11 @@ gRPC status name and an HTTP status that matches it):
   and ``edited_args_json``, or ``resume_json``).
 - ``GET /api/checkpoints?namespace=&execution_id=&page_token=``: a run's checkpoints, oldest
   first (ListCheckpoints).
+- ``GET /api/runs?namespace=&framework=&status=&chain_name=&page_size=&page_token=``: the
+  namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
+  (ListExecutions, contract C12); ``framework`` is ``fastaiagent`` or ``langgraph``,
+  ``status`` ``running``, ``paused``, ``ended`` or ``failed``, ``chain_name`` a run's chain or
+  a thread's graph name; each run as the proto's JSON mapping writes an Execution.
 - ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
   with its count, so a person picks one rather than typing it.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
@@ -63,6 +68,7 @@ from typing import Any, Final
 
 import grpc
 from aiohttp import web
+from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
@@ -84,6 +90,7 @@ from checkpointd.logging_setup import event
 from checkpointd.readiness import StoreMonitor
 from checkpointd.security import is_loopback
 from checkpointd.servicers import CheckpointServicer, GraphServicer, InterruptServicer, ServiceDeps
+from checkpointd.servicers.executions import ExecutionRpcs
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
@@ -274,6 +281,7 @@ class Console:
     _servicer: InterruptServicer = field(init=False)
     _checkpoint_servicer: CheckpointServicer = field(init=False)
     _graph_servicer: GraphServicer | None = field(init=False)
+    _executions: ExecutionRpcs | None = field(init=False)
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _streams: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -286,6 +294,8 @@ class Console:
         self._checkpoint_servicer = CheckpointServicer(self.deps)
         graph = self.deps.graph_store
         self._graph_servicer = None if graph is None else GraphServicer(self.deps, graph)
+        executions = self.deps.executions
+        self._executions = None if executions is None else ExecutionRpcs(executions)
 
     # --- the app -----------------------------------------------------------------------
 
@@ -303,6 +313,7 @@ class Console:
         app.router.add_get("/api/decisions", self._decisions)
         app.router.add_get("/api/checkpoints", self._checkpoints)
         app.router.add_get("/api/graph-checkpoints", self._graph_checkpoints)
+        app.router.add_get("/api/runs", self._runs)
         app.router.add_get("/api/events", self._events)
         return app
 
@@ -583,6 +594,26 @@ class Console:
             {"checkpoints": checkpoints, "next_page_token": reply.next_page_token}
         )
 
+    async def _runs(self, request: web.Request) -> web.StreamResponse:
+        """The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
+        (ListExecutions), filtered by framework, status and chain (a thread's graph) name."""
+        page = self._page_of(request)
+        query = request.query
+        framework = _enum_name("framework", query.get("framework", ""), pb.Framework.DESCRIPTOR)
+        status = _enum_name("status", query.get("status", ""), pb.ExecutionStatus.DESCRIPTOR)
+        message = cp_svc.ListExecutionsRequest(
+            framework=pb.Framework.Value(framework),
+            status=pb.ExecutionStatus.Value(status),
+            **page,
+        )
+        if query.get("chain_name"):
+            message.chain_name = query["chain_name"]
+        if self._executions is None:
+            raise StoreUnavailable("this server does not list runs")
+        reply = await self._executions.list_executions(message)
+        runs = [_to_json(e) for e in reply.executions]
+        return web.json_response({"runs": runs, "next_page_token": reply.next_page_token})
+
     async def _decide(self, request: web.Request) -> web.StreamResponse:
         self._check_same_origin(request)
         grant = self._grant(request)
@@ -682,6 +713,20 @@ class Console:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _enum_name(field: str, text: str, enum: EnumDescriptor) -> str:
+    """The name of the enum value the query names in lower case (``langgraph`` for
+    FRAMEWORK_LANGGRAPH); the unspecified one (any) for an empty one; INVALID_FIELD naming
+    the values for another."""
+    unspecified, *values = (value.name for value in enum.values)
+    prefix = unspecified.removesuffix("UNSPECIFIED")
+    names = [name.removeprefix(prefix).lower() for name in values]
+    if not text:
+        return unspecified
+    if text not in names:
+        raise InvalidField(field, f"must be one of {', '.join(names)}")
+    return prefix + text.upper()
 
 
 def _summary_json(seen: CheckpointSummary) -> dict[str, Any]:

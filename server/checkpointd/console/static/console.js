@@ -414,6 +414,7 @@ async function init() {
   document.addEventListener("keydown", onKey);
   $("help-button").addEventListener("click", () => $("help").showModal());
   $("help-close").addEventListener("click", () => $("help").close());
+  wireRuns();
   setInterval(tick, 1000);
   showList(readLink());
   const session = await api("GET", "/api/session");
@@ -563,6 +564,7 @@ function switchNamespace(namespace) {
   renderDecided();
   connect();
   loadDecided();
+  loadRuns(false);
 }
 
 // The namespaces with pauses, offered for the free-text box: a typo should not look like an
@@ -1755,6 +1757,112 @@ function renderDecided() {
   $("decided-empty").hidden = kept.length > 0;
   $("decided-table").hidden = kept.length === 0;
   refreshRunSummary();
+}
+
+// --- the runs of the namespace -----------------------------------------------------------
+
+// The runs list's paging: runs read per page, the next page's token, and which read is the
+// newest (an older answer, or one for another namespace, is dropped).
+const runsView = { pageSize: 50, token: "", asked: 0 };
+
+function wireRuns() {
+  for (const id of ["runs-framework", "runs-status", "runs-chain"]) {
+    $(id).addEventListener("change", () => loadRuns(false));
+  }
+  $("runs-refresh").addEventListener("click", () => loadRuns(false));
+  $("runs-more").addEventListener("click", () => loadRuns(true));
+}
+
+function runsQuery(token) {
+  const params = new URLSearchParams({ namespace: state.namespace, page_size: String(runsView.pageSize) });
+  for (const [name, id] of [["framework", "runs-framework"], ["status", "runs-status"], ["chain_name", "runs-chain"]]) {
+    const value = $(id).value.trim();
+    if (value) params.set(name, value);
+  }
+  if (token) params.set("page_token", token);
+  return `/api/runs?${params}`;
+}
+
+// The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first, as
+// the filters ask: the first page, or (more) the page after those shown.
+async function loadRuns(more) {
+  const asked = ++runsView.asked;
+  const namespace = state.namespace;
+  $("runs-error").textContent = "";
+  try {
+    const page = await api("GET", runsQuery(more ? runsView.token : ""));
+    if (asked !== runsView.asked || namespace !== state.namespace) return;
+    const rows = page.runs.map(runRow);
+    if (more) $("runs-rows").append(...rows);
+    else $("runs-rows").replaceChildren(...rows);
+    runsView.token = page.next_page_token;
+  } catch (error) {
+    if (asked !== runsView.asked) return;
+    $("runs-error").textContent = `The runs could not be read: ${error.message}` + (error.reason ? ` (${error.reason})` : "");
+    if (!more) $("runs-rows").replaceChildren();
+    if (!more) runsView.token = "";
+  }
+  const count = $("runs-rows").children.length;
+  $("runs-empty").hidden = count > 0;
+  $("runs-table").hidden = count === 0;
+  $("runs-more").hidden = !runsView.token;
+}
+
+function enumWord(value, prefix) {
+  return String(value || "").replace(prefix, "").toLowerCase();
+}
+
+// One run: its id, framework, chain (a thread's graph), status, checkpoints, newest node,
+// last activity, and Open run.
+function runRow(run) {
+  // A server older than the framework field lists fastaiagent runs only.
+  const framework = enumWord(run.framework, "FRAMEWORK_") || "fastaiagent";
+  const status = enumWord(run.status, "EXECUTION_STATUS_");
+  const tr = el("tr", "run-row");
+  tr.dataset.executionId = run.execution_id;
+  tr.dataset.framework = framework;
+  const id = el("td", "run");
+  id.append(copyable(run.execution_id, "execution-id"));
+  const when = el("td", "when");
+  if (run.last_activity_at) when.append(ageNode(run.last_activity_at));
+  const open = el("button", "open-run", "Open run");
+  open.type = "button";
+  const target = runTarget(run.execution_id, framework);
+  open.title = `the checkpoints of run ${run.execution_id}`;
+  if (framework === "langgraph" && !target.interrupt_id) {
+    // The run view reads a thread through one of its pauses: an empty table would say the
+    // thread has no checkpoints.
+    open.disabled = true;
+    open.title = "the run view opens a LangGraph thread through one of its pauses, and this one has none the page knows";
+  }
+  open.addEventListener("click", () => openRun(runTarget(run.execution_id, framework)));
+  const openCell = el("td", "");
+  openCell.append(open);
+  tr.append(
+    id,
+    el("td", "framework", framework === "langgraph" ? "LangGraph" : "fastaiagent"),
+    el("td", "chain", run.chain_name || "—"),
+    el("td", `run-status ${status}`, status),
+    el("td", "count", run.checkpoint_count || "0"),
+    el("td", "node", run.last_node_id || "—"),
+    when,
+    openCell,
+  );
+  return tr;
+}
+
+// What Open run is given for a run of the list, as a pause gives it: the run view reads a
+// LangGraph thread through one of its pauses, so a thread takes the interrupt id of a pause
+// the page knows (waiting or decided); its framework rides along.
+function runTarget(executionId, framework) {
+  let interrupt = "";
+  if (framework === "langgraph") {
+    const known = [...state.rows.values(), ...state.decided.values()]
+      .map((entry) => entry.pending)
+      .find((p) => p.execution_id === executionId && interruptId(p));
+    if (known) interrupt = interruptId(known);
+  }
+  return { execution_id: executionId, interrupt_id: interrupt, framework };
 }
 
 // --- the run behind a pause ---------------------------------------------------------------
