@@ -143,7 +143,8 @@ def register(runs: argparse.ArgumentParser) -> None:
         "(a run is paused waiting on a pending interrupt, failed when its newest checkpoint "
         "failed, ended when its newest checkpoint is a run_end row, running otherwise; a "
         "thread is paused with a pending pause, failed when its newest checkpoint holds an "
-        "error write, running when it holds other writes or is an input checkpoint, ended "
+        "error write, running when it holds other writes, is an input checkpoint or has Sends "
+        "to run, ended "
         "otherwise), number of checkpoints, newest node and last activity.",
     )
     add_connection_arguments(listing, namespace_help=READ_NAMESPACE, all_namespaces=True)
