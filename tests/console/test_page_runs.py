@@ -6,6 +6,7 @@ framework, status and chain or graph name, page by page, each opening the run vi
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from selenium.webdriver.common.by import By
@@ -16,7 +17,7 @@ from checkpointd_client.fastaiagent import SidecarCheckpointer
 from checkpointd_client.langgraph import CheckpointdSaver
 from tests.console.conftest import Console, Tokens, approval_chain, pause, plain_pause
 from tests.console.http import call
-from tests.console.page import wait
+from tests.console.page import screenshot, wait
 from tests.contract.helpers import checkpoint
 from tests.contract.test_executions_graph import chain, step
 
@@ -44,7 +45,10 @@ def shows(browser: Any, expected: list[tuple[str, str, str, str]]) -> None:
 
 
 def test_c12_page_lists_runs_and_threads_filters_pages_and_opens_each(
-    console: Console, browser: Any, checkpointer_for: Callable[..., SidecarCheckpointer]
+    console: Console,
+    browser: Any,
+    tmp_path: Path,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
 ) -> None:
     """A LangGraph thread ended, a fastaiagent run paused, one running, and a thread paused
     are rows of the runs list, newest activity first, with their framework, chain (a paused
@@ -66,6 +70,11 @@ def test_c12_page_lists_runs_and_threads_filters_pages_and_opens_each(
         (ended, "LangGraph", "—", "ended"),
     ]
     shows(browser, everything)
+    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(By.ID, "runs"))
+    # The paused thread opens once the page knows its pause (the list may come before it).
+    paused_open = f'tr.run-row[data-execution-id="{thread}"] button.open-run'
+    wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, paused_open).is_enabled())
+    screenshot(browser, tmp_path, "runs")
     first = browser.find_element(By.CSS_SELECTOR, "tr.run-row")
     assert first.find_element(By.CSS_SELECTOR, ".count").text != "0"
     assert first.find_element(By.CSS_SELECTOR, "time.age").get_attribute("datetime")

@@ -824,6 +824,7 @@ function refreshAges() {
     const node = row.element && row.element.querySelector(".status");
     if (node && row.pending.decision) setStatus(node, row);
   }
+  refreshRunButtons();
 }
 
 function prettyContext(text) {
@@ -1827,14 +1828,7 @@ function runRow(run) {
   if (run.last_activity_at) when.append(ageNode(run.last_activity_at));
   const open = el("button", "open-run", "Open run");
   open.type = "button";
-  const target = runTarget(run.execution_id, framework);
-  open.title = `the checkpoints of run ${run.execution_id}`;
-  if (framework === "langgraph" && !target.interrupt_id) {
-    // The run view reads a thread through one of its pauses: an empty table would say the
-    // thread has no checkpoints.
-    open.disabled = true;
-    open.title = "the run view opens a LangGraph thread through one of its pauses, and this one has none the page knows";
-  }
+  setRunButton(open, runTarget(run.execution_id, framework));
   open.addEventListener("click", () => openRun(runTarget(run.execution_id, framework)));
   const openCell = el("td", "");
   openCell.append(open);
@@ -1849,6 +1843,24 @@ function runRow(run) {
     openCell,
   );
   return tr;
+}
+
+// Open run of a thread waits for a pause of it the page knows: the run view reads a thread
+// through one of its pauses, and an empty table would say the thread has no checkpoints.
+function setRunButton(button, target) {
+  const unreadable = target.framework === "langgraph" && !target.interrupt_id;
+  button.disabled = unreadable;
+  button.title = unreadable
+    ? "the run view opens a LangGraph thread through one of its pauses, and this one has none the page knows"
+    : `the checkpoints of run ${target.execution_id}`;
+}
+
+// The threads' Open run follow the pauses the page learns of (the stream's snapshot may come
+// after the list).
+function refreshRunButtons() {
+  for (const row of document.querySelectorAll('tr.run-row[data-framework="langgraph"]')) {
+    setRunButton(row.querySelector("button.open-run"), runTarget(row.dataset.executionId, "langgraph"));
+  }
 }
 
 // What Open run is given for a run of the list, as a pause gives it: the run view reads a
