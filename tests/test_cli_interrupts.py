@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import operator
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
 import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, Annotated, Any, TypedDict
 
 import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt as graph_interrupt
 
 from checkpointd.cli.interrupts import format_age
 from checkpointd_client import CheckpointdClient
+from checkpointd_client.langgraph import CheckpointdSaver
+from tests.console.conftest import console_url
 from tests.contract.helpers import interrupted
 from tests.support.sidecar import Sidecar
 
@@ -431,3 +442,128 @@ def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: Side
     assert pauses[f"{double}b"].decision is None
     for node in ("a", "b"):
         assert f"{pauses[double + node].interrupt_id} (node {node}, interrupt " in refused.stderr
+
+
+# --- --all-namespaces -------------------------------------------------------------------------
+
+
+@dataclass
+class Namespaces:
+    """A server with the approvals console and tokens, and pauses of both kinds in team-a
+    (a fastaiagent run) and team-b (a LangGraph thread, the newer), and one in team-c, which
+    the ``ops`` token may not read."""
+
+    server: Sidecar
+    console: str
+    ops: Path  # read-only in team-a and team-b
+    a_only: Path  # read-only in team-a
+    thread: str
+    admin: str  # the token itself: read-write everywhere
+
+
+def _token_entry(name: str, token: str, namespaces: list[str]) -> dict[str, Any]:
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    return {"name": name, "token_sha256": digest, "namespaces": namespaces, "role": "read-only"}
+
+
+def paused_thread(target: str, namespace: str, token: str) -> str:
+    """A LangGraph thread of graph "support" paused at node "review"; its id."""
+
+    def review(state: dict[str, Any]) -> dict[str, Any]:
+        return {"log": [str(graph_interrupt({"reason": "refund"}))]}
+
+    builder = StateGraph(GraphLog)
+    builder.add_node("review", review)
+    builder.add_edge(START, "review")
+    builder.add_edge("review", END)
+    thread = f"thread-{uuid.uuid4().hex[:6]}"
+    saver = CheckpointdSaver(target, namespace=namespace, graph_name="support", token=token)
+    with saver:
+        builder.compile(checkpointer=saver).invoke(
+            {"log": []}, {"configurable": {"thread_id": thread}}
+        )
+    return thread
+
+
+class GraphLog(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def namespaces_server(sidecar_factory: Callable[..., Sidecar], tmp_path: Path) -> Namespaces:
+    """See :class:`Namespaces`: the server, its pauses, and the tokens' files."""
+    admin, ops, a_only = (f"tok-{secrets.token_urlsafe(16)}" for _ in range(3))
+    entries = [
+        {**_token_entry("admin", admin, ["*"]), "role": "read-write"},
+        _token_entry("ops", ops, ["team-a", "team-b"]),
+        _token_entry("a-only", a_only, ["team-a"]),
+    ]
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": entries}))
+    tokens.chmod(0o600)
+    server = sidecar_factory("--console-listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens))
+    old = datetime.now(UTC) - timedelta(minutes=5)
+    for namespace, execution_id in (("team-a", "run-a"), ("team-c", "run-c")):
+        with CheckpointdClient(server.target, namespace=namespace, token=admin) as client:
+            record(client, execution_id, chain_name="orders", created_at=old)
+    thread = paused_thread(server.target, "team-b", admin)
+    files = []
+    for name, token in (("ops", ops), ("a-only", a_only)):
+        path = tmp_path / f"{name}.token"
+        path.write_text(token)
+        files.append(path)
+    return Namespaces(server, console_url(server), files[0], files[1], thread, admin)
+
+
+def test_g8_interrupts_list_all_namespaces_lists_every_namespace_the_token_reads(
+    sidecar_factory: Callable[..., Sidecar], tmp_path: Path
+):
+    """-A lists the pauses of every namespace with one that the token may read, as the
+    console lists them, newest first across namespaces, both kinds, with a NAMESPACE column
+    (``namespace`` in --json); a namespace the token may not read is left out; -A with
+    --namespace is refused, and -A without the console's address says where to give it."""
+    setup = namespaces_server(sidecar_factory, tmp_path)
+    where = ("--target", setup.server.target, "--console", setup.console)
+    result = cli("interrupts", "list", "-A", *where, "--token-file", str(setup.ops))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["NAMESPACE", "EXECUTION_ID", "INTERRUPT_ID"]
+    rows = [line.split() for line in lines[1:]]
+    assert [(r[0], r[1], r[3]) for r in rows] == [
+        ("team-b", setup.thread, "support"),
+        ("team-a", "run-a", "orders"),
+    ]
+    assert lines[0].index("EXECUTION_ID") == lines[1].index(setup.thread)
+
+    as_json = cli(
+        "interrupts", "list", "--all-namespaces", *where, "--json", "--token-file", str(setup.ops)
+    )
+    listed = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(p["namespace"], p["execution_id"]) for p in listed] == [
+        ("team-b", setup.thread),
+        ("team-a", "run-a"),
+    ]
+    assert listed[0]["interrupt_id"]
+    assert not listed[1]["interrupt_id"]
+
+    narrow = cli("interrupts", "list", "-A", *where, "--token-file", str(setup.a_only))
+    assert [line.split()[:2] for line in narrow.stdout.splitlines()[1:]] == [["team-a", "run-a"]]
+
+    both = cli("interrupts", "list", "-A", "--namespace", "team-a", *where)
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr
+    unaddressed = cli(
+        "interrupts",
+        "list",
+        "-A",
+        "--target",
+        setup.server.target,
+        "--token-file",
+        str(setup.ops),
+        env={"CHECKPOINTD_CONSOLE_URL": ""},
+    )
+    assert unaddressed.returncode == 1
+    assert "--console or $CHECKPOINTD_CONSOLE_URL" in unaddressed.stderr
+    no_token = cli("interrupts", "list", "-A", *where, env={"CHECKPOINTD_TOKEN": ""})
+    assert no_token.returncode == 1
+    assert "the console at " in no_token.stderr
+    assert "MISSING_TOKEN" in no_token.stderr

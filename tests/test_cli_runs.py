@@ -11,7 +11,9 @@ import pty
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -23,6 +25,8 @@ from checkpointd_client import CheckpointdClient, NotFoundError
 from checkpointd_client.langgraph import CheckpointdSaver
 from tests.contract.helpers import checkpoint, interrupted
 from tests.support.shared_server import SharedSidecar
+from tests.support.sidecar import Sidecar
+from tests.test_cli_interrupts import namespaces_server
 
 TIMEOUT = 30
 
@@ -403,3 +407,41 @@ def test_c12_runs_delete_deletes_a_thread_after_the_same_confirmation(sidecar, t
         assert client.list_pending_interrupts().pending_interrupts == []
     missing = cli("runs", "show", threads["paused"], *_where(sidecar))
     assert missing.returncode == 1
+
+
+@pytest.mark.own_server
+def test_c12_runs_list_all_namespaces_lists_both_kinds_with_their_namespace(
+    sidecar_factory: Callable[..., Sidecar], tmp_path: Path
+):
+    """-A lists the runs of every namespace the console lists for the token (those with a
+    pending pause): fastaiagent runs and LangGraph threads, the runs without a pause of
+    those namespaces too, newest activity first across namespaces, with a NAMESPACE column
+    (``namespace`` in --json); the filters apply in each; a namespace the token may not
+    read is left out, and so is one with no pending pause (-A finds namespaces by their
+    pauses)."""
+    setup = namespaces_server(sidecar_factory, tmp_path)
+    with CheckpointdClient(setup.server.target, namespace="team-a", token=setup.admin) as c:
+        c.put_checkpoint(checkpoint("run-a2", node_id="a"))
+    with CheckpointdClient(setup.server.target, namespace="team-d", token=setup.admin) as c:
+        c.put_checkpoint(checkpoint("run-d", node_id="a"))
+    where = ("--target", setup.server.target, "--console", setup.console)
+    ops = ("--token-file", str(setup.ops))
+    result = cli("runs", "list", "-A", *where, *ops)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["NAMESPACE", "EXECUTION_ID", "FRAMEWORK"]
+    rows = [line.split() for line in lines[1:]]
+    assert [(r[0], r[1], r[2], r[4]) for r in rows] == [
+        ("team-a", "run-a2", "fastaiagent", "running"),
+        ("team-b", setup.thread, "langgraph", "paused"),
+        ("team-a", "run-a", "fastaiagent", "paused"),
+    ]
+    as_json = cli("runs", "list", "-A", *where, *ops, "--framework", "langgraph", "--json")
+    [thread] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert (thread["namespace"], thread["execution_id"]) == ("team-b", setup.thread)
+    limited = cli("runs", "list", "-A", *where, *ops, "--limit", "1")
+    assert [line.split()[1] for line in limited.stdout.splitlines()[1:]] == ["run-a2"]
+    assert "raise --limit" in limited.stderr
+    both = cli("runs", "list", "--all-namespaces", "--namespace", "team-a", *where, *ops)
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr

@@ -112,11 +112,14 @@ def stored_decision(target: str, interrupt_id: str) -> Decision:
     return found
 
 
-def decided_answer(browser: Any, interrupt_id: str) -> str:
-    """The typed answer the Decided list shows for the pause."""
-    selector = f'tr.decision[data-interrupt-id="{interrupt_id}"] .answer'
-    text: str = wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, selector).text)
-    return text
+def decided_answer(browser: Any, interrupt_id: str) -> list[str]:
+    """The typed answer the Decided list records for the pause, an item per action (or the
+    resume value)."""
+    selector = f'tr.decision[data-interrupt-id="{interrupt_id}"] li.answer'
+    texts: list[str] = wait(browser).until(
+        lambda b: [e.text for e in b.find_elements(By.CSS_SELECTOR, selector)]
+    )
+    return texts
 
 
 def test_k3_page_decides_each_action_of_a_batched_pause_with_edit_and_respond(
@@ -179,7 +182,10 @@ def test_k3_page_decides_each_action_of_a_batched_pause_with_edit_and_respond(
     decided_status(
         browser, interrupt_id, "approved by console (send_email edited: to; refund responded)"
     )
-    assert decided_answer(browser, interrupt_id) == "send_email edited: to; refund responded"
+    assert decided_answer(browser, interrupt_id) == [
+        "send_email edited: to = bob",
+        "refund responded: “Refunded by hand.”",
+    ]
     decision = stored_decision(console.target, interrupt_id)
     assert decision.approved is True
     assert decision.response == DecisionResponse(
@@ -240,6 +246,7 @@ def test_k3_page_edits_a_per_call_pause_and_resumes_a_plain_interrupt_with_a_val
     pause_row(browser, per_call).find_element(By.CSS_SELECTOR, "button.submit").click()
     assert "refund: edit: amount = 45" in confirm(browser, per_call)
     decided_status(browser, per_call, "approved by console (edited: amount)")
+    assert decided_answer(browser, per_call) == ["refund edited: amount = 45"]
     assert stored_decision(console.target, per_call).response == DecisionResponse(
         actions=(ActionDecision.edit({"order": "A-1", "amount": 45}),)
     )
@@ -258,7 +265,7 @@ def test_k3_page_edits_a_per_call_pause_and_resumes_a_plain_interrupt_with_a_val
     pause_row(browser, plain).find_element(By.CSS_SELECTOR, "button.approve").click()
     assert 'resuming it with the value {"pick":2}, without a note?' in confirm(browser, plain)
     decided_status(browser, plain, 'approved by console (resume value {"pick":2})')
-    assert decided_answer(browser, plain) == 'resume value {"pick":2}'
+    assert decided_answer(browser, plain) == ['resume value {"pick":2}']
     decision = stored_decision(console.target, plain)
     assert decision.approved is True
     assert decision.response is not None
@@ -320,7 +327,10 @@ def test_k3_w2_page_says_why_the_server_refused_and_rejects_an_action_with_a_mes
     assert "refund: reject, telling the model “not today”" in asked
     summary = "send_email approved; refund rejected: not today"
     decided_status(browser, interrupt_id, f"rejected by console ({summary})")
-    assert decided_answer(browser, interrupt_id) == summary
+    assert decided_answer(browser, interrupt_id) == [
+        "send_email approved",
+        "refund rejected: “not today”",
+    ]
     # The refusal said earlier has given way to the decision.
     assert (
         not pause_row(browser, interrupt_id)

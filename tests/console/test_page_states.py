@@ -141,12 +141,14 @@ def test_w2_page_decided_row_shows_resuming_then_resumed_and_leaves_only_after(
     assert decide(console.url, "default", "run-ok", body={"reason": "fine"}).status == 200
     assert decide(console.url, "default", "run-bad").status == 200
     wait(browser).until(lambda b: "waiting for a worker" in status_of(row(b, "run-ok")))
-    assert browser.find_element(By.ID, "count").text.startswith("0 waiting")
+    # Both decisions reach the page on their own events: wait for the second too.
+    wait(browser).until(lambda b: b.find_element(By.ID, "count").text.startswith("0 waiting"))
 
     worker_for({"orders": chain, "refunds": FailingRunner(failing)}, console.target)
     wait(browser).until(lambda b: "resuming…" in status_of(row(b, "run-ok")))
-    decided_ok = 'tr.decision[data-execution-id="run-ok"] .resume'
+    decided_ok = 'tr.decision[data-execution-id="run-ok"] .resume .outcome'
     wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, decided_ok).text == "resuming…")
+    detail = 'tr.decision[data-execution-id="run-ok"] .outcome-detail'
     screenshot(browser, tmp_path, "resuming")
     gate.opened.set()
     wait(browser).until(lambda b: "run-ok" not in shown_ids(b))
@@ -157,6 +159,9 @@ def test_w2_page_decided_row_shows_resuming_then_resumed_and_leaves_only_after(
     texts = seen(browser, "ok")
     assert None not in texts[texts.index(history[0]) : texts.index(history[-1])]
     wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, decided_ok).text == "resumed")
+    wait(browser).until(
+        lambda b: b.find_element(By.CSS_SELECTOR, detail).text.startswith("resumed ")
+    )
 
     # The run behind the resumed pause: every step in order, the pause, then the rest.
     browser.find_element(
@@ -365,7 +370,7 @@ def test_w2_page_confirms_a_decision_and_opens_the_run(
     )
     assert "approved" in decided.find_element(By.CSS_SELECTOR, ".verdict").text
     assert decided.find_element(By.CSS_SELECTOR, ".by").text == "console"
-    assert decided.find_element(By.CSS_SELECTOR, ".resume").text == "waiting for a worker"
+    assert decided.find_element(By.CSS_SELECTOR, ".resume .outcome").text == "waiting for a worker"
     browser.execute_script("state.workerHintAfterS = 0")
     wait(browser).until(
         lambda b: (

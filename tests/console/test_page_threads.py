@@ -90,7 +90,7 @@ def test_w2_page_a_carried_out_rejection_reads_as_a_rejection(
     assert decide(console.url, "default", "run-no", approved=False).status == 200
     wait(browser).until(lambda b: "rejected by console" in status_of(row(b, "run-no")))
     worker_for({"orders": chain}, console.target)
-    cell = 'tr.decision[data-execution-id="run-no"] .resume'
+    cell = 'tr.decision[data-execution-id="run-no"] .resume .outcome'
     wait(browser).until(
         lambda b: b.find_element(By.CSS_SELECTOR, cell).text == "rejection carried out"
     )
@@ -129,7 +129,16 @@ def test_k3_page_offers_to_decide_again_after_a_failed_resume_while_the_pause_wa
     assert "the pause still waits: decide again" in status
     assert browser.find_element(By.ID, "count").text == "1 waiting"
     cell = decided_row(browser, "run-again").find_element(By.CSS_SELECTOR, ".resume")
-    assert "decide again" in cell.text
+    assert "resume failed: ValueError: bad limit" in cell.text
+    assert "the pause still waits" in cell.text
+    # Decide again in the Decided list takes the person to the pause's form.
+    cell.find_element(By.CSS_SELECTOR, "button.decide-again").click()
+    wait(browser).until(
+        lambda b: (
+            b.switch_to.active_element
+            == row(b, "run-again").find_element(By.CSS_SELECTOR, "input.note")
+        )
+    )
 
     again = row(browser, "run-again")
     again.find_element(By.CSS_SELECTOR, "input.note").send_keys("limit fixed")
@@ -160,6 +169,7 @@ def test_k3_page_offers_to_decide_again_after_a_failed_resume_while_the_pause_wa
     assert not gone.find_elements(By.CSS_SELECTOR, "button.decide")
     cell = decided_row(browser, "run-gone").find_element(By.CSS_SELECTOR, ".resume")
     assert "no longer waits" in cell.text
+    assert not cell.find_elements(By.CSS_SELECTOR, "button.decide-again")
 
 
 def test_g9_page_decided_rows_of_a_threads_parallel_pauses_name_their_node_and_interrupt(

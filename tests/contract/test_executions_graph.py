@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypedDict
 import grpc
 import pytest
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 
 from checkpointd_client import (
     CheckpointdClient,
@@ -225,6 +225,33 @@ def test_c12_an_error_write_fails_a_thread_and_a_resume_runs_it_again(
     newest = graph.get_state(config).config
     saver.put_writes(newest, [("__error__", "boom")], task_id=str(uuid.uuid4()), task_path="x")
     assert status() == "failed"
+
+
+def test_c12_a_thread_whose_newest_checkpoint_has_sends_to_run_is_running(
+    client: CheckpointdClient, saver: CheckpointdSaver
+):
+    """A thread stopped before the tasks its Sends start (its newest root checkpoint names
+    them, none has written) has next tasks to run, as LangGraph reads it: running, not
+    ended; once they ran and the graph ended, ended."""
+    graph = StateGraph(State)
+    graph.add_node("plan", step("plan"))
+    graph.add_node("worker", step("worker"))
+    graph.add_edge(START, "plan")
+    graph.add_conditional_edges("plan", lambda state: [Send("worker", state)] * 2, ["worker"])
+    graph.add_edge("worker", END)
+    compiled: Any = graph.compile(checkpointer=saver, interrupt_before=["worker"])
+    config = new_thread()
+    compiled.invoke({"log": []}, config)
+    thread = thread_id(config)
+    assert compiled.get_state(config).next == ("worker", "worker")
+
+    def status() -> str:
+        return client.get_execution(thread).execution.status
+
+    assert status() == "running"
+    compiled.invoke(None, config)
+    assert compiled.get_state(config).next == ()
+    assert status() == "ended"
 
 
 def test_c12_filters_apply_to_threads_and_framework_filters(

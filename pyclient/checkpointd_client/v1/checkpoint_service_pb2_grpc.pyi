@@ -161,7 +161,8 @@ class CheckpointServiceStub:
     active_since) all apply when set. A thread's status: paused when it has a pending
     pause; else failed when its newest root checkpoint (checkpoint_ns empty) has a pending
     write on channel "__error__"; else running when that checkpoint has other pending
-    writes or its metadata "source" is "input"; else ended. An execution written to while
+    writes, its metadata "source" is "input", or its put named Send targets (send_nodes:
+    tasks to run from it); else ended. An execution written to while
     the listing is paged moves to the front, so a later page does not show it again; start
     over to see it. An unknown status or framework is INVALID_ARGUMENT (INVALID_FIELD).
     """
@@ -305,7 +306,8 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     active_since) all apply when set. A thread's status: paused when it has a pending
     pause; else failed when its newest root checkpoint (checkpoint_ns empty) has a pending
     write on channel "__error__"; else running when that checkpoint has other pending
-    writes or its metadata "source" is "input"; else ended. An execution written to while
+    writes, its metadata "source" is "input", or its put named Send targets (send_nodes:
+    tasks to run from it); else ended. An execution written to while
     the listing is paged moves to the front, so a later page does not show it again; start
     over to see it. An unknown status or framework is INVALID_ARGUMENT (INVALID_FIELD).
     """
@@ -500,7 +502,8 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         active_since) all apply when set. A thread's status: paused when it has a pending
         pause; else failed when its newest root checkpoint (checkpoint_ns empty) has a pending
         write on channel "__error__"; else running when that checkpoint has other pending
-        writes or its metadata "source" is "input"; else ended. An execution written to while
+        writes, its metadata "source" is "input", or its put named Send targets (send_nodes:
+        tasks to run from it); else ended. An execution written to while
         the listing is paged moves to the front, so a later page does not show it again; start
         over to see it. An unknown status or framework is INVALID_ARGUMENT (INVALID_FIELD).
         """

@@ -27,6 +27,7 @@ __all__ = [
     "connect",
     "non_negative_int",
     "positive_int",
+    "read_token",
 ]
 
 #: ``--namespace``'s help, for a command that reads a namespace, and for one that acts on a run.
@@ -37,20 +38,34 @@ NAMESPACE_ENV = "CHECKPOINTD_NAMESPACE"
 
 
 def add_connection_arguments(
-    parser: argparse.ArgumentParser, *, namespace_help: str, timeout: bool = True
+    parser: argparse.ArgumentParser,
+    *,
+    namespace_help: str,
+    timeout: bool = True,
+    all_namespaces: bool = False,
 ) -> None:
     """Add --target, --namespace, --timeout, --token-file and the --tls-* options; without
     --timeout (``timeout=False``) for a command whose one call is a stream that runs until
-    stopped, which no request deadline bounds."""
+    stopped, which no request deadline bounds; with ``all_namespaces``, -A/--all-namespaces
+    too, which may not be given with --namespace."""
     parser.add_argument(
         "--target",
         default=None,
         help="the server: host:port or unix:///path "
         "[default: $CHECKPOINTD_TARGET, then 127.0.0.1:7470]",
     )
-    parser.add_argument(
+    where = parser.add_mutually_exclusive_group() if all_namespaces else parser
+    where.add_argument(
         "--namespace", default=os.environ.get(NAMESPACE_ENV) or "default", help=namespace_help
     )
+    if all_namespaces:
+        where.add_argument(
+            "-A",
+            "--all-namespaces",
+            action="store_true",
+            help="every namespace with a pending interrupt that the token may read, as the "
+            "approvals console lists them (--console), with a NAMESPACE column",
+        )
     if timeout:
         parser.add_argument(
             "--timeout",
@@ -117,7 +132,8 @@ def _tls(args: argparse.Namespace) -> TlsConfig | bool | None:
     return True if args.tls else None
 
 
-def _token(args: argparse.Namespace) -> str | None:
+def read_token(args: argparse.Namespace) -> str | None:
+    """The token of --token-file; None when not given (the client reads $CHECKPOINTD_TOKEN)."""
     path: Path | None = args.token_file
     if path is None:
         return None  # the client reads $CHECKPOINTD_TOKEN
@@ -141,7 +157,7 @@ def connect(args: argparse.Namespace, **options: Any) -> CheckpointdClient:
     return CheckpointdClient(
         args.target,
         namespace=args.namespace,
-        token=_token(args),
+        token=read_token(args),
         tls=_tls(args),
         **options,
     )

@@ -34,6 +34,7 @@ from checkpointd.cli.connection import (
 )
 from checkpointd.cli.interrupts import decision_json, format_age, pending_json
 from checkpointd.cli.listing import PAGE_CAP, print_listing
+from checkpointd.cli.namespaces import add_console_argument
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.output import when as _when
 from checkpointd.cli.parsers import add_actions, add_command
@@ -142,10 +143,12 @@ def register(runs: argparse.ArgumentParser) -> None:
         "(a run is paused waiting on a pending interrupt, failed when its newest checkpoint "
         "failed, ended when its newest checkpoint is a run_end row, running otherwise; a "
         "thread is paused with a pending pause, failed when its newest checkpoint holds an "
-        "error write, running when it holds other writes or is an input checkpoint, ended "
+        "error write, running when it holds other writes, is an input checkpoint or has Sends "
+        "to run, ended "
         "otherwise), number of checkpoints, newest node and last activity.",
     )
-    add_connection_arguments(listing, namespace_help=READ_NAMESPACE)
+    add_connection_arguments(listing, namespace_help=READ_NAMESPACE, all_namespaces=True)
+    add_console_argument(listing)
     listing.add_argument(
         "--chain", help="only runs whose newest checkpoint has this chain name (threads: graph)"
     )
@@ -359,6 +362,7 @@ def run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         lambda page: page.executions,
         lambda rows: format_executions(rows, datetime.now(UTC)),
         what="runs",
+        newest=lambda execution: execution.last_activity_at,
         as_json=execution_json,
     )
 

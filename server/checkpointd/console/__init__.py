@@ -47,6 +47,11 @@ gRPC status name and an HTTP status that matches it):
   size limits left out, by value). An unknown checkpoint is CHECKPOINT_NOT_FOUND.
 - ``GET /api/graph-pauses?namespace=&thread_id=``: a thread's pauses, oldest first, each with
   its request and its decision (the pending and decided listings, read for that thread).
+- ``GET /api/runs?namespace=&framework=&status=&chain_name=&page_size=&page_token=``: the
+  namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
+  (ListExecutions, contract C12); ``framework`` is ``fastaiagent`` or ``langgraph``,
+  ``status`` ``running``, ``paused``, ``ended`` or ``failed``, ``chain_name`` a run's chain or
+  a thread's graph name; each run as the proto's JSON mapping writes an Execution.
 - ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
   with its count, so a person picks one rather than typing it.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
@@ -77,6 +82,7 @@ from typing import Any, Final
 
 import grpc
 from aiohttp import web
+from google.protobuf.descriptor import EnumDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
@@ -100,6 +106,7 @@ from checkpointd.logging_setup import event
 from checkpointd.readiness import StoreMonitor
 from checkpointd.security import is_loopback
 from checkpointd.servicers import CheckpointServicer, GraphServicer, InterruptServicer, ServiceDeps
+from checkpointd.servicers.executions import ExecutionRpcs
 from checkpointd.servicers.interrupts import _watch_response
 from checkpointd.store.base import StoreUnavailable
 from checkpointd.watch import EventItem, Progress, SnapshotDone, SnapshotRow, WatchItem
@@ -290,6 +297,7 @@ class Console:
     _servicer: InterruptServicer = field(init=False)
     _checkpoint_servicer: CheckpointServicer = field(init=False)
     _graph_servicer: GraphServicer | None = field(init=False)
+    _executions: ExecutionRpcs | None = field(init=False)
     _sessions: dict[str, _Session] = field(default_factory=dict)
     _runner: web.AppRunner | None = None
     _streams: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -302,6 +310,8 @@ class Console:
         self._checkpoint_servicer = CheckpointServicer(self.deps)
         graph = self.deps.graph_store
         self._graph_servicer = None if graph is None else GraphServicer(self.deps, graph)
+        executions = self.deps.executions
+        self._executions = None if executions is None else ExecutionRpcs(executions)
 
     # --- the app -----------------------------------------------------------------------
 
@@ -321,6 +331,7 @@ class Console:
         app.router.add_get("/api/graph-checkpoints", self._graph_checkpoints)
         app.router.add_get("/api/graph-state", self._graph_state)
         app.router.add_get("/api/graph-pauses", self._graph_pauses)
+        app.router.add_get("/api/runs", self._runs)
         app.router.add_get("/api/events", self._events)
         return app
 
@@ -693,6 +704,25 @@ class Console:
             scanned += len(page)
             if not token or scanned >= MAX_DECISIONS_SCANNED:
                 return rows, not token
+    async def _runs(self, request: web.Request) -> web.StreamResponse:
+        """The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
+        (ListExecutions), filtered by framework, status and chain (a thread's graph) name."""
+        page = self._page_of(request)
+        query = request.query
+        framework = _enum_name("framework", query.get("framework", ""), pb.Framework.DESCRIPTOR)
+        status = _enum_name("status", query.get("status", ""), pb.ExecutionStatus.DESCRIPTOR)
+        message = cp_svc.ListExecutionsRequest(
+            framework=pb.Framework.Value(framework),
+            status=pb.ExecutionStatus.Value(status),
+            **page,
+        )
+        if query.get("chain_name"):
+            message.chain_name = query["chain_name"]
+        if self._executions is None:
+            raise StoreUnavailable("this server does not list runs")
+        reply = await self._executions.list_executions(message)
+        runs = [_to_json(e) for e in reply.executions]
+        return web.json_response({"runs": runs, "next_page_token": reply.next_page_token})
 
     async def _decide(self, request: web.Request) -> web.StreamResponse:
         self._check_same_origin(request)
@@ -806,6 +836,21 @@ def _interrupt_writes(found: graph_svc.GraphCheckpointTuple) -> int:
 
 def _summary_json(seen: CheckpointSummary, interrupts: int) -> dict[str, Any]:
     parents = seen.metadata.get("parents")
+def _enum_name(field: str, text: str, enum: EnumDescriptor) -> str:
+    """The name of the enum value the query names in lower case (``langgraph`` for
+    FRAMEWORK_LANGGRAPH); the unspecified one (any) for an empty one; INVALID_FIELD naming
+    the values for another."""
+    unspecified, *values = (value.name for value in enum.values)
+    prefix = unspecified.removesuffix("UNSPECIFIED")
+    names = [name.removeprefix(prefix).lower() for name in values]
+    if not text:
+        return unspecified
+    if text not in names:
+        raise InvalidField(field, f"must be one of {', '.join(names)}")
+    return prefix + text.upper()
+
+
+def _summary_json(seen: CheckpointSummary) -> dict[str, Any]:
     return {
         "checkpoint_id": seen.checkpoint_id,
         "checkpoint_ns": seen.checkpoint_ns,

@@ -414,6 +414,7 @@ async function init() {
   document.addEventListener("keydown", onKey);
   $("help-button").addEventListener("click", () => $("help").showModal());
   $("help-close").addEventListener("click", () => $("help").close());
+  wireRuns();
   setInterval(tick, 1000);
   showList(readLink());
   const session = await api("GET", "/api/session");
@@ -563,6 +564,7 @@ function switchNamespace(namespace) {
   renderDecided();
   connect();
   loadDecided();
+  loadRuns(false);
 }
 
 // The namespaces with pauses, offered for the free-text box: a typo should not look like an
@@ -816,12 +818,13 @@ function refreshAges() {
   // A decision still waiting for a worker says so once it has waited a while.
   for (const entry of state.decided.values()) {
     const cell = entry.element && entry.element.querySelector(".resume");
-    if (cell) setResumeCell(cell, entry.pending, entry.claimed);
+    if (cell) setResumeCell(cell, entry);
   }
   for (const row of state.rows.values()) {
     const node = row.element && row.element.querySelector(".status");
     if (node && row.pending.decision) setStatus(node, row);
   }
+  refreshRunButtons();
 }
 
 function prettyContext(text) {
@@ -1606,27 +1609,143 @@ function buildDecided(entry) {
   }
   run.append(which);
   const verdict = el("td", `verdict ${d.approved ? "approved" : "rejected"}`, d.approved ? "approved" : "rejected");
-  const answered = responseSummary(p);
-  if (answered) {
-    // The typed answer, compactly; its full text on hover.
-    const answer = el("div", "answer", answered);
-    answer.title = responseDetail(p);
-    verdict.append(answer);
-  }
+  const answers = recordedAnswers(p);
+  if (answers) verdict.append(answers);
   const when = el("td", "when");
   when.append(ageNode(d.decided_at));
   const resume = el("td", "resume");
-  setResumeCell(resume, p, entry.claimed);
+  setResumeCell(resume, entry);
   const open = el("td", "");
   open.append(runLink(p));
   tr.append(run, verdict, el("td", "by", d.decided_by), when, el("td", "note", d.reason || "—"), resume, open);
   return tr;
 }
 
-function setResumeCell(cell, pending, claimed) {
-  const [text, kind] = resumeState(pending, claimed);
-  if (cell.textContent !== text) cell.textContent = text;
+// One answer of a middleware pause as the record keeps it: what was decided, with the
+// arguments an edit changed or the message a rejection or a response gave.
+function recordedAnswer(answer, action) {
+  const type = actionType(answer);
+  if (type === "edit") {
+    const args = parsed(answer.edited_args_json) || {};
+    const changed = changedKeys(action, args);
+    if (!changed.length) return "edited: no change";
+    return `edited: ${changed.map((k) => (k in args ? `${k} = ${shown(args[k])}` : `${k} removed`)).join(", ")}`;
+  }
+  if (type === "reject") return answer.message ? `rejected: “${truncate(answer.message, MAX_SHOWN_CHARS)}”` : "rejected";
+  if (type === "respond") return `responded: “${truncate(answer.message || "", MAX_SHOWN_CHARS)}”`;
+  return "approved";
+}
+
+// A decision's typed answer, an item per action of a middleware pause (its tool, then the
+// answer; the whole answer on hover) or the resume value; null for a verdict alone.
+function recordedAnswers(pending) {
+  const response = pending.decision.response;
+  if (!response) return null;
+  const list = el("ul", "answers");
+  if (response.resume_json !== undefined) {
+    const item = el("li", "answer", `resume value ${truncate(response.resume_json, MAX_SHOWN_CHARS)}`);
+    item.dataset.type = "resume";
+    item.title = prettyContext(response.resume_json);
+    list.append(item);
+    return list;
+  }
+  const requested = requestedActions(pending) || [];
+  (response.actions || []).forEach((answer, i) => {
+    const type = actionType(answer);
+    const name = requested[i] ? requested[i].name : `action ${i + 1}`;
+    const item = el("li", "answer");
+    item.dataset.type = type;
+    item.append(el("span", "tool", name), document.createTextNode(" "), el("span", "what", recordedAnswer(answer, requested[i])));
+    item.title = type === "edit" ? `${name} run with ${prettyContext(answer.edited_args_json)}` : `${name}: ${answerText(answer, requested[i], true)}`;
+    list.append(item);
+  });
+  return list;
+}
+
+function clock(iso) {
+  return new Date(iso).toLocaleTimeString();
+}
+
+// What happened after a decision, for the record: the words of the pause's own status, with
+// when it was resumed, the lease a worker holds, how many workers took it, the worker's error.
+// [text, kind, detail (a list of strings and nodes), whether it may be decided again].
+function decidedOutcome(entry) {
+  const p = entry.pending;
+  const d = p.decision;
+  const status = decisionStatus(d);
+  const attempts = Number(d.attempts || 0);
+  const detail = [];
+  if (status === "resumed") {
+    const text = d.approved ? "resumed" : "rejection carried out";
+    if (d.reported_at) detail.push(d.approved ? "resumed " : "carried out ", ageNode(d.reported_at));
+    if (attempts > 1) detail.push(` · after ${attempts} attempts`);
+    return [text, d.approved ? "resumed" : "rejection-done", detail, false];
+  }
+  if (status === "resume_failed") {
+    const row = state.rows.get(key(p));
+    const again = row !== undefined && !row.gone;
+    if (d.reported_at) detail.push("failed ", ageNode(d.reported_at));
+    if (attempts > 1) detail.push(` · after ${attempts} attempts`);
+    detail.push(again ? " · the pause still waits" : " · the run no longer waits at this pause: Open run shows where it stopped; start it again from the code that runs it");
+    return [`resume failed: ${d.error || "no error given"}`, "failed", detail, again && canDecide()];
+  }
+  const [text, kind] = resumeState(p, entry.claimed);
+  if (status === "resuming") {
+    detail.push(`attempt ${attempts}`);
+    if (d.lease_expires_at) {
+      const lapsed = Date.parse(d.lease_expires_at) <= Date.now();
+      detail.push(lapsed ? ` · its lease ran out at ${clock(d.lease_expires_at)}: another worker may take it over` : ` · leased until ${clock(d.lease_expires_at)}`);
+    }
+  } else if (attempts > 0) {
+    // Decided again after a lease ran out: a worker took it and went quiet.
+    detail.push(`${attempts} ${attempts === 1 ? "attempt" : "attempts"} so far: the last worker's lease ran out`);
+  }
+  return [text, kind, detail, false];
+}
+
+// The outcome cell; rebuilt only when what it says changed (its ages tick in place), so its
+// button keeps the focus and a click.
+function setResumeCell(cell, entry) {
+  const [text, kind, detail, again] = decidedOutcome(entry);
+  const said = JSON.stringify([text, kind, again, detail.map((part) => (typeof part === "string" ? part : part.dataset.at))]);
+  if (cell.dataset.said === said) return;
+  cell.dataset.said = said;
   cell.className = `resume ${kind}`;
+  const parts = [el("span", "outcome", text)];
+  if (detail.length) {
+    const more = el("div", "outcome-detail");
+    more.append(...detail);
+    parts.push(more);
+  }
+  if (again) {
+    const button = el("button", "decide-again", "Decide again");
+    button.type = "button";
+    button.title = "go to the pause, which waits for a new decision";
+    button.addEventListener("click", () => decideAgain(entry.pending));
+    parts.push(button);
+  }
+  cell.replaceChildren(...parts);
+}
+
+// Decide again: the pause's row, shown, opened and focused (its form is where one decides).
+function decideAgain(pending) {
+  const row = state.rows.get(key(pending));
+  if (row === undefined || !decidesAgain(row)) return;
+  if (!shownRows().includes(row)) {
+    // A filter hides it: show everything rather than leave the button doing nothing.
+    $("chain-filter").value = "";
+    $("reason-filter").value = "";
+    state.search = "";
+    $("search").value = "";
+    writeLink();
+  }
+  row.ui.expanded = true;
+  rebuild(row);
+  state.focusKey = key(row.pending);
+  render();
+  row.element.scrollIntoView({ block: "center" });
+  const first = row.element.querySelector("input, textarea, button.decide") || row.element;
+  first.focus({ preventScroll: true });
 }
 
 function renderDecided() {
@@ -1639,6 +1758,123 @@ function renderDecided() {
   $("decided-empty").hidden = kept.length > 0;
   $("decided-table").hidden = kept.length === 0;
   refreshRunSummary();
+}
+
+// --- the runs of the namespace -----------------------------------------------------------
+
+// The runs list's paging: runs read per page, the next page's token, and which read is the
+// newest (an older answer, or one for another namespace, is dropped).
+const runsView = { pageSize: 50, token: "", asked: 0 };
+
+function wireRuns() {
+  for (const id of ["runs-framework", "runs-status", "runs-chain"]) {
+    $(id).addEventListener("change", () => loadRuns(false));
+  }
+  $("runs-refresh").addEventListener("click", () => loadRuns(false));
+  $("runs-more").addEventListener("click", () => loadRuns(true));
+}
+
+function runsQuery(token) {
+  const params = new URLSearchParams({ namespace: state.namespace, page_size: String(runsView.pageSize) });
+  for (const [name, id] of [["framework", "runs-framework"], ["status", "runs-status"], ["chain_name", "runs-chain"]]) {
+    const value = $(id).value.trim();
+    if (value) params.set(name, value);
+  }
+  if (token) params.set("page_token", token);
+  return `/api/runs?${params}`;
+}
+
+// The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first, as
+// the filters ask: the first page, or (more) the page after those shown.
+async function loadRuns(more) {
+  const asked = ++runsView.asked;
+  const namespace = state.namespace;
+  $("runs-error").textContent = "";
+  try {
+    const page = await api("GET", runsQuery(more ? runsView.token : ""));
+    if (asked !== runsView.asked || namespace !== state.namespace) return;
+    const rows = page.runs.map(runRow);
+    if (more) $("runs-rows").append(...rows);
+    else $("runs-rows").replaceChildren(...rows);
+    runsView.token = page.next_page_token;
+  } catch (error) {
+    if (asked !== runsView.asked) return;
+    $("runs-error").textContent = `The runs could not be read: ${error.message}` + (error.reason ? ` (${error.reason})` : "");
+    if (!more) $("runs-rows").replaceChildren();
+    if (!more) runsView.token = "";
+  }
+  const count = $("runs-rows").children.length;
+  $("runs-empty").hidden = count > 0;
+  $("runs-table").hidden = count === 0;
+  $("runs-more").hidden = !runsView.token;
+}
+
+function enumWord(value, prefix) {
+  return String(value || "").replace(prefix, "").toLowerCase();
+}
+
+// One run: its id, framework, chain (a thread's graph), status, checkpoints, newest node,
+// last activity, and Open run.
+function runRow(run) {
+  // A server older than the framework field lists fastaiagent runs only.
+  const framework = enumWord(run.framework, "FRAMEWORK_") || "fastaiagent";
+  const status = enumWord(run.status, "EXECUTION_STATUS_");
+  const tr = el("tr", "run-row");
+  tr.dataset.executionId = run.execution_id;
+  tr.dataset.framework = framework;
+  const id = el("td", "run");
+  id.append(copyable(run.execution_id, "execution-id"));
+  const when = el("td", "when");
+  if (run.last_activity_at) when.append(ageNode(run.last_activity_at));
+  const open = el("button", "open-run", "Open run");
+  open.type = "button";
+  setRunButton(open, runTarget(run.execution_id, framework));
+  open.addEventListener("click", () => openRun(runTarget(run.execution_id, framework)));
+  const openCell = el("td", "");
+  openCell.append(open);
+  tr.append(
+    id,
+    el("td", "framework", framework === "langgraph" ? "LangGraph" : "fastaiagent"),
+    el("td", "chain", run.chain_name || "—"),
+    el("td", `run-status ${status}`, status),
+    el("td", "count", run.checkpoint_count || "0"),
+    el("td", "node", run.last_node_id || "—"),
+    when,
+    openCell,
+  );
+  return tr;
+}
+
+// Open run of a thread waits for a pause of it the page knows: the run view reads a thread
+// through one of its pauses, and an empty table would say the thread has no checkpoints.
+function setRunButton(button, target) {
+  const unreadable = target.framework === "langgraph" && !target.interrupt_id;
+  button.disabled = unreadable;
+  button.title = unreadable
+    ? "the run view opens a LangGraph thread through one of its pauses, and this one has none the page knows"
+    : `the checkpoints of run ${target.execution_id}`;
+}
+
+// The threads' Open run follow the pauses the page learns of (the stream's snapshot may come
+// after the list).
+function refreshRunButtons() {
+  for (const row of document.querySelectorAll('tr.run-row[data-framework="langgraph"]')) {
+    setRunButton(row.querySelector("button.open-run"), runTarget(row.dataset.executionId, "langgraph"));
+  }
+}
+
+// What Open run is given for a run of the list, as a pause gives it: the run view reads a
+// LangGraph thread through one of its pauses, so a thread takes the interrupt id of a pause
+// the page knows (waiting or decided); its framework rides along.
+function runTarget(executionId, framework) {
+  let interrupt = "";
+  if (framework === "langgraph") {
+    const known = [...state.rows.values(), ...state.decided.values()]
+      .map((entry) => entry.pending)
+      .find((p) => p.execution_id === executionId && interruptId(p));
+    if (known) interrupt = interruptId(known);
+  }
+  return { execution_id: executionId, interrupt_id: interrupt, framework };
 }
 
 // --- the run behind a pause ---------------------------------------------------------------

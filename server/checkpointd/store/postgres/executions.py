@@ -61,7 +61,8 @@ WITH threads AS (
         CASE
             WHEN EXISTS (SELECT 1 {pauses}) THEN 'paused'
             WHEN EXISTS ({writes} AND w.channel = '{ERROR_CHANNEL}') THEN 'failed'
-            WHEN EXISTS ({writes}) OR c.metadata ->> 'source' = 'input' THEN 'running'
+            WHEN EXISTS ({writes}) OR c.metadata ->> 'source' = 'input' OR c.send_nodes <> ''
+                THEN 'running'
             ELSE 'ended' END AS run_status
     FROM threads AS t
     LEFT JOIN {t}graph_checkpoints AS c

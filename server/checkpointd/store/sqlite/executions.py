@@ -60,7 +60,7 @@ WITH threads AS (
             WHEN EXISTS (SELECT 1 {_PAUSES}) THEN 'paused'
             WHEN EXISTS ({_WRITES} AND w.channel = '{ERROR_CHANNEL}') THEN 'failed'
             WHEN EXISTS ({_WRITES}) OR json_extract(c.metadata_json, '$.source') = 'input'
-                THEN 'running'
+                OR c.send_nodes <> '' THEN 'running'
             ELSE 'ended' END AS run_status
     FROM threads AS t
     LEFT JOIN graph_checkpoints AS c

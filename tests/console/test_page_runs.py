@@ -1,0 +1,161 @@
+"""The approvals page lists the namespace's runs (contract C12), fastaiagent runs and LangGraph
+threads alike, in a real headless Chromium on each backend, through ``GET /api/runs``
+(ListExecutions, with the grant and namespace checks of every other read): filtered by
+framework, status and chain or graph name, page by page, each opening the run view."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from checkpointd_client import CheckpointdClient
+from checkpointd_client.fastaiagent import SidecarCheckpointer
+from checkpointd_client.langgraph import CheckpointdSaver
+from tests.console.conftest import Console, Tokens, approval_chain, pause, plain_pause
+from tests.console.http import call
+from tests.console.page import screenshot, wait
+from tests.contract.helpers import checkpoint
+from tests.contract.test_executions_graph import chain, step
+
+
+def open_page(browser: Any, url: str) -> None:
+    browser.get(url)
+    wait(browser).until(lambda b: b.find_element(By.ID, "connection").text == "live")
+
+
+def listed(browser: Any) -> list[tuple[str, str, str, str]]:
+    """The runs the list shows: (run, framework, chain, status), top to bottom."""
+    return [
+        (
+            str(r.get_attribute("data-execution-id")),
+            r.find_element(By.CSS_SELECTOR, ".framework").text,
+            r.find_element(By.CSS_SELECTOR, ".chain").text,
+            r.find_element(By.CSS_SELECTOR, ".run-status").text,
+        )
+        for r in browser.find_elements(By.CSS_SELECTOR, "tr.run-row")
+    ]
+
+
+def shows(browser: Any, expected: list[tuple[str, str, str, str]]) -> None:
+    wait(browser).until(lambda b: listed(b) == expected)
+
+
+def test_c12_page_lists_runs_and_threads_filters_pages_and_opens_each(
+    console: Console,
+    browser: Any,
+    tmp_path: Path,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """A LangGraph thread ended, a fastaiagent run paused, one running, and a thread paused
+    are rows of the runs list, newest activity first, with their framework, chain (a paused
+    thread's graph) and status; the filters narrow it; More runs reads the next page; Open
+    run shows the run's checkpoints, and a paused thread's."""
+    ended = "thread-ended"
+    with CheckpointdSaver(console.target) as saver:
+        chain(saver, ("a", step("a"))).invoke({"log": []}, {"configurable": {"thread_id": ended}})
+    store = checkpointer_for(console.target, "default")
+    pause(approval_chain("orders", store, []), "run-paused")
+    with CheckpointdClient(console.target) as client:
+        client.put_checkpoint(checkpoint("run-busy", chain_name="billing", node_id="a"))
+    thread, _ = plain_pause(console.target)
+    open_page(browser, console.url)
+    everything = [
+        (thread, "LangGraph", "agent", "paused"),
+        ("run-busy", "fastaiagent", "billing", "running"),
+        ("run-paused", "fastaiagent", "orders", "paused"),
+        (ended, "LangGraph", "—", "ended"),
+    ]
+    shows(browser, everything)
+    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(By.ID, "runs"))
+    # The paused thread opens once the page knows its pause (the list may come before it).
+    paused_open = f'tr.run-row[data-execution-id="{thread}"] button.open-run'
+    wait(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, paused_open).is_enabled())
+    screenshot(browser, tmp_path, "runs")
+    first = browser.find_element(By.CSS_SELECTOR, "tr.run-row")
+    assert first.find_element(By.CSS_SELECTOR, ".count").text != "0"
+    assert first.find_element(By.CSS_SELECTOR, "time.age").get_attribute("datetime")
+
+    Select(browser.find_element(By.ID, "runs-framework")).select_by_value("langgraph")
+    shows(browser, [everything[0], everything[3]])
+    Select(browser.find_element(By.ID, "runs-framework")).select_by_value("")
+    Select(browser.find_element(By.ID, "runs-status")).select_by_value("paused")
+    shows(browser, [everything[0], everything[2]])
+    Select(browser.find_element(By.ID, "runs-status")).select_by_value("ended")
+    shows(browser, everything[3:])
+    Select(browser.find_element(By.ID, "runs-status")).select_by_value("")
+    name = browser.find_element(By.ID, "runs-chain")
+    name.send_keys("orders\n")
+    shows(browser, everything[2:3])
+    name.clear()
+    name.send_keys("\n")
+    shows(browser, everything)
+
+    browser.execute_script("runsView.pageSize = 3")
+    browser.find_element(By.ID, "runs-refresh").click()
+    shows(browser, everything[:3])
+    more = browser.find_element(By.ID, "runs-more")
+    more.click()
+    shows(browser, everything)
+    wait(browser).until(lambda b: not more.is_displayed())
+
+    def open_run(execution_id: str) -> None:
+        selector = f'tr.run-row[data-execution-id="{execution_id}"] button.open-run'
+        browser.find_element(By.CSS_SELECTOR, selector).click()
+        title = browser.find_element(By.ID, "run-title")
+        wait(browser).until(lambda b: title.text == f"Run {execution_id}")
+
+    open_run("run-paused")
+    wait(browser).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr"))
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr .node")
+    assert "ask" in [n.text for n in nodes]
+    browser.find_element(By.ID, "run-close").click()
+    open_run(thread)
+    wait(browser).until(
+        lambda b: b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr.graph-checkpoint")
+    )
+    browser.find_element(By.ID, "run-close").click()
+    # A thread with no pause the page knows: the run view could not read it, and says why.
+    unopened = browser.find_element(
+        By.CSS_SELECTOR, f'tr.run-row[data-execution-id="{ended}"] button.open-run'
+    )
+    assert not unopened.is_enabled()
+    assert "through one of its pauses" in (unopened.get_attribute("title") or "")
+
+
+def test_c12_runs_api_checks_its_filters_and_the_grant(
+    auth_console: Console,
+    tokens: Tokens,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """/api/runs lists the runs of a namespace the token may read, with the filters of
+    ListExecutions; another namespace is NAMESPACE_NOT_ALLOWED (403), an unknown framework
+    or status INVALID_FIELD (400) naming the values, and no token MISSING_TOKEN (401)."""
+    store = checkpointer_for(auth_console.target, "team-a", token=tokens.approver)
+    pause(approval_chain("orders", store, []), "run-a")
+    url = auth_console.url + "api/runs"
+    reply = call("GET", url + "?namespace=team-a&framework=fastaiagent", token=tokens.viewer)
+    assert reply.status == 200, reply.body
+    [run] = reply.body["runs"]
+    assert (run["execution_id"], run["status"], run["framework"]) == (
+        "run-a",
+        "EXECUTION_STATUS_PAUSED",
+        "FRAMEWORK_FASTAIAGENT",
+    )
+    assert reply.body["next_page_token"] == ""
+    none = call("GET", url + "?namespace=team-a&framework=langgraph", token=tokens.viewer)
+    assert none.body["runs"] == []
+    other = call("GET", url + "?namespace=team-b", token=tokens.viewer)
+    assert (other.status, other.reason) == (403, "NAMESPACE_NOT_ALLOWED")
+    bad = call("GET", url + "?namespace=team-a&framework=crewai", token=tokens.viewer)
+    assert (bad.status, bad.reason) == (400, "INVALID_FIELD")
+    assert "fastaiagent, langgraph" in bad.body["error"]["message"]
+    status = call("GET", url + "?namespace=team-a&status=done", token=tokens.viewer)
+    assert (status.status, status.reason) == (400, "INVALID_FIELD")
+    size = call("GET", url + "?namespace=team-a&page_size=0", token=tokens.viewer)
+    assert (size.status, size.reason) == (400, "INVALID_FIELD")
+    anonymous = call("GET", url + "?namespace=team-a")
+    assert (anonymous.status, anonymous.reason) == (401, "MISSING_TOKEN")
