@@ -704,6 +704,7 @@ class Console:
             scanned += len(page)
             if not token or scanned >= MAX_DECISIONS_SCANNED:
                 return rows, not token
+
     async def _runs(self, request: web.Request) -> web.StreamResponse:
         """The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
         (ListExecutions), filtered by framework, status and chain (a thread's graph) name."""
@@ -834,8 +835,6 @@ def _interrupt_writes(found: graph_svc.GraphCheckpointTuple) -> int:
     return sum(1 for write in found.pending_writes if write.channel == "__interrupt__")
 
 
-def _summary_json(seen: CheckpointSummary, interrupts: int) -> dict[str, Any]:
-    parents = seen.metadata.get("parents")
 def _enum_name(field: str, text: str, enum: EnumDescriptor) -> str:
     """The name of the enum value the query names in lower case (``langgraph`` for
     FRAMEWORK_LANGGRAPH); the unspecified one (any) for an empty one; INVALID_FIELD naming
@@ -850,7 +849,8 @@ def _enum_name(field: str, text: str, enum: EnumDescriptor) -> str:
     return prefix + text.upper()
 
 
-def _summary_json(seen: CheckpointSummary) -> dict[str, Any]:
+def _summary_json(seen: CheckpointSummary, interrupts: int) -> dict[str, Any]:
+    parents = seen.metadata.get("parents")
     return {
         "checkpoint_id": seen.checkpoint_id,
         "checkpoint_ns": seen.checkpoint_ns,
