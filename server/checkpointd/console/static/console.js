@@ -46,7 +46,7 @@ const state = {
   namespaces: [], // [{name, pending}] from /api/namespaces
   replaceRows: false, // the next snapshot replaces the rows shown
   forms: 0, // numbers each row's form (the names of its radio groups)
-  openRun: null, // the run in the run view: {execution_id, interrupt_id}
+  openRun: null, // the run in the run view: {execution_id, interrupt_id, graph}
   search: "", // the search box's text: pauses whose run id or context holds it are shown
   sort: "newest", // "newest" first, or "oldest" first (what has waited longest)
   view: "full", // "full" rows, or "compact": a pause a line
@@ -824,7 +824,6 @@ function refreshAges() {
     const node = row.element && row.element.querySelector(".status");
     if (node && row.pending.decision) setStatus(node, row);
   }
-  refreshRunButtons();
 }
 
 function prettyContext(text) {
@@ -1828,7 +1827,7 @@ function runRow(run) {
   if (run.last_activity_at) when.append(ageNode(run.last_activity_at));
   const open = el("button", "open-run", "Open run");
   open.type = "button";
-  setRunButton(open, runTarget(run.execution_id, framework));
+  open.title = `the checkpoints of run ${run.execution_id}`;
   open.addEventListener("click", () => openRun(runTarget(run.execution_id, framework)));
   const openCell = el("td", "");
   openCell.append(open);
@@ -1845,27 +1844,9 @@ function runRow(run) {
   return tr;
 }
 
-// Open run of a thread waits for a pause of it the page knows: the run view reads a thread
-// through one of its pauses, and an empty table would say the thread has no checkpoints.
-function setRunButton(button, target) {
-  const unreadable = target.framework === "langgraph" && !target.interrupt_id;
-  button.disabled = unreadable;
-  button.title = unreadable
-    ? "the run view opens a LangGraph thread through one of its pauses, and this one has none the page knows"
-    : `the checkpoints of run ${target.execution_id}`;
-}
-
-// The threads' Open run follow the pauses the page learns of (the stream's snapshot may come
-// after the list).
-function refreshRunButtons() {
-  for (const row of document.querySelectorAll('tr.run-row[data-framework="langgraph"]')) {
-    setRunButton(row.querySelector("button.open-run"), runTarget(row.dataset.executionId, "langgraph"));
-  }
-}
-
-// What Open run is given for a run of the list, as a pause gives it: the run view reads a
-// LangGraph thread through one of its pauses, so a thread takes the interrupt id of a pause
-// the page knows (waiting or decided); its framework rides along.
+// What Open run is given for a run of the list, as a pause gives it: a thread takes the
+// interrupt id of a pause of it the page knows (waiting or decided), whose word the run view
+// shows; its framework says how the run is read.
 function runTarget(executionId, framework) {
   let interrupt = "";
   if (framework === "langgraph") {
@@ -1880,26 +1861,29 @@ function runTarget(executionId, framework) {
 // --- the run behind a pause ---------------------------------------------------------------
 
 // The run open in the run view ({execution_id, interrupt_id}, or null): the address names it.
-function openRun(pending) {
-  showRun(pending.execution_id, interruptId(pending));
+// A pause's run, or a run of the list: a LangGraph thread is told by its framework, or by
+// its pause's interrupt id (a fastaiagent pause has none).
+function openRun(target) {
+  const interrupt = interruptId(target);
+  showRun(target.execution_id, interrupt, target.framework === "langgraph" || Boolean(interrupt));
 }
 
-async function showRun(executionId, interrupt) {
+async function showRun(executionId, interrupt, graph) {
   const dialog = $("run-view");
-  const shownRun = { execution_id: executionId, interrupt_id: interrupt || "" };
+  const shownRun = { execution_id: executionId, interrupt_id: interrupt || "", graph };
   state.openRun = shownRun;
   writeLink();
   $("run-title").textContent = `Run ${executionId}`;
   $("run-error").textContent = "";
   $("run-checkpoints").replaceChildren();
-  resetThreadView(Boolean(interrupt));
+  resetThreadView(graph);
   refreshRunSummary();
   if (!dialog.open) dialog.showModal();
   const namespace = encodeURIComponent(state.namespace);
   const id = encodeURIComponent(executionId);
   try {
-    if (interrupt) {
-      // A LangGraph thread (its pauses have interrupt ids): its checkpoints, oldest first.
+    if (graph) {
+      // A LangGraph thread: its checkpoints, oldest first.
       const found = [];
       let token = "";
       do {
@@ -1957,7 +1941,8 @@ function closedRun() {
 
 // --- the address: the namespace shown and the run open, so a pause can be linked --------
 
-// What the address asks for: #namespace=N&run=E[&interrupt=I][&q=S][&sort=oldest]. Its
+// What the address asks for: #namespace=N&run=E[&interrupt=I][&graph=1][&q=S][&sort=oldest]
+// (graph=1: a LangGraph thread opened without a pause). Its
 // values are only ever compared, sent URL-encoded, or shown as text (a form field's value).
 function readLink() {
   const params = new URLSearchParams(window.location.hash.replace(/^#/, ""));
@@ -1965,6 +1950,7 @@ function readLink() {
     namespace: (params.get("namespace") || "").trim(),
     run: params.get("run") || "",
     interrupt: params.get("interrupt") || "",
+    graph: params.get("graph") === "1" || Boolean(params.get("interrupt")),
     q: params.get("q") || "",
     sort: params.get("sort") === "oldest" ? "oldest" : "newest",
     view: params.get("view") === "compact" ? "compact" : "full",
@@ -1998,6 +1984,7 @@ function writeLink() {
   if (state.openRun !== null) {
     params.set("run", state.openRun.execution_id);
     if (state.openRun.interrupt_id) params.set("interrupt", state.openRun.interrupt_id);
+    else if (state.openRun.graph) params.set("graph", "1");
   }
   if (state.search) params.set("q", state.search);
   if (state.sort === "oldest") params.set("sort", "oldest");
@@ -2034,8 +2021,13 @@ function openLinkedRun(link) {
     if (open !== null) $("run-view").close();
     return;
   }
-  if (open === null || open.execution_id !== link.run || open.interrupt_id !== link.interrupt) {
-    showRun(link.run, link.interrupt);
+  if (
+    open === null ||
+    open.execution_id !== link.run ||
+    open.interrupt_id !== link.interrupt ||
+    open.graph !== link.graph
+  ) {
+    showRun(link.run, link.interrupt, link.graph);
   }
 }
 
