@@ -28,11 +28,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, PendingOps, remove_threads
 from checkpointd.graph.retention import RetentionMethods
+
+if TYPE_CHECKING:  # the walk's module builds on this one's records
+    from checkpointd.graph.delta import DeltaCursor, DeltaPage
 
 __all__ = [
     "ChannelValue",
@@ -226,6 +229,23 @@ class GraphStore(RetentionMethods, abc.ABC):
         """Up to ``limit`` matching tuples after ``after``, newest first; the page stops once
         its tuples hold more than ``max_bytes`` (always at least one), so a page of large
         checkpoints never loads much more than one reply's worth (B1)."""
+
+    @abc.abstractmethod
+    async def delta_history(
+        self,
+        namespace: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        channels: Sequence[str],
+        *,
+        cursor: DeltaCursor | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> DeltaPage:
+        """One page of the DeltaChannel history walk of the checkpoint (the newest when
+        ``checkpoint_id`` is empty) for ``channels``, from its parent or from ``cursor``, in
+        one read (:func:`checkpointd.graph.delta.history`, G19)."""
 
     @abc.abstractmethod
     async def purge_requests(self, applied_before: datetime) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import asyncpg
 
 from checkpointd.domain import PendingRecord
+from checkpointd.graph import delta
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
@@ -68,6 +69,70 @@ def _tuple_from_row(row: asyncpg.Record) -> GraphTuple:
         for task_id, task_path, idx, channel, kind, data in row["writes"]
     )
     return GraphTuple(checkpoint, values, writes)
+
+
+def _link_from_row(row: asyncpg.Record) -> delta.ChainLink:
+    return delta.ChainLink(
+        row["checkpoint_id"], row["parent_checkpoint_id"], json.loads(row["versions"])
+    )
+
+
+class _DeltaReads(delta.DeltaReads):
+    """The DeltaChannel walk's reads in one thread and checkpoint_ns, on one connection."""
+
+    def __init__(self, conn: Any, sql: GraphSql, key: tuple[str, str, str]) -> None:
+        self._conn = conn
+        self._sql = sql
+        self._key = key
+
+    async def newest(self) -> str | None:
+        row = await self._conn.fetchrow(self._sql.delta_newest, *self._key)
+        return None if row is None else str(row["checkpoint_id"])
+
+    async def chain(self, start: str, limit: int) -> list[delta.ChainLink]:
+        rows = await self._conn.fetch(self._sql.delta_chain, *self._key, start, limit)
+        return [_link_from_row(row) for row in rows]
+
+    async def stored_types(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, str]:
+        channels, versions = [k[0] for k in keys], [k[1] for k in keys]
+        rows = await self._conn.fetch(self._sql.delta_types, *self._key, channels, versions)
+        return {(r["channel"], r["version"]): r["value_type"] for r in rows}
+
+    async def values(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, TypedValue]:
+        channels, versions = [k[0] for k in keys], [k[1] for k in keys]
+        rows = await self._conn.fetch(self._sql.delta_values, *self._key, channels, versions)
+        return {
+            (r["channel"], r["version"]): TypedValue(r["value_type"], bytes(r["value_data"]))
+            for r in rows
+        }
+
+    async def writes(
+        self, checkpoint_ids: Sequence[str], channels: Sequence[str]
+    ) -> list[tuple[str, GraphWrite]]:
+        rows = await self._conn.fetch(
+            self._sql.delta_writes, *self._key, list(checkpoint_ids), list(channels)
+        )
+        return [
+            (
+                r["checkpoint_id"],
+                GraphWrite(
+                    r["task_id"],
+                    r["task_path"],
+                    int(r["idx"]),
+                    r["channel"],
+                    TypedValue(r["value_type"], bytes(r["value_data"])),
+                ),
+            )
+            for r in rows
+        ]
+
+    async def links(self) -> list[delta.ChainLink]:
+        return [
+            _link_from_row(r) for r in await self._conn.fetch(self._sql.delta_links, *self._key)
+        ]
+
+    async def delta_channels(self) -> set[str]:
+        return {r[0] for r in await self._conn.fetch(self._sql.delta_channels, *self._key)}
 
 
 class PostgresGraphStore(GraphStore):
@@ -337,6 +402,29 @@ class PostgresGraphStore(GraphStore):
                 after = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
         return GraphPage(found, more=True)
 
+    async def delta_history(
+        self,
+        namespace: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        channels: Sequence[str],
+        *,
+        cursor: delta.DeltaCursor | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> delta.DeltaPage:
+        """One page of the DeltaChannel history walk, its statements on one snapshot (a
+        read-only repeatable-read transaction)."""
+        async with (
+            self._access.connection() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            reads = _DeltaReads(conn, self._sql, (namespace, thread_id, checkpoint_ns))
+            return await delta.history(
+                reads, checkpoint_id, channels, cursor=cursor, limit=limit, max_bytes=max_bytes
+            )
+
     def _list_statement(
         self, namespace: str, query: GraphListQuery, after: GraphPosition | None, limit: int
     ) -> tuple[str, list[Any]]:
@@ -375,13 +463,19 @@ class PostgresGraphStore(GraphStore):
 
     async def _delete_runs(self, conn: Any, namespace: str, run_ids: Sequence[str]) -> int:
         sql = self._sql
-        gone = await conn.fetch(sql.delete_runs, namespace, list(run_ids))
-        if gone:
-            columns = list(zip(*((r[0], r[1], r[2]) for r in gone), strict=True))
-            await conn.execute(sql.delete_writes_of, namespace, *map(list, columns))
-        for thread_id, checkpoint_ns in sorted({(r[0], r[1]) for r in gone}):
-            await conn.execute(sql.delete_unnamed_blobs, namespace, thread_id, checkpoint_ns)
-        return len(gone)
+        doomed: dict[tuple[str, str], set[str]] = {}
+        for row in await conn.fetch(sql.checkpoints_of_runs, namespace, list(run_ids)):
+            doomed.setdefault((row[0], row[1]), set()).add(row[2])
+        deleted = 0
+        for (thread_id, checkpoint_ns), ids in sorted(doomed.items()):
+            key = (namespace, thread_id, checkpoint_ns)
+            if await conn.fetchval(sql.uses_delta_channel, namespace, thread_id):
+                ids -= await delta.needed_by_survivors(_DeltaReads(conn, sql, key), ids)  # G20
+            await conn.execute(sql.delete_writes_at, *key, sorted(ids))
+            status: str = await conn.execute(sql.delete_checkpoints, *key, sorted(ids))
+            deleted += int(status.rsplit(" ", 1)[-1])
+            await conn.execute(sql.delete_unnamed_blobs, *key)
+        return deleted
 
     async def _copy_thread(
         self, conn: Any, namespace: str, source: str, target: str, now: datetime

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from checkpointd.graph import delta
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, TaskPlace, send_nodes_column
@@ -61,6 +62,64 @@ def _checkpoint_from_row(row: sqlite3.Row) -> GraphCheckpoint:
         channel_versions=json.loads(row["channel_versions"]),
         run_id=row["run_id"],
     )
+
+
+def _write_from_row(row: sqlite3.Row) -> GraphWrite:
+    return GraphWrite(
+        row["task_id"],
+        row["task_path"],
+        int(row["idx"]),
+        row["channel"],
+        TypedValue(row["value_type"], bytes(row["value_data"])),
+    )
+
+
+def _link_from_row(row: sqlite3.Row) -> delta.ChainLink:
+    return delta.ChainLink(
+        row["checkpoint_id"], row["parent_checkpoint_id"], json.loads(row["channel_versions"])
+    )
+
+
+class _DeltaReads(delta.DeltaReads):
+    """The DeltaChannel walk's reads in one thread and checkpoint_ns, on one connection."""
+
+    def __init__(self, conn: Statements, key: tuple[str, str, str]) -> None:
+        self._conn = conn
+        self._key = key
+
+    async def newest(self) -> str | None:
+        found = await _fetch(self._conn, gsql.GET_LATEST, self._key)
+        return str(found[0]["checkpoint_id"]) if found else None
+
+    async def chain(self, start: str, limit: int) -> list[delta.ChainLink]:
+        rows = await _fetch(self._conn, gsql.DELTA_CHAIN, (*self._key, start, limit))
+        return [_link_from_row(row) for row in rows]
+
+    async def stored_types(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, str]:
+        rows = await _fetch(self._conn, gsql.DELTA_TYPES, (*self._key, json.dumps(keys)))
+        return {(r["channel"], r["version"]): r["value_type"] for r in rows}
+
+    async def values(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, TypedValue]:
+        rows = await _fetch(self._conn, gsql.DELTA_VALUES, (*self._key, json.dumps(keys)))
+        return {
+            (r["channel"], r["version"]): TypedValue(r["value_type"], bytes(r["value_data"]))
+            for r in rows
+        }
+
+    async def writes(
+        self, checkpoint_ids: Sequence[str], channels: Sequence[str]
+    ) -> list[tuple[str, GraphWrite]]:
+        params = (*self._key, json.dumps(list(checkpoint_ids)), json.dumps(list(channels)))
+        rows = await _fetch(self._conn, gsql.DELTA_WRITES, params)
+        return [(r["checkpoint_id"], _write_from_row(r)) for r in rows]
+
+    async def links(self) -> list[delta.ChainLink]:
+        return [
+            _link_from_row(row) for row in await _fetch(self._conn, gsql.DELTA_LINKS, self._key)
+        ]
+
+    async def delta_channels(self) -> set[str]:
+        return {row[0] for row in await _fetch(self._conn, gsql.DELTA_CHANNELS, self._key)}
 
 
 class SQLiteGraphStore(GraphStore):
@@ -266,16 +325,7 @@ class SQLiteGraphStore(GraphStore):
                 )
                 for r in blobs
             ),
-            tuple(
-                GraphWrite(
-                    r["task_id"],
-                    r["task_path"],
-                    int(r["idx"]),
-                    r["channel"],
-                    TypedValue(r["value_type"], bytes(r["value_data"])),
-                )
-                for r in writes
-            ),
+            tuple(_write_from_row(r) for r in writes),
         )
 
     async def get_tuple(
@@ -344,19 +394,49 @@ class SQLiteGraphStore(GraphStore):
         async with self._access.call():
             return await self._access.read(body)
 
+    async def delta_history(
+        self,
+        namespace: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        channels: Sequence[str],
+        *,
+        cursor: delta.DeltaCursor | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> delta.DeltaPage:
+        """One page of the DeltaChannel history walk, in one read on the reader."""
+
+        async def body(conn: Statements) -> delta.DeltaPage:
+            reads = _DeltaReads(conn, (namespace, thread_id, checkpoint_ns))
+            return await delta.history(
+                reads, checkpoint_id, channels, cursor=cursor, limit=limit, max_bytes=max_bytes
+            )
+
+        async with self._access.call():
+            return await self._access.read(body)
+
     # --- whole-thread operations -------------------------------------------------------
 
     async def _delete_runs(self, conn: Statements, namespace: str, run_ids: Sequence[str]) -> int:
         found = await _fetch(conn, gsql.CHECKPOINTS_OF_RUNS, (namespace, json.dumps(list(run_ids))))
-        touched: set[tuple[str, str]] = set()
+        doomed: dict[tuple[str, str], set[str]] = {}
         for row in found:
-            key = (namespace, row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-            await _run(conn, gsql.DELETE_WRITES_OF, key)
-            await _run(conn, gsql.DELETE_CHECKPOINT, key)
-            touched.add((row["thread_id"], row["checkpoint_ns"]))
-        for thread_id, checkpoint_ns in sorted(touched):
+            doomed.setdefault((row["thread_id"], row["checkpoint_ns"]), set()).add(
+                row["checkpoint_id"]
+            )
+        deleted = 0
+        for (thread_id, checkpoint_ns), ids in sorted(doomed.items()):
+            if await _fetch(conn, gsql.USES_DELTA_CHANNEL, (namespace, thread_id)):
+                reads = _DeltaReads(conn, (namespace, thread_id, checkpoint_ns))
+                ids -= await delta.needed_by_survivors(reads, ids)  # G20
+            for checkpoint_id in sorted(ids):
+                key = (namespace, thread_id, checkpoint_ns, checkpoint_id)
+                await _run(conn, gsql.DELETE_WRITES_OF, key)
+                deleted += await _run(conn, gsql.DELETE_CHECKPOINT, key)
             await _run(conn, gsql.DELETE_UNNAMED_BLOBS, (namespace, thread_id, checkpoint_ns))
-        return len(found)
+        return deleted
 
     async def _copy_thread(
         self, conn: Statements, namespace: str, source: str, target: str, now: datetime
