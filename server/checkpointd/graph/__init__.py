@@ -9,6 +9,8 @@ are the same on every backend.
 - :mod:`.retention`: the retention rules and the loop that applies them (G12, G13);
   :mod:`.retention_job`: ``--graph-retention`` and the periodic job.
 - :mod:`.paging`: ListGraphCheckpoints' page tokens.
+- :mod:`.delta`: LangGraph's DeltaChannel: the history walk of GetGraphDeltaHistory (G19)
+  and the checkpoints a delete of runs keeps so no chain loses its seed (G20).
 - :mod:`.metrics`: the graph store's operation timings.
 - :mod:`.checkpoint_summary`: a checkpoint as a person reads it, undecoded (the CLI's
   ``runs show`` and the approvals page's run view).
