@@ -37,6 +37,8 @@ __all__ = [
 #: The type of the value a version names when the channel has none (the savers write it).
 EMPTY: Final = "empty"
 _VERSION: Final = 1
+#: The ancestors a walk reads first; each further read of the chain doubles it.
+_FIRST_CHUNK: Final = 32
 #: A token names two checkpoint ids (128 characters each) and up to 100 channel positions.
 _MAX_TOKEN_LENGTH: Final = 4_000
 
@@ -179,17 +181,24 @@ async def walk_page(
     At each ancestor: its writes to the channels still walked, then every such channel whose
     version there names a stored value that is not empty ends with that value as its seed
     (``BaseCheckpointSaver.get_delta_channel_history``'s order)."""
-    links = await reads.chain(cursor.checkpoint_id, limit + 1)
-    visible = links[:limit]
-    types = await _types_along(reads, visible, cursor.walking)
     plan: list[tuple[ChainLink, tuple[str, ...], list[str]]] = []
     walking = list(cursor.walking)
-    for link in visible:
-        if not walking:
-            break
-        ends = _seeded(link, walking, types)
-        plan.append((link, tuple(walking), ends))
-        walking = [channel for channel in walking if channel not in ends]
+    following: str | None = cursor.checkpoint_id
+    chunk = _FIRST_CHUNK
+    # The chain in growing chunks, so a walk that ends near its start reads little of it.
+    while walking and following is not None and len(plan) < limit:
+        want = min(chunk, limit - len(plan))
+        links = await reads.chain(following, want + 1)
+        following = links[want].checkpoint_id if len(links) > want else None
+        visible = links[:want]
+        types = await _types_along(reads, visible, walking)
+        for link in visible:
+            if not walking:
+                break
+            ends = _seeded(link, walking, types)
+            plan.append((link, tuple(walking), ends))
+            walking = [channel for channel in walking if channel not in ends]
+        chunk *= 2
     if not plan:
         return DeltaPage([], None, cursor.target_id)
     ids = [link.checkpoint_id for link, _, _ in plan]
@@ -217,8 +226,8 @@ async def walk_page(
         )
         ancestors.append(ancestor)
         size += ancestor.size()
-    if walking and len(links) > limit:
-        resume = DeltaCursor(cursor.target_id, links[limit].checkpoint_id, tuple(walking))
+    if walking and following is not None:
+        resume = DeltaCursor(cursor.target_id, following, tuple(walking))
         return DeltaPage(ancestors, resume, cursor.target_id)
     return DeltaPage(ancestors, None, cursor.target_id)
 
