@@ -4,10 +4,13 @@ the same graph; a delete of runs and a copy keep every chain back to its seed (G
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent import futures
 from typing import Annotated, Any, TypedDict
 
+import grpc
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
@@ -16,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from checkpointd_client.langgraph import AsyncCheckpointdSaver, CheckpointdSaver
+from checkpointd_client.v1 import graph_service_pb2 as g
 from tests.support.shared_server import SharedSidecar
 
 CHANNELS = ("messages", "notes", "turn", "absent")
@@ -149,3 +153,60 @@ async def test_g19_the_asyncio_saver_reads_the_same_history(sidecar: SharedSidec
             assert found == walked
         state = await graph.aget_state(_config(thread))
         assert state.values["messages"][-4:] == ["user4", "left4", "right4", "join4"]
+
+
+class _OlderServer:
+    """A GraphService without GetGraphDeltaHistory (UNIMPLEMENTED, as a server from before
+    it): c1 (m = ["a"], a write "x" to m) <- c2."""
+
+    def GetGraphCheckpoint(self, request: Any, context: Any) -> Any:
+        checkpoint_id = request.checkpoint_id or "c2"
+        parent = "c1" if checkpoint_id == "c2" else ""
+        body = {"v": 4, "id": checkpoint_id, "ts": "", "channel_versions": {"m": checkpoint_id}}
+        found = g.GraphCheckpointTuple(
+            checkpoint=g.GraphCheckpoint(
+                thread_id=request.thread_id,
+                checkpoint_id=checkpoint_id,
+                parent_checkpoint_id=parent,
+                checkpoint=g.TypedValue(type="json", data=json.dumps(body).encode()),
+                metadata_json="{}",
+                channel_versions={"m": checkpoint_id},
+            )
+        )
+        if checkpoint_id == "c1":
+            json_value = g.TypedValue(type="json", data=b'["a"]')
+            found.channel_values.append(
+                g.GraphChannelValue(channel="m", version="c1", value=json_value)
+            )
+            write = g.TypedValue(type="json", data=b'"x"')
+            found.pending_writes.append(g.GraphWrite(task_id="t", channel="m", value=write))
+        return g.GetGraphCheckpointResponse(checkpoint_tuple=found)
+
+
+async def test_g19_a_server_without_the_call_is_walked_as_the_base_class_does() -> None:
+    """Against a server that answers GetGraphDeltaHistory UNIMPLEMENTED, both savers return
+    the base class's walk (one GetGraphCheckpoint per ancestor) instead of failing."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    handler = grpc.unary_unary_rpc_method_handler(
+        _OlderServer().GetGraphCheckpoint,
+        request_deserializer=g.GetGraphCheckpointRequest.FromString,
+        response_serializer=g.GetGraphCheckpointResponse.SerializeToString,
+    )
+    service = grpc.method_handlers_generic_handler(
+        "checkpointd.v1.GraphService", {"GetGraphCheckpoint": handler}
+    )
+    server.add_generic_rpc_handlers((service,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    expected = {"m": {"writes": [("t", "m", "x")], "seed": ["a"]}}
+    try:
+        target = f"127.0.0.1:{port}"
+        with CheckpointdSaver(target) as saver:
+            for _ in range(2):  # the second read goes straight to the walk
+                found = saver.get_delta_channel_history(config=_config("t"), channels=["m"])
+                assert found == expected
+        async with AsyncCheckpointdSaver(target) as asaver:
+            found = await asaver.aget_delta_channel_history(config=_config("t"), channels=["m"])
+            assert found == expected
+    finally:
+        server.stop(None)

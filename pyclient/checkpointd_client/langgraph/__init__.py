@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+import grpc
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -56,6 +57,7 @@ from checkpointd_client._base import Metadata
 from checkpointd_client._sync_client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
+from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.langgraph import _shape
 
 __all__ = [
@@ -134,6 +136,8 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         )
         self._client = self._settings.blocking()
         self._namespace = self._client.namespace
+        # False once the server answered GetGraphDeltaHistory UNIMPLEMENTED (an older one).
+        self._delta_rpc = True
 
     @property
     def namespace(self) -> str:
@@ -200,15 +204,24 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         """What each DeltaChannel in ``channels`` needs to rebuild its value at the checkpoint
         of ``config``: the writes of its ancestors back to the nearest stored value (the
         seed), as ``BaseCheckpointSaver``'s walk returns them, read by the server in one call
-        per page of up to 1000 ancestors (G19) rather than one per ancestor."""
+        per page of up to 1000 ancestors (G19) rather than one per ancestor. A server that
+        does not have the call yet is walked as the base class does, one ancestor a call."""
+        if not self._delta_rpc:
+            return super().get_delta_channel_history(config=config, channels=channels)
         history = _shape.DeltaHistory(self.serde, channels)
-        for request in _shape.delta_requests(self._namespace, config, channels):
-            while True:
-                response = self._call("GetGraphDeltaHistory", request)
-                history.add(response)
-                if not response.next_page_token:
-                    break
-                request.page_token = response.next_page_token
+        try:
+            for request in _shape.delta_requests(self._namespace, config, channels):
+                while True:
+                    response = self._call("GetGraphDeltaHistory", request)
+                    history.add(response)
+                    if not response.next_page_token:
+                        break
+                    request.page_token = response.next_page_token
+        except CheckpointdError as exc:
+            if exc.code is not grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            self._delta_rpc = False  # a server from before the call: the base class's walk
+            return super().get_delta_channel_history(config=config, channels=channels)
         return history.result()
 
     def put(
@@ -301,6 +314,8 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         )
         self._client = settings.asyncio()
         self._namespace = self._client.namespace
+        # False once the server answered GetGraphDeltaHistory UNIMPLEMENTED (an older one).
+        self._delta_rpc = True
         # The blocking methods' saver, opened on first use.
         self._settings = settings
         self._blocking: CheckpointdSaver | None = None
@@ -387,14 +402,22 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         """What each DeltaChannel in ``channels`` needs to rebuild its value at the checkpoint
         of ``config`` (see :meth:`CheckpointdSaver.get_delta_channel_history`): one call per
         page of up to 1000 ancestors (G19)."""
+        if not self._delta_rpc:
+            return await super().aget_delta_channel_history(config=config, channels=channels)
         history = _shape.DeltaHistory(self.serde, channels)
-        for request in _shape.delta_requests(self._namespace, config, channels):
-            while True:
-                response = await self._call("GetGraphDeltaHistory", request)
-                history.add(response)
-                if not response.next_page_token:
-                    break
-                request.page_token = response.next_page_token
+        try:
+            for request in _shape.delta_requests(self._namespace, config, channels):
+                while True:
+                    response = await self._call("GetGraphDeltaHistory", request)
+                    history.add(response)
+                    if not response.next_page_token:
+                        break
+                    request.page_token = response.next_page_token
+        except CheckpointdError as exc:
+            if exc.code is not grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            self._delta_rpc = False  # a server from before the call: the base class's walk
+            return await super().aget_delta_channel_history(config=config, channels=channels)
         return history.result()
 
     async def aput(
