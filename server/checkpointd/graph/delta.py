@@ -6,18 +6,27 @@ A DeltaChannel stores its value only now and then (a ``_DeltaSnapshot`` every
 ``snapshot_frequency`` updates); in between its version names an ``"empty"`` value, and
 LangGraph rebuilds it from the writes of the checkpoint's ancestors back to the nearest one
 whose version names a stored value (the seed). ``BaseCheckpointSaver``'s walk reads one
-ancestor per call; here one page of ancestors is four statements, whatever its length.
+ancestor per call; here a page of ancestors is a few statements in one read: the chain in
+chunks that double (32, 64, ...) until every channel has its seed, the types of the values
+its versions name, the writes, the seeds. The records are :mod:`checkpointd.graph.store`'s.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
-from checkpointd.graph.store import ChannelValue, GraphWrite, TypedValue
+from checkpointd.graph.store import (
+    ChainLink,
+    ChannelValue,
+    DeltaAncestor,
+    DeltaCursor,
+    DeltaPage,
+    GraphWrite,
+    TypedValue,
+)
 from checkpointd.paging import decode_json_token, digest, encode_json_token
 
 __all__ = [
@@ -44,59 +53,6 @@ _MAX_TOKEN_LENGTH: Final = 4_000
 
 ChannelKey = tuple[str, str]
 """A stored value's (channel, version)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChainLink:
-    """One checkpoint of a parent chain, without its body."""
-
-    checkpoint_id: str
-    parent_checkpoint_id: str
-    channel_versions: dict[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class DeltaAncestor:
-    """One ancestor the walk visited: its writes to the channels still walked and the seeds
-    of the channels whose walk ends at it."""
-
-    checkpoint_id: str
-    walking: tuple[str, ...]
-    """The channels still walked when the walk reached it (what a page resumes with)."""
-    writes: tuple[GraphWrite, ...]
-    seeds: tuple[ChannelValue, ...]
-
-    def size(self) -> int:
-        """The stored bytes it holds (what a page budget counts)."""
-        return sum(len(w.value.data) for w in self.writes) + sum(
-            len(s.value.data) for s in self.seeds
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DeltaCursor:
-    """Where a walk goes on: the next ancestor to visit and the channels still walked."""
-
-    target_id: str
-    """The checkpoint whose history is walked (the newest, resolved on the first page)."""
-    checkpoint_id: str
-    walking: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class DeltaPage:
-    """A page of a walk: its ancestors, nearest first, and where the next page starts."""
-
-    ancestors: list[DeltaAncestor]
-    next: DeltaCursor | None
-    target_id: str = ""
-    """The checkpoint whose history is walked; empty when none was found."""
-
-    def resume_at(self, index: int) -> DeltaCursor:
-        """The cursor that resumes this page at its ``index``-th ancestor (when the reply had
-        no room for it)."""
-        ancestor = self.ancestors[index]
-        return DeltaCursor(self.target_id, ancestor.checkpoint_id, ancestor.walking)
 
 
 class DeltaReads(abc.ABC):

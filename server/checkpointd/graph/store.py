@@ -28,17 +28,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import GraphInterrupt, PendingOps, remove_threads
 from checkpointd.graph.retention import RetentionMethods
 
-if TYPE_CHECKING:  # the walk's module builds on this one's records
-    from checkpointd.graph.delta import DeltaCursor, DeltaPage
-
 __all__ = [
+    "ChainLink",
     "ChannelValue",
+    "DeltaAncestor",
+    "DeltaCursor",
+    "DeltaPage",
     "GraphCheckpoint",
     "GraphListQuery",
     "GraphPage",
@@ -150,6 +151,59 @@ class GraphListQuery:
     """A JSON object, or empty for none."""
     before_checkpoint_id: str
     """Empty: no bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One checkpoint of a parent chain, without its body."""
+
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    channel_versions: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaAncestor:
+    """One ancestor the walk visited: its writes to the channels still walked and the seeds
+    of the channels whose walk ends at it."""
+
+    checkpoint_id: str
+    walking: tuple[str, ...]
+    """The channels still walked when the walk reached it (what a page resumes with)."""
+    writes: tuple[GraphWrite, ...]
+    seeds: tuple[ChannelValue, ...]
+
+    def size(self) -> int:
+        """The stored bytes it holds (what a page budget counts)."""
+        return sum(len(w.value.data) for w in self.writes) + sum(
+            len(s.value.data) for s in self.seeds
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaCursor:
+    """Where a walk goes on: the next ancestor to visit and the channels still walked."""
+
+    target_id: str
+    """The checkpoint whose history is walked (the newest, resolved on the first page)."""
+    checkpoint_id: str
+    walking: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaPage:
+    """A page of a walk: its ancestors, nearest first, and where the next page starts."""
+
+    ancestors: list[DeltaAncestor]
+    next: DeltaCursor | None
+    target_id: str = ""
+    """The checkpoint whose history is walked; empty when none was found."""
+
+    def resume_at(self, index: int) -> DeltaCursor:
+        """The cursor that resumes this page at its ``index``-th ancestor (when the reply had
+        no room for it)."""
+        ancestor = self.ancestors[index]
+        return DeltaCursor(self.target_id, ancestor.checkpoint_id, ancestor.walking)
 
 
 class PruneStrategy(Enum):
