@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -319,6 +320,41 @@ def _stored_bytes(path: Path, query: str) -> int:
         return int(conn.execute(query).fetchone()[0])
 
 
+#: How far back from the newest checkpoint the mid-interval get_state reads: 25 turns (3
+#: checkpoints each), half the 50 turns between two snapshots of the chat's ``messages``.
+MID_BACK = 75
+
+
+def _mid_config(saver: BaseCheckpointSaver[Any]) -> dict[str, Any]:
+    """The config of the checkpoint ``MID_BACK`` before the newest of the newest thread."""
+    newest = next(iter(saver.list(None, limit=1)))
+    thread: RunnableConfig = {
+        "configurable": {"thread_id": newest.config["configurable"]["thread_id"]}
+    }
+    return dict(list(saver.list(thread, limit=MID_BACK + 1))[-1].config)
+
+
+def _mid_reads(
+    sidecar: BaseCheckpointSaver[Any],
+    baseline: BaseCheckpointSaver[Any],
+    server_pid: int,
+    reads: int,
+) -> tuple[float, float, float]:
+    """``get_state`` of a checkpoint between two snapshots (its ``messages`` rebuilt from the
+    writes back to the last one), the savers alternating: CPU microseconds per call of the
+    sidecar's client and server, and of the in-process saver."""
+    sides = [(build(saver, delta=True), _mid_config(saver)) for saver in (sidecar, baseline)]
+    used = [0.0, 0.0, 0.0]
+    for _ in range(reads):
+        for index, (graph, config) in enumerate(sides):
+            client, server = cpu.self_cpu_s(), cpu.process_cpu_s(server_pid)
+            graph.get_state(config)
+            used[2 * index] += cpu.self_cpu_s() - client
+            if index == 0:
+                used[1] += cpu.process_cpu_s(server_pid) - server
+    return used[0] / reads * 1e6, used[1] / reads * 1e6, used[2] / reads * 1e6
+
+
 def delta_benchmark(
     workdir: Path, turns: int, reads: int, log: Callable[[str], None] = print
 ) -> dict[str, Any]:
@@ -340,6 +376,7 @@ def delta_benchmark(
                 ours, theirs = compare(
                     saver, baseline, server.process.pid, turns, reads, 1, delta=True
                 )
+                mid = _mid_reads(saver, baseline, server.process.pid, reads)
         finally:
             server.close()
     finally:
@@ -363,9 +400,11 @@ def delta_benchmark(
         "baseline_first_ms": round(theirs.first_ms(window), 3),
         "baseline_last_ms": round(theirs.last_ms(window), 3),
         "baseline_get_state_ms": round(theirs.get_state_ms, 3),
+        "mid_back": MID_BACK,
         **cpu.row_fields(
             ours.turn_client_cpu_us, ours.turn_server_cpu_us, theirs.turn_client_cpu_us
         ),
+        **cpu.row_fields(*mid, prefix="get_state_mid_"),
         **cpu.row_fields(
             ours.get_state_client_cpu_us,
             ours.get_state_server_cpu_us,
@@ -384,13 +423,14 @@ def delta_benchmark(
 
 def print_delta_rows(rows: list[dict[str, Any]]) -> None:
     """The DeltaChannel table: bytes stored, CPU per turn and per get_state (client, server,
-    total beside the in-process saver's), and the wall times."""
+    total beside the in-process saver's) of the newest checkpoint and of one between two
+    snapshots (``mid cpu``, ``MID_BACK`` checkpoints back), and the wall times."""
     if not rows:
         return
     header = (
         f"{'graph DeltaChannel':<22} {'saver':<24} {'stored B':>11} {'cli cpu':>8} "
         f"{'srv cpu':>8} {'cpu us':>7} {'gs cli':>7} {'gs srv':>7} {'gs cpu':>7} "
-        f"{'last ms':>8} {'get_state':>9}"
+        f"{'mid cpu':>7} {'last ms':>8} {'get_state':>9}"
     )
     print("\n" + header)
     print("-" * len(header))
@@ -401,20 +441,21 @@ def print_delta_rows(rows: list[dict[str, Any]]) -> None:
             f"{r['sidecar_client_cpu_us']:>8.0f} {_us(r['sidecar_server_cpu_us'], 8)} "
             f"{r['sidecar_cpu_us']:>7.0f} {r['get_state_sidecar_client_cpu_us']:>7.0f} "
             f"{_us(r['get_state_sidecar_server_cpu_us'], 7)} "
-            f"{r['get_state_sidecar_cpu_us']:>7.0f} {r['sidecar_last_ms']:>8.2f} "
-            f"{r['sidecar_get_state_ms']:>9.2f}"
+            f"{r['get_state_sidecar_cpu_us']:>7.0f} {r['get_state_mid_sidecar_cpu_us']:>7.0f} "
+            f"{r['sidecar_last_ms']:>8.2f} {r['sidecar_get_state_ms']:>9.2f}"
         )
         print(
             f"{name:<22} {r['baseline']:<24} {r['baseline_stored_bytes']:>11,} "
             f"{r['baseline_cpu_us']:>8.0f} {'-':>8} {r['baseline_cpu_us']:>7.0f} "
             f"{r['get_state_baseline_cpu_us']:>7.0f} {'-':>7} "
-            f"{r['get_state_baseline_cpu_us']:>7.0f} {r['baseline_last_ms']:>8.2f} "
-            f"{r['baseline_get_state_ms']:>9.2f}"
+            f"{r['get_state_baseline_cpu_us']:>7.0f} {r['get_state_mid_baseline_cpu_us']:>7.0f} "
+            f"{r['baseline_last_ms']:>8.2f} {r['baseline_get_state_ms']:>9.2f}"
         )
         print(
             f"{'':<22} {'sidecar / in-process':<24} "
             f"{r['sidecar_stored_bytes'] / r['baseline_stored_bytes']:>11.2f} {'':>8} {'':>8} "
-            f"{_us(r['ratio_cpu'], 7, 2)} {'':>7} {'':>7} {_us(r['get_state_ratio_cpu'], 7, 2)}"
+            f"{_us(r['ratio_cpu'], 7, 2)} {'':>7} {'':>7} {_us(r['get_state_ratio_cpu'], 7, 2)} "
+            f"{_us(r['get_state_mid_ratio_cpu'], 7, 2)}"
         )
 
 
