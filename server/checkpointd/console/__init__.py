@@ -46,7 +46,8 @@ gRPC status name and an HTTP status that matches it):
   what a list ``appended``), its ``pending_writes``, its ``parent`` and ``cut`` (what the
   size limits left out, by value). An unknown checkpoint is CHECKPOINT_NOT_FOUND.
 - ``GET /api/graph-pauses?namespace=&thread_id=``: a thread's pauses, oldest first, each with
-  its request and its decision (the pending and decided listings, read for that thread).
+  its request and its decision (its pending pauses and newest decided ones, read by the
+  thread's keys; ``complete`` is false when older decisions were left).
 - ``GET /api/runs?namespace=&framework=&status=&chain_name=&page_size=&page_token=``: the
   namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
   (ListExecutions, contract C12); ``framework`` is ``fastaiagent`` or ``langgraph``,
@@ -74,7 +75,7 @@ import json
 import logging
 import secrets
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -89,6 +90,7 @@ from google.protobuf.message import Message
 from checkpointd import decision_responses
 from checkpointd import validation as v
 from checkpointd.auth import Authenticator, Grant, Role
+from checkpointd.convert import pending_to_proto
 from checkpointd.domain import PendingFilter
 from checkpointd.errors import (
     CheckpointdError,
@@ -130,6 +132,8 @@ MAX_SESSIONS: Final = 1000
 #: The most decisions ``GET /api/decisions`` answers with, and the most it reads to find them.
 MAX_RECENT_DECISIONS: Final = 200
 MAX_DECISIONS_SCANNED: Final = 20_000
+#: The most decided pauses of one thread the run view lists (the newest).
+MAX_THREAD_DECISIONS: Final = 1000
 #: Seconds between SSE comment lines on a quiet stream, so proxies and browsers keep it open.
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 
@@ -666,44 +670,22 @@ class Console:
 
     async def _graph_pauses(self, request: web.Request) -> web.StreamResponse:
         """A thread's pauses, each with its request and its decision: the ones waiting (or
-        decided, not yet resumed) and the ones decided, read from the namespace's listings
-        (at most MAX_DECISIONS_SCANNED rows of each)."""
+        decided, not yet resumed) and the ones decided (the newest MAX_THREAD_DECISIONS;
+        ``complete`` is false when older ones were left), read by the thread's keys."""
         query = request.query
         namespace = self._namespace(self._grant(request), query.get("namespace", ""))
         thread_id = v.identifier("thread_id", query.get("thread_id", ""), v.EXECUTION_ID_MAX)
         self._gate()
+        if self.deps.executions is None:
+            raise StoreUnavailable("this server does not read runs")
+        pending, decided = await self.deps.executions.thread_pauses(
+            namespace, thread_id, limit=MAX_THREAD_DECISIONS
+        )
         found: dict[str, dict[str, Any]] = {}
-        complete = True
-        for decided in (False, True):  # the decisions last: a decision is the newer word
-            rows, whole = await self._thread_pauses(namespace, thread_id, decided=decided)
-            found.update((row.interrupt_id, _to_json(row)) for row in rows)
-            complete = complete and whole
+        for row in [*pending, *reversed(decided)]:  # a decision is the newer word
+            found[row.interrupt_id] = _to_json(pending_to_proto(row))
         pauses = sorted(found.values(), key=_pause_order)
-        return web.json_response({"pauses": pauses, "complete": complete})
-
-    async def _thread_pauses(
-        self, namespace: str, thread_id: str, *, decided: bool
-    ) -> tuple[list[pb.PendingInterrupt], bool]:
-        """The thread's rows of ListDecisions (``decided``) or ListPendingInterrupts, read
-        page by page (at most MAX_DECISIONS_SCANNED rows), and whether all were read."""
-        rows: list[pb.PendingInterrupt] = []
-        token, scanned = "", 0
-        while True:
-            page: Sequence[pb.PendingInterrupt]
-            if decided:
-                asked = svc.ListDecisionsRequest(namespace=namespace, page_size=1000)
-                asked.page_token = token
-                decisions = await self._servicer.ListDecisions(asked, None)
-                page, token = decisions.decided, decisions.next_page_token
-            else:
-                waiting = svc.ListPendingInterruptsRequest(namespace=namespace, page_size=1000)
-                waiting.page_token = token
-                pending = await self._servicer.ListPendingInterrupts(waiting, None)
-                page, token = pending.pending_interrupts, pending.next_page_token
-            rows.extend(row for row in page if row.execution_id == thread_id)
-            scanned += len(page)
-            if not token or scanned >= MAX_DECISIONS_SCANNED:
-                return rows, not token
+        return web.json_response({"pauses": pauses, "complete": not decided.more})
 
     async def _runs(self, request: web.Request) -> web.StreamResponse:
         """The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first

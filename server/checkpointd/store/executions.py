@@ -243,6 +243,13 @@ class ExecutionSql:
         self.pending_of_thread = number(pending.format(kind="<>"))
         self.newest_decision = number(newest.format(kind="="))
         self.newest_thread_decision = number(newest.format(kind="<>"))
+        # A thread's decided pauses, newest first, on the decisions' key (namespace,
+        # execution_id, ...): its own rows only, whatever the namespace holds.
+        self.thread_decisions = number(
+            f"SELECT {DECISION_ROW_COLUMNS} FROM {t}interrupt_decisions "
+            "WHERE namespace = ? AND execution_id = ? AND interrupt_id <> '' "
+            "ORDER BY sequence DESC LIMIT ?"
+        )
         self.keys = number(
             f"SELECT key FROM {t}idempotency_results WHERE namespace = ? AND execution_id = ? "
             "ORDER BY key LIMIT ?"
@@ -494,6 +501,25 @@ class ExecutionReader(abc.ABC):
 
         found = await self._in_read(body)
         return Page(found[:limit], more=len(found) > limit)
+
+    async def thread_pauses(
+        self, namespace: str, thread_id: str, *, limit: int
+    ) -> tuple[list[PendingRecord], Page[PendingRecord]]:
+        """A LangGraph thread's pending pauses with the decision on each (record order), and
+        its newest ``limit`` decided pauses, newest first (``more``: older ones were left),
+        read in one snapshot by the thread's keys: the run view's pauses, exact whatever
+        else the namespace holds."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        key = (namespace, thread_id)
+
+        async def body(conn: Statements) -> tuple[list[Any], list[Any]]:
+            pending = await conn.fetch(self._sql.pending_of_thread, key)
+            decided = await conn.fetch(self._sql.thread_decisions, (*key, limit + 1))
+            return pending, decided
+
+        pending, decided = await self._in_snapshot(body)
+        return self._pauses(pending), Page(self._pauses(decided[:limit]), more=len(decided) > limit)
 
     def _pauses(self, found: list[Any]) -> list[PendingRecord]:
         return [rows.pending_from_row(row, self._read_time, with_decision=True) for row in found]
