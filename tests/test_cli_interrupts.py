@@ -211,6 +211,55 @@ def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_
     assert (first["kind"], first["cursor"]) == ("event", claimed["cursor"])
 
 
+def test_i5_g9_interrupts_watch_shows_a_threads_pauses_by_interrupt_beside_a_runs(
+    sidecar: Sidecar,
+):
+    """The text watch prints a LangGraph thread's two parallel pauses as two lines, each
+    with its interrupt id and node, beside a fastaiagent run's pause (which has no interrupt
+    id); a decision on one of the thread's pauses is one "decided" line naming that pause."""
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_graph_interrupts import two_pauses
+
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    with (
+        CheckpointdClient(sidecar.target, namespace="team") as client,
+        CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver,
+    ):
+        record(client, "exec-w")
+        two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
+        ids = {p.node_id: p.interrupt_id for p in client.iter_pending_interrupts()}
+    base = ("--target", sidecar.target, "--namespace", "team")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "checkpointd", "interrupts", "watch", *base],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        snapshot = sorted(lines.get(timeout=TIMEOUT) for _ in range(3))
+        decided = cli(
+            "interrupts", "decide", thread, "--interrupt-id", ids["a"], "--approve", *base
+        )
+        assert decided.returncode == 0, decided.stderr
+        event = lines.get(timeout=TIMEOUT)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr
+    run_line, *thread_lines = snapshot
+    assert run_line.split()[:2] == ["pending", "exec-w"]
+    assert "interrupt=" not in run_line
+    for line, node in zip(thread_lines, sorted(("a", "b"), key=lambda n: ids[n]), strict=True):
+        assert line.split()[:3] == ["pending", thread, f"interrupt={ids[node]}"]
+        assert "chain=support" in line
+        assert f"node={node}" in line
+    assert event.split()[:3] == ["decided", thread, f"interrupt={ids['a']}"]
+    assert "node=a" in event
+    assert "decision=approved" in event
+
+
 def test_interrupts_age_is_short_and_never_negative():
     """Ages read 42s, 5m, 3h, 2d; a creation time ahead of this clock reads 0s."""
     now = datetime(2024, 1, 2, tzinfo=UTC)
