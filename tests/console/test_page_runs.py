@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from checkpointd_client import CheckpointdClient
@@ -228,3 +229,69 @@ def test_w2_page_runs_list_is_live_on_pause_events_and_on_the_clock(
     asked = browser.execute_script("return runsView.asked")
     wait(browser).until(lambda b: b.execute_script("return runsView.asked") >= asked + 2)
     assert listed(browser) == before
+
+
+def test_n2_page_offers_namespaces_whose_runs_run_or_ended_and_lists_their_runs(
+    console: Console,
+    browser: Any,
+    checkpointer_for: Callable[..., SidecarCheckpointer],
+) -> None:
+    """The namespace picker offers every namespace that holds a run, a pause or a LangGraph
+    thread (ListNamespaces, N2), with its pending count: one holding only an ended LangGraph
+    thread and one holding only a running fastaiagent run are offered beside one with a
+    pause, and picking each lists its run. ``GET /api/namespaces`` reads them page by page."""
+    ended = "thread-ended"
+    with CheckpointdSaver(console.target, namespace="graph-ended") as saver:
+        chain(saver, ("a", step("a"))).invoke({"log": []}, {"configurable": {"thread_id": ended}})
+    with CheckpointdClient(console.target, namespace="fa-running") as client:
+        client.put_checkpoint(checkpoint("run-busy", chain_name="billing", node_id="a"))
+    pause(approval_chain("orders", checkpointer_for(console.target, "default"), []), "run-1")
+    open_page(browser, console.url)
+
+    def offered(b: Any) -> list[tuple[str | None, str | None]]:
+        options = b.find_elements(By.CSS_SELECTOR, "#namespace-options option")
+        return [(o.get_attribute("value"), o.get_attribute("label")) for o in options]
+
+    wait(browser).until(
+        lambda b: (
+            offered(b)
+            == [
+                ("default", "1 pending"),
+                ("fa-running", "nothing pending"),
+                ("graph-ended", "nothing pending"),
+            ]
+        )
+    )
+    box = browser.find_element(By.ID, "namespace-input")
+    hint = browser.find_element(By.ID, "namespace-hint")
+    for namespace, run in [
+        ("graph-ended", (ended, "LangGraph", "—", "ended")),
+        ("fa-running", ("run-busy", "fastaiagent", "billing", "running")),
+    ]:
+        box.clear()
+        box.send_keys(namespace, Keys.ENTER)
+        box.send_keys(Keys.TAB)  # "change" fires as the box loses focus
+        shows(browser, [run])
+        assert not hint.is_displayed()
+
+    pages, token = [], ""
+    while True:
+        reply = call("GET", console.url + f"api/namespaces?page_size=1&page_token={token}")
+        assert reply.status == 200, reply.body
+        pages.append(reply.body["namespaces"])
+        token = reply.body["next_page_token"]
+        if not token:
+            break
+    assert pages == [
+        [{"name": "default", "pending": 1}],
+        [{"name": "fa-running", "pending": 0}],
+        [{"name": "graph-ended", "pending": 0}],
+    ]
+    for bad, reason in [
+        ("page_size=0", "INVALID_FIELD"),
+        ("page_size=1001", "INVALID_FIELD"),
+        ("page_size=x", "INVALID_FIELD"),
+        ("page_token=junk", "INVALID_PAGE_TOKEN"),
+    ]:
+        reply = call("GET", console.url + f"api/namespaces?{bad}")
+        assert (reply.status, reply.reason) == (400, reason), (bad, reply.body)

@@ -53,8 +53,10 @@ gRPC status name and an HTTP status that matches it):
   (ListExecutions, contract C12); ``framework`` is ``fastaiagent`` or ``langgraph``,
   ``status`` ``running``, ``paused``, ``ended`` or ``failed``, ``chain_name`` a run's chain or
   a thread's graph name; each run as the proto's JSON mapping writes an Execution.
-- ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
-  with its count, so a person picks one rather than typing it.
+- ``GET /api/namespaces?page_size=&page_token=``: the namespaces that hold a run, a pause or
+  a LangGraph thread and that the caller may read, in name order (ListNamespaces, contract
+  N2; 200 a page, at most 1000), each with its pending count, so a person picks one rather
+  than typing it, whether its runs wait, run or ended.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
   snapshot first, then every event; each message after the snapshot carries its cursor as the
   event id, so a reconnecting EventSource resumes from ``Last-Event-ID``.
@@ -89,7 +91,7 @@ from google.protobuf.message import Message
 
 from checkpointd import decision_responses
 from checkpointd import validation as v
-from checkpointd.auth import Authenticator, Grant, Role
+from checkpointd.auth import CALL_GRANT, Authenticator, Grant, Role
 from checkpointd.convert import pending_to_proto
 from checkpointd.domain import PendingFilter
 from checkpointd.errors import (
@@ -548,15 +550,26 @@ class Console:
         )
 
     async def _namespaces(self, request: web.Request) -> web.StreamResponse:
+        """One page of the namespaces that hold a run, a pause or a LangGraph thread, in name
+        order (ListNamespaces, contract N2, narrowed to the caller's grant), each with its
+        pending count, so a namespace whose runs are running or ended can be picked too."""
         grant = self._grant(request)
+        query = request.query
+        page_size = v.int_text("page_size", query.get("page_size"), 200, 1, 1000)
         self._gate()
+        if self._executions is None:
+            raise StoreUnavailable("this server does not list namespaces")
+        message = cp_svc.ListNamespacesRequest(
+            page_size=page_size, page_token=query.get("page_token", "")
+        )
+        granted = CALL_GRANT.set(grant)
+        try:
+            reply = await self._executions.list_namespaces(message)
+        finally:
+            CALL_GRANT.reset(granted)
         counts = await self.deps.store.count_pending_by_namespace()
-        listed = [
-            {"name": name, "pending": count}
-            for name, count in sorted(counts.items())
-            if grant is None or grant.allows_namespace(name)
-        ]
-        return web.json_response({"namespaces": listed})
+        listed = [{"name": name, "pending": counts.get(name, 0)} for name in reply.namespaces]
+        return web.json_response({"namespaces": listed, "next_page_token": reply.next_page_token})
 
     async def _decisions(self, request: web.Request) -> web.StreamResponse:
         """The newest decisions: ListDecisions lists oldest first, so its pages are read to

@@ -568,21 +568,31 @@ function switchNamespace(namespace) {
   loadRuns(false);
 }
 
-// The namespaces with pauses, offered for the free-text box: a typo should not look like an
-// empty queue.
+// The namespaces that hold a run, a pause or a LangGraph thread (the first pages, up to
+// NAMESPACES_LISTED), offered for the free-text box: a namespace whose runs are running or
+// ended is picked as one that waits, and a typo should not look like an empty queue.
+const NAMESPACES_LISTED = 1000;
+
 async function loadNamespaces() {
-  let listed;
+  const listed = [];
+  let token = "";
   try {
-    listed = (await api("GET", "/api/namespaces")).namespaces;
+    do {
+      const query = `page_size=200&page_token=${encodeURIComponent(token)}`;
+      const reply = await api("GET", `/api/namespaces?${query}`);
+      listed.push(...reply.namespaces);
+      token = reply.next_page_token || "";
+    } while (token && listed.length < NAMESPACES_LISTED);
   } catch (error) {
-    return; // the box still takes any name
+    if (listed.length === 0) return; // the box still takes any name
   }
   state.namespaces = listed;
   $("namespace-options").replaceChildren(
     ...listed.map((n) => {
-      const option = el("option", "", `${n.pending} pending`);
+      const label = n.pending ? `${n.pending} pending` : "nothing pending";
+      const option = el("option", "", label);
       option.value = n.name;
-      option.label = `${n.pending} pending`;
+      option.label = label;
       return option;
     }),
   );
@@ -596,8 +606,7 @@ function namespaceHint() {
   const others = listed.map((n) => n.name).filter((name) => name !== state.namespace);
   hint.hidden = known || state.rows.size > 0 || others.length === 0 || $("namespace-input").hidden;
   hint.textContent =
-    `Nothing is pending in “${state.namespace}”. Namespaces with pending pauses: ` +
-    `${others.join(", ")}.`;
+    `Nothing is in “${state.namespace}”. Namespaces with runs: ` + `${others.join(", ")}.`;
 }
 
 async function loadDecided() {
