@@ -26,8 +26,7 @@ from langgraph.types import interrupt as graph_interrupt
 from checkpointd.cli.interrupts import format_age
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.langgraph import CheckpointdSaver
-from tests.console.conftest import console_url
-from tests.contract.helpers import interrupted
+from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar
 
 pytestmark = pytest.mark.own_server
@@ -210,6 +209,55 @@ def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_
         _, stderr = again.communicate(timeout=TIMEOUT)
     assert again.returncode == 0, stderr
     assert (first["kind"], first["cursor"]) == ("event", claimed["cursor"])
+
+
+def test_i5_g9_interrupts_watch_shows_a_threads_pauses_by_interrupt_beside_a_runs(
+    sidecar: Sidecar,
+):
+    """The text watch prints a LangGraph thread's two parallel pauses as two lines, each
+    with its interrupt id and node, beside a fastaiagent run's pause (which has no interrupt
+    id); a decision on one of the thread's pauses is one "decided" line naming that pause."""
+    from checkpointd_client.langgraph import CheckpointdSaver
+    from tests.contract.test_graph_interrupts import two_pauses
+
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    with (
+        CheckpointdClient(sidecar.target, namespace="team") as client,
+        CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver,
+    ):
+        record(client, "exec-w")
+        two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
+        ids = {p.node_id: p.interrupt_id for p in client.iter_pending_interrupts()}
+    base = ("--target", sidecar.target, "--namespace", "team")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "checkpointd", "interrupts", "watch", *base],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        snapshot = sorted(lines.get(timeout=TIMEOUT) for _ in range(3))
+        decided = cli(
+            "interrupts", "decide", thread, "--interrupt-id", ids["a"], "--approve", *base
+        )
+        assert decided.returncode == 0, decided.stderr
+        event = lines.get(timeout=TIMEOUT)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=TIMEOUT)
+    assert proc.returncode == 0, stderr
+    run_line, *thread_lines = snapshot
+    assert run_line.split()[:2] == ["pending", "exec-w"]
+    assert "interrupt=" not in run_line
+    for line, node in zip(thread_lines, sorted(("a", "b"), key=lambda n: ids[n]), strict=True):
+        assert line.split()[:3] == ["pending", thread, f"interrupt={ids[node]}"]
+        assert "chain=support" in line
+        assert f"node={node}" in line
+    assert event.split()[:3] == ["decided", thread, f"interrupt={ids['a']}"]
+    assert "node=a" in event
+    assert "decision=approved" in event
 
 
 def test_interrupts_age_is_short_and_never_negative():
@@ -449,13 +497,12 @@ def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: Side
 
 @dataclass
 class Namespaces:
-    """A server with the approvals console and tokens, and pauses of both kinds in team-a
-    (a fastaiagent run) and team-b (a LangGraph thread, the newer), and one in team-c, which
-    the ``ops`` token may not read."""
+    """A server with tokens, and pauses of both kinds in team-a (a fastaiagent run) and
+    team-b (a LangGraph thread, the newer), one in team-c, which the ``ops`` token may not
+    read, and in team-e an older run without a pause."""
 
     server: Sidecar
-    console: str
-    ops: Path  # read-only in team-a and team-b
+    ops: Path  # read-only in team-a, team-b and team-e
     a_only: Path  # read-only in team-a
     thread: str
     admin: str  # the token itself: read-write everywhere
@@ -494,35 +541,39 @@ def namespaces_server(sidecar_factory: Callable[..., Sidecar], tmp_path: Path) -
     admin, ops, a_only = (f"tok-{secrets.token_urlsafe(16)}" for _ in range(3))
     entries = [
         {**_token_entry("admin", admin, ["*"]), "role": "read-write"},
-        _token_entry("ops", ops, ["team-a", "team-b"]),
+        _token_entry("ops", ops, ["team-a", "team-b", "team-e"]),
         _token_entry("a-only", a_only, ["team-a"]),
     ]
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps({"tokens": entries}))
     tokens.chmod(0o600)
-    server = sidecar_factory("--console-listen", "127.0.0.1:0", "--auth-tokens-file", str(tokens))
+    server = sidecar_factory("--auth-tokens-file", str(tokens))
     old = datetime.now(UTC) - timedelta(minutes=5)
     for namespace, execution_id in (("team-a", "run-a"), ("team-c", "run-c")):
         with CheckpointdClient(server.target, namespace=namespace, token=admin) as client:
             record(client, execution_id, chain_name="orders", created_at=old)
     thread = paused_thread(server.target, "team-b", admin)
+    with CheckpointdClient(server.target, namespace="team-e", token=admin) as client:
+        client.put_checkpoint(
+            checkpoint("run-e", node_id="a", created_at=old - timedelta(minutes=5))
+        )
     files = []
     for name, token in (("ops", ops), ("a-only", a_only)):
         path = tmp_path / f"{name}.token"
         path.write_text(token)
         files.append(path)
-    return Namespaces(server, console_url(server), files[0], files[1], thread, admin)
+    return Namespaces(server, files[0], files[1], thread, admin)
 
 
 def test_g8_interrupts_list_all_namespaces_lists_every_namespace_the_token_reads(
     sidecar_factory: Callable[..., Sidecar], tmp_path: Path
 ):
-    """-A lists the pauses of every namespace with one that the token may read, as the
-    console lists them, newest first across namespaces, both kinds, with a NAMESPACE column
+    """-A lists the pauses of every namespace the token may read, as the server lists them
+    (ListNamespaces, N2), newest first across namespaces, both kinds, with a NAMESPACE column
     (``namespace`` in --json); a namespace the token may not read is left out; -A with
-    --namespace is refused, and -A without the console's address says where to give it."""
+    --namespace is refused, and without a token the server's refusal is said."""
     setup = namespaces_server(sidecar_factory, tmp_path)
-    where = ("--target", setup.server.target, "--console", setup.console)
+    where = ("--target", setup.server.target)
     result = cli("interrupts", "list", "-A", *where, "--token-file", str(setup.ops))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -551,19 +602,6 @@ def test_g8_interrupts_list_all_namespaces_lists_every_namespace_the_token_reads
     both = cli("interrupts", "list", "-A", "--namespace", "team-a", *where)
     assert both.returncode == 2
     assert "not allowed with argument" in both.stderr
-    unaddressed = cli(
-        "interrupts",
-        "list",
-        "-A",
-        "--target",
-        setup.server.target,
-        "--token-file",
-        str(setup.ops),
-        env={"CHECKPOINTD_CONSOLE_URL": ""},
-    )
-    assert unaddressed.returncode == 1
-    assert "--console or $CHECKPOINTD_CONSOLE_URL" in unaddressed.stderr
     no_token = cli("interrupts", "list", "-A", *where, env={"CHECKPOINTD_TOKEN": ""})
     assert no_token.returncode == 1
-    assert "the console at " in no_token.stderr
     assert "MISSING_TOKEN" in no_token.stderr

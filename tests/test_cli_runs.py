@@ -413,18 +413,16 @@ def test_c12_runs_delete_deletes_a_thread_after_the_same_confirmation(sidecar, t
 def test_c12_runs_list_all_namespaces_lists_both_kinds_with_their_namespace(
     sidecar_factory: Callable[..., Sidecar], tmp_path: Path
 ):
-    """-A lists the runs of every namespace the console lists for the token (those with a
-    pending pause): fastaiagent runs and LangGraph threads, the runs without a pause of
-    those namespaces too, newest activity first across namespaces, with a NAMESPACE column
-    (``namespace`` in --json); the filters apply in each; a namespace the token may not
-    read is left out, and so is one with no pending pause (-A finds namespaces by their
-    pauses)."""
+    """-A lists the runs of every namespace the server lists for the token (ListNamespaces,
+    N2): fastaiagent runs and LangGraph threads, paused or not, of a namespace with no pause
+    too, newest activity first across namespaces, with a NAMESPACE column (``namespace`` in
+    --json); the filters apply in each; a namespace the token may not read is left out."""
     setup = namespaces_server(sidecar_factory, tmp_path)
     with CheckpointdClient(setup.server.target, namespace="team-a", token=setup.admin) as c:
         c.put_checkpoint(checkpoint("run-a2", node_id="a"))
     with CheckpointdClient(setup.server.target, namespace="team-d", token=setup.admin) as c:
         c.put_checkpoint(checkpoint("run-d", node_id="a"))
-    where = ("--target", setup.server.target, "--console", setup.console)
+    where = ("--target", setup.server.target)
     ops = ("--token-file", str(setup.ops))
     result = cli("runs", "list", "-A", *where, *ops)
     assert result.returncode == 0, result.stderr
@@ -435,6 +433,7 @@ def test_c12_runs_list_all_namespaces_lists_both_kinds_with_their_namespace(
         ("team-a", "run-a2", "fastaiagent", "running"),
         ("team-b", setup.thread, "langgraph", "paused"),
         ("team-a", "run-a", "fastaiagent", "paused"),
+        ("team-e", "run-e", "fastaiagent", "running"),
     ]
     as_json = cli("runs", "list", "-A", *where, *ops, "--framework", "langgraph", "--json")
     [thread] = [json.loads(line) for line in as_json.stdout.splitlines()]

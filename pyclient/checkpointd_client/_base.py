@@ -249,6 +249,14 @@ class ClientCore:
             request.active_since.CopyFrom(_convert.datetime_to_timestamp(active_since))
         return request
 
+    def list_namespaces(
+        self, page_size: int, page_token: str
+    ) -> checkpoint_service_pb2.ListNamespacesRequest:
+        """Build a ListNamespaces request (it names no namespace: it lists them)."""
+        return checkpoint_service_pb2.ListNamespacesRequest(
+            page_size=_check_page_size(page_size), page_token=page_token
+        )
+
     def get_execution(
         self, execution_id: str, framework: str | None = None
     ) -> checkpoint_service_pb2.GetExecutionRequest:

@@ -37,6 +37,7 @@ from checkpointd_client.models import (
     IdempotencyResult,
     InterruptEvent,
     InterruptEventType,
+    NamespacePage,
     PendingInterrupt,
     PendingInterruptPage,
     PruneResult,
@@ -521,6 +522,13 @@ def execution_page(response: checkpoint_service_pb2.ListExecutionsResponse) -> E
     return ExecutionPage(
         executions=[execution_from_proto(e) for e in response.executions],
         next_page_token=response.next_page_token,
+    )
+
+
+def namespace_page(response: checkpoint_service_pb2.ListNamespacesResponse) -> NamespacePage:
+    """Parse a ListNamespaces response."""
+    return NamespacePage(
+        namespaces=list(response.namespaces), next_page_token=response.next_page_token
     )
 
 

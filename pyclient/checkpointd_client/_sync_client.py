@@ -32,6 +32,7 @@ from checkpointd_client.models import (
     ExecutionPage,
     GraphRetentionResult,
     IdempotencyResult,
+    NamespacePage,
     PendingInterrupt,
     PendingInterruptPage,
     PruneResult,
@@ -387,6 +388,22 @@ class CheckpointdClient:
         )
         response = self._invoke(self._checkpoints.ListExecutions, request, timeout, metadata)
         return _convert.execution_page(response)
+
+    def list_namespaces(
+        self,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        timeout: float | None = None,
+        metadata: Metadata = (),
+    ) -> NamespacePage:
+        """Return one page of the names of the namespaces that hold a run (a fastaiagent run,
+        a pending interrupt or a LangGraph thread), in name order: with authentication on,
+        only those the client's token is granted (N2). The client's own namespace plays no
+        part."""
+        request = self._core.list_namespaces(page_size, page_token)
+        response = self._invoke(self._checkpoints.ListNamespaces, request, timeout, metadata)
+        return _convert.namespace_page(response)
 
     def get_execution(
         self,

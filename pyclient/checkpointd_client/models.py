@@ -37,6 +37,7 @@ __all__ = [
     "IdempotencyResult",
     "InterruptEvent",
     "InterruptEventType",
+    "NamespacePage",
     "PendingInterrupt",
     "PendingInterruptPage",
     "PruneResult",
@@ -295,6 +296,16 @@ class ExecutionPage:
 
     executions: list[Execution]
     """The rows of this page."""
+    next_page_token: str
+    """The token for the next page; ``""`` when this page is the last."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NamespacePage:
+    """One page of the namespaces that hold a run, in name order (contract N2)."""
+
+    namespaces: list[str]
+    """The names of this page's namespaces."""
     next_page_token: str
     """The token for the next page; ``""`` when this page is the last."""
 

@@ -58,6 +58,7 @@ from checkpointd.logging_setup import event
 
 __all__ = [
     "ALL_NAMESPACES",
+    "CALL_GRANT",
     "ITEM_CHECKED_STREAMS",
     "ITEM_GATE",
     "RPC_ACCESS",
@@ -119,6 +120,7 @@ RPC_ACCESS: dict[str, Access] = {
     _CHECKPOINTS + "GetForkPoint": Access.READ,
     _CHECKPOINTS + "ListExecutions": Access.READ,
     _CHECKPOINTS + "GetExecution": Access.READ,
+    _CHECKPOINTS + "ListNamespaces": Access.READ,
     _INTERRUPTS + "RecordInterrupt": Access.WRITE,
     _INTERRUPTS + "ClaimInterrupt": Access.WRITE,
     _INTERRUPTS + "ListPendingInterrupts": Access.READ,
@@ -179,6 +181,12 @@ class Grant:
     def __repr__(self) -> str:  # the digest is no secret, but keep it out of logs anyway
         scope = "*" if self.namespaces is None else ",".join(sorted(self.namespaces))
         return f"Grant(name={self.name!r}, namespaces={scope}, role={self.role.value})"
+
+
+#: The grant of the call being served, set by :func:`checkpointd.edge.auth_layer` for every
+#: call it admits; ``None`` (no authentication configured) grants every namespace. A servicer
+#: whose request names no namespace (ListNamespaces) narrows its answer to the grant's.
+CALL_GRANT: ContextVar[Grant | None] = ContextVar("checkpointd_call_grant", default=None)
 
 
 def _digest(token: str) -> bytes:

@@ -43,6 +43,7 @@ from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from checkpointd.auth import (
+    CALL_GRANT,
     ITEM_CHECKED_STREAMS,
     ITEM_GATE,
     RPC_ACCESS,
@@ -459,7 +460,11 @@ def auth_layer(authenticator: Authenticator, *, exempt_prefixes: Sequence[str]) 
                 check_namespace(method.path, context.peer(), grant, request)
 
             call.check_messages(namespace_allowed)
-            return await step(call)
+            granted = CALL_GRANT.set(grant)
+            try:
+                return await step(call)
+            finally:
+                CALL_GRANT.reset(granted)
 
         return authorized
 

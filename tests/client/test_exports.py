@@ -44,6 +44,7 @@ PUBLIC_NAMES = [
     "InterruptEvent",
     "InterruptWatch",
     "InvalidArgumentError",
+    "NamespacePage",
     "NotFoundError",
     "OutOfRangeError",
     "PendingInterrupt",

@@ -361,14 +361,16 @@ def test_w1_console_reads_recent_decisions_and_a_runs_checkpoints_with_the_grpc_
     assert [c["checkpoint_id"] for c in steps.body["checkpoints"]] == expected
     assert steps.body["checkpoints"][-1]["status"] == "CHECKPOINT_STATUS_INTERRUPTED"
 
-    # The namespaces listed are those with pauses that the token may read.
+    # The namespaces listed are those holding runs that the token may read (N2).
     team_b = checkpointer_for(target, "team-b", token=tokens.other)
     pause(approval_chain("orders", team_b, []), "run-b")
     assert call("GET", url + "api/namespaces", token=tokens.viewer).body == {
-        "namespaces": [{"name": "team-a", "pending": 3}]
+        "namespaces": [{"name": "team-a", "pending": 3}],
+        "next_page_token": "",
     }
     assert call("GET", url + "api/namespaces", token=tokens.other).body == {
-        "namespaces": [{"name": "team-b", "pending": 1}]
+        "namespaces": [{"name": "team-b", "pending": 1}],
+        "next_page_token": "",
     }
 
     refusals = [

@@ -9,9 +9,11 @@ import uuid
 from typing import Any
 from urllib.parse import urlencode
 
+from checkpointd_client import CheckpointdClient
 from tests.console.conftest import Console
 from tests.console.http import call
 from tests.console.run_view_graph import ForkedThread, forked_thread
+from tests.contract.helpers import interrupted
 
 
 def api(console: Console, path: str, **query: str) -> Any:
@@ -121,6 +123,28 @@ def test_w3_console_lists_a_threads_pauses_with_their_decisions(console: Console
     )
     assert decision["response"]["resume_json"] == '"yes"'
     assert "decision" not in second
+
+
+def test_w3_console_lists_a_threads_pauses_by_its_keys_not_a_runs_of_the_same_id(
+    console: Console,
+) -> None:
+    """graph-pauses reads the thread's own pauses and decisions by its keys: a fastaiagent
+    run of the same id in the namespace (paused, then decided) and another thread's pauses
+    are not among them, and the listing is complete."""
+    found = forked_thread(console.target, console.url, f"thread-{uuid.uuid4().hex[:8]}")
+    other = forked_thread(console.target, console.url, f"thread-{uuid.uuid4().hex[:8]}")
+    with CheckpointdClient(console.target) as client:
+        client.record_interrupt(*interrupted(found.thread))
+        client.submit_decision(found.thread, approved=False, decided_by="ops")
+    reply = api(console, "graph-pauses", namespace="default", thread_id=found.thread)
+    assert reply.status == 200, reply.body
+    assert reply.body["complete"] is True
+    listed = [(p["execution_id"], p.get("interrupt_id", "")) for p in reply.body["pauses"]]
+    assert listed == [
+        (found.thread, found.first_pause),
+        (found.thread, found.second_pause),
+    ]
+    assert other.first_pause not in {interrupt for _, interrupt in listed}
 
 
 def test_w1_console_graph_state_refuses_bad_input_and_unknown_checkpoints(

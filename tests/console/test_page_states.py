@@ -405,7 +405,7 @@ def test_w2_page_confirms_a_decision_and_opens_the_run(
     box.send_keys("typo", Keys.ENTER)
     box.send_keys(Keys.TAB)  # "change" fires as the box loses focus
     hint = browser.find_element(By.ID, "namespace-hint")
-    expected = "Nothing is pending in “typo”. Namespaces with pending pauses: default, team-x."
+    expected = "Nothing is in “typo”. Namespaces with runs: default, team-x."
     # (The list is read again on each switch; the hint follows it.)
     wait(browser).until(lambda b: hint.is_displayed() and hint.text == expected)
     options = browser.find_elements(By.CSS_SELECTOR, "#namespace-options option")

@@ -393,16 +393,35 @@ def _graph_get(target: str) -> gsvc.GraphCheckpointTuple:
         return found.checkpoint_tuple
 
 
+def _runs_everywhere(target: str) -> list[tuple[str, ...]]:
+    """What step 4 of "Moving a store" reads: ``checkpointd runs list -A --json``, each run's
+    namespace, id, framework, status and checkpoint count."""
+    listed = cli("runs", "list", "-A", "--target", target, "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    keys = ("namespace", "execution_id", "framework", "status", "checkpoint_count")
+    return sorted(tuple(str(row[k]) for k in keys) for row in rows)
+
+
 def test_copy_carries_the_graph_wing_both_ways(tmp_path: Path, pg_dsn: str, pg_schema: str):
     """A LangGraph checkpoint (binary body, JSON metadata, channel versions), its channel
-    value and its pending write read back the same after SQLite -> Postgres -> SQLite."""
+    value and its pending write read back the same after SQLite -> Postgres -> SQLite, and
+    ``checkpointd runs list -A`` (the check of "Moving a store") lists the same thread beside
+    the same fastaiagent run on each store."""
     first = tmp_path / "first.db"
     server = Sidecar(StoreSpec("sqlite", f"sqlite://{first}")).start()
     try:
         _graph_put(server.target)
+        with CheckpointdClient(server.target, namespace="graphs") as client:
+            client.put_checkpoint(checkpoint("run-1"))
         original = _graph_get(server.target)
+        runs = _runs_everywhere(server.target)
     finally:
         server.close()
+    assert runs == [
+        ("graphs", "run-1", "fastaiagent", "running", "1"),
+        ("graphs", "t1", "langgraph", "running", "1"),
+    ]
     assert original.checkpoint.checkpoint.data == b"\x00\xffbody"
     to_pg = cli(
         "store", "copy", "--from", f"sqlite://{first}", "--to", pg_dsn, "--to-pg-schema", pg_schema
@@ -411,6 +430,7 @@ def test_copy_carries_the_graph_wing_both_ways(tmp_path: Path, pg_dsn: str, pg_s
     server = Sidecar(StoreSpec("postgres", pg_dsn, pg_schema=pg_schema)).start()
     try:
         on_pg = _graph_get(server.target)
+        assert _runs_everywhere(server.target) == runs
     finally:
         server.close()
     last = tmp_path / "last.db"
@@ -421,6 +441,7 @@ def test_copy_carries_the_graph_wing_both_ways(tmp_path: Path, pg_dsn: str, pg_s
     server = Sidecar(StoreSpec("sqlite", f"sqlite://{last}")).start()
     try:
         back = _graph_get(server.target)
+        assert _runs_everywhere(server.target) == runs
     finally:
         server.close()
     for copy in (on_pg, back):

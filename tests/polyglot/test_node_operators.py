@@ -100,6 +100,29 @@ const summary = (e) => [e.execution_id, e.framework, e.status];
 })().catch((error) => { console.error(error); process.exit(1); });
 """
 
+NAMESPACES = """
+const { CheckpointdClient } = require('./src');
+const [namespace] = process.argv.slice(1);
+const client = new CheckpointdClient({ namespace: 'default' });
+(async () => {
+  const first = await client.listNamespaces({ pageSize: 1 });
+  const walked = [];
+  for await (const name of client.iterNamespaces({ pageSize: 2 })) walked.push(name);
+  let badToken = 'none';
+  try {
+    await client.listNamespaces({ pageToken: 'not a token' });
+  } catch (error) {
+    badToken = `${error.code}:${error.reason}`;
+  }
+  process.stdout.write(JSON.stringify({
+    first: [first.namespaces.length, first.next_page_token !== ''],
+    walked,
+    bad_token: badToken,
+  }));
+  client.close();
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+
 RETENTION = """
 const { CheckpointdClient } = require('./src');
 const [namespace] = process.argv.slice(1);
@@ -209,6 +232,21 @@ def test_c12_the_node_client_lists_threads_beside_runs_by_framework(
     assert seen["runs"] == [fastaiagent]
     assert seen["detail"] == [langgraph, ["review"]]
     assert seen["bad_framework"] == "TypeError"
+
+
+def test_n2_the_node_client_lists_the_namespaces(node: str, sidecar: SharedSidecar) -> None:
+    """listNamespaces pages the namespaces that hold a run in name order, the test's own
+    among them whatever the client's namespace; iterNamespaces walks every page, each name
+    once; a bad page token is INVALID_PAGE_TOKEN. (The shared server's other tests come and
+    go, so only this test's namespace is sure to be listed.)"""
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
+        client.put_checkpoint(checkpoint("run-here"))
+    seen = run_node(node, NAMESPACES, sidecar)
+    assert sidecar.namespace in seen["walked"]
+    assert seen["first"] == [1, len(seen["walked"]) > 1]
+    assert seen["walked"] == sorted(set(seen["walked"]))
+    invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert seen["bad_token"] == f"{invalid}:INVALID_PAGE_TOKEN"
 
 
 def test_g12_g13_the_node_client_applies_a_graph_retention(

@@ -222,6 +222,17 @@ export interface ListExecutionsResponse {
   next_page_token: string;
 }
 
+export interface ListNamespacesResponse {
+  /** The names of this page's namespaces, in name order. */
+  namespaces: string[];
+  next_page_token: string;
+}
+
+export interface ListNamespacesOptions extends CallOptions {
+  pageSize?: number;
+  pageToken?: string;
+}
+
 export interface GetExecutionResponse {
   execution: Execution;
   pending_interrupt: PendingInterrupt | null;
@@ -496,6 +507,10 @@ export declare class CheckpointdClient {
   iterExecutions(options?: Omit<ListExecutionsOptions, 'pageToken'>): AsyncGenerator<Execution, void, undefined>;
   /** One run (contract C11); NOT_FOUND when it has no checkpoint. */
   getExecution(executionId: string, options?: GetExecutionOptions): Promise<GetExecutionResponse>;
+  /** One page of the namespaces that hold a run, in name order; only the token's (contract N2). */
+  listNamespaces(options?: ListNamespacesOptions): Promise<ListNamespacesResponse>;
+  /** Every namespace listNamespaces() would list, page after page. */
+  iterNamespaces(options?: Omit<ListNamespacesOptions, 'pageToken'>): AsyncGenerator<string, void, undefined>;
 
   /** Record a paused run: its interrupted checkpoint and its pending row, atomically. */
   recordInterrupt(

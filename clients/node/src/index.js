@@ -370,6 +370,26 @@ class CheckpointdClient {
     return this.call(this.checkpoints, 'GetExecution', request, { timeoutMs });
   }
 
+  /**
+   * Return one page of the names of the namespaces that hold a run, a pause or a LangGraph
+   * thread, in name order (contract N2): { namespaces, next_page_token }. With tokens on, only
+   * the namespaces the client's token is granted; the client's own namespace plays no part.
+   */
+  async listNamespaces({ pageSize = 0, pageToken = '', timeoutMs } = {}) {
+    const request = { page_size: pageSize, page_token: pageToken };
+    return this.call(this.checkpoints, 'ListNamespaces', request, { timeoutMs });
+  }
+
+  /** Iterate over every namespace name that listNamespaces() would list, page after page. */
+  async *iterNamespaces({ pageSize = 0, timeoutMs } = {}) {
+    let pageToken = '';
+    do {
+      const page = await this.listNamespaces({ pageSize, pageToken, timeoutMs });
+      yield* page.namespaces;
+      pageToken = page.next_page_token;
+    } while (pageToken);
+  }
+
   // --- interrupts -------------------------------------------------------------------------
 
   /**

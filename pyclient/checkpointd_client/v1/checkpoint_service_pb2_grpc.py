@@ -137,6 +137,11 @@ class CheckpointServiceStub(object):
                 request_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionResponse.FromString,
                 _registered_method=True)
+        self.ListNamespaces = channel.unary_unary(
+                '/checkpointd.v1.CheckpointService/ListNamespaces',
+                request_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListNamespacesRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListNamespacesResponse.FromString,
+                _registered_method=True)
 
 
 class CheckpointServiceServicer(object):
@@ -321,6 +326,20 @@ class CheckpointServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListNamespaces(self, request, context):
+        """Lists the namespaces that hold a run, in name order, one page at a time: those with a
+        fastaiagent checkpoint, a pending interrupt or a LangGraph thread's checkpoint
+        (contract N2). A namespace whose rows were all deleted or pruned is not listed.
+
+        With authentication on, only the namespaces the caller's token is granted are listed
+        (a token granted "*" sees every one); the request names no namespace, so it is never
+        refused NAMESPACE_NOT_ALLOWED. Each page costs an index lookup per namespace listed,
+        whatever the namespaces hold.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -373,6 +392,11 @@ def add_CheckpointServiceServicer_to_server(servicer, server):
                     servicer.GetExecution,
                     request_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionResponse.SerializeToString,
+            ),
+            'ListNamespaces': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListNamespaces,
+                    request_deserializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListNamespacesRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_checkpoint__service__pb2.ListNamespacesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -698,6 +722,33 @@ class CheckpointService(object):
             '/checkpointd.v1.CheckpointService/GetExecution',
             checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionRequest.SerializeToString,
             checkpointd_dot_v1_dot_checkpoint__service__pb2.GetExecutionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListNamespaces(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.CheckpointService/ListNamespaces',
+            checkpointd_dot_v1_dot_checkpoint__service__pb2.ListNamespacesRequest.SerializeToString,
+            checkpointd_dot_v1_dot_checkpoint__service__pb2.ListNamespacesResponse.FromString,
             options,
             channel_credentials,
             insecure,

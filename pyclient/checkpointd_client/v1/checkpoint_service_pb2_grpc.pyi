@@ -172,6 +172,16 @@ class CheckpointServiceStub:
 
     NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
     """
+    ListNamespaces: _grpc.UnaryUnaryMultiCallable[_checkpoint_service_pb2.ListNamespacesRequest, _checkpoint_service_pb2.ListNamespacesResponse]
+    """Lists the namespaces that hold a run, in name order, one page at a time: those with a
+    fastaiagent checkpoint, a pending interrupt or a LangGraph thread's checkpoint
+    (contract N2). A namespace whose rows were all deleted or pruned is not listed.
+
+    With authentication on, only the namespaces the caller's token is granted are listed
+    (a token granted "*" sees every one); the request names no namespace, so it is never
+    refused NAMESPACE_NOT_ALLOWED. Each page costs an index lookup per namespace listed,
+    whatever the namespaces hold.
+    """
 
 @_typing.type_check_only
 class CheckpointServiceAsyncStub(CheckpointServiceStub):
@@ -316,6 +326,16 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     the keys of its idempotency results (a LangGraph thread has none).
 
     NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
+    """
+    ListNamespaces: _aio.UnaryUnaryMultiCallable[_checkpoint_service_pb2.ListNamespacesRequest, _checkpoint_service_pb2.ListNamespacesResponse]  # type: ignore[assignment]
+    """Lists the namespaces that hold a run, in name order, one page at a time: those with a
+    fastaiagent checkpoint, a pending interrupt or a LangGraph thread's checkpoint
+    (contract N2). A namespace whose rows were all deleted or pruned is not listed.
+
+    With authentication on, only the namespaces the caller's token is granted are listed
+    (a token granted "*" sees every one); the request names no namespace, so it is never
+    refused NAMESPACE_NOT_ALLOWED. Each page costs an index lookup per namespace listed,
+    whatever the namespaces hold.
     """
 
 class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -518,6 +538,22 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         the keys of its idempotency results (a LangGraph thread has none).
 
         NOT_FOUND (NO_CHECKPOINTS) when the execution has no checkpoint.
+        """
+
+    @_abc_1.abstractmethod
+    def ListNamespaces(
+        self,
+        request: _checkpoint_service_pb2.ListNamespacesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoint_service_pb2.ListNamespacesResponse, _abc.Awaitable[_checkpoint_service_pb2.ListNamespacesResponse]]:
+        """Lists the namespaces that hold a run, in name order, one page at a time: those with a
+        fastaiagent checkpoint, a pending interrupt or a LangGraph thread's checkpoint
+        (contract N2). A namespace whose rows were all deleted or pruned is not listed.
+
+        With authentication on, only the namespaces the caller's token is granted are listed
+        (a token granted "*" sees every one); the request names no namespace, so it is never
+        refused NAMESPACE_NOT_ALLOWED. Each page costs an index lookup per namespace listed,
+        whatever the namespaces hold.
         """
 
 def add_CheckpointServiceServicer_to_server(servicer: CheckpointServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -63,8 +63,8 @@ def add_connection_arguments(
             "-A",
             "--all-namespaces",
             action="store_true",
-            help="every namespace with a pending interrupt that the token may read, as the "
-            "approvals console lists them (--console), with a NAMESPACE column",
+            help="every namespace that holds a run, a pause or a graph thread and that the "
+            "token may read, with a NAMESPACE column",
         )
     if timeout:
         parser.add_argument(

@@ -39,7 +39,6 @@ from checkpointd.cli.connection import (
     positive_int,
 )
 from checkpointd.cli.listing import print_listing
-from checkpointd.cli.namespaces import add_console_argument
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.parsers import add_actions, add_command
 from checkpointd.cli.pauses import compact_context, pause_block, pause_name, pick_pause
@@ -99,7 +98,6 @@ def register(interrupts: argparse.ArgumentParser) -> None:
         description="Print the pending interrupts of a namespace as a table, newest first.",
     )
     add_connection_arguments(listing, namespace_help=READ_NAMESPACE, all_namespaces=True)
-    add_console_argument(listing)
     _filter_arguments(listing)
     listing.add_argument(
         "--limit",

@@ -1,7 +1,8 @@
 """The listing commands (``interrupts list``, ``runs list``): connect, read the first
 ``--limit`` rows page by page, and print them as a table (or, with ``--json``, one object per
-row), saying on stderr when there are none or more than shown; with ``--all-namespaces``, of
-each namespace :mod:`checkpointd.cli.namespaces` finds, merged newest first."""
+row), saying on stderr when there are none or more than shown; with ``--all-namespaces``
+(``-A``), of each namespace the server lists for the command's token (ListNamespaces,
+contract N2: those that hold a run, a pause or a LangGraph thread), merged newest first."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from checkpointd.cli.connection import connect
-from checkpointd.cli.namespaces import readable_namespaces
 from checkpointd.cli.output import fail, print_json
 from checkpointd_client import CheckpointdClient, CheckpointdError
 
@@ -20,6 +20,8 @@ __all__ = ["PAGE_CAP", "print_listing", "read_pages"]
 
 #: The most rows a listing asks for per page (the server's cap).
 PAGE_CAP = 1000
+#: The most namespaces ``-A`` reads: each is a listing of its own.
+MAX_NAMESPACES = 10_000
 
 
 class _Page(Protocol):
@@ -61,12 +63,12 @@ def print_listing(
     """Print the first ``--limit`` rows of ``listing(client)`` (the list call with its
     filters, given ``page_size`` and ``page_token`` here) as ``table``'s lines, or as JSON
     lines when ``as_json`` is given and ``--json`` asked; ``what`` names the rows in the
-    "none" note. With ``--all-namespaces``, the rows of every namespace the console lists,
-    merged by ``newest`` (newest first), with the namespace of each. 1 when the server or
-    the console answers an error, else 0."""
+    "none" note. With ``--all-namespaces``, the rows of every namespace the server lists
+    for the token, merged by ``newest`` (newest first), with the namespace of each. 1 when
+    the server answers an error, else 0."""
     every = bool(getattr(args, "all_namespaces", False))
     try:
-        namespaces = readable_namespaces(args, timeout=args.timeout) if every else [args.namespace]
+        namespaces = _readable_namespaces(args) if every else [args.namespace]
         found: list[tuple[str, T]] = []
         more = False
         for namespace in namespaces:
@@ -84,7 +86,7 @@ def print_listing(
             print_json({**as_json(row), "namespace": namespace} if every else as_json(row))
         return 0
     if not found:
-        where = "any namespace the console lists" if every else f"namespace {args.namespace!r}"
+        where = "any namespace the token may read" if every else f"namespace {args.namespace!r}"
         print(f"no {what} in {where}", file=sys.stderr)
         return 0
     lines = table([row for _, row in found])
@@ -98,6 +100,18 @@ def print_listing(
 
 
 _NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def _readable_namespaces(args: argparse.Namespace) -> list[str]:
+    """The namespaces that hold a run and that the token may read, in the server's order of
+    names (ListNamespaces)."""
+    with connect(args) as client:
+        names, _ = read_pages(
+            lambda size, token: client.list_namespaces(page_size=size, page_token=token),
+            lambda page: page.namespaces,
+            MAX_NAMESPACES,
+        )
+    return names
 
 
 def _read(

@@ -34,7 +34,6 @@ from checkpointd.cli.connection import (
 )
 from checkpointd.cli.interrupts import decision_json, format_age, pending_json
 from checkpointd.cli.listing import PAGE_CAP, print_listing
-from checkpointd.cli.namespaces import add_console_argument
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.output import when as _when
 from checkpointd.cli.parsers import add_actions, add_command
@@ -148,7 +147,6 @@ def register(runs: argparse.ArgumentParser) -> None:
         "otherwise), number of checkpoints, newest node and last activity.",
     )
     add_connection_arguments(listing, namespace_help=READ_NAMESPACE, all_namespaces=True)
-    add_console_argument(listing)
     listing.add_argument(
         "--chain", help="only runs whose newest checkpoint has this chain name (threads: graph)"
     )

@@ -46,14 +46,17 @@ gRPC status name and an HTTP status that matches it):
   what a list ``appended``), its ``pending_writes``, its ``parent`` and ``cut`` (what the
   size limits left out, by value). An unknown checkpoint is CHECKPOINT_NOT_FOUND.
 - ``GET /api/graph-pauses?namespace=&thread_id=``: a thread's pauses, oldest first, each with
-  its request and its decision (the pending and decided listings, read for that thread).
+  its request and its decision (its pending pauses and newest decided ones, read by the
+  thread's keys; ``complete`` is false when older decisions were left).
 - ``GET /api/runs?namespace=&framework=&status=&chain_name=&page_size=&page_token=``: the
   namespace's runs, fastaiagent runs and LangGraph threads, newest activity first
   (ListExecutions, contract C12); ``framework`` is ``fastaiagent`` or ``langgraph``,
   ``status`` ``running``, ``paused``, ``ended`` or ``failed``, ``chain_name`` a run's chain or
   a thread's graph name; each run as the proto's JSON mapping writes an Execution.
-- ``GET /api/namespaces``: the namespaces with pending interrupts the caller may read, each
-  with its count, so a person picks one rather than typing it.
+- ``GET /api/namespaces?page_size=&page_token=``: the namespaces that hold a run, a pause or
+  a LangGraph thread and that the caller may read, in name order (ListNamespaces, contract
+  N2; 200 a page, at most 1000), each with its pending count, so a person picks one rather
+  than typing it, whether its runs wait, run or ended.
 - ``GET /api/events?namespace=``: server-sent events of the watch hub (WatchInterrupts): a
   snapshot first, then every event; each message after the snapshot carries its cursor as the
   event id, so a reconnecting EventSource resumes from ``Last-Event-ID``.
@@ -74,7 +77,7 @@ import json
 import logging
 import secrets
 import ssl
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -88,7 +91,8 @@ from google.protobuf.message import Message
 
 from checkpointd import decision_responses
 from checkpointd import validation as v
-from checkpointd.auth import Authenticator, Grant, Role
+from checkpointd.auth import CALL_GRANT, Authenticator, Grant, Role
+from checkpointd.convert import pending_to_proto
 from checkpointd.domain import PendingFilter
 from checkpointd.errors import (
     CheckpointdError,
@@ -130,6 +134,8 @@ MAX_SESSIONS: Final = 1000
 #: The most decisions ``GET /api/decisions`` answers with, and the most it reads to find them.
 MAX_RECENT_DECISIONS: Final = 200
 MAX_DECISIONS_SCANNED: Final = 20_000
+#: The most decided pauses of one thread the run view lists (the newest).
+MAX_THREAD_DECISIONS: Final = 1000
 #: Seconds between SSE comment lines on a quiet stream, so proxies and browsers keep it open.
 SSE_KEEPALIVE_SECONDS: Final = 15.0
 
@@ -544,15 +550,26 @@ class Console:
         )
 
     async def _namespaces(self, request: web.Request) -> web.StreamResponse:
+        """One page of the namespaces that hold a run, a pause or a LangGraph thread, in name
+        order (ListNamespaces, contract N2, narrowed to the caller's grant), each with its
+        pending count, so a namespace whose runs are running or ended can be picked too."""
         grant = self._grant(request)
+        query = request.query
+        page_size = v.int_text("page_size", query.get("page_size"), 200, 1, 1000)
         self._gate()
+        if self._executions is None:
+            raise StoreUnavailable("this server does not list namespaces")
+        message = cp_svc.ListNamespacesRequest(
+            page_size=page_size, page_token=query.get("page_token", "")
+        )
+        granted = CALL_GRANT.set(grant)
+        try:
+            reply = await self._executions.list_namespaces(message)
+        finally:
+            CALL_GRANT.reset(granted)
         counts = await self.deps.store.count_pending_by_namespace()
-        listed = [
-            {"name": name, "pending": count}
-            for name, count in sorted(counts.items())
-            if grant is None or grant.allows_namespace(name)
-        ]
-        return web.json_response({"namespaces": listed})
+        listed = [{"name": name, "pending": counts.get(name, 0)} for name in reply.namespaces]
+        return web.json_response({"namespaces": listed, "next_page_token": reply.next_page_token})
 
     async def _decisions(self, request: web.Request) -> web.StreamResponse:
         """The newest decisions: ListDecisions lists oldest first, so its pages are read to
@@ -666,44 +683,22 @@ class Console:
 
     async def _graph_pauses(self, request: web.Request) -> web.StreamResponse:
         """A thread's pauses, each with its request and its decision: the ones waiting (or
-        decided, not yet resumed) and the ones decided, read from the namespace's listings
-        (at most MAX_DECISIONS_SCANNED rows of each)."""
+        decided, not yet resumed) and the ones decided (the newest MAX_THREAD_DECISIONS;
+        ``complete`` is false when older ones were left), read by the thread's keys."""
         query = request.query
         namespace = self._namespace(self._grant(request), query.get("namespace", ""))
         thread_id = v.identifier("thread_id", query.get("thread_id", ""), v.EXECUTION_ID_MAX)
         self._gate()
+        if self.deps.executions is None:
+            raise StoreUnavailable("this server does not read runs")
+        pending, decided = await self.deps.executions.thread_pauses(
+            namespace, thread_id, limit=MAX_THREAD_DECISIONS
+        )
         found: dict[str, dict[str, Any]] = {}
-        complete = True
-        for decided in (False, True):  # the decisions last: a decision is the newer word
-            rows, whole = await self._thread_pauses(namespace, thread_id, decided=decided)
-            found.update((row.interrupt_id, _to_json(row)) for row in rows)
-            complete = complete and whole
+        for row in [*pending, *reversed(decided)]:  # a decision is the newer word
+            found[row.interrupt_id] = _to_json(pending_to_proto(row))
         pauses = sorted(found.values(), key=_pause_order)
-        return web.json_response({"pauses": pauses, "complete": complete})
-
-    async def _thread_pauses(
-        self, namespace: str, thread_id: str, *, decided: bool
-    ) -> tuple[list[pb.PendingInterrupt], bool]:
-        """The thread's rows of ListDecisions (``decided``) or ListPendingInterrupts, read
-        page by page (at most MAX_DECISIONS_SCANNED rows), and whether all were read."""
-        rows: list[pb.PendingInterrupt] = []
-        token, scanned = "", 0
-        while True:
-            page: Sequence[pb.PendingInterrupt]
-            if decided:
-                asked = svc.ListDecisionsRequest(namespace=namespace, page_size=1000)
-                asked.page_token = token
-                decisions = await self._servicer.ListDecisions(asked, None)
-                page, token = decisions.decided, decisions.next_page_token
-            else:
-                waiting = svc.ListPendingInterruptsRequest(namespace=namespace, page_size=1000)
-                waiting.page_token = token
-                pending = await self._servicer.ListPendingInterrupts(waiting, None)
-                page, token = pending.pending_interrupts, pending.next_page_token
-            rows.extend(row for row in page if row.execution_id == thread_id)
-            scanned += len(page)
-            if not token or scanned >= MAX_DECISIONS_SCANNED:
-                return rows, not token
+        return web.json_response({"pauses": pauses, "complete": not decided.more})
 
     async def _runs(self, request: web.Request) -> web.StreamResponse:
         """The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first

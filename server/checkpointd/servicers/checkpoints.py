@@ -195,6 +195,14 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
         rpcs = await self._execution_rpcs(context)
         return await rpcs.get_execution(request)
 
+    async def ListNamespaces(
+        self,
+        request: svc.ListNamespacesRequest,
+        context: grpc.aio.ServicerContext[svc.ListNamespacesRequest, svc.ListNamespacesResponse],
+    ) -> svc.ListNamespacesResponse:
+        rpcs = await self._execution_rpcs(context)
+        return await rpcs.list_namespaces(request)
+
     async def _execution_rpcs(self, context: grpc.aio.ServicerContext[Any, Any]) -> ExecutionRpcs:
         """The execution RPCs; a server built without an executions reader ends the call
         UNIMPLEMENTED (abort raises)."""

@@ -1,13 +1,20 @@
-"""ListExecutions and GetExecution (contracts C11, C12): what CheckpointService answers about
-whole runs of both frameworks (fastaiagent runs and LangGraph threads), read through the
-store's :class:`~checkpointd.store.executions.ExecutionReader`."""
+"""ListExecutions, GetExecution and ListNamespaces (contracts C11, C12, N2): what
+CheckpointService answers about whole runs of both frameworks (fastaiagent runs and LangGraph
+threads) and the namespaces that hold them, read through the store's
+:class:`~checkpointd.store.executions.ExecutionReader`."""
 
 from __future__ import annotations
 
 from checkpointd import validation as v
+from checkpointd.auth import CALL_GRANT
 from checkpointd.convert import pending_to_proto, timestamp_to_proto
 from checkpointd.errors import InvalidField, NoCheckpoints
-from checkpointd.execution_paging import decode_execution_token, encode_execution_token
+from checkpointd.execution_paging import (
+    decode_execution_token,
+    decode_namespace_token,
+    encode_execution_token,
+    encode_namespace_token,
+)
 from checkpointd.servicers.common import shielded
 from checkpointd.store.executions import (
     ExecutionQuery,
@@ -136,4 +143,22 @@ class ExecutionRpcs:
         response.pending_interrupts.extend(pending_to_proto(p) for p in detail.pauses)
         if detail.last_decided is not None:
             response.last_decided.CopyFrom(pending_to_proto(detail.last_decided))
+        return response
+
+    async def list_namespaces(
+        self, request: svc.ListNamespacesRequest
+    ) -> svc.ListNamespacesResponse:
+        """One page of the names of the namespaces that hold a run, in name order: those the
+        call's token is granted (every one without authentication, or for a "*" token)."""
+        limit = v.page_size("page_size", request.page_size)
+        grant = CALL_GRANT.get()
+        granted = None if grant is None else grant.namespaces
+        scope = ("namespaces", None if granted is None else sorted(granted))
+        after = decode_namespace_token(request.page_token, scope)
+        page = await shielded(
+            self._reader.list_namespaces(after=after, limit=limit, granted=granted)
+        )
+        response = svc.ListNamespacesResponse(namespaces=page)
+        if page.more and page:
+            response.next_page_token = encode_namespace_token(page[-1], scope)
         return response

@@ -33,6 +33,12 @@ a checkpoint:
 
 The listing reads each framework's summaries with one statement per page and merges them by
 last activity: a page position (:class:`ExecutionPosition`) is where each of the two stands.
+
+The namespaces that hold a run (contract N2) are read from the three tables a run leaves
+rows in (``checkpoints``, ``pending_interrupts``, ``graph_checkpoints``), each of whose
+indexes leads with the namespace: a page of names is one statement that steps from one name
+to the next by an index lookup per name (a loose index scan), so its cost grows with the
+names listed, not with the rows they hold.
 """
 
 from __future__ import annotations
@@ -237,12 +243,45 @@ class ExecutionSql:
         self.pending_of_thread = number(pending.format(kind="<>"))
         self.newest_decision = number(newest.format(kind="="))
         self.newest_thread_decision = number(newest.format(kind="<>"))
+        # A thread's decided pauses, newest first, on the decisions' key (namespace,
+        # execution_id, ...): its own rows only, whatever the namespace holds.
+        self.thread_decisions = number(
+            f"SELECT {DECISION_ROW_COLUMNS} FROM {t}interrupt_decisions "
+            "WHERE namespace = ? AND execution_id = ? AND interrupt_id <> '' "
+            "ORDER BY sequence DESC LIMIT ?"
+        )
         self.keys = number(
             f"SELECT key FROM {t}idempotency_results WHERE namespace = ? AND execution_id = ? "
             "ORDER BY key LIMIT ?"
         )
         self.key_count = number(
             f"SELECT count(*) FROM {t}idempotency_results WHERE namespace = ? AND execution_id = ?"
+        )
+        # The tables a run leaves rows in: a namespace holds a run when one of them has a row.
+        held = ("checkpoints", "pending_interrupts", "graph_checkpoints")
+        # Per table, the next names after the first ``?``, at most the second ``?`` of them,
+        # each found by one index lookup from the last; the three merged in name order.
+        steps = ",\n".join(
+            f"s{i}(name, n) AS ("
+            f"SELECT (SELECT namespace FROM {t}{table} WHERE namespace > ?"
+            " ORDER BY namespace LIMIT 1), 1"
+            f" UNION ALL SELECT (SELECT namespace FROM {t}{table} WHERE namespace > s{i}.name"
+            f" ORDER BY namespace LIMIT 1), s{i}.n + 1 FROM s{i}"
+            f" WHERE s{i}.name IS NOT NULL AND s{i}.n < ?)"
+            for i, table in enumerate(held)
+        )
+        merged = " UNION ".join(
+            f"SELECT name FROM s{i} WHERE name IS NOT NULL" for i in range(len(held))
+        )
+        self.namespaces = number(f"WITH RECURSIVE {steps}\n{merged} ORDER BY name LIMIT ?")
+        #: The namespaces among a grant's (``{granted}``: one ``CAST(? AS TEXT)`` select per
+        #: name, joined by UNION ALL) that hold a run, after ``?``, at most ``?``.
+        self.granted_namespaces = (
+            "SELECT name FROM ({granted}) AS g WHERE name > ? AND ("
+            + " OR ".join(
+                f"EXISTS (SELECT 1 FROM {t}{table} WHERE namespace = g.name)" for table in held
+            )
+            + ") ORDER BY name LIMIT ?"
         )
 
 
@@ -437,6 +476,50 @@ class ExecutionReader(abc.ABC):
             return found
 
         return await self._in_snapshot(body)
+
+    async def list_namespaces(
+        self, *, after: str, limit: int, granted: frozenset[str] | None = None
+    ) -> Page[str]:
+        """Up to ``limit`` names of the namespaces that hold a run (a fastaiagent checkpoint,
+        a pending interrupt or a graph checkpoint), after ``after`` in the store's order of
+        names; with ``granted``, only those among them. ``more`` says whether more follow."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        if granted is None:
+            sql = self._sql.namespaces
+            params: list[Any] = [after, limit + 1] * 3 + [limit + 1]
+        elif not granted:
+            return Page()
+        else:
+            names = sorted(granted)
+            union = " UNION ALL ".join("SELECT CAST(? AS TEXT) AS name" for _ in names)
+            sql = self._sql.number(self._sql.granted_namespaces.format(granted=union))
+            params = [*names, after, limit + 1]
+
+        async def body(conn: Statements) -> list[str]:
+            return [str(row["name"]) for row in await conn.fetch(sql, params)]
+
+        found = await self._in_read(body)
+        return Page(found[:limit], more=len(found) > limit)
+
+    async def thread_pauses(
+        self, namespace: str, thread_id: str, *, limit: int
+    ) -> tuple[list[PendingRecord], Page[PendingRecord]]:
+        """A LangGraph thread's pending pauses with the decision on each (record order), and
+        its newest ``limit`` decided pauses, newest first (``more``: older ones were left),
+        read in one snapshot by the thread's keys: the run view's pauses, exact whatever
+        else the namespace holds."""
+        if limit <= 0:
+            raise ValueError("limit must be positive")
+        key = (namespace, thread_id)
+
+        async def body(conn: Statements) -> tuple[list[Any], list[Any]]:
+            pending = await conn.fetch(self._sql.pending_of_thread, key)
+            decided = await conn.fetch(self._sql.thread_decisions, (*key, limit + 1))
+            return pending, decided
+
+        pending, decided = await self._in_snapshot(body)
+        return self._pauses(pending), Page(self._pauses(decided[:limit]), more=len(decided) > limit)
 
     def _pauses(self, found: list[Any]) -> list[PendingRecord]:
         return [rows.pending_from_row(row, self._read_time, with_decision=True) for row in found]

@@ -541,6 +541,7 @@ function tick() {
   if (!state.live && state.session !== null) updateBanner("");
   refreshAges();
   refreshRunSummary();
+  runsDue();
 }
 
 // --- the stream ---------------------------------------------------------------------------
@@ -567,21 +568,31 @@ function switchNamespace(namespace) {
   loadRuns(false);
 }
 
-// The namespaces with pauses, offered for the free-text box: a typo should not look like an
-// empty queue.
+// The namespaces that hold a run, a pause or a LangGraph thread (the first pages, up to
+// NAMESPACES_LISTED), offered for the free-text box: a namespace whose runs are running or
+// ended is picked as one that waits, and a typo should not look like an empty queue.
+const NAMESPACES_LISTED = 1000;
+
 async function loadNamespaces() {
-  let listed;
+  const listed = [];
+  let token = "";
   try {
-    listed = (await api("GET", "/api/namespaces")).namespaces;
+    do {
+      const query = `page_size=200&page_token=${encodeURIComponent(token)}`;
+      const reply = await api("GET", `/api/namespaces?${query}`);
+      listed.push(...reply.namespaces);
+      token = reply.next_page_token || "";
+    } while (token && listed.length < NAMESPACES_LISTED);
   } catch (error) {
-    return; // the box still takes any name
+    if (listed.length === 0) return; // the box still takes any name
   }
   state.namespaces = listed;
   $("namespace-options").replaceChildren(
     ...listed.map((n) => {
-      const option = el("option", "", `${n.pending} pending`);
+      const label = n.pending ? `${n.pending} pending` : "nothing pending";
+      const option = el("option", "", label);
       option.value = n.name;
-      option.label = `${n.pending} pending`;
+      option.label = label;
       return option;
     }),
   );
@@ -595,8 +606,7 @@ function namespaceHint() {
   const others = listed.map((n) => n.name).filter((name) => name !== state.namespace);
   hint.hidden = known || state.rows.size > 0 || others.length === 0 || $("namespace-input").hidden;
   hint.textContent =
-    `Nothing is pending in “${state.namespace}”. Namespaces with pending pauses: ` +
-    `${others.join(", ")}.`;
+    `Nothing is in “${state.namespace}”. Namespaces with runs: ` + `${others.join(", ")}.`;
 }
 
 async function loadDecided() {
@@ -637,7 +647,12 @@ function connect() {
   source.addEventListener("open", mine(() => {}));
   source.addEventListener("progress", mine(() => {}));
   source.addEventListener("snapshot", mine((e) => upsert(JSON.parse(e.data))));
-  source.addEventListener("ready", mine(render));
+  // A new snapshot (a first connection or a reconnection) may follow changes the runs list
+  // has not seen.
+  source.addEventListener("ready", mine(() => {
+    render();
+    runsChanged();
+  }));
   source.addEventListener("interrupt", mine((e) => onEvent(JSON.parse(e.data))));
   source.addEventListener("failure", (e) => {
     if (state.source !== source) return;
@@ -676,6 +691,7 @@ function connect() {
 }
 
 function onEvent(event) {
+  runsChanged(); // a pause came, was decided, resumed or went: its run's status moves
   const type = String(event.type || "").replace(TYPE_PREFIX, "");
   const pending = event.pending || {};
   const id = key(pending);
@@ -1762,8 +1778,26 @@ function renderDecided() {
 // --- the runs of the namespace -----------------------------------------------------------
 
 // The runs list's paging: runs read per page, the next page's token, and which read is the
-// newest (an older answer, or one for another namespace, is dropped).
-const runsView = { pageSize: 50, token: "", asked: 0 };
+// newest (an older answer, or one for another namespace, is dropped). The list is live as
+// the pauses are: every pause event reads it again (soon: one read for a burst of events),
+// and so does the clock every everyMs while the page is live and in view, since a run moves
+// on (a step, its end) without an event; readAt is when it was last asked for, runs what
+// it shows, so a read that changed nothing leaves the rows (and the focus) alone.
+const runsView = { pageSize: 50, token: "", asked: 0, readAt: 0, everyMs: 10000, soon: null, runs: [] };
+const RUNS_SOON_MS = 250;
+
+function runsChanged() {
+  if (runsView.soon !== null) return;
+  runsView.soon = setTimeout(() => {
+    runsView.soon = null;
+    loadRuns(false, true);
+  }, RUNS_SOON_MS);
+}
+
+function runsDue() {
+  if (!state.live || document.visibilityState === "hidden" || runsView.readAt === 0) return;
+  if (Date.now() - runsView.readAt >= runsView.everyMs) loadRuns(false, true);
+}
 
 function wireRuns() {
   for (const id of ["runs-framework", "runs-status", "runs-chain"]) {
@@ -1773,8 +1807,8 @@ function wireRuns() {
   $("runs-more").addEventListener("click", () => loadRuns(true));
 }
 
-function runsQuery(token) {
-  const params = new URLSearchParams({ namespace: state.namespace, page_size: String(runsView.pageSize) });
+function runsQuery(token, pageSize) {
+  const params = new URLSearchParams({ namespace: state.namespace, page_size: String(pageSize) });
   for (const [name, id] of [["framework", "runs-framework"], ["status", "runs-status"], ["chain_name", "runs-chain"]]) {
     const value = $(id).value.trim();
     if (value) params.set(name, value);
@@ -1784,28 +1818,53 @@ function runsQuery(token) {
 }
 
 // The namespace's runs, fastaiagent runs and LangGraph threads, newest activity first, as
-// the filters ask: the first page, or (more) the page after those shown.
-async function loadRuns(more) {
+// the filters ask: the first page, or (more) the page after those shown; or (again, a live
+// update) as many from the first as are shown, so a page read with More stays.
+async function loadRuns(more, again) {
   const asked = ++runsView.asked;
   const namespace = state.namespace;
-  $("runs-error").textContent = "";
+  runsView.readAt = Date.now();
+  const shown = $("runs-rows").children.length;
+  const pageSize = again ? Math.min(1000, Math.max(runsView.pageSize, shown)) : runsView.pageSize;
   try {
-    const page = await api("GET", runsQuery(more ? runsView.token : ""));
+    const page = await api("GET", runsQuery(more ? runsView.token : "", pageSize));
     if (asked !== runsView.asked || namespace !== state.namespace) return;
-    const rows = page.runs.map(runRow);
-    if (more) $("runs-rows").append(...rows);
-    else $("runs-rows").replaceChildren(...rows);
+    $("runs-error").textContent = "";
+    if (more) {
+      $("runs-rows").append(...page.runs.map(runRow));
+      runsView.runs = runsView.runs.concat(page.runs);
+    } else if (JSON.stringify(page.runs) !== JSON.stringify(runsView.runs)) {
+      replaceRuns(page.runs.map(runRow));
+      runsView.runs = page.runs;
+    }
     runsView.token = page.next_page_token;
   } catch (error) {
     if (asked !== runsView.asked) return;
     $("runs-error").textContent = `The runs could not be read: ${error.message}` + (error.reason ? ` (${error.reason})` : "");
-    if (!more) $("runs-rows").replaceChildren();
-    if (!more) runsView.token = "";
+    // A live update that failed leaves the rows as they were, the error saying why.
+    if (!more && !again) {
+      $("runs-rows").replaceChildren();
+      runsView.token = "";
+      runsView.runs = [];
+    }
   }
   const count = $("runs-rows").children.length;
   $("runs-empty").hidden = count > 0;
   $("runs-table").hidden = count === 0;
   $("runs-more").hidden = !runsView.token;
+}
+
+// The runs list's rows replaced by ``rows``; the focus stays on the button of the run it
+// was on, if that run is still listed.
+function replaceRuns(rows) {
+  const active = document.activeElement;
+  const was = active && active.closest ? active.closest("tr.run-row") : null;
+  $("runs-rows").replaceChildren(...rows);
+  if (was === null) return;
+  const again = rows.find((tr) => tr.dataset.executionId === was.dataset.executionId &&
+    tr.dataset.framework === was.dataset.framework);
+  const button = again && again.querySelector(`button.${active.className}`);
+  if (button) button.focus();
 }
 
 function enumWord(value, prefix) {
