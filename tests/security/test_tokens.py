@@ -87,6 +87,7 @@ def test_every_rpc_is_classified_as_read_or_write_and_names_its_namespace():
         "ListUnsyncedCheckpoints",
         "GetGraphCheckpoint",
         "ListGraphCheckpoints",
+        "GetGraphDeltaHistory",
     }
 
 
