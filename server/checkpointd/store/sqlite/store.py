@@ -533,10 +533,24 @@ class SQLiteStore(
             raise sqlite3.ProgrammingError("the store is closed")
         return versions.read()
 
+    def _outbox_bounds(self) -> tuple[object, ...]:
+        """The outbox's purge mark and newest cursor, read on the event loop's thread as
+        :meth:`_data_version` is: a commit that leaves them as they were wrote no event."""
+        versions = self._versions
+        if versions is None:
+            raise sqlite3.ProgrammingError("the store is closed")
+        return versions.row(sql.OUTBOX.bounds)
+
     def event_notifier(self) -> SQLiteEventNotifier:
         """A notifier that hears this process's writes, and other connections' commits
         through an inotify watch on the file's directory confirmed by ``PRAGMA
-        data_version`` (or a poll of it every 50 ms where inotify is not available)."""
-        notifier = SQLiteEventNotifier(self._data_version, self._event_wakeups, path=self._path)
+        data_version`` (or a poll of it every 50 ms where inotify is not available) and by
+        the outbox's bounds: commits that write no event do not wake it."""
+        notifier = SQLiteEventNotifier(
+            self._data_version,
+            self._event_wakeups,
+            path=self._path,
+            outbox_bounds=self._outbox_bounds,
+        )
         self._notifiers.add(notifier)
         return notifier
