@@ -196,8 +196,10 @@ class SQLiteStore(
         # Notifiers not closed yet: closing the store closes their inotify descriptors.
         self._notifiers: weakref.WeakSet[SQLiteEventNotifier] = weakref.WeakSet()
         self._cleanups: set[asyncio.Future[None]] = set()
+        # Every submit runs inside its caller's _call (the timeout and the error translation),
+        # so a lone write committed in its caller's task needs no second one around it.
         self._group: GroupCommit[GroupWrite, Any] = GroupCommit(
-            self._commit_group, max_batch=GROUP_COMMIT_MAX
+            self._commit_group, max_batch=GROUP_COMMIT_MAX, inline=self._commit_writes
         )
         self._read_time = times.from_us
         self._write_time = times.to_us
@@ -488,9 +490,14 @@ class SQLiteStore(
             lock.release()
 
     async def _commit_group(self, writes: list[GroupWrite]) -> list[Any]:
-        """Run ``writes`` in one transaction (one call on the writer's thread); a write's own
-        :class:`StoreError` (a duplicate id) is its outcome, and SQLite has undone only that
-        write's failed statement."""
+        """Run ``writes`` in one transaction (one call on the writer's thread), bounded by the
+        store's timeout (the group's own task, whose callers wait on its outcome)."""
+        async with self._call():
+            return await self._commit_writes(writes)
+
+    async def _commit_writes(self, writes: list[GroupWrite]) -> list[Any]:
+        """Run ``writes`` in one transaction; a write's own :class:`StoreError` (a duplicate
+        id) is its outcome, and SQLite has undone only that write's failed statement."""
 
         async def body(conn: Statements) -> list[Any]:
             outcomes: list[Any] = []
@@ -501,8 +508,7 @@ class SQLiteStore(
                     outcomes.append(exc)
             return outcomes
 
-        async with self._call():
-            return await self._write(body)
+        return await self._write(body)
 
     # --- fences (the decision transactions: checkpointd.store.decisions) -------------
 
