@@ -20,6 +20,8 @@ import pytest
 
 from checkpointd.store.sqlite import SQLiteStore
 from checkpointd.store.sqlite.notifier import DataVersion, FileWatch, SQLiteEventNotifier
+from tests.support.records import NS, interrupt
+from tests.support.records import checkpoint as record
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux")
 
@@ -128,6 +130,35 @@ async def test_i5_this_processs_own_commit_wakes_the_reader_once(db_path: Path) 
     finally:
         await notifier.close()
         versions.close()
+
+
+async def test_i5_commits_without_an_event_do_not_wake_the_reader(tmp_path: Path) -> None:
+    """This process's puts (and any commit that writes no event) change the file but not the
+    outbox: the store's notifier does not wake its reader for them, however many; an event
+    committed by another connection (another store on the same file, with wake-ups of its
+    own) still wakes it."""
+    path = tmp_path / "checkpoints.db"
+    store, other = SQLiteStore(path), SQLiteStore(path)
+    await store.open()
+    await other.open()
+    notifier = store.event_notifier()
+    try:
+        await asyncio.wait_for(notifier.wait(3600), PATIENCE)  # the first wait returns at once
+        waiting = asyncio.create_task(notifier.wait(3600))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for n in range(50):
+            await store.put_checkpoint(NS, f"put-{n}", record(f"exec-{n}"))
+        await asyncio.to_thread(commit, path)  # another connection's commit without an event
+        await asyncio.sleep(0.2)  # four looks' time after the last of them
+        assert not waiting.done()
+        await interrupt(other, "exec-paused")
+        await asyncio.wait_for(waiting, PATIENCE)
+        assert loop.time() - started > 0.2
+    finally:
+        await notifier.close()
+        await other.close()
+        await store.close()
 
 
 async def test_i5_another_processs_commit_wakes_the_watch(

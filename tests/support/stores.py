@@ -5,7 +5,7 @@ commit's batches, and rows written as an older server wrote them."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -67,13 +67,19 @@ def pin_schema(monkeypatch: pytest.MonkeyPatch, backend: str, versions: int) -> 
 def record_batch_sizes(group: GroupCommit[Any, Any]) -> list[int]:
     """Wrap a store's group commit so the test sees the size of every batch it commits."""
     sizes: list[int] = []
-    commit = group._commit
 
-    async def recording(items: list[Any]) -> Sequence[Any]:
-        sizes.append(len(items))
-        return await commit(items)
+    def recorded(
+        commit: Callable[[list[Any]], Awaitable[Sequence[Any]]],
+    ) -> Callable[[list[Any]], Awaitable[Sequence[Any]]]:
+        async def recording(items: list[Any]) -> Sequence[Any]:
+            sizes.append(len(items))
+            return await commit(items)
 
-    group._commit = recording
+        return recording
+
+    # Both commits: a batch of the group's task, and a lone write's in its caller's task.
+    group._commit = recorded(group._commit)
+    group._inline = recorded(group._inline)
     return sizes
 
 

@@ -151,6 +151,35 @@ class _Reading:
             self._task.cancel()
 
 
+class _InFlight:
+    """The items of one stream being answered, counted: the reader waits only when the
+    stream holds :data:`MAX_ITEMS_IN_FLIGHT` of them (and, at its end, for the last), so an
+    item costs a count and a done callback instead of a semaphore's turn and a set of
+    tasks."""
+
+    __slots__ = ("_waiter", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._waiter: asyncio.Future[None] | None = None
+
+    def finished(self, _task: object = None) -> None:
+        """One item answered (a task's done callback)."""
+        self.count -= 1
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def below(self, limit: int) -> None:
+        """Return once fewer than ``limit`` items are in flight."""
+        while self.count >= limit:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+
+
 @dataclass(frozen=True, slots=True)
 class _Route:
     method: str
@@ -252,22 +281,16 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
     ) -> None:
         """Start an item task per item read until the client half-closes or the server
         closes; then wait for the tasks and close the outbox after their answers."""
-        slots = asyncio.Semaphore(MAX_ITEMS_IN_FLIGHT)
-        running: set[asyncio.Task[None]] = set()
-
-        async def handle(item: Item, batched: bool) -> None:
-            # Nothing cancels an item's task (the stream ending leaves it to finish), so
-            # its store call is not shielded again; the mark is this task's alone.
-            UNCANCELLED.set(True)
-            try:
-                await self._answer(item, context, outbox, batched=batched)
-            finally:
-                slots.release()
+        # Nothing cancels an item's task (the stream ending leaves it to finish), so its
+        # store call is not shielded again. Set once here: each item task starts with a
+        # copy of this task's context, the mark and the item gate with it.
+        UNCANCELLED.set(True)
+        flight = _InFlight()
 
         def start(item: Item, batched: bool) -> None:
-            task = asyncio.create_task(handle(item, batched))
-            running.add(task)
-            task.add_done_callback(running.discard)
+            flight.count += 1
+            task = asyncio.create_task(self._answer(item, context, outbox, batched=batched))
+            task.add_done_callback(flight.finished)
 
         reading = _Reading(aiter(requests))
         if self._closing.is_set():
@@ -275,7 +298,8 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         self._readers.add(reading)
         try:
             while True:
-                await slots.acquire()
+                if flight.count >= MAX_ITEMS_IN_FLIGHT:
+                    await flight.below(MAX_ITEMS_IN_FLIGHT)
                 message = await reading.next()
                 if message is None:
                     # The client half-closed, or the server closes: answer what is in
@@ -284,15 +308,14 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
                 if not message.items:
                     start(message, False)
                     continue
-                slots.release()  # each item of the batch takes its own slot
                 self._refuse_extras(message, outbox)
                 if len(message.items) > MAX_ITEMS_PER_MESSAGE:
                     continue
                 for item in message.items:
-                    await slots.acquire()
+                    if flight.count >= MAX_ITEMS_IN_FLIGHT:
+                        await flight.below(MAX_ITEMS_IN_FLIGHT)
                     start(item, True)
-            if running:
-                await asyncio.wait(set(running))
+            await flight.below(1)
         finally:
             self._readers.discard(reading)
             outbox.close()

@@ -57,10 +57,14 @@ class GroupCommit(Generic[I, R]):
         *,
         max_batch: int,
         key: Callable[[I], Hashable] | None = None,
+        inline: Callable[[list[I]], Awaitable[Sequence[R | Exception]]] | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be at least 1")
         self._commit = commit
+        # The lone write's commit, run in its caller's task: without what the caller's own
+        # call already gives it (a store's timeout and error translation around submit).
+        self._inline = commit if inline is None else inline
         self._max_batch = max_batch
         self._key = key
         self._queue: list[_Queued[I, R]] = []
@@ -76,7 +80,7 @@ class GroupCommit(Generic[I, R]):
         if not self._busy:
             self._busy = True
             try:
-                (outcome,) = await self._commit([item])
+                (outcome,) = await self._inline([item])
             finally:
                 self._busy = False
                 if self._queue:

@@ -142,6 +142,13 @@ class DataVersion:
     def read(self) -> int:
         """The current value; raises :class:`sqlite3.Error` when it cannot be read (and
         opens a new connection on the next call)."""
+        (version,) = self.row("PRAGMA data_version")
+        assert isinstance(version, int)
+        return version
+
+    def row(self, query: str) -> tuple[object, ...]:
+        """The first row of ``query`` on this connection (in autocommit: no read transaction
+        stays open); raises :class:`sqlite3.Error` as :meth:`read` does."""
         if self._closed:
             raise sqlite3.ProgrammingError("the store is closed")
         conn = self._conn
@@ -153,13 +160,13 @@ class DataVersion:
         try:
             # fetchall steps the statement to its end: no read transaction stays open to
             # hold back the WAL checkpoint.
-            rows = conn.execute("PRAGMA data_version").fetchall()
+            rows = conn.execute(query).fetchall()
         except sqlite3.Error:
             self._conn = None
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
             raise
-        return int(rows[0][0])
+        return tuple(rows[0])
 
     def close(self) -> None:
         """Close the connection; later reads raise. Safe to call twice."""
@@ -185,6 +192,14 @@ class SQLiteEventNotifier:
     spell wakes the reader at once. Without a watch (not Linux, no inotify left, no
     ``path``), ``data_version`` is polled every 50 ms while the reader waits.
 
+    With ``outbox_bounds`` (the outbox's purge mark and newest cursor, read on the same
+    connection as ``data_version``), a change that leaves them as they were when the reader
+    last read does not wake it: the commits of checkpoints and other rows that write no
+    event (this process's puts above all, which it makes itself and need no outbox read)
+    cost a look, at most one per 50 ms, and no read of the outbox. An event committed by
+    another connection moves the newest cursor and wakes the reader as before; a bounds
+    read that fails counts as a change.
+
     Each look is a plain callback (``call_later``, ``add_reader``), not a coroutine woken
     under a timeout: a timeout that expires raises and cancels on every round, which cost
     more than the read itself."""
@@ -197,8 +212,11 @@ class SQLiteEventNotifier:
         path: str | None = None,
         safety_poll: float = SAFETY_POLL_SECONDS,
         open_watch: Callable[[str], FileWatch] = FileWatch,
+        outbox_bounds: Callable[[], object] | None = None,
     ) -> None:
         self._data_version = data_version
+        self._outbox_bounds = outbox_bounds
+        self._bounds: object = None  # the outbox's bounds when the reader last read
         self._wakeups = wakeups
         self._local = asyncio.Event()
         self._local.set()  # the first wait returns at once
@@ -230,6 +248,25 @@ class SQLiteEventNotifier:
         changed = version != self._version
         self._version = version
         return changed
+
+    def _quiet(self) -> bool:
+        """After a change of ``data_version``: whether the outbox's bounds are those the
+        reader last read (the change wrote no event); False when they cannot be read."""
+        if self._outbox_bounds is None or self._bounds is None:
+            return False
+        try:
+            return bool(self._outbox_bounds() == self._bounds)
+        except sqlite3.Error:
+            return False
+
+    def _read_bounds(self) -> None:
+        """The outbox's bounds now, as the reader is about to read (None: unknown)."""
+        if self._outbox_bounds is None:
+            return
+        try:
+            self._bounds = self._outbox_bounds()
+        except sqlite3.Error:
+            self._bounds = None
 
     def _ensure_watch(self) -> FileWatch | None:
         if self._watch is None and not self._watch_failed and self._path is not None:
@@ -274,7 +311,8 @@ class SQLiteEventNotifier:
 
     def _tick(self) -> None:
         """One poll of a wait: wake it on a change (or an unreadable file), else poll again."""
-        if self._changed() is False:
+        changed = self._changed()
+        if changed is False or (changed and self._quiet()):
             self._poll = asyncio.get_running_loop().call_later(
                 _DATA_VERSION_POLL_SECONDS, self._tick
             )
@@ -302,8 +340,15 @@ class SQLiteEventNotifier:
                 self._tick()
                 return
             self._settle(now)
-        if self._changed() is not False:
+        changed = self._changed()
+        if changed is not False:
             self._last_wake = now
+            if changed and self._quiet():
+                # Commits without an event: look again no sooner than a wake would, with
+                # the directory's events left queued until then.
+                self._stop_reading()
+                self._poll = loop.call_later(_DATA_VERSION_POLL_SECONDS, self._look)
+                return
             self._wake()
             return
         if not self._reading:
@@ -380,6 +425,7 @@ class SQLiteEventNotifier:
             # ``wakeups``) does not wake it a second time through the file.
             if self._version is not None:
                 self._changed()
+                self._read_bounds()
 
     def detach(self) -> None:
         """Close the watch's descriptor (the store closes); a later wait polls, and fails

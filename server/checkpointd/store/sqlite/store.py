@@ -196,8 +196,10 @@ class SQLiteStore(
         # Notifiers not closed yet: closing the store closes their inotify descriptors.
         self._notifiers: weakref.WeakSet[SQLiteEventNotifier] = weakref.WeakSet()
         self._cleanups: set[asyncio.Future[None]] = set()
+        # Every submit runs inside its caller's _call (the timeout and the error translation),
+        # so a lone write committed in its caller's task needs no second one around it.
         self._group: GroupCommit[GroupWrite, Any] = GroupCommit(
-            self._commit_group, max_batch=GROUP_COMMIT_MAX
+            self._commit_group, max_batch=GROUP_COMMIT_MAX, inline=self._commit_writes
         )
         self._read_time = times.from_us
         self._write_time = times.to_us
@@ -488,9 +490,14 @@ class SQLiteStore(
             lock.release()
 
     async def _commit_group(self, writes: list[GroupWrite]) -> list[Any]:
-        """Run ``writes`` in one transaction (one call on the writer's thread); a write's own
-        :class:`StoreError` (a duplicate id) is its outcome, and SQLite has undone only that
-        write's failed statement."""
+        """Run ``writes`` in one transaction (one call on the writer's thread), bounded by the
+        store's timeout (the group's own task, whose callers wait on its outcome)."""
+        async with self._call():
+            return await self._commit_writes(writes)
+
+    async def _commit_writes(self, writes: list[GroupWrite]) -> list[Any]:
+        """Run ``writes`` in one transaction; a write's own :class:`StoreError` (a duplicate
+        id) is its outcome, and SQLite has undone only that write's failed statement."""
 
         async def body(conn: Statements) -> list[Any]:
             outcomes: list[Any] = []
@@ -501,8 +508,7 @@ class SQLiteStore(
                     outcomes.append(exc)
             return outcomes
 
-        async with self._call():
-            return await self._write(body)
+        return await self._write(body)
 
     # --- fences (the decision transactions: checkpointd.store.decisions) -------------
 
@@ -533,10 +539,24 @@ class SQLiteStore(
             raise sqlite3.ProgrammingError("the store is closed")
         return versions.read()
 
+    def _outbox_bounds(self) -> tuple[object, ...]:
+        """The outbox's purge mark and newest cursor, read on the event loop's thread as
+        :meth:`_data_version` is: a commit that leaves them as they were wrote no event."""
+        versions = self._versions
+        if versions is None:
+            raise sqlite3.ProgrammingError("the store is closed")
+        return versions.row(sql.OUTBOX.bounds)
+
     def event_notifier(self) -> SQLiteEventNotifier:
         """A notifier that hears this process's writes, and other connections' commits
         through an inotify watch on the file's directory confirmed by ``PRAGMA
-        data_version`` (or a poll of it every 50 ms where inotify is not available)."""
-        notifier = SQLiteEventNotifier(self._data_version, self._event_wakeups, path=self._path)
+        data_version`` (or a poll of it every 50 ms where inotify is not available) and by
+        the outbox's bounds: commits that write no event do not wake it."""
+        notifier = SQLiteEventNotifier(
+            self._data_version,
+            self._event_wakeups,
+            path=self._path,
+            outbox_bounds=self._outbox_bounds,
+        )
         self._notifiers.add(notifier)
         return notifier
