@@ -10,6 +10,12 @@ message and the reply every turn), invoked turn after turn on a thread with the 
 the same machine at the same moment; several threads (``threads``) take turns the same way,
 so each turn number has several samples. Then ``graph.get_state``, alternately too.
 
+The DeltaChannel row (:func:`delta_benchmark`) runs the same chat with ``messages`` a
+LangGraph ``DeltaChannel`` (a value stored every ``snapshot_frequency`` updates, rebuilt from
+the writes in between through ``get_delta_channel_history``) on ``CheckpointdSaver`` and on
+``SqliteSaver``, and adds the bytes each stored: the values, bodies, metadata and writes of
+the thread, summed from the tables once the turns are done.
+
 Per saver: the median wall time of the first turns and of the last ones (turns 1-10 and
 191-200 of 200), the last turn alone, the median ``get_state``, and the CPU per turn and per
 ``get_state`` (bench/cpu.py): this process's, read around each call (the two savers'
@@ -31,6 +37,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import psycopg
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -41,7 +49,7 @@ from bench import cpu
 from checkpointd_client.langgraph import CheckpointdSaver
 from tests.support.sidecar import Sidecar, StoreSpec
 
-__all__ = ["BASELINES", "GraphSeries", "benchmark"]
+__all__ = ["BASELINES", "GraphSeries", "benchmark", "delta_benchmark", "print_delta_rows"]
 
 BASELINES = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
 SAVER = "CheckpointdSaver"
@@ -57,15 +65,33 @@ class Chat(TypedDict):
     messages: Annotated[list[dict[str, str]], operator.add]
 
 
+def _extend(state: list[Any], writes: list[list[Any]]) -> list[Any]:
+    """The DeltaChannel reducer of ``messages``: every write's messages appended, in order."""
+    out = list(state)
+    for write in writes:
+        out.extend(write)
+    return out
+
+
+class DeltaChat(TypedDict):
+    messages: Annotated[list[dict[str, str]], DeltaChannel(_extend)]
+
+
 def reply(state: Chat) -> dict[str, list[dict[str, str]]]:
     """The one node: the assistant's reply, appended."""
     return {"messages": [{"role": "assistant", "content": f"{len(state['messages'])} {TEXT}"}]}
 
 
-def build(checkpointer: BaseCheckpointSaver[Any]) -> Any:
-    """START -> reply -> END, checkpointed by ``checkpointer``."""
-    graph = StateGraph(Chat)
-    graph.add_node("reply", reply)
+def delta_reply(state: DeltaChat) -> dict[str, list[dict[str, str]]]:
+    """The one node of the DeltaChannel chat (its own schema): the reply, appended."""
+    return {"messages": [{"role": "assistant", "content": f"{len(state['messages'])} {TEXT}"}]}
+
+
+def build(checkpointer: BaseCheckpointSaver[Any], *, delta: bool = False) -> Any:
+    """START -> reply -> END, checkpointed by ``checkpointer`` (``messages`` a DeltaChannel
+    with ``delta``)."""
+    graph = StateGraph(DeltaChat if delta else Chat)
+    graph.add_node("reply", delta_reply if delta else reply)
     graph.add_edge(START, "reply")
     graph.add_edge("reply", END)
     return graph.compile(checkpointer=checkpointer)
@@ -127,14 +153,14 @@ def _read(side: _Side, turns: int) -> None:
     assert len(state.values["messages"]) == 2 * turns
 
 
-def _new_side(saver: BaseCheckpointSaver[Any]) -> _Side:
+def _new_side(saver: BaseCheckpointSaver[Any], delta: bool = False) -> _Side:
     thread = {"configurable": {"thread_id": f"chat-{uuid.uuid4().hex[:12]}"}}
-    return _Side(build(saver), thread, [], [])
+    return _Side(build(saver, delta=delta), thread, [], [])
 
 
-def _warm_up(saver: BaseCheckpointSaver[Any]) -> None:
+def _warm_up(saver: BaseCheckpointSaver[Any], delta: bool = False) -> None:
     """Connections open, statements prepared, caches filled: not measured."""
-    side = _new_side(saver)
+    side = _new_side(saver, delta)
     for i in range(WARM_UP):
         _turn(side, i)
         _read(side, i + 1)
@@ -147,14 +173,16 @@ def compare(
     turns: int,
     reads: int,
     threads: int = 1,
+    *,
+    delta: bool = False,
 ) -> tuple[GraphSeries, GraphSeries]:
     """``turns`` turns of ``threads`` threads on each saver, then ``reads`` get_state calls
     spread over the threads, the two savers alternating call by call (several threads give
     each turn number several samples); (sidecar, baseline)."""
-    _warm_up(baseline)
-    _warm_up(sidecar)
-    ours = [_new_side(sidecar) for _ in range(threads)]
-    theirs = [_new_side(baseline) for _ in range(threads)]
+    _warm_up(baseline, delta)
+    _warm_up(sidecar, delta)
+    ours = [_new_side(sidecar, delta) for _ in range(threads)]
+    theirs = [_new_side(baseline, delta) for _ in range(threads)]
     before = cpu.process_cpu_s(server_pid)
     for i in range(turns):
         for mine, other in zip(ours, theirs, strict=True):
@@ -272,6 +300,163 @@ def benchmark(
         f"{row['baseline_get_state_ms']:.2f} ms"
     )
     return row
+
+
+#: The bytes a thread's rows hold: (SQL, its source), summed over each table.
+_SIDECAR_BYTES = (
+    "SELECT (SELECT coalesce(sum(length(body_data) + length(metadata_json) "
+    "+ length(channel_versions)), 0) FROM graph_checkpoints) "
+    "+ (SELECT coalesce(sum(length(value_data)), 0) FROM graph_blobs) "
+    "+ (SELECT coalesce(sum(length(value_data)), 0) FROM graph_writes)"
+)
+_SQLITESAVER_BYTES = (
+    "SELECT (SELECT coalesce(sum(length(checkpoint) + length(metadata)), 0) FROM checkpoints) "
+    "+ (SELECT coalesce(sum(length(value)), 0) FROM writes)"
+)
+
+
+def _stored_bytes(path: Path, query: str) -> int:
+    with sqlite3.connect(str(path)) as conn:
+        return int(conn.execute(query).fetchone()[0])
+
+
+#: How far back from the newest checkpoint the mid-interval get_state reads: 25 turns (3
+#: checkpoints each), half the 50 turns between two snapshots of the chat's ``messages``.
+MID_BACK = 75
+
+
+def _mid_config(saver: BaseCheckpointSaver[Any]) -> dict[str, Any]:
+    """The config of the checkpoint ``MID_BACK`` before the newest of the newest thread."""
+    newest = next(iter(saver.list(None, limit=1)))
+    thread: RunnableConfig = {
+        "configurable": {"thread_id": newest.config["configurable"]["thread_id"]}
+    }
+    return dict(list(saver.list(thread, limit=MID_BACK + 1))[-1].config)
+
+
+def _mid_reads(
+    sidecar: BaseCheckpointSaver[Any],
+    baseline: BaseCheckpointSaver[Any],
+    server_pid: int,
+    reads: int,
+) -> tuple[float, float, float]:
+    """``get_state`` of a checkpoint between two snapshots (its ``messages`` rebuilt from the
+    writes back to the last one), the savers alternating: CPU microseconds per call of the
+    sidecar's client and server, and of the in-process saver."""
+    sides = [(build(saver, delta=True), _mid_config(saver)) for saver in (sidecar, baseline)]
+    used = [0.0, 0.0, 0.0]
+    for _ in range(reads):
+        for index, (graph, config) in enumerate(sides):
+            client, server = cpu.self_cpu_s(), cpu.process_cpu_s(server_pid)
+            graph.get_state(config)
+            used[2 * index] += cpu.self_cpu_s() - client
+            if index == 0:
+                used[1] += cpu.process_cpu_s(server_pid) - server
+    return used[0] / reads * 1e6, used[1] / reads * 1e6, used[2] / reads * 1e6
+
+
+def delta_benchmark(
+    workdir: Path, turns: int, reads: int, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The DeltaChannel row on SQLite: one chat thread of ``turns`` turns whose ``messages``
+    is a DeltaChannel, on a fresh sidecar and on ``SqliteSaver``, alternating turn by turn,
+    then ``reads`` get_state calls each; the bytes each stored, and CPU per turn and per
+    get_state (client and server, as :func:`benchmark`)."""
+    spec = StoreSpec("sqlite", f"sqlite://{workdir / 'graph-delta.db'}")
+    baseline_path = workdir / "langgraph-sqlitesaver-delta.db"
+    conn = sqlite3.connect(str(baseline_path), check_same_thread=False)
+    try:
+        baseline = SqliteSaver(conn)
+        baseline.setup()
+        server = Sidecar(spec).start()
+        try:
+            assert server.process is not None
+            with CheckpointdSaver(server.target) as saver:
+                saver.setup()
+                ours, theirs = compare(
+                    saver, baseline, server.process.pid, turns, reads, 1, delta=True
+                )
+                mid = _mid_reads(saver, baseline, server.process.pid, reads)
+        finally:
+            server.close()
+    finally:
+        conn.close()
+    window = min(WINDOW, max(1, turns // 2))
+    row = {
+        "case": f"graph: DeltaChannel chat thread, {turns} turns",
+        "backend": "sqlite",
+        "saver": SAVER,
+        "baseline": BASELINES["sqlite"],
+        "turns": turns,
+        "get_state_calls": reads,
+        # Both include their warm-up thread (3 turns).
+        "sidecar_stored_bytes": _stored_bytes(
+            Path(spec.url.removeprefix("sqlite://")), _SIDECAR_BYTES
+        ),
+        "baseline_stored_bytes": _stored_bytes(baseline_path, _SQLITESAVER_BYTES),
+        "sidecar_first_ms": round(ours.first_ms(window), 3),
+        "sidecar_last_ms": round(ours.last_ms(window), 3),
+        "sidecar_get_state_ms": round(ours.get_state_ms, 3),
+        "baseline_first_ms": round(theirs.first_ms(window), 3),
+        "baseline_last_ms": round(theirs.last_ms(window), 3),
+        "baseline_get_state_ms": round(theirs.get_state_ms, 3),
+        "mid_back": MID_BACK,
+        **cpu.row_fields(
+            ours.turn_client_cpu_us, ours.turn_server_cpu_us, theirs.turn_client_cpu_us
+        ),
+        **cpu.row_fields(*mid, prefix="get_state_mid_"),
+        **cpu.row_fields(
+            ours.get_state_client_cpu_us,
+            ours.get_state_server_cpu_us,
+            theirs.get_state_client_cpu_us,
+            prefix="get_state_",
+        ),
+    }
+    log(
+        f"  graph delta sqlite {turns} turns: stored {row['sidecar_stored_bytes']:,} B "
+        f"(SqliteSaver {row['baseline_stored_bytes']:,} B), turn cpu "
+        f"{row['sidecar_cpu_us']:.0f} us ({row['baseline_cpu_us']:.0f}), get_state cpu "
+        f"{row['get_state_sidecar_cpu_us']:.0f} us ({row['get_state_baseline_cpu_us']:.0f})"
+    )
+    return row
+
+
+def print_delta_rows(rows: list[dict[str, Any]]) -> None:
+    """The DeltaChannel table: bytes stored, CPU per turn and per get_state (client, server,
+    total beside the in-process saver's) of the newest checkpoint and of one between two
+    snapshots (``mid cpu``, ``MID_BACK`` checkpoints back), and the wall times."""
+    if not rows:
+        return
+    header = (
+        f"{'graph DeltaChannel':<22} {'saver':<24} {'stored B':>11} {'cli cpu':>8} "
+        f"{'srv cpu':>8} {'cpu us':>7} {'gs cli':>7} {'gs srv':>7} {'gs cpu':>7} "
+        f"{'mid cpu':>7} {'last ms':>8} {'get_state':>9}"
+    )
+    print("\n" + header)
+    print("-" * len(header))
+    for r in rows:
+        name = f"chat ({r['turns']})"
+        print(
+            f"{name:<22} {r['saver']:<24} {r['sidecar_stored_bytes']:>11,} "
+            f"{r['sidecar_client_cpu_us']:>8.0f} {_us(r['sidecar_server_cpu_us'], 8)} "
+            f"{r['sidecar_cpu_us']:>7.0f} {r['get_state_sidecar_client_cpu_us']:>7.0f} "
+            f"{_us(r['get_state_sidecar_server_cpu_us'], 7)} "
+            f"{r['get_state_sidecar_cpu_us']:>7.0f} {r['get_state_mid_sidecar_cpu_us']:>7.0f} "
+            f"{r['sidecar_last_ms']:>8.2f} {r['sidecar_get_state_ms']:>9.2f}"
+        )
+        print(
+            f"{name:<22} {r['baseline']:<24} {r['baseline_stored_bytes']:>11,} "
+            f"{r['baseline_cpu_us']:>8.0f} {'-':>8} {r['baseline_cpu_us']:>7.0f} "
+            f"{r['get_state_baseline_cpu_us']:>7.0f} {'-':>7} "
+            f"{r['get_state_baseline_cpu_us']:>7.0f} {r['get_state_mid_baseline_cpu_us']:>7.0f} "
+            f"{r['baseline_last_ms']:>8.2f} {r['baseline_get_state_ms']:>9.2f}"
+        )
+        print(
+            f"{'':<22} {'sidecar / in-process':<24} "
+            f"{r['sidecar_stored_bytes'] / r['baseline_stored_bytes']:>11.2f} {'':>8} {'':>8} "
+            f"{_us(r['ratio_cpu'], 7, 2)} {'':>7} {'':>7} {_us(r['get_state_ratio_cpu'], 7, 2)} "
+            f"{_us(r['get_state_mid_ratio_cpu'], 7, 2)}"
+        )
 
 
 def print_rows(rows: list[dict[str, Any]]) -> None:

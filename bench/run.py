@@ -1228,6 +1228,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--graph-threads", type=int, default=3, help="LangGraph chat threads, turn by turn"
     )
+    parser.add_argument(
+        "--graph-delta-turns",
+        type=int,
+        default=500,
+        help="turns of the LangGraph DeltaChannel chat thread (SQLite; 0 skips it)",
+    )
     parser.add_argument("--no-graph", action="store_true", help="skip the LangGraph rows")
     parser.add_argument(
         "--graph-only", action="store_true", help="only the LangGraph rows (no cases, floors, ...)"
@@ -1278,6 +1284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale: list[dict[str, Any]] = []
     rss: list[dict[str, Any]] = []
     graph: list[dict[str, Any]] = []
+    graph_delta: list[dict[str, Any]] = []
     try:
         with floors.echo_server(stores.workdir) as echo:
             for backend in args.backend_list:
@@ -1288,6 +1295,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     graph.append(
                         graph_row(
                             backend, stores, args.graph_turns, args.graph_reads, args.graph_threads
+                        )
+                    )
+                if not args.no_graph and backend == "sqlite" and args.graph_delta_turns > 1:
+                    graph_delta.append(
+                        graph_bench.delta_benchmark(
+                            stores.workdir,
+                            args.graph_delta_turns,
+                            args.graph_reads,
+                            log=lambda line: print(line, flush=True),
                         )
                     )
                 if not args.no_multi_process:
@@ -1319,6 +1335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print_cases(cases)
     graph_bench.print_rows(graph)
+    graph_bench.print_delta_rows(graph_delta)
     earlier = earlier_targets(cases, scale, rss, graph)
     print_earlier_targets(earlier)
     results = targets(cases, graph, args.backend_list)
@@ -1332,6 +1349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scale": scale,
         "rss": rss,
         "graph": graph,
+        "graph_delta": graph_delta,
         "earlier_targets": earlier,
         "targets": results,
     }

@@ -102,6 +102,7 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
             "--graph-turns=12",
             "--graph-reads=3",
             "--graph-threads=2",
+            "--graph-delta-turns=30",
             f"--pg-dsn={pg_dsn}",
             f"--output={output}",
         ],
@@ -116,6 +117,10 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
     report = json.loads(output.read_text())
 
     assert {"nproc", "memory_gib", "cpu_model"} <= report["machine"].keys()
+    (delta,) = report["graph_delta"]
+    assert delta["turns"] == 30
+    assert delta["sidecar_stored_bytes"] > 0
+    assert delta["baseline_stored_bytes"] > 0
     cases = report["cases"]
     assert all(row.keys() >= CASE_KEYS for row in cases)
     for backend in ("sqlite", "postgres"):

@@ -137,6 +137,7 @@ RPC_ACCESS: dict[str, Access] = {
     _GRAPH + "PutGraphWrites": Access.WRITE,
     _GRAPH + "GetGraphCheckpoint": Access.READ,
     _GRAPH + "ListGraphCheckpoints": Access.READ,
+    _GRAPH + "GetGraphDeltaHistory": Access.READ,
     _GRAPH + "DeleteGraphThread": Access.WRITE,
     _GRAPH + "DeleteGraphRuns": Access.WRITE,
     _GRAPH + "CopyGraphThread": Access.WRITE,

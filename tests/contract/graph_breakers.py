@@ -115,6 +115,9 @@ GRAPH_BREAKERS: dict[str, Callable[[Any], object]] = {
     "new_values.value.type": _put_value(value=gsvc.TypedValue(data=b"1")),
     "metadata_filter_json": _list(metadata_filter_json="[1]"),
     "before_checkpoint_id": _list(before_checkpoint_id="c" * 129),
+    "channels": lambda s: s.graph.GetGraphDeltaHistory(
+        gsvc.GetGraphDeltaHistoryRequest(thread_id="t", channels=["a", "a"]), timeout=TIMEOUT
+    ),
     "run_ids": lambda s: s.graph.DeleteGraphRuns(
         gsvc.DeleteGraphRunsRequest(run_ids=["r", ""]), timeout=TIMEOUT
     ),

@@ -12,7 +12,9 @@
 for asyncio (as ``AsyncPostgresSaver``). Both implement the whole ``BaseCheckpointSaver``
 surface of ``langgraph-checkpoint`` 4.3: get_tuple, list (with or without a thread, a
 metadata ``filter``, ``before``, ``limit``), put, put_writes (with ``task_path``),
-delete_thread, delete_for_runs, copy_thread, prune and get_next_version. The asyncio saver
+get_delta_channel_history (a ``DeltaChannel``'s ancestor writes and seed, walked by the
+server a page at a time), delete_thread, delete_for_runs, copy_thread, prune and
+get_next_version. The asyncio saver
 also answers the blocking methods (through a blocking client of its own, from any thread);
 the blocking saver's ``a*`` methods are the base class's (not implemented), as
 ``PostgresSaver``'s.
@@ -34,10 +36,11 @@ langgraph-checkpoint is imported with this module; install it with the ``langgra
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+import grpc
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -45,6 +48,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -53,6 +57,7 @@ from checkpointd_client._base import Metadata
 from checkpointd_client._sync_client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
+from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.langgraph import _shape
 
 __all__ = [
@@ -131,6 +136,8 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         )
         self._client = self._settings.blocking()
         self._namespace = self._client.namespace
+        # False once the server answered GetGraphDeltaHistory UNIMPLEMENTED (an older one).
+        self._delta_rpc = True
 
     @property
     def namespace(self) -> str:
@@ -190,6 +197,32 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
             if not response.next_page_token:
                 return
             request.page_token = response.next_page_token
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What each DeltaChannel in ``channels`` needs to rebuild its value at the checkpoint
+        of ``config``: the writes of its ancestors back to the nearest stored value (the
+        seed), as ``BaseCheckpointSaver``'s walk returns them, read by the server in one call
+        per page of up to 1000 ancestors (G19) rather than one per ancestor. A server that
+        does not have the call yet is walked as the base class does, one ancestor a call."""
+        if not self._delta_rpc:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        history = _shape.DeltaHistory(self.serde, channels)
+        try:
+            for request in _shape.delta_requests(self._namespace, config, channels):
+                while True:
+                    response = self._call("GetGraphDeltaHistory", request)
+                    history.add(response)
+                    if not response.next_page_token:
+                        break
+                    request.page_token = response.next_page_token
+        except CheckpointdError as exc:
+            if exc.code is not grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            self._delta_rpc = False  # a server from before the call: the base class's walk
+            return super().get_delta_channel_history(config=config, channels=channels)
+        return history.result()
 
     def put(
         self,
@@ -281,6 +314,8 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         )
         self._client = settings.asyncio()
         self._namespace = self._client.namespace
+        # False once the server answered GetGraphDeltaHistory UNIMPLEMENTED (an older one).
+        self._delta_rpc = True
         # The blocking methods' saver, opened on first use.
         self._settings = settings
         self._blocking: CheckpointdSaver | None = None
@@ -361,6 +396,30 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
                 return
             request.page_token = response.next_page_token
 
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What each DeltaChannel in ``channels`` needs to rebuild its value at the checkpoint
+        of ``config`` (see :meth:`CheckpointdSaver.get_delta_channel_history`): one call per
+        page of up to 1000 ancestors (G19)."""
+        if not self._delta_rpc:
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+        history = _shape.DeltaHistory(self.serde, channels)
+        try:
+            for request in _shape.delta_requests(self._namespace, config, channels):
+                while True:
+                    response = await self._call("GetGraphDeltaHistory", request)
+                    history.add(response)
+                    if not response.next_page_token:
+                        break
+                    request.page_token = response.next_page_token
+        except CheckpointdError as exc:
+            if exc.code is not grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            self._delta_rpc = False  # a server from before the call: the base class's walk
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+        return history.result()
+
     async def aput(
         self,
         config: RunnableConfig,
@@ -422,6 +481,11 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         return self._sync().list(config, filter=filter, before=before, limit=limit)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._sync().get_delta_channel_history(config=config, channels=channels)
 
     def put(
         self,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -21,6 +21,8 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
     get_checkpoint_id,
     get_serializable_checkpoint_metadata,
     writes_sort_key,
@@ -40,6 +42,8 @@ EMPTY: Final = "empty"
 INTERRUPT: Final = "__interrupt__"
 #: The largest page the server returns.
 MAX_PAGE: Final = 1000
+#: The most channels one GetGraphDeltaHistory walks.
+MAX_DELTA_CHANNELS: Final = 100
 #: The channel of a checkpoint's pending Send packets (LangGraph's TASKS).
 SENDS: Final = "__pregel_tasks"
 PRUNE_STRATEGIES: Final = {
@@ -329,6 +333,60 @@ def to_tuple(serde: SerializerProtocol, message: pb.GraphCheckpointTuple) -> Che
             (w.task_id, w.channel, serde.loads_typed((w.value.type, w.value.data))) for w in writes
         ],
     )
+
+
+def delta_requests(
+    namespace: str, config: RunnableConfig, channels: Sequence[str]
+) -> list[pb.GetGraphDeltaHistoryRequest]:
+    """The first GetGraphDeltaHistory request of each group of up to 100 of ``channels``
+    (each channel once) for ``get_delta_channel_history``; none for no channel."""
+    configurable = config["configurable"]
+    unique = list(dict.fromkeys(str(channel) for channel in channels))
+    return [
+        pb.GetGraphDeltaHistoryRequest(
+            namespace=namespace,
+            thread_id=str(configurable["thread_id"]),
+            checkpoint_ns=str(configurable.get("checkpoint_ns", "")),
+            checkpoint_id=get_checkpoint_id(config) or "",
+            channels=unique[start : start + MAX_DELTA_CHANNELS],
+            page_size=MAX_PAGE,
+        )
+        for start in range(0, len(unique), MAX_DELTA_CHANNELS)
+    ]
+
+
+class DeltaHistory:
+    """The pages of GetGraphDeltaHistory replies, folded into LangGraph's
+    ``DeltaChannelHistory`` per channel as ``BaseCheckpointSaver``'s walk builds it: each
+    ancestor's writes collected newest first, then reversed, so they come oldest first and in
+    writes_sort_key order within a checkpoint."""
+
+    def __init__(self, serde: SerializerProtocol, channels: Sequence[str]) -> None:
+        self._serde = serde
+        self._channels = list(channels)
+        self._collected: dict[str, list[PendingWrite]] = {c: [] for c in self._channels}
+        self._seeds: dict[str, Any] = {}
+
+    def add(self, response: pb.GetGraphDeltaHistoryResponse) -> None:
+        """Take in one page (its ancestors nearest first)."""
+        loads = self._serde.loads_typed
+        for ancestor in response.ancestors:
+            for w in reversed(ancestor.writes):
+                if w.channel in self._collected and w.channel not in self._seeds:
+                    value = loads((w.value.type, w.value.data))
+                    self._collected[w.channel].append((w.task_id, w.channel, value))
+            for seed in ancestor.seeds:
+                self._seeds[seed.channel] = loads((seed.value.type, seed.value.data))
+
+    def result(self) -> Mapping[str, DeltaChannelHistory]:
+        """Each channel's writes, oldest first, and its seed when an ancestor had one."""
+        result: dict[str, DeltaChannelHistory] = {}
+        for channel in self._channels:
+            entry: DeltaChannelHistory = {"writes": list(reversed(self._collected[channel]))}
+            if channel in self._seeds:
+                entry["seed"] = self._seeds[channel]
+            result[channel] = entry
+        return result
 
 
 def delete_thread_request(namespace: str, thread_id: str) -> pb.DeleteGraphThreadRequest:

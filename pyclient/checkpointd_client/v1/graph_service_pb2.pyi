@@ -604,6 +604,116 @@ class ListGraphCheckpointsResponse(_message.Message):
 Global___ListGraphCheckpointsResponse: _TypeAlias = ListGraphCheckpointsResponse  # noqa: Y015
 
 @_typing.final
+class GetGraphDeltaHistoryRequest(_message.Message):
+    """GetGraphDeltaHistoryRequest is the input of GetGraphDeltaHistory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_NS_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    CHANNELS_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """Names the namespace to read; empty means "default"."""
+    thread_id: _builtins.str
+    """Names the thread. Required."""
+    checkpoint_ns: _builtins.str
+    """Names the checkpoint_ns."""
+    checkpoint_id: _builtins.str
+    """Names the checkpoint whose history is walked; empty asks for the newest."""
+    page_size: _builtins.int
+    """Caps the ancestors of a page; 0 means the default (100), at most 1000."""
+    page_token: _builtins.str
+    """Continues from a previous page's next_page_token; empty starts at the parent."""
+    @_builtins.property
+    def channels(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Names the channels to walk: at least one, at most 100, unique."""
+
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        thread_id: _builtins.str = ...,
+        checkpoint_ns: _builtins.str = ...,
+        checkpoint_id: _builtins.str = ...,
+        channels: _abc.Iterable[_builtins.str] | None = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["channels", b"channels", "checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "namespace", b"namespace", "page_size", b"page_size", "page_token", b"page_token", "thread_id", b"thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetGraphDeltaHistoryRequest: _TypeAlias = GetGraphDeltaHistoryRequest  # noqa: Y015
+
+@_typing.final
+class GraphDeltaAncestor(_message.Message):
+    """GraphDeltaAncestor is one ancestor of a GetGraphDeltaHistory walk."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    WRITES_FIELD_NUMBER: _builtins.int
+    SEEDS_FIELD_NUMBER: _builtins.int
+    checkpoint_id: _builtins.str
+    """Names the ancestor checkpoint."""
+    @_builtins.property
+    def writes(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphWrite]:
+        """Lists its pending writes to the channels still walked at it, in writes_sort_key order."""
+
+    @_builtins.property
+    def seeds(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphChannelValue]:
+        """Lists the stored values of the channels whose walk ends at it (their seeds)."""
+
+    def __init__(
+        self,
+        *,
+        checkpoint_id: _builtins.str = ...,
+        writes: _abc.Iterable[Global___GraphWrite] | None = ...,
+        seeds: _abc.Iterable[Global___GraphChannelValue] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "seeds", b"seeds", "writes", b"writes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphDeltaAncestor: _TypeAlias = GraphDeltaAncestor  # noqa: Y015
+
+@_typing.final
+class GetGraphDeltaHistoryResponse(_message.Message):
+    """GetGraphDeltaHistoryResponse is the output of GetGraphDeltaHistory."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ANCESTORS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Continues the walk; empty on the last page."""
+    @_builtins.property
+    def ancestors(self) -> _containers.RepeatedCompositeFieldContainer[Global___GraphDeltaAncestor]:
+        """Lists the ancestors of this page, nearest first."""
+
+    def __init__(
+        self,
+        *,
+        ancestors: _abc.Iterable[Global___GraphDeltaAncestor] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ancestors", b"ancestors", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetGraphDeltaHistoryResponse: _TypeAlias = GetGraphDeltaHistoryResponse  # noqa: Y015
+
+@_typing.final
 class DeleteGraphThreadRequest(_message.Message):
     """DeleteGraphThreadRequest is the input of DeleteGraphThread."""
 

@@ -68,6 +68,11 @@ class GraphServiceStub(object):
                 request_serializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphCheckpointRequest.SerializeToString,
                 response_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphCheckpointResponse.FromString,
                 _registered_method=True)
+        self.GetGraphDeltaHistory = channel.unary_unary(
+                '/checkpointd.v1.GraphService/GetGraphDeltaHistory',
+                request_serializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphDeltaHistoryRequest.SerializeToString,
+                response_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphDeltaHistoryResponse.FromString,
+                _registered_method=True)
         self.ListGraphCheckpoints = channel.unary_unary(
                 '/checkpointd.v1.GraphService/ListGraphCheckpoints',
                 request_serializer=checkpointd_dot_v1_dot_graph__service__pb2.ListGraphCheckpointsRequest.SerializeToString,
@@ -182,6 +187,32 @@ class GraphServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetGraphDeltaHistory(self, request, context):
+        """Returns what a LangGraph DeltaChannel needs to rebuild its value at a checkpoint, for
+        several channels in one call, one page at a time: the ancestors of the checkpoint on its
+        parent chain (its parent first, then the parent's parent, ...), each with its pending
+        writes to the channels still being walked, until every channel has found its seed.
+
+        The checkpoint is checkpoint_id, or the thread's newest in checkpoint_ns without one; none
+        found: an empty reply. The walk starts at the checkpoint's parent (the checkpoint's own
+        writes are pending for the next step) and follows parent_checkpoint_id; it ends at a
+        checkpoint the thread does not have, at an empty parent, at a parent whose id is not less
+        than its child's, or once no channel is left. At each ancestor it returns the ancestor's
+        writes to every channel still walked (in LangGraph's writes_sort_key order: task_path,
+        task_id, idx, texts by code point), and then each still-walked channel whose version at
+        the ancestor names a stored value that is not of type "empty" ends there: that value is
+        its seed, returned with the ancestor. A channel no ancestor seeds has no seed. This is
+        BaseCheckpointSaver.get_delta_channel_history's walk (langgraph-checkpoint 4.3), in one
+        call per page rather than one per ancestor (contract G19).
+
+        A page holds at most page_size ancestors (0: 100; at most 1000) and stops early when its
+        replies would grow past the message limit (always one ancestor at least); a page token
+        continues the walk where the page ended, for the same request.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListGraphCheckpoints(self, request, context):
         """Lists checkpoints newest first (checkpoint_id descending), each with its channel values
         and pending writes, one page at a time.
@@ -273,6 +304,11 @@ def add_GraphServiceServicer_to_server(servicer, server):
                     servicer.GetGraphCheckpoint,
                     request_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphCheckpointRequest.FromString,
                     response_serializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphCheckpointResponse.SerializeToString,
+            ),
+            'GetGraphDeltaHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGraphDeltaHistory,
+                    request_deserializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphDeltaHistoryRequest.FromString,
+                    response_serializer=checkpointd_dot_v1_dot_graph__service__pb2.GetGraphDeltaHistoryResponse.SerializeToString,
             ),
             'ListGraphCheckpoints': grpc.unary_unary_rpc_method_handler(
                     servicer.ListGraphCheckpoints,
@@ -405,6 +441,33 @@ class GraphService(object):
             '/checkpointd.v1.GraphService/GetGraphCheckpoint',
             checkpointd_dot_v1_dot_graph__service__pb2.GetGraphCheckpointRequest.SerializeToString,
             checkpointd_dot_v1_dot_graph__service__pb2.GetGraphCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGraphDeltaHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/checkpointd.v1.GraphService/GetGraphDeltaHistory',
+            checkpointd_dot_v1_dot_graph__service__pb2.GetGraphDeltaHistoryRequest.SerializeToString,
+            checkpointd_dot_v1_dot_graph__service__pb2.GetGraphDeltaHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -100,6 +100,28 @@ class GraphServiceStub:
     With checkpoint_id: that checkpoint; without: the thread's newest in checkpoint_ns (the
     greatest checkpoint_id). The response has no checkpoint_tuple when there is none.
     """
+    GetGraphDeltaHistory: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.GetGraphDeltaHistoryRequest, _graph_service_pb2.GetGraphDeltaHistoryResponse]
+    """Returns what a LangGraph DeltaChannel needs to rebuild its value at a checkpoint, for
+    several channels in one call, one page at a time: the ancestors of the checkpoint on its
+    parent chain (its parent first, then the parent's parent, ...), each with its pending
+    writes to the channels still being walked, until every channel has found its seed.
+
+    The checkpoint is checkpoint_id, or the thread's newest in checkpoint_ns without one; none
+    found: an empty reply. The walk starts at the checkpoint's parent (the checkpoint's own
+    writes are pending for the next step) and follows parent_checkpoint_id; it ends at a
+    checkpoint the thread does not have, at an empty parent, at a parent whose id is not less
+    than its child's, or once no channel is left. At each ancestor it returns the ancestor's
+    writes to every channel still walked (in LangGraph's writes_sort_key order: task_path,
+    task_id, idx, texts by code point), and then each still-walked channel whose version at
+    the ancestor names a stored value that is not of type "empty" ends there: that value is
+    its seed, returned with the ancestor. A channel no ancestor seeds has no seed. This is
+    BaseCheckpointSaver.get_delta_channel_history's walk (langgraph-checkpoint 4.3), in one
+    call per page rather than one per ancestor (contract G19).
+
+    A page holds at most page_size ancestors (0: 100; at most 1000) and stops early when its
+    replies would grow past the message limit (always one ancestor at least); a page token
+    continues the walk where the page ended, for the same request.
+    """
     ListGraphCheckpoints: _grpc.UnaryUnaryMultiCallable[_graph_service_pb2.ListGraphCheckpointsRequest, _graph_service_pb2.ListGraphCheckpointsResponse]
     """Lists checkpoints newest first (checkpoint_id descending), each with its channel values
     and pending writes, one page at a time.
@@ -222,6 +244,28 @@ class GraphServiceAsyncStub(GraphServiceStub):
 
     With checkpoint_id: that checkpoint; without: the thread's newest in checkpoint_ns (the
     greatest checkpoint_id). The response has no checkpoint_tuple when there is none.
+    """
+    GetGraphDeltaHistory: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.GetGraphDeltaHistoryRequest, _graph_service_pb2.GetGraphDeltaHistoryResponse]  # type: ignore[assignment]
+    """Returns what a LangGraph DeltaChannel needs to rebuild its value at a checkpoint, for
+    several channels in one call, one page at a time: the ancestors of the checkpoint on its
+    parent chain (its parent first, then the parent's parent, ...), each with its pending
+    writes to the channels still being walked, until every channel has found its seed.
+
+    The checkpoint is checkpoint_id, or the thread's newest in checkpoint_ns without one; none
+    found: an empty reply. The walk starts at the checkpoint's parent (the checkpoint's own
+    writes are pending for the next step) and follows parent_checkpoint_id; it ends at a
+    checkpoint the thread does not have, at an empty parent, at a parent whose id is not less
+    than its child's, or once no channel is left. At each ancestor it returns the ancestor's
+    writes to every channel still walked (in LangGraph's writes_sort_key order: task_path,
+    task_id, idx, texts by code point), and then each still-walked channel whose version at
+    the ancestor names a stored value that is not of type "empty" ends there: that value is
+    its seed, returned with the ancestor. A channel no ancestor seeds has no seed. This is
+    BaseCheckpointSaver.get_delta_channel_history's walk (langgraph-checkpoint 4.3), in one
+    call per page rather than one per ancestor (contract G19).
+
+    A page holds at most page_size ancestors (0: 100; at most 1000) and stops early when its
+    replies would grow past the message limit (always one ancestor at least); a page token
+    continues the walk where the page ended, for the same request.
     """
     ListGraphCheckpoints: _aio.UnaryUnaryMultiCallable[_graph_service_pb2.ListGraphCheckpointsRequest, _graph_service_pb2.ListGraphCheckpointsResponse]  # type: ignore[assignment]
     """Lists checkpoints newest first (checkpoint_id descending), each with its channel values
@@ -360,6 +404,34 @@ class GraphServiceServicer(metaclass=_abc_1.ABCMeta):
 
         With checkpoint_id: that checkpoint; without: the thread's newest in checkpoint_ns (the
         greatest checkpoint_id). The response has no checkpoint_tuple when there is none.
+        """
+
+    @_abc_1.abstractmethod
+    def GetGraphDeltaHistory(
+        self,
+        request: _graph_service_pb2.GetGraphDeltaHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_graph_service_pb2.GetGraphDeltaHistoryResponse, _abc.Awaitable[_graph_service_pb2.GetGraphDeltaHistoryResponse]]:
+        """Returns what a LangGraph DeltaChannel needs to rebuild its value at a checkpoint, for
+        several channels in one call, one page at a time: the ancestors of the checkpoint on its
+        parent chain (its parent first, then the parent's parent, ...), each with its pending
+        writes to the channels still being walked, until every channel has found its seed.
+
+        The checkpoint is checkpoint_id, or the thread's newest in checkpoint_ns without one; none
+        found: an empty reply. The walk starts at the checkpoint's parent (the checkpoint's own
+        writes are pending for the next step) and follows parent_checkpoint_id; it ends at a
+        checkpoint the thread does not have, at an empty parent, at a parent whose id is not less
+        than its child's, or once no channel is left. At each ancestor it returns the ancestor's
+        writes to every channel still walked (in LangGraph's writes_sort_key order: task_path,
+        task_id, idx, texts by code point), and then each still-walked channel whose version at
+        the ancestor names a stored value that is not of type "empty" ends there: that value is
+        its seed, returned with the ancestor. A channel no ancestor seeds has no seed. This is
+        BaseCheckpointSaver.get_delta_channel_history's walk (langgraph-checkpoint 4.3), in one
+        call per page rather than one per ancestor (contract G19).
+
+        A page holds at most page_size ancestors (0: 100; at most 1000) and stops early when its
+        replies would grow past the message limit (always one ancestor at least); a page token
+        continues the walk where the page ended, for the same request.
         """
 
     @_abc_1.abstractmethod

@@ -1,6 +1,7 @@
 """The records of the graph store (:mod:`checkpointd.graph.store`): checkpoints, their values
 and pending writes as the servicer and both backends exchange them, a listing's query,
-position and page, and what a prune keeps."""
+position and page, the DeltaChannel walk's (:mod:`checkpointd.graph.delta`) chain links,
+ancestors, cursor and page, and what a prune keeps."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "ChainLink",
     "ChannelValue",
+    "DeltaAncestor",
+    "DeltaCursor",
+    "DeltaPage",
     "GraphCheckpoint",
     "GraphListQuery",
     "GraphPage",
@@ -119,6 +124,59 @@ class GraphListQuery:
     """A JSON object, or empty for none."""
     before_checkpoint_id: str
     """Empty: no bound."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One checkpoint of a parent chain, without its body (the DeltaChannel walk's)."""
+
+    checkpoint_id: str
+    parent_checkpoint_id: str
+    channel_versions: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaAncestor:
+    """One ancestor the walk visited: its writes to the channels still walked and the seeds
+    of the channels whose walk ends at it."""
+
+    checkpoint_id: str
+    walking: tuple[str, ...]
+    """The channels still walked when the walk reached it (what a page resumes with)."""
+    writes: tuple[GraphWrite, ...]
+    seeds: tuple[ChannelValue, ...]
+
+    def size(self) -> int:
+        """The stored bytes it holds (what a page budget counts)."""
+        return sum(len(w.value.data) for w in self.writes) + sum(
+            len(s.value.data) for s in self.seeds
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaCursor:
+    """Where a walk goes on: the next ancestor to visit and the channels still walked."""
+
+    target_id: str
+    """The checkpoint whose history is walked (the newest, resolved on the first page)."""
+    checkpoint_id: str
+    walking: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaPage:
+    """A page of a walk: its ancestors, nearest first, and where the next page starts."""
+
+    ancestors: list[DeltaAncestor]
+    next: DeltaCursor | None
+    target_id: str = ""
+    """The checkpoint whose history is walked; empty when none was found."""
+
+    def resume_at(self, index: int) -> DeltaCursor:
+        """The cursor that resumes this page at its ``index``-th ancestor (when the reply had
+        no room for it)."""
+        ancestor = self.ancestors[index]
+        return DeltaCursor(self.target_id, ancestor.checkpoint_id, ancestor.walking)
 
 
 class PruneStrategy(Enum):

@@ -19,14 +19,17 @@ fastaiagent rows. Three tables per backend, all keyed by namespace first:
 
 A backend reuses its store's connections and transactions (``SQLiteStore.access``,
 ``PostgresStore.access``) and never opens its own. What is the same on both is written here
-once, over the statement interface of :mod:`checkpointd.store.statements`: every write, a get
-and the paging of a listing. A backend gives its SQL text
-(:class:`~checkpointd.graph.store_sql.GraphStoreSql`,
+once, over the statement interface of :mod:`checkpointd.store.statements`: every write (a
+delete of runs with what it keeps for a DeltaChannel's history, G20), a get, the paging of a
+listing and the DeltaChannel history walk (:mod:`checkpointd.graph.delta`, G19). A backend
+gives its SQL text (:class:`~checkpointd.graph.store_sql.GraphStoreSql`,
 :class:`~checkpointd.graph.pending_ops.PendingOpsSql`), how it runs a transaction and a read,
 and what its algorithm makes its own: the statements of a put (SQLite: several, in a group
-commit; Postgres: one, which also reads what the put released), a listing's statement and how
+commit; Postgres: one, which also reads what the put released), a listing's statement, how
 a row becomes a tuple (SQLite reads its values and writes apart; Postgres carries them in the
-row). The records are in :mod:`checkpointd.graph.records`.
+row), how a delete of runs finds and deletes checkpoints (SQLite: one by one; Postgres: a
+thread's at once), and the walk's reads (:class:`~checkpointd.graph.delta.DeltaReads`). The
+records are in :mod:`checkpointd.graph.records`.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from checkpointd.domain import PendingRecord
+from checkpointd.graph import delta
 from checkpointd.graph import interrupts as graph_interrupts
 from checkpointd.graph import requests as graph_requests
 from checkpointd.graph.interrupts import (
@@ -49,6 +53,8 @@ from checkpointd.graph.interrupts import (
 from checkpointd.graph.pending_ops import PendingOpsSql, StatementPendingOps
 from checkpointd.graph.records import (
     ChannelValue,
+    DeltaCursor,
+    DeltaPage,
     GraphCheckpoint,
     GraphListQuery,
     GraphPage,
@@ -144,8 +150,27 @@ class GraphStore(RetentionMethods, abc.ABC):
         """Delete the threads' checkpoints, values and writes; return the checkpoints."""
 
     @abc.abstractmethod
-    async def _delete_runs(self, conn: Statements, namespace: str, run_ids: Sequence[str]) -> int:
-        """Delete the runs' checkpoints and writes and the values left unnamed."""
+    async def _checkpoints_of_runs(
+        self, conn: Statements, namespace: str, run_ids: Sequence[str]
+    ) -> list[tuple[str, str, str]]:
+        """The thread id, checkpoint_ns and checkpoint id of each checkpoint of these runs."""
+
+    @abc.abstractmethod
+    async def _delete_checkpoints(
+        self, conn: Statements, key: tuple[str, str, str], checkpoint_ids: Sequence[str]
+    ) -> int:
+        """Delete these checkpoints of one thread and checkpoint_ns (``key``: namespace,
+        thread id, checkpoint_ns) with their writes; return the checkpoints deleted."""
+
+    @abc.abstractmethod
+    def _delta_reads(self, conn: Statements, key: tuple[str, str, str]) -> delta.DeltaReads:
+        """The DeltaChannel walk's reads on ``conn`` in one thread and checkpoint_ns (``key``:
+        namespace, thread id, checkpoint_ns)."""
+
+    async def _read_snapshot(self, body: Body[Any]) -> Any:
+        """Run ``body``'s reads on one snapshot (here: :meth:`_read`, whose reads share one
+        where the backend's reader does)."""
+        return await self._read(body)
 
     # --- transactions ------------------------------------------------------------------
 
@@ -387,6 +412,31 @@ class GraphStore(RetentionMethods, abc.ABC):
         page: GraphPage = await self._read(body)
         return page
 
+    async def delta_history(
+        self,
+        namespace: str,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        channels: Sequence[str],
+        *,
+        cursor: DeltaCursor | None,
+        limit: int,
+        max_bytes: int | None = None,
+    ) -> DeltaPage:
+        """One page of the DeltaChannel history walk of the checkpoint (the newest when
+        ``checkpoint_id`` is empty) for ``channels``, from its parent or from ``cursor``, in
+        one read on one snapshot (:func:`checkpointd.graph.delta.history`, G19)."""
+
+        async def body(conn: Statements) -> DeltaPage:
+            reads = self._delta_reads(conn, (namespace, thread_id, checkpoint_ns))
+            return await delta.history(
+                reads, checkpoint_id, channels, cursor=cursor, limit=limit, max_bytes=max_bytes
+            )
+
+        page: DeltaPage = await self._read_snapshot(body)
+        return page
+
     # --- whole-thread writes -----------------------------------------------------------
 
     async def delete_thread(
@@ -427,6 +477,25 @@ class GraphStore(RetentionMethods, abc.ABC):
 
         kind = graph_requests.DELETE_RUNS
         return await self._transaction(namespace, request_id, kind, fingerprint, now, apply)
+
+    async def _delete_runs(self, conn: Statements, namespace: str, run_ids: Sequence[str]) -> int:
+        """Delete the runs' checkpoints and writes, one thread and checkpoint_ns at a time, and
+        the values left unnamed; in a thread that uses a DeltaChannel, the checkpoints a
+        surviving checkpoint's history walks through stay (G20)."""
+        doomed: dict[tuple[str, str], set[str]] = {}
+        for thread_id, checkpoint_ns, checkpoint_id in await self._checkpoints_of_runs(
+            conn, namespace, run_ids
+        ):
+            doomed.setdefault((thread_id, checkpoint_ns), set()).add(checkpoint_id)
+        deleted = 0
+        for (thread_id, checkpoint_ns), ids in sorted(doomed.items()):
+            key = (namespace, thread_id, checkpoint_ns)
+            uses_delta = await conn.fetch(self._sql.uses_delta_channel, (namespace, thread_id))
+            if uses_delta and uses_delta[0][0]:
+                ids -= await delta.needed_by_survivors(self._delta_reads(conn, key), ids)  # G20
+            deleted += await self._delete_checkpoints(conn, key, sorted(ids))
+            await conn.run(self._sql.delete_unnamed_blobs, key)
+        return deleted
 
     async def copy_thread(
         self,

@@ -1,6 +1,7 @@
 """The SQL text a backend gives the graph store written once over its statements
 (:class:`GraphStoreSql`), the parameters those statements bind (a put's writes as rows, a
-checkpoint's lock key) and the records the rows they read become."""
+checkpoint's lock key) and the records the rows they read become (the DeltaChannel walk's
+too)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from checkpointd.graph.records import (
+    ChainLink,
     ChannelValue,
     GraphCheckpoint,
     GraphTuple,
@@ -20,7 +22,9 @@ __all__ = [
     "GraphStoreSql",
     "checkpoint_from_row",
     "checkpoint_key",
+    "link_from_row",
     "tuple_from_rows",
+    "write_from_row",
     "write_rows",
 ]
 
@@ -109,8 +113,18 @@ def tuple_from_rows(
             ChannelValue(channel, version, TypedValue(kind, bytes(data)))
             for channel, version, kind, data in values
         ),
-        tuple(
-            GraphWrite(task_id, task_path, int(idx), channel, TypedValue(kind, bytes(data)))
-            for task_id, task_path, idx, channel, kind, data in writes
-        ),
+        tuple(write_from_row(row) for row in writes),
     )
+
+
+def write_from_row(row: Sequence[Any]) -> GraphWrite:
+    """A write's row (task id, task path, idx, channel, value type, value data) as its record."""
+    task_id, task_path, idx, channel, kind, data = row
+    return GraphWrite(task_id, task_path, int(idx), channel, TypedValue(kind, bytes(data)))
+
+
+def link_from_row(row: Sequence[Any]) -> ChainLink:
+    """A checkpoint's row of the DeltaChannel walk (checkpoint id, parent id, channel versions
+    as JSON) as its chain link."""
+    checkpoint_id, parent_checkpoint_id, versions = row
+    return ChainLink(checkpoint_id, parent_checkpoint_id, json.loads(versions))

@@ -10,6 +10,7 @@ from typing import Final
 
 from checkpointd import validation as v
 from checkpointd.errors import InvalidField
+from checkpointd.graph import delta
 from checkpointd.graph.interrupts import GraphInterrupt
 from checkpointd.graph.paging import decode_position, encode_position
 from checkpointd.graph.records import (
@@ -41,6 +42,8 @@ MAX_IDS: Final = 1000
 MAX_INTERRUPTS: Final = 100
 #: The most Send targets a PutGraphCheckpoint names.
 MAX_SEND_NODES: Final = 10_000
+#: The most channels one GetGraphDeltaHistory walks.
+MAX_DELTA_CHANNELS: Final = 100
 
 _STRATEGIES: Final = {
     svc.GRAPH_PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy.KEEP_LATEST,
@@ -211,6 +214,40 @@ def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
     )
 
 
+def _delta_channels(names: Sequence[str]) -> list[str]:
+    """The channels a GetGraphDeltaHistory walks: at least one, unique, within the bound."""
+    if not names:
+        raise InvalidField("channels", "must name at least one channel")
+    if len(names) > MAX_DELTA_CHANNELS:
+        raise InvalidField("channels", f"must name at most {MAX_DELTA_CHANNELS} channels")
+    channels = [v.identifier("channels", name, NAME_MAX) for name in names]
+    if len(set(channels)) != len(channels):
+        raise InvalidField("channels", "must be unique within the request")
+    return channels
+
+
+def _ancestor_out(ancestor: delta.DeltaAncestor) -> svc.GraphDeltaAncestor:
+    return svc.GraphDeltaAncestor(
+        checkpoint_id=ancestor.checkpoint_id,
+        writes=[
+            svc.GraphWrite(
+                task_id=w.task_id,
+                task_path=w.task_path,
+                idx=w.idx,
+                channel=w.channel,
+                value=_typed_out(w.value),
+            )
+            for w in ancestor.writes
+        ],
+        seeds=[
+            svc.GraphChannelValue(
+                channel=seed.channel, version=seed.version, value=_typed_out(seed.value)
+            )
+            for seed in ancestor.seeds
+        ],
+    )
+
+
 def _retention_rule(request: svc.ApplyGraphRetentionRequest) -> RetentionRule:
     """The rules of an ApplyGraphRetention request: at least one, each within its range."""
     idle: timedelta | None = None
@@ -337,6 +374,40 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
             last = response.checkpoint_tuples[-1].checkpoint
             position = GraphPosition(last.checkpoint_id, last.thread_id, last.checkpoint_ns)
             response.next_page_token = encode_position(position, scope)
+        return response
+
+    @namespaced
+    async def GetGraphDeltaHistory(
+        self, request: svc.GetGraphDeltaHistoryRequest, namespace: str
+    ) -> svc.GetGraphDeltaHistoryResponse:
+        thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
+        checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
+        checkpoint_id = v.optional_identifier(
+            "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
+        )
+        channels = _delta_channels(request.channels)
+        limit = v.page_size("page_size", request.page_size)
+        # The token is bound to the whole request, so a walk is never resumed under another.
+        scope = ("graph-delta", namespace, thread_id, checkpoint_ns, checkpoint_id, *channels)
+        cursor = delta.decode_cursor(request.page_token, channels, scope)
+        budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
+        page = await shielded(
+            self._graph.delta_history(
+                namespace,
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                channels,
+                cursor=cursor,
+                limit=limit,
+                max_bytes=budget,
+            )
+        )
+        response = svc.GetGraphDeltaHistoryResponse()
+        count = fill_within(response.ancestors, page.ancestors, _ancestor_out, budget)
+        resume = page.resume_at(count) if count < len(page.ancestors) else page.next
+        if resume is not None:
+            response.next_page_token = delta.encode_cursor(resume, channels, scope)
         return response
 
     @retriable

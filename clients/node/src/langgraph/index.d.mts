@@ -9,6 +9,7 @@ import type {
   CheckpointListOptions,
   CheckpointMetadata,
   CheckpointTuple,
+  DeltaChannelHistory,
   PendingWrite,
   SerializerProtocol,
 } from '@langchain/langgraph-checkpoint';
@@ -74,6 +75,11 @@ export declare class CheckpointdSaver extends BaseCheckpointSaver {
     newVersions: ChannelVersions,
   ): Promise<RunnableConfig>;
   putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void>;
+  /** A DeltaChannel's ancestor writes and seed, walked by the server a page at a time. */
+  getDeltaChannelHistory(options: {
+    config: RunnableConfig;
+    channels: string[];
+  }): Promise<Record<string, DeltaChannelHistory>>;
   deleteThread(threadId: string): Promise<void>;
   /**
    * "<32-digit counter>.<random>", the Python savers' versions: they sort as text. Declared

@@ -35,7 +35,7 @@ const {
 } = require('@langchain/langgraph-checkpoint');
 const { CheckpointdClient, newId } = require('..');
 const { currentFence } = require('./fencing');
-const { EMPTY, EMPTY_BYTES, MAX_PAGE, PROBE_THREAD, configurableOf, describeInterrupt, nextVersion, nsOf } = require('./shape');
+const { EMPTY, EMPTY_BYTES, MAX_DELTA_CHANNELS, MAX_PAGE, PROBE_THREAD, configurableOf, describeInterrupt, nextVersion, nsOf } = require('./shape');
 
 /**
  * The node each Send pending in a checkpoint targets, in order (TASKS, LangGraph's
@@ -247,6 +247,53 @@ class CheckpointdSaver extends BaseCheckpointSaver {
       interrupts: [...interrupts.values()],
       ...fenced(),
     });
+  }
+
+  /**
+   * What each DeltaChannel in `channels` needs to rebuild its value at the checkpoint of
+   * `config`: the writes of its ancestors, oldest first, back to the nearest stored value (the
+   * seed), as the base class's walk returns them, read by the server one page of up to 1000
+   * ancestors per call (GetGraphDeltaHistory, contract G19) rather than one call per ancestor.
+   */
+  async getDeltaChannelHistory({ config, channels }) {
+    if (!channels || channels.length === 0) return {};
+    const configurable = config?.configurable ?? {};
+    const unique = [...new Set(channels.map(String))];
+    const collected = new Map(unique.map((channel) => [channel, []]));
+    const seeds = new Map();
+    const threadId = configurable.thread_id;
+    for (let start = 0; threadId !== undefined && threadId !== null && threadId !== '' && start < unique.length; start += MAX_DELTA_CHANNELS) {
+      const request = {
+        namespace: this.namespace,
+        thread_id: String(threadId),
+        checkpoint_ns: nsOf(configurable),
+        checkpoint_id: getCheckpointId(config) || '',
+        channels: unique.slice(start, start + MAX_DELTA_CHANNELS),
+        page_size: MAX_PAGE,
+        page_token: '',
+      };
+      for (;;) {
+        const response = await this.#call('GetGraphDeltaHistory', request);
+        for (const ancestor of response.ancestors) {
+          // Newest first, as the base class collects them; reversed once at the end.
+          for (let i = ancestor.writes.length - 1; i >= 0; i -= 1) {
+            const write = ancestor.writes[i];
+            const into = collected.get(write.channel);
+            if (into && !seeds.has(write.channel)) into.push([write.task_id, write.channel, await this.#load(write.value)]);
+          }
+          for (const seed of ancestor.seeds) seeds.set(seed.channel, await this.#load(seed.value));
+        }
+        if (!response.next_page_token) break;
+        request.page_token = response.next_page_token;
+      }
+    }
+    const result = {};
+    for (const channel of unique) {
+      const entry = { writes: collected.get(channel).slice().reverse() };
+      if (seeds.has(channel)) entry.seed = seeds.get(channel);
+      result[channel] = entry;
+    }
+    return result;
   }
 
   /** Delete a thread: its checkpoints, values and writes in every checkpoint_ns. */

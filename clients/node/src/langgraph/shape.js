@@ -11,6 +11,8 @@ const util = require('node:util');
 const EMPTY = 'empty';
 /** The largest page the server returns. */
 const MAX_PAGE = 1000;
+/** The most channels one GetGraphDeltaHistory walks. */
+const MAX_DELTA_CHANNELS = 100;
 /** The thread a setup() probe reads (a graph never uses it). */
 const PROBE_THREAD = '__checkpointd_setup__';
 const EMPTY_BYTES = Buffer.alloc(0);
@@ -71,4 +73,4 @@ function describeInterrupt(interrupt, graphName, taskPath) {
   };
 }
 
-module.exports = { EMPTY, EMPTY_BYTES, MAX_PAGE, PROBE_THREAD, configurableOf, describeInterrupt, nextVersion, nsOf };
+module.exports = { EMPTY, EMPTY_BYTES, MAX_DELTA_CHANNELS, MAX_PAGE, PROBE_THREAD, configurableOf, describeInterrupt, nextVersion, nsOf };

@@ -31,6 +31,8 @@ class PostgresAccess:
     has committed."""
     read: RunsBody
     """Reads on a pooled connection, each statement seeing the last committed state."""
+    snapshot: RunsBody
+    """Reads in one read-only REPEATABLE READ transaction: every statement sees one state."""
     append_event: EventWriter
     """Appends a pending-interrupt event on a transaction's
     :class:`~checkpointd.store.postgres.statements.PgStatements`; the last statements of the

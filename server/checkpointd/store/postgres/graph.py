@@ -17,16 +17,25 @@ from typing import Any
 import asyncpg
 
 from checkpointd.domain import PendingRecord
+from checkpointd.graph import delta
 from checkpointd.graph.interrupts import TaskPlace
 from checkpointd.graph.records import (
+    ChainLink,
     ChannelValue,
     GraphListQuery,
     GraphPosition,
     GraphTuple,
     GraphWrite,
+    TypedValue,
 )
 from checkpointd.graph.store import GraphStore
-from checkpointd.graph.store_sql import checkpoint_from_row, tuple_from_rows, write_rows
+from checkpointd.graph.store_sql import (
+    checkpoint_from_row,
+    link_from_row,
+    tuple_from_rows,
+    write_from_row,
+    write_rows,
+)
 from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import pending_ops_sql
@@ -36,6 +45,50 @@ from checkpointd.store.rows import pending_from_row
 from checkpointd.store.statements import Body, Statements
 
 __all__ = ["PostgresGraphStore"]
+
+
+class _DeltaReads(delta.DeltaReads):
+    """The DeltaChannel walk's reads in one thread and checkpoint_ns, on one connection (its
+    lists bound as arrays)."""
+
+    def __init__(self, conn: Statements, sql: GraphSql, key: tuple[str, str, str]) -> None:
+        self._conn = conn
+        self._sql = sql
+        self._key = key
+
+    async def newest(self) -> str | None:
+        found = await self._conn.fetch(self._sql.delta_newest, self._key)
+        return str(found[0]["checkpoint_id"]) if found else None
+
+    async def chain(self, start: str, limit: int) -> list[ChainLink]:
+        rows = await self._conn.fetch(self._sql.delta_chain, (*self._key, start, limit))
+        return [link_from_row(row) for row in rows]
+
+    async def stored_types(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, str]:
+        params = (*self._key, [k[0] for k in keys], [k[1] for k in keys])
+        rows = await self._conn.fetch(self._sql.delta_types, params)
+        return {(r["channel"], r["version"]): r["value_type"] for r in rows}
+
+    async def values(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, TypedValue]:
+        params = (*self._key, [k[0] for k in keys], [k[1] for k in keys])
+        rows = await self._conn.fetch(self._sql.delta_values, params)
+        return {
+            (r["channel"], r["version"]): TypedValue(r["value_type"], bytes(r["value_data"]))
+            for r in rows
+        }
+
+    async def writes(
+        self, checkpoint_ids: Sequence[str], channels: Sequence[str]
+    ) -> list[tuple[str, GraphWrite]]:
+        params = (*self._key, list(checkpoint_ids), list(channels))
+        rows = await self._conn.fetch(self._sql.delta_writes, params)
+        return [(r["checkpoint_id"], write_from_row(tuple(r)[1:])) for r in rows]
+
+    async def links(self) -> list[ChainLink]:
+        return [link_from_row(r) for r in await self._conn.fetch(self._sql.delta_links, self._key)]
+
+    async def delta_channels(self) -> set[str]:
+        return {r[0] for r in await self._conn.fetch(self._sql.delta_channels, self._key)}
 
 
 class PostgresGraphStore(GraphStore):
@@ -65,6 +118,10 @@ class PostgresGraphStore(GraphStore):
 
     async def _read(self, body: Body[Any]) -> Any:
         return await self._access.read(body)
+
+    async def _read_snapshot(self, body: Body[Any]) -> Any:
+        """In one read-only REPEATABLE READ transaction."""
+        return await self._access.snapshot(body)
 
     # --- puts --------------------------------------------------------------------------
 
@@ -129,6 +186,9 @@ class PostgresGraphStore(GraphStore):
         statement = " AND ".join(sql) + self._sql.list_order + f" LIMIT {param(limit)}"
         return statement, params
 
+    def _delta_reads(self, conn: Statements, key: tuple[str, str, str]) -> delta.DeltaReads:
+        return _DeltaReads(conn, self._sql, key)
+
     # --- whole-thread operations -------------------------------------------------------
 
     async def _delete_threads(
@@ -139,12 +199,16 @@ class PostgresGraphStore(GraphStore):
             await conn.run(statement, (namespace, ids))
         return await conn.run(self._sql.delete_thread_checkpoints, (namespace, ids))
 
-    async def _delete_runs(self, conn: Statements, namespace: str, run_ids: Sequence[str]) -> int:
-        sql = self._sql
-        gone = await conn.fetch(sql.delete_runs, (namespace, list(run_ids)))
-        if gone:
-            columns = list(zip(*((r[0], r[1], r[2]) for r in gone), strict=True))
-            await conn.run(sql.delete_writes_of, (namespace, *map(list, columns)))
-        for thread_id, checkpoint_ns in sorted({(r[0], r[1]) for r in gone}):
-            await conn.run(sql.delete_unnamed_blobs, (namespace, thread_id, checkpoint_ns))
-        return len(gone)
+    async def _checkpoints_of_runs(
+        self, conn: Statements, namespace: str, run_ids: Sequence[str]
+    ) -> list[tuple[str, str, str]]:
+        found = await conn.fetch(self._sql.checkpoints_of_runs, (namespace, list(run_ids)))
+        return [(r[0], r[1], r[2]) for r in found]
+
+    async def _delete_checkpoints(
+        self, conn: Statements, key: tuple[str, str, str], checkpoint_ids: Sequence[str]
+    ) -> int:
+        """A thread's checkpoints and their writes at once (two statements)."""
+        ids = list(checkpoint_ids)
+        await conn.run(self._sql.delete_writes_at, (*key, ids))
+        return await conn.run(self._sql.delete_checkpoints, (*key, ids))

@@ -117,16 +117,6 @@ class GraphSql:
             f"DELETE FROM {s}.{table} WHERE {thread}" for table in ("graph_blobs", "graph_writes")
         )
         self.delete_thread_checkpoints = f"DELETE FROM {s}.graph_checkpoints WHERE {thread}"
-        self.delete_runs = f"""
-            DELETE FROM {s}.graph_checkpoints
-            WHERE namespace = $1 AND run_id <> '' AND run_id = ANY($2::text[])
-            RETURNING thread_id, checkpoint_ns, checkpoint_id"""
-        self.delete_writes_of = f"""
-            DELETE FROM {s}.graph_writes AS w
-            USING unnest($2::text[], $3::text[], $4::text[]) AS d(thread_id, checkpoint_ns,
-                checkpoint_id)
-            WHERE w.namespace = $1 AND w.thread_id = d.thread_id
-              AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id"""
         # Values that no checkpoint of their thread and checkpoint_ns names any more.
         self.delete_unnamed_blobs = f"""
             DELETE FROM {s}.graph_blobs AS b
@@ -151,6 +141,59 @@ class GraphSql:
             WHERE namespace = $1 AND thread_id = $2 AND (
                 metadata ? 'counters_since_delta_snapshot'
                 OR metadata ? 'delta_writes_versioned'))"""
+        # The DeltaChannel walk (G19). $1-$3: namespace, thread, checkpoint_ns. A chain from
+        # $4, nearest first, at most $5 long: a parent is followed while its id is less than
+        # its child's (bytewise, as on SQLite).
+        self.delta_chain = f"""
+            WITH RECURSIVE chain (checkpoint_id, parent_checkpoint_id, channel_versions,
+                depth) AS (
+                SELECT checkpoint_id, parent_checkpoint_id, channel_versions, 1
+                FROM {s}.graph_checkpoints WHERE {key} AND checkpoint_id = $4
+                UNION ALL
+                SELECT c.checkpoint_id, c.parent_checkpoint_id, c.channel_versions,
+                    chain.depth + 1
+                FROM chain JOIN {s}.graph_checkpoints AS c
+                  ON c.namespace = $1 AND c.thread_id = $2 AND c.checkpoint_ns = $3
+                 AND c.checkpoint_id = chain.parent_checkpoint_id
+                WHERE chain.depth < $5
+                  AND chain.parent_checkpoint_id COLLATE "C" < chain.checkpoint_id COLLATE "C"
+            )
+            SELECT checkpoint_id, parent_checkpoint_id, channel_versions::text AS versions
+            FROM chain ORDER BY depth"""
+        self.delta_newest = (
+            f"SELECT checkpoint_id FROM {s}.graph_checkpoints WHERE {key} "
+            "ORDER BY checkpoint_id DESC LIMIT 1"
+        )
+        self.delta_links = f"""
+            SELECT checkpoint_id, parent_checkpoint_id, channel_versions::text AS versions
+            FROM {s}.graph_checkpoints WHERE {key}"""
+        self.delta_channels = f"""
+            SELECT DISTINCT jsonb_object_keys(metadata -> 'counters_since_delta_snapshot')
+            FROM {s}.graph_checkpoints
+            WHERE {key} AND jsonb_typeof(metadata -> 'counters_since_delta_snapshot') = 'object'"""
+        # $4, $5: the (channel, version) keys as two arrays; one primary-key lookup each.
+        delta_blobs = f"""
+            FROM unnest($4::text[], $5::text[]) AS k (channel, version)
+            JOIN {s}.graph_blobs AS b
+              ON b.namespace = $1 AND b.thread_id = $2 AND b.checkpoint_ns = $3
+             AND b.channel = k.channel AND b.version = k.version"""
+        self.delta_types = "SELECT b.channel, b.version, b.value_type" + delta_blobs
+        self.delta_values = "SELECT b.channel, b.version, b.value_type, b.value_data" + delta_blobs
+        # $4: the checkpoint ids, $5: the channels.
+        self.delta_writes = f"""
+            SELECT checkpoint_id, task_id, task_path, idx, channel, value_type, value_data
+            FROM {s}.graph_writes
+            WHERE {key} AND checkpoint_id = ANY($4::text[]) AND channel = ANY($5::text[])
+            ORDER BY checkpoint_id COLLATE "C", task_path COLLATE "C", task_id COLLATE "C",
+                idx"""
+        self.checkpoints_of_runs = f"""
+            SELECT thread_id, checkpoint_ns, checkpoint_id FROM {s}.graph_checkpoints
+            WHERE namespace = $1 AND run_id <> '' AND run_id = ANY($2::text[])"""
+        self.delete_checkpoints = f"""
+            DELETE FROM {s}.graph_checkpoints
+            WHERE {key} AND checkpoint_id = ANY($4::text[])"""
+        self.delete_writes_at = f"""
+            DELETE FROM {s}.graph_writes WHERE {key} AND checkpoint_id = ANY($4::text[])"""
         self.heads = f"""
             SELECT checkpoint_ns, max(checkpoint_id) AS newest FROM {s}.graph_checkpoints
             WHERE namespace = $1 AND thread_id = $2 GROUP BY checkpoint_ns"""

@@ -336,7 +336,12 @@ class PostgresStore(
         """What the graph store and the execution reader borrow from this store."""
         schema = self._quoted_schema
         return PostgresAccess(
-            self._connection, schema, self._in_transaction, self._in_read, self._append_event_at
+            self._connection,
+            schema,
+            self._in_transaction,
+            self._in_read,
+            self._in_snapshot,
+            self._append_event_at,
         )
 
     # --- helpers -------------------------------------------------------------------------

@@ -132,6 +132,49 @@ SELECT 1 FROM graph_checkpoints WHERE {_THREAD} AND (
 LIMIT 1
 """
 
+# The DeltaChannel walk (G19). ?1-?3: namespace, thread, checkpoint_ns. A chain from ?4,
+# nearest first, at most ?5 long: a parent is followed while its id is less than its child's.
+DELTA_CHAIN: Final = """
+WITH RECURSIVE chain (checkpoint_id, parent_checkpoint_id, channel_versions, depth) AS (
+    SELECT checkpoint_id, parent_checkpoint_id, channel_versions, 1 FROM graph_checkpoints
+    WHERE namespace = ?1 AND thread_id = ?2 AND checkpoint_ns = ?3 AND checkpoint_id = ?4
+    UNION ALL
+    SELECT c.checkpoint_id, c.parent_checkpoint_id, c.channel_versions, chain.depth + 1
+    FROM chain JOIN graph_checkpoints AS c
+      ON c.namespace = ?1 AND c.thread_id = ?2 AND c.checkpoint_ns = ?3
+     AND c.checkpoint_id = chain.parent_checkpoint_id
+    WHERE chain.depth < ?5 AND chain.parent_checkpoint_id < chain.checkpoint_id
+)
+SELECT checkpoint_id, parent_checkpoint_id, channel_versions FROM chain ORDER BY depth
+"""
+DELTA_LINKS: Final = (
+    "SELECT checkpoint_id, parent_checkpoint_id, channel_versions FROM graph_checkpoints "
+    "WHERE namespace = ?1 AND thread_id = ?2 AND checkpoint_ns = ?3"
+)
+DELTA_CHANNELS: Final = """
+SELECT DISTINCT d.key FROM graph_checkpoints AS c,
+    json_each(c.metadata_json, '$.counters_since_delta_snapshot') AS d
+WHERE c.namespace = ?1 AND c.thread_id = ?2 AND c.checkpoint_ns = ?3
+  AND json_type(c.metadata_json, '$.counters_since_delta_snapshot') = 'object'
+"""
+# ?4: a JSON array of [channel, version] pairs; one primary-key lookup each.
+_DELTA_BLOBS: Final = """
+FROM json_each(?4) AS k CROSS JOIN graph_blobs AS b
+WHERE b.namespace = ?1 AND b.thread_id = ?2 AND b.checkpoint_ns = ?3
+  AND b.channel = json_extract(k.value, '$[0]') AND b.version = json_extract(k.value, '$[1]')
+"""
+DELTA_TYPES: Final = "SELECT b.channel, b.version, b.value_type" + _DELTA_BLOBS
+DELTA_VALUES: Final = "SELECT b.channel, b.version, b.value_type, b.value_data" + _DELTA_BLOBS
+# ?4: the checkpoint ids, ?5: the channels, both JSON arrays.
+DELTA_WRITES: Final = """
+SELECT checkpoint_id, task_id, task_path, idx, channel, value_type, value_data
+FROM graph_writes
+WHERE namespace = ?1 AND thread_id = ?2 AND checkpoint_ns = ?3
+  AND checkpoint_id IN (SELECT value FROM json_each(?4))
+  AND channel IN (SELECT value FROM json_each(?5))
+ORDER BY checkpoint_id, task_path, task_id, idx
+"""
+
 NAMESPACES_OF_THREAD: Final = (
     f"SELECT checkpoint_ns, max(checkpoint_id) FROM graph_checkpoints WHERE {_THREAD} "
     "GROUP BY checkpoint_ns"
