@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from checkpointd.graph.store import GraphListQuery
+from checkpointd.graph.records import GraphListQuery
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.postgres.graph import PostgresGraphStore
 from checkpointd.store.postgres.graph_sql import GraphSql

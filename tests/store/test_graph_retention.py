@@ -13,16 +13,16 @@ import pytest
 
 from checkpointd.app import build_graph_store
 from checkpointd.graph.interrupts import GraphInterrupt
-from checkpointd.graph.retention import RetentionCounts, RetentionRule
-from checkpointd.graph.store import (
+from checkpointd.graph.records import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
-    GraphStore,
     GraphTuple,
     GraphWrite,
     TypedValue,
 )
+from checkpointd.graph.retention import RetentionCounts, RetentionRule
+from checkpointd.graph.store import GraphStore
 from checkpointd.store.base import RequestIdReused
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore

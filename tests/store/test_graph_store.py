@@ -14,15 +14,15 @@ import pytest
 
 from checkpointd.app import build_graph_store
 from checkpointd.graph.metrics import timed_graph_store
-from checkpointd.graph.store import (
+from checkpointd.graph.records import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
     GraphPosition,
-    GraphStore,
     GraphWrite,
     TypedValue,
 )
+from checkpointd.graph.store import GraphStore
 from checkpointd.store.base import RequestIdReused
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore

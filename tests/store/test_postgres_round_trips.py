@@ -19,7 +19,12 @@ import asyncpg
 import pytest
 
 from checkpointd.app import build_graph_store
-from checkpointd.graph.store import ChannelValue, GraphCheckpoint, GraphWrite, TypedValue
+from checkpointd.graph.records import (
+    ChannelValue,
+    GraphCheckpoint,
+    GraphWrite,
+    TypedValue,
+)
 from checkpointd.store.base import StoreError
 from checkpointd.store.postgres import PostgresStore
 from tests.support.pg_round_trips import RoundTripCounter

@@ -1,10 +1,15 @@
 """Graph threads (LangGraph's checkpoints, writes and pauses) in checkpointd: the parts that
 are the same on every backend.
 
-- :mod:`.store`: the ``GraphStore`` protocol, its domain types and the operations both
-  backends share; each backend's SQL is ``checkpointd.store.sqlite.graph`` and
+- :mod:`.store`: ``GraphStore``, the base class of both backends' graph stores, with what is
+  the same on both written once over the statement interface: the request-id transaction,
+  the puts, every whole-thread write, a get, a listing's paging and the DeltaChannel walk;
+  :mod:`.store_sql`: the SQL text a backend gives it and the rows it binds and reads;
+  :mod:`.records`: the records. Each backend's own part is ``checkpointd.store.sqlite.graph`` and
   ``checkpointd.store.postgres.graph``.
-- :mod:`.interrupts`: graph pauses in the pending-interrupt inbox (G8-G10).
+- :mod:`.interrupts`: graph pauses in the pending-interrupt inbox (G8-G10);
+  :mod:`.pending_ops`: their statements, the same on both backends over the statement
+  interface, each backend giving its SQL.
 - :mod:`.requests`: request ids and fingerprints of graph calls (C9, C10).
 - :mod:`.retention`: the retention rules and the loop that applies them (G12, G13);
   :mod:`.retention_job`: ``--graph-retention`` and the periodic job.

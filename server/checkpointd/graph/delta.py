@@ -8,7 +8,7 @@ LangGraph rebuilds it from the writes of the checkpoint's ancestors back to the 
 whose version names a stored value (the seed). ``BaseCheckpointSaver``'s walk reads one
 ancestor per call; here a page of ancestors is a few statements in one read: the chain in
 chunks that double (32, 64, ...) until every channel has its seed, the types of the values
-its versions name, the writes, the seeds. The records are :mod:`checkpointd.graph.store`'s.
+its versions name, the writes, the seeds. The records are :mod:`checkpointd.graph.records`'.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
-from checkpointd.graph.store import (
+from checkpointd.graph.records import (
     ChainLink,
     ChannelValue,
     DeltaAncestor,

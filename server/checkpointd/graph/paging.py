@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from checkpointd.errors import InvalidPageToken
-from checkpointd.graph.store import GraphPosition
+from checkpointd.graph.records import GraphPosition
 from checkpointd.paging import decode_json_token, digest, encode_json_token
 
 __all__ = ["MAX_TOKEN_LENGTH", "decode_position", "encode_position"]

@@ -13,18 +13,18 @@ from checkpointd.errors import InvalidField
 from checkpointd.graph import delta
 from checkpointd.graph.interrupts import GraphInterrupt
 from checkpointd.graph.paging import decode_position, encode_position
-from checkpointd.graph.retention import RetentionRule
-from checkpointd.graph.store import (
+from checkpointd.graph.records import (
     ChannelValue,
     GraphCheckpoint,
     GraphListQuery,
     GraphPosition,
-    GraphStore,
     GraphTuple,
     GraphWrite,
     PruneStrategy,
     TypedValue,
 )
+from checkpointd.graph.retention import RetentionRule
+from checkpointd.graph.store import GraphStore
 from checkpointd.servicers.common import ServiceDeps, StoreServicer, fill_within, shielded
 from checkpointd.servicers.scope import WriteKey, namespaced, retriable
 from checkpointd_client.v1 import graph_service_pb2 as svc

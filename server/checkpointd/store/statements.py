@@ -22,7 +22,7 @@ from checkpointd.store import budget, rows
 from checkpointd.store.columns import TimeWriter
 from checkpointd.store.rows import Row, TimeReader
 
-__all__ = ["Body", "EventWriter", "StatementStore", "Statements"]
+__all__ = ["Body", "EventWriter", "RunsBody", "StatementStore", "Statements"]
 
 T = TypeVar("T")
 
@@ -50,6 +50,14 @@ class Statements(Protocol):
 
 #: A transaction's or a read's work: awaits only its statements.
 Body = Callable[[Statements], Coroutine[Any, Any, T]]
+
+
+class RunsBody(Protocol):
+    """Runs a body of statements (a store's transaction or read, lent through ``access()``)."""
+
+    def __call__(self, body: Body[T], /) -> Awaitable[T]: ...
+
+
 #: See :attr:`StatementStore._append_event_at`.
 EventWriter = Callable[[Statements, str, EventKind, PendingRecord, datetime], Awaitable[None]]
 

@@ -976,6 +976,19 @@ function copyable(text, className) {
   return wrap;
 }
 
+// A pause's article, a line or the whole pause: focusable by j / k, and carrying the pause's
+// run, interrupt id and kind (asked: its pauseKind) and whether it is decided.
+function pauseArticle(row, className, asked) {
+  const p = row.pending;
+  const article = el("article", className);
+  article.tabIndex = -1; // j / k focus it
+  article.dataset.executionId = p.execution_id;
+  article.dataset.interruptId = interruptId(p);
+  article.dataset.kind = asked.kind;
+  article.classList.toggle("is-decided", Boolean(p.decision) && !decidesAgain(row));
+  return article;
+}
+
 // Whether a row shows as one line: in the compact view, unless a person opened it (Decide…,
 // More, or a confirmation on its way).
 function isLine(row) {
@@ -988,12 +1001,7 @@ function buildLine(row) {
   const p = row.pending;
   const rowKey = key(p);
   const asked = pauseKind(p);
-  const article = el("article", "interrupt compact");
-  article.tabIndex = -1; // j / k focus it
-  article.dataset.executionId = p.execution_id;
-  article.dataset.interruptId = interruptId(p);
-  article.dataset.kind = asked.kind;
-  article.classList.toggle("is-decided", Boolean(p.decision) && !decidesAgain(row));
+  const article = pauseArticle(row, "interrupt compact", asked);
   const run = el("code", "execution-id", p.execution_id);
   run.title = `run ${p.execution_id}` + (interruptId(p) ? ` · interrupt ${interruptId(p)}` : "");
   article.append(el("span", "chain", p.chain_name), run, el("span", "node", `node ${p.node_id}`));
@@ -1062,12 +1070,7 @@ function buildRow(row, previous) {
   const p = row.pending;
   const rowKey = key(p);
   const asked = pauseKind(p);
-  const article = el("article", "interrupt");
-  article.tabIndex = -1; // j / k focus it
-  article.dataset.executionId = p.execution_id;
-  article.dataset.interruptId = interruptId(p);
-  article.dataset.kind = asked.kind;
-  article.classList.toggle("is-decided", Boolean(p.decision) && !decidesAgain(row));
+  const article = pauseArticle(row, "interrupt", asked);
   const title = el("div", "title");
   title.append(el("span", "chain", p.chain_name), el("span", "reason", p.reason), ageNode(p.created_at));
   if (state.view === "compact") {

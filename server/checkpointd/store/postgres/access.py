@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from checkpointd.store.statements import EventWriter
+from checkpointd.store.statements import EventWriter, RunsBody
 
 __all__ = ["PostgresAccess"]
 
@@ -26,6 +26,13 @@ class PostgresAccess:
     """Lends a pooled connection; driver failures become store errors."""
     quoted_schema: str
     """The schema of the store's tables, quoted."""
+    transaction: RunsBody
+    """One transaction on a pooled connection, its after-commit callbacks called once it
+    has committed."""
+    read: RunsBody
+    """Reads on a pooled connection, each statement seeing the last committed state."""
+    snapshot: RunsBody
+    """Reads in one read-only REPEATABLE READ transaction: every statement sees one state."""
     append_event: EventWriter
     """Appends a pending-interrupt event on a transaction's
     :class:`~checkpointd.store.postgres.statements.PgStatements`; the last statements of the

@@ -23,6 +23,8 @@ from checkpointd.graph.retention import (
 from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_sql import GraphSql
+from checkpointd.store.postgres.statements import PgStatements
+from checkpointd.store.statements import Statements
 
 __all__ = ["PAUSED", "PostgresRetention"]
 
@@ -105,7 +107,7 @@ class _Rollback(Exception):
 
 
 #: What else goes with a deleted thread in its transaction (its graph pauses, G10).
-ThreadsRemoved = Callable[[Any, str, list[str]], Awaitable[None]]
+ThreadsRemoved = Callable[[Statements, str, list[str]], Awaitable[None]]
 
 
 class _Transaction:
@@ -153,7 +155,7 @@ class _Transaction:
             ),
         )
         if self._removed is not None:
-            await self._removed(conn, namespace, [thread_id])
+            await self._removed(PgStatements(conn), namespace, [thread_id])
         return counts
 
     async def cut(

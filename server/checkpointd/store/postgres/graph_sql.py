@@ -13,7 +13,7 @@ __all__ = ["GraphSql"]
 
 CHECKPOINT_COLUMNS: Final = (
     "c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.body_type, "
-    "c.body_data, c.metadata::text AS metadata_json, c.channel_versions::text AS versions, "
+    "c.body_data, c.metadata::text AS metadata_json, c.channel_versions::text AS channel_versions, "
     "c.run_id"
 )
 # A checkpoint row with the values of exactly the versions it names (one primary-key lookup
@@ -38,7 +38,8 @@ TUPLE_COLUMNS: Final = f"""{CHECKPOINT_COLUMNS},
 
 
 class GraphSql:
-    """The graph store's SQL text for one schema."""
+    """The graph store's SQL text for one schema (what the shared store runs among it: a
+    :class:`~checkpointd.graph.store_sql.GraphStoreSql`)."""
 
     def __init__(self, quoted_schema: str) -> None:
         s = quoted_schema
@@ -226,13 +227,15 @@ class GraphSql:
             ON CONFLICT DO NOTHING"""
         # A retry racing its first call waits here for it (the key's row lock), then finds
         # its reply.
-        self.lock_request = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
+        self.lock_request: str | None = (
+            "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
+        )
         # A put of a checkpoint and a write that describes interrupts at it are serialized on
         # the checkpoint (G18): otherwise a write that found no checkpoint could hold its
         # interrupts after the put had released what was held, and they would wait for ever.
         # Taken with the request's lock, in the same round trip; alone without a request id.
-        self.lock_checkpoint = "SELECT pg_advisory_xact_lock(hashtextextended($1, 2))"
-        self.lock_request_and_checkpoint = (
+        self.lock_checkpoint: str | None = "SELECT pg_advisory_xact_lock(hashtextextended($1, 2))"
+        self.lock_request_and_checkpoint: str | None = (
             "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1)), "
             "pg_advisory_xact_lock(hashtextextended($3, 2))"
         )

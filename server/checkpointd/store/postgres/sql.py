@@ -182,19 +182,24 @@ class Sql:
         )
         self.list_ascending_sizes = self.list_ascending.replace(cols, CHECKPOINT_SIZE, 1)
         self.list_descending_sizes = self.list_descending.replace(cols, CHECKPOINT_SIZE, 1)
-        # The request ids of the deleted rows become tombstones in the same statement (C9).
-        self.delete_checkpoints = f"""
-            WITH gone AS (
-                DELETE FROM {cp} WHERE namespace = $1 AND execution_id = $2
-                RETURNING request_id, request_fingerprint
-            ), kept AS (
+
+        # The request ids of the deleted rows (``gone``) become tombstones in the same
+        # statement (C9), applied at the parameter given.
+        def tombstones(applied_at: str) -> str:
+            return f"""kept AS (
                 INSERT INTO {applied} (namespace, request_id, applied_at, kind, request_fingerprint)
-                SELECT $1::text, request_id, $3::timestamptz, '{replies.DELETED_WRITE}',
+                SELECT $1::text, request_id, {applied_at}::timestamptz, '{replies.DELETED_WRITE}',
                        request_fingerprint
                 FROM gone
                 WHERE request_id IS NOT NULL
                 ON CONFLICT (namespace, request_id) DO NOTHING
-            )
+            )"""
+
+        self.delete_checkpoints = f"""
+            WITH gone AS (
+                DELETE FROM {cp} WHERE namespace = $1 AND execution_id = $2
+                RETURNING request_id, request_fingerprint
+            ), {tombstones("$3")}
             SELECT count(*) FROM gone"""
         self.reply_of_request = (
             f"SELECT kind, reply_json, request_fingerprint FROM {applied} "
@@ -228,14 +233,7 @@ class Sql:
                 DELETE FROM {cp}
                 WHERE sequence = ANY (ARRAY(SELECT sequence FROM doomed))
                 RETURNING request_id, request_fingerprint
-            ), kept AS (
-                INSERT INTO {applied} (namespace, request_id, applied_at, kind, request_fingerprint)
-                SELECT $1::text, request_id, $5::timestamptz, '{replies.DELETED_WRITE}',
-                       request_fingerprint
-                FROM gone
-                WHERE request_id IS NOT NULL
-                ON CONFLICT (namespace, request_id) DO NOTHING
-            )
+            ), {tombstones("$5")}
             SELECT (SELECT count(*) FROM doomed) AS candidates,
                    (SELECT count(*) FROM gone) AS deleted,
                    (SELECT max(created_at) FROM doomed) AS resume_at"""

@@ -334,7 +334,15 @@ class PostgresStore(
 
     def access(self) -> PostgresAccess:
         """What the graph store and the execution reader borrow from this store."""
-        return PostgresAccess(self._connection, self._quoted_schema, self._append_event_at)
+        schema = self._quoted_schema
+        return PostgresAccess(
+            self._connection,
+            schema,
+            self._in_transaction,
+            self._in_read,
+            self._in_snapshot,
+            self._append_event_at,
+        )
 
     # --- helpers -------------------------------------------------------------------------
 

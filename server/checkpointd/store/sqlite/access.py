@@ -12,20 +12,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
-from checkpointd.store.sqlite.on_thread import Body, Statements
-from checkpointd.store.statements import EventWriter
+from checkpointd.store.statements import EventWriter, RunsBody, Statements
 
-__all__ = ["RunsBody", "SQLiteAccess"]
-
-T = TypeVar("T")
-
-
-class RunsBody(Protocol):
-    """Runs a body of statements in one call on a connection's thread."""
-
-    def __call__(self, body: Body[T], /) -> Awaitable[T]: ...
+__all__ = ["SQLiteAccess"]
 
 
 @dataclass(frozen=True, slots=True)

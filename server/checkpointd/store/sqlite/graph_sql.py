@@ -1,14 +1,17 @@
 """The statements of the SQLite graph store (:mod:`checkpointd.store.sqlite.graph`).
 
-Placeholders are ``?``; lists (run ids, thread ids) travel as one JSON array read with
-``json_each``, so a statement's text never depends on a list's length.
+Placeholders are ``?`` (``?n`` where a statement takes its parameters in the order the shared
+writes of :mod:`checkpointd.graph.store` give them); lists (run ids, thread ids) travel as one
+JSON array read with ``json_each``, so a statement's text never depends on a list's length.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-__all__: list[str] = []
+from checkpointd.graph.store_sql import GraphStoreSql
+
+__all__ = ["STORE_SQL"]
 
 CHECKPOINT_COLUMNS: Final = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, body_type, body_data, "
@@ -30,8 +33,8 @@ ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
 
 #: The Send targets of a checkpoint its put names (G8), beside its upsert.
 SET_SEND_NODES: Final = (
-    "UPDATE graph_checkpoints SET send_nodes = ? WHERE namespace = ? AND thread_id = ? "
-    "AND checkpoint_ns = ? AND checkpoint_id = ?"
+    "UPDATE graph_checkpoints SET send_nodes = ?5 WHERE namespace = ?1 AND thread_id = ?2 "
+    "AND checkpoint_ns = ?3 AND checkpoint_id = ?4"
 )
 
 INSERT_BLOB: Final = """
@@ -181,29 +184,29 @@ NAMESPACES_OF_THREAD: Final = (
 PRUNE_OLDER_WRITES: Final = f"DELETE FROM graph_writes WHERE {_KEY} AND checkpoint_id < ?"
 PRUNE_OLDER_CHECKPOINTS: Final = f"DELETE FROM graph_checkpoints WHERE {_KEY} AND checkpoint_id < ?"
 
-# A copy is written now: the target thread is as idle as its copy is old.
+# A copy is written now (?4): the target thread is as idle as its copy is old.
 COPY_CHECKPOINTS: Final = """
 INSERT INTO graph_checkpoints (namespace, thread_id, checkpoint_ns, checkpoint_id,
     parent_checkpoint_id, body_type, body_data, metadata_json, channel_versions, run_id,
     written_at)
-SELECT namespace, ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, body_type, body_data,
-       metadata_json, channel_versions, run_id, ?
-FROM graph_checkpoints WHERE namespace = ? AND thread_id = ?
+SELECT namespace, ?3, checkpoint_ns, checkpoint_id, parent_checkpoint_id, body_type, body_data,
+       metadata_json, channel_versions, run_id, ?4
+FROM graph_checkpoints WHERE namespace = ?1 AND thread_id = ?2
 ON CONFLICT DO NOTHING
 """
 COPY_BLOBS: Final = """
 INSERT INTO graph_blobs (namespace, thread_id, checkpoint_ns, channel, version, value_type,
     value_data)
-SELECT namespace, ?, checkpoint_ns, channel, version, value_type, value_data
-FROM graph_blobs WHERE namespace = ? AND thread_id = ?
+SELECT namespace, ?3, checkpoint_ns, channel, version, value_type, value_data
+FROM graph_blobs WHERE namespace = ?1 AND thread_id = ?2
 ON CONFLICT DO NOTHING
 """
 COPY_WRITES: Final = """
 INSERT INTO graph_writes (namespace, thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
     task_path, channel, value_type, value_data)
-SELECT namespace, ?, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel,
+SELECT namespace, ?3, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel,
        value_type, value_data
-FROM graph_writes WHERE namespace = ? AND thread_id = ?
+FROM graph_writes WHERE namespace = ?1 AND thread_id = ?2
 ON CONFLICT DO NOTHING
 """
 
@@ -216,3 +219,30 @@ RECORD_REQUEST: Final = (
     "applied_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
 PURGE_REQUESTS: Final = "DELETE FROM graph_requests WHERE applied_at < ?"
+
+
+class _StoreSql:
+    """:class:`~checkpointd.graph.store_sql.GraphStoreSql` on SQLite: no locks, every write
+    transaction being ``BEGIN IMMEDIATE``."""
+
+    get_checkpoint = GET_CHECKPOINT
+    get_latest = GET_LATEST
+    request_reply = REQUEST_REPLY
+    record_request = RECORD_REQUEST
+    purge_requests = PURGE_REQUESTS
+    lock_request: str | None = None
+    lock_checkpoint: str | None = None
+    lock_request_and_checkpoint: str | None = None
+    set_send_nodes = SET_SEND_NODES
+    copy_checkpoints = COPY_CHECKPOINTS
+    copy_blobs = COPY_BLOBS
+    copy_writes = COPY_WRITES
+    uses_delta_channel = USES_DELTA_CHANNEL
+    heads = NAMESPACES_OF_THREAD
+    prune_older_writes = PRUNE_OLDER_WRITES
+    prune_older_checkpoints = PRUNE_OLDER_CHECKPOINTS
+    clear_lost_parents = CLEAR_LOST_PARENTS
+    delete_unnamed_blobs = DELETE_UNNAMED_BLOBS
+
+
+STORE_SQL: Final[GraphStoreSql] = _StoreSql()

@@ -1,0 +1,130 @@
+"""The SQL text a backend gives the graph store written once over its statements
+(:class:`GraphStoreSql`), the parameters those statements bind (a put's writes as rows, a
+checkpoint's lock key) and the records the rows they read become (the DeltaChannel walk's
+too)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from checkpointd.graph.records import (
+    ChainLink,
+    ChannelValue,
+    GraphCheckpoint,
+    GraphTuple,
+    GraphWrite,
+    TypedValue,
+)
+
+__all__ = [
+    "GraphStoreSql",
+    "checkpoint_from_row",
+    "checkpoint_key",
+    "link_from_row",
+    "tuple_from_rows",
+    "write_from_row",
+    "write_rows",
+]
+
+
+class GraphStoreSql(Protocol):
+    """A backend's SQL text of what :class:`~checkpointd.graph.store.GraphStore` runs for it,
+    each statement with its parameters in this order. ``key`` stands for namespace, thread
+    id, checkpoint_ns."""
+
+    #: Key, checkpoint id: the checkpoint's row (what the backend's ``_tuple`` reads).
+    get_checkpoint: str
+    #: Key: the row of the newest checkpoint.
+    get_latest: str
+
+    #: Namespace, request id: the kind, fingerprint and reply JSON recorded with it.
+    request_reply: str
+    #: Namespace, request id, kind, fingerprint, reply JSON, applied at.
+    record_request: str
+    #: Applied before: forgets the request ids recorded earlier.
+    purge_requests: str
+    #: Namespace, request id: waits for a concurrent call of the same id (None where every
+    #: write transaction is serialized anyway, as SQLite's ``BEGIN IMMEDIATE``).
+    lock_request: str | None
+    #: A :func:`checkpoint_key`: serializes the puts on one checkpoint (G18).
+    lock_checkpoint: str | None
+    #: Namespace, request id, a :func:`checkpoint_key`: both locks in one statement.
+    lock_request_and_checkpoint: str | None
+    #: Namespace, thread id, checkpoint_ns, checkpoint id, the Send targets' column.
+    set_send_nodes: str
+    #: Namespace, source thread, target thread, written at.
+    copy_checkpoints: str
+    #: Namespace, source thread, target thread.
+    copy_blobs: str
+    #: Namespace, source thread, target thread.
+    copy_writes: str
+    #: Namespace, thread id: a true first column when a checkpoint names a DeltaChannel.
+    uses_delta_channel: str
+    #: Namespace, thread id: each checkpoint_ns with its newest checkpoint id.
+    heads: str
+    #: Key, checkpoint id: deletes the writes of the older checkpoints.
+    prune_older_writes: str
+    #: Key, checkpoint id: deletes the older checkpoints.
+    prune_older_checkpoints: str
+    #: Key: empties the parent id of a checkpoint whose parent is gone.
+    clear_lost_parents: str
+    #: Key: deletes the values no checkpoint names.
+    delete_unnamed_blobs: str
+
+
+def write_rows(writes: Sequence[GraphWrite]) -> list[tuple[Any, ...]]:
+    """A put's writes as rows of task id, idx, task path, channel, value type, value data."""
+    return [(w.task_id, w.idx, w.task_path, w.channel, w.value.type, w.value.data) for w in writes]
+
+
+def checkpoint_key(namespace: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> str:
+    """What a checkpoint's lock is taken on (each part's length first: no two keys collide)."""
+    parts = (namespace, thread_id, checkpoint_ns, checkpoint_id)
+    return "/".join(f"{len(part)}:{part}" for part in parts)
+
+
+def checkpoint_from_row(row: Any) -> GraphCheckpoint:
+    """A checkpoint's row (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
+    body_type, body_data, metadata_json, channel_versions, run_id) as its record."""
+    return GraphCheckpoint(
+        thread_id=row["thread_id"],
+        checkpoint_ns=row["checkpoint_ns"],
+        checkpoint_id=row["checkpoint_id"],
+        parent_checkpoint_id=row["parent_checkpoint_id"],
+        body=TypedValue(row["body_type"], bytes(row["body_data"])),
+        metadata_json=row["metadata_json"],
+        channel_versions=json.loads(row["channel_versions"]),
+        run_id=row["run_id"],
+    )
+
+
+def tuple_from_rows(
+    checkpoint: GraphCheckpoint,
+    values: Iterable[Sequence[Any]],
+    writes: Iterable[Sequence[Any]],
+) -> GraphTuple:
+    """The checkpoint with its values' rows (channel, version, value type, value data) and its
+    writes' rows (task id, task path, idx, channel, value type, value data)."""
+    return GraphTuple(
+        checkpoint,
+        tuple(
+            ChannelValue(channel, version, TypedValue(kind, bytes(data)))
+            for channel, version, kind, data in values
+        ),
+        tuple(write_from_row(row) for row in writes),
+    )
+
+
+def write_from_row(row: Sequence[Any]) -> GraphWrite:
+    """A write's row (task id, task path, idx, channel, value type, value data) as its record."""
+    task_id, task_path, idx, channel, kind, data = row
+    return GraphWrite(task_id, task_path, int(idx), channel, TypedValue(kind, bytes(data)))
+
+
+def link_from_row(row: Sequence[Any]) -> ChainLink:
+    """A checkpoint's row of the DeltaChannel walk (checkpoint id, parent id, channel versions
+    as JSON) as its chain link."""
+    checkpoint_id, parent_checkpoint_id, versions = row
+    return ChainLink(checkpoint_id, parent_checkpoint_id, json.loads(versions))
