@@ -61,8 +61,9 @@ from checkpointd.errors import (
     WatcherTooSlow,
     WatchExpired,
 )
-from checkpointd.store.base import Store, StoreError, StoreUnavailable
+from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.filters import matches
+from checkpointd.store.interface import Store
 
 __all__ = [
     "STUCK_WRITE_GRACE",

@@ -18,7 +18,8 @@ from checkpointd.domain import (
     CheckpointStatus,
     PendingFilter,
 )
-from checkpointd.store.base import CheckpointExists, Store
+from checkpointd.store.base import CheckpointExists
+from checkpointd.store.interface import Store
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.sqlite.access import SQLiteAccess
 from tests.support.protocols import signature_mismatches
