@@ -200,7 +200,7 @@ class PostgresStore(PostgresInterrupts, Store):
     # --- lifecycle -----------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Connect and apply the schema migrations (idempotent, safe when replicas race)."""
+        """Open the pool, then migrate under a transaction-level advisory lock."""
         if self._pool is not None:
             return
         migrations = _load_migrations()
@@ -269,7 +269,6 @@ class PostgresStore(PostgresInterrupts, Store):
         )
 
     async def count_pending_by_namespace(self) -> dict[str, int]:
-        """Return the number of pending interrupts in each namespace that has any."""
         async with self._connection() as conn:
             rows = await conn.fetch(self._sql.count_pending)
         return {str(row[0]): int(row[1]) for row in rows}

@@ -302,7 +302,6 @@ class SQLiteStore(SQLiteInterrupts, Store):
         return None
 
     async def count_pending_by_namespace(self) -> dict[str, int]:
-        """Return the number of pending interrupts in each namespace that has any."""
         async with self._call():
             rows = await self._rows(sql.COUNT_PENDING, ())
         return {str(row[0]): int(row[1]) for row in rows}
