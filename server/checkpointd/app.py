@@ -47,8 +47,8 @@ from checkpointd.servicers import (
     ServiceDeps,
     WriteServicer,
 )
-from checkpointd.store.base import Store
 from checkpointd.store.executions import ExecutionReader
+from checkpointd.store.interface import Store
 from checkpointd.watch import WatchHub, connection_age_options
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
@@ -424,11 +424,11 @@ async def serve(settings: Settings) -> None:
         # hold it (nor the http.server and email modules it brings).
         from checkpointd.graph.metrics import timed_graph_store
         from checkpointd.metrics import Metrics
-        from checkpointd.metrics_store import InstrumentedStore
+        from checkpointd.metrics_store import timed_store
 
         metrics = Metrics()
         # Every holder of the store (servicers, watch hub, health pings, scrapes) is timed.
-        store = InstrumentedStore(store, metrics.store_seconds)
+        store = timed_store(store, metrics.store_seconds)
         graph_store = timed_graph_store(graph_store, metrics.store_seconds)
     retention = timedelta(seconds=settings.request_retention_seconds)
     watch_hub = WatchHub(

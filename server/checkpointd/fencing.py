@@ -15,7 +15,7 @@ from typing import Literal, Protocol, TypeVar
 from checkpointd import validation as v
 from checkpointd.domain import LeaseFence
 from checkpointd.errors import InvalidField, WriteFenced
-from checkpointd.store.base import Store
+from checkpointd.store.interface import Store
 from checkpointd_client.v1 import checkpoint_pb2 as pb
 
 __all__ = ["Fenceable", "fence_of", "fenced_write"]

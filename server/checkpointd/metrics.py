@@ -42,7 +42,8 @@ from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from checkpointd.graph.retention import RetentionCounts
-from checkpointd.store.base import PoolState, Store
+from checkpointd.store.base import PoolState
+from checkpointd.store.interface import Store
 
 __all__ = ["WATCH_METHOD", "LabelCache", "Metrics", "MetricsServer"]
 

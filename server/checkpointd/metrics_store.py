@@ -5,10 +5,12 @@ method's name) and outcome: ``ok``, ``unavailable`` (:class:`StoreUnavailable`) 
 (anything else raised). ``open`` and ``close`` are passed on untimed; so are the methods that
 are not coroutines (``fenced`` spans the write it guards, which is timed on its own).
 
-The methods are made from the :class:`Store` protocol's own list, as
-:mod:`checkpointd.graph.metrics` times the graph store: a method added to the protocol is
-timed without a line here. They are real class attributes (not a runtime ``__getattr__``), so
-an instance is a :class:`Store` to ``isinstance`` and no operation can fall through untimed.
+The methods are made from :class:`Store`'s public methods (its own and those of the shared
+classes it is made of), as :mod:`checkpointd.graph.metrics` times the graph store: an
+operation added to :class:`Store` is timed without a line here. They are real class attributes
+(not a runtime ``__getattr__``), so no operation can fall through untimed; the class is
+registered as a virtual subclass of :class:`Store`, so an instance is a :class:`Store` to
+``isinstance`` without inheriting the shared implementations it passes on.
 """
 
 from __future__ import annotations
@@ -16,14 +18,15 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 from prometheus_client import Histogram
 
 from checkpointd.metrics import LabelCache
-from checkpointd.store.base import Store, StoreUnavailable
+from checkpointd.store.base import StoreUnavailable
+from checkpointd.store.interface import Store
 
-__all__ = ["InstrumentedStore", "observed"]
+__all__ = ["InstrumentedStore", "observed", "timed_store"]
 
 T = TypeVar("T")
 
@@ -50,6 +53,12 @@ class InstrumentedStore:
 
     async def _timed(self, operation: str, call: Awaitable[T]) -> T:
         return await observed(self._histogram, operation, call)
+
+
+def timed_store(store: Store, histogram: Histogram) -> Store:
+    """``store`` behind an :class:`InstrumentedStore`, typed as the :class:`Store` it is
+    registered as (a type checker does not follow ``Store.register``)."""
+    return cast(Store, InstrumentedStore(store, histogram))
 
 
 async def observed(histogram: Histogram, operation: str, call: Awaitable[T]) -> T:
@@ -100,7 +109,9 @@ def _passed_on(name: str) -> Callable[..., Any]:
 
 
 def _delegate_every_operation() -> None:
-    for name, member in vars(Store).items():
+    # dir() walks the MRO: Store's abstract operations and its shared classes' methods.
+    for name in dir(Store):
+        member = getattr(Store, name)
         if name.startswith("_") or not callable(member):
             continue
         if not inspect.iscoroutinefunction(member):
@@ -116,3 +127,4 @@ def _delegate_every_operation() -> None:
 
 
 _delegate_every_operation()
+Store.register(InstrumentedStore)

@@ -21,7 +21,8 @@ from typing import Any
 
 from checkpointd.health import HealthService
 from checkpointd.logging_setup import event
-from checkpointd.store.base import Store, StoreError, StoreUnavailable
+from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.interface import Store
 
 __all__ = ["StoreMonitor", "StoreNeverCameUp", "cancel_and_wait"]
 

@@ -21,7 +21,8 @@ from checkpointd.graph.retention_job import (
 )
 from checkpointd.graph.store import GraphStore
 from checkpointd.servicers.common import utc_now
-from checkpointd.store.base import Store, StoreError
+from checkpointd.store.base import StoreError
+from checkpointd.store.interface import Store
 
 __all__ = [
     "purge_events_forever",

@@ -18,7 +18,7 @@ between the catch-up and the live part.
 
 The snapshot is read in pages (at most ``batch_size`` rows, itself at most the buffer, and at
 most ``page_bytes``), each page the pending set as it was at the snapshot cursor (see
-:meth:`~checkpointd.store.base.Store.snapshot_pending`), and the next page is read only once
+:meth:`~checkpointd.store.interface.Store.snapshot_pending`), and the next page is read only once
 every row of the previous one has been written to the client. Event reads are bounded the
 same way. So a stream holds at most one page whatever the size of the pending set, and a
 client that stops reading stops the reading (contract B1).
@@ -61,8 +61,9 @@ from checkpointd.errors import (
     WatcherTooSlow,
     WatchExpired,
 )
-from checkpointd.store.base import Store, StoreError, StoreUnavailable
+from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.filters import matches
+from checkpointd.store.interface import Store
 
 __all__ = [
     "STUCK_WRITE_GRACE",

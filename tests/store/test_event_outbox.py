@@ -14,7 +14,7 @@ from checkpointd.domain import (
     EventKind,
     PendingFilter,
 )
-from checkpointd.store.base import Store
+from checkpointd.store.interface import Store
 from checkpointd.store.postgres import PostgresStore
 from tests.support.records import interrupt
 from tests.support.sidecar import StoreSpec

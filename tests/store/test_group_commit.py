@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from checkpointd.domain import CheckpointRecord, CheckpointStatus
-from checkpointd.store.base import CheckpointExists, Store, StoreUnavailable
+from checkpointd.store.base import CheckpointExists, StoreUnavailable
 from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.interface import Store
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.sidecar import StoreSpec

@@ -1,5 +1,5 @@
 """The store contract, on every backend: contract rules C*, I1-I4, D1, J1, J4, N1 at the
-store (no gRPC), checked through the Store protocol and its own outbox."""
+store (no gRPC), checked through Store and its own outbox."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from checkpointd.domain import (
     CheckpointStatus,
     PendingFilter,
 )
-from checkpointd.store.base import CheckpointExists, Store
+from checkpointd.store.base import CheckpointExists
+from checkpointd.store.interface import Store
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.sqlite.access import SQLiteAccess
 from tests.support.protocols import signature_mismatches
@@ -30,9 +31,9 @@ NOW = datetime(2024, 6, 1, tzinfo=UTC)
 
 
 async def test_store_protocol_is_satisfied(store: Store) -> None:
-    """Each store implements every Store method with the protocol's signature, and an open
-    store answers through the protocol's type (not only by method names, as isinstance does)."""
-    # base.py names the two access types only for the type checker (no import cycle).
+    """Each store implements every Store method with Store's signature (the abstract ones and
+    any it overrides), and an open store answers through Store's type."""
+    # interface.py names the two access types only for the type checker (no import cycle).
     access_types = {"SQLiteAccess": SQLiteAccess, "PostgresAccess": PostgresAccess}
     assert signature_mismatches(type(store), Store, localns=access_types) == []
     as_protocol: Store = store

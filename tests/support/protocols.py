@@ -22,7 +22,8 @@ __all__ = ["protocol_methods", "signature_mismatches"]
 
 
 def protocol_methods(protocol: type) -> list[str]:
-    """The public methods a Protocol declares (its own and its bases', not object's)."""
+    """The public methods a Protocol or an abstract class declares (its own and its bases',
+    not object's)."""
     names: set[str] = set()
     for klass in protocol.__mro__:
         if klass is object or klass is typing.Protocol or klass is typing.Generic:

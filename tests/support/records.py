@@ -14,7 +14,7 @@ from checkpointd.domain import (
     PendingRecord,
     RecordInterruptResult,
 )
-from checkpointd.store.base import Store
+from checkpointd.store.interface import Store
 
 __all__ = ["NS", "T0", "checkpoint", "interrupt", "pending"]
 

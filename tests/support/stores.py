@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from checkpointd.store.base import Store
 from checkpointd.store.group_commit import GroupCommit
+from checkpointd.store.interface import Store
 from checkpointd.store.postgres import PostgresStore
 from checkpointd.store.sqlite import SQLiteStore
 from tests.support.sidecar import StoreSpec

@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from checkpointd.fencing import Fenceable, fence_of, fenced_write
 from checkpointd.paging import encode_token
 from checkpointd.servicers.scope import WriteKey
-from checkpointd.store.base import Store
+from checkpointd.store.interface import Store
 
 if TYPE_CHECKING:
     from checkpointd.graph.store import GraphStore

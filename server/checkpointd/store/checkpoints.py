@@ -100,7 +100,7 @@ async def existing_checkpoint(
 
 
 class CheckpointReads(StatementStore):
-    """The one-row checkpoint reads of the :class:`~checkpointd.store.base.Store` protocol."""
+    """The checkpoint reads of :class:`~checkpointd.store.interface.Store`, written once."""
 
     _checkpoint_sql: CheckpointSql
 
@@ -115,7 +115,10 @@ class CheckpointReads(StatementStore):
     async def get_latest_checkpoint(
         self, namespace: str, execution_id: str, *, skip_run_end: bool = False
     ) -> CheckpointRecord | None:
-        """Return the execution's row with the highest sequence (optionally not a run_end)."""
+        """Return the execution's row with the highest sequence.
+
+        With ``skip_run_end`` rows whose step_type is ``run_end`` are passed over.
+        """
         sql = self._checkpoint_sql
         if skip_run_end:
             found = await self._query(sql.latest_skip_step_type, (namespace, execution_id, RUN_END))
@@ -133,9 +136,16 @@ class CheckpointReads(StatementStore):
         limit: int,
         max_bytes: int | None = None,
     ) -> Page[CheckpointRecord]:
-        """Up to ``limit`` rows of the execution ordered by sequence (keyset paging), after
-        ``after_sequence`` in the direction of travel, within ``max_bytes``: sizes first, then
-        only the rows that fit."""
+        """Return up to ``limit`` rows of the execution ordered by sequence (keyset paging).
+
+        Ascending: rows with sequence > ``after_sequence``; descending: rows with sequence <
+        ``after_sequence``. ``None`` starts at the beginning (or the end, descending).
+
+        Only the leading rows whose stored sizes fit ``max_bytes`` are read (always at least
+        one; see :mod:`checkpointd.store.budget`): sizes first, then only the rows that fit,
+        so a page of large rows never loads more than its budget; ``more`` says whether rows
+        were left for the next page.
+        """
         sql = self._checkpoint_sql
         if descending:
             sizes_sql, rows_sql = sql.list_descending_sizes, sql.list_descending
@@ -160,8 +170,9 @@ class CheckpointReads(StatementStore):
     async def list_unsynced(
         self, namespace: str, *, after_sequence: int | None, limit: int
     ) -> list[CheckpointRecord]:
-        """Return up to ``limit`` unsettled rows with sequence > ``after_sequence``, oldest
-        first."""
+        """Return up to ``limit`` unsettled checkpoints of the namespace with sequence >
+        ``after_sequence`` (from the start when None), ascending by sequence. Changes
+        nothing."""
         if limit <= 0:
             raise ValueError("limit must be positive")
         bound = 0 if after_sequence is None else after_sequence
@@ -170,8 +181,8 @@ class CheckpointReads(StatementStore):
 
 
 class CheckpointRemovals(StatementStore):
-    """DeleteExecution and PruneCheckpoints of the :class:`~checkpointd.store.base.Store`
-    protocol: the request-id rules (C9) written once, the deletes the backend's."""
+    """DeleteExecution and PruneCheckpoints of :class:`~checkpointd.store.interface.Store`:
+    the request-id rules (C9) written once, the deletes the backend's."""
 
     _checkpoint_sql: CheckpointSql
 
@@ -200,9 +211,12 @@ class CheckpointRemovals(StatementStore):
         fingerprint: str = "",
     ) -> DeleteExecutionResult:
         """Delete the execution's checkpoints, pending interrupt and idempotency results in one
-        transaction, with a ``removed`` event when a pending interrupt went away, tombstones
-        for the request ids of the deleted checkpoints, and the reply under ``request_id``
-        (a retry returns that reply and deletes nothing: C9).
+        transaction; write a ``removed`` event when a pending interrupt went away.
+
+        In the same transaction the request ids of the deleted checkpoints become tombstones
+        and, with a non-empty ``request_id``, the reply is recorded (``applied_at = now``,
+        the store's clock when None). A retry with that ``request_id`` deletes nothing and
+        returns the recorded reply (C9).
 
         The request id is recorded first: on Postgres a concurrent call with the same id
         waits on that row and, once this one commits, returns its reply."""
@@ -244,11 +258,15 @@ class CheckpointRemovals(StatementStore):
         now: datetime | None = None,
         fingerprint: str = "",
     ) -> PruneResult:
-        """Delete completed/failed checkpoints and unprotected idempotency results older than
-        ``cutoff``, at most ``batch_size`` rows per transaction, so other callers never wait
-        long; the request ids of the deleted checkpoints become tombstones in their batch's
-        transaction. The reply is recorded under ``request_id`` once the prune is complete,
-        and a retry returns it (C9)."""
+        """Delete completed/failed checkpoints and idempotency results with created_at < cutoff.
+
+        Never an interrupted checkpoint, never a pending interrupt, never the idempotency
+        results of an execution that has a pending interrupt. Deletes at most ``batch_size``
+        rows per transaction, looping until nothing is left, so other callers never wait
+        long; each batch records the request ids of the checkpoints it deleted as tombstones.
+        With a non-empty ``request_id`` the reply is recorded once the prune is complete, and
+        a retry returns it without pruning (C9).
+        """
         if batch_size <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         applied_at = self._write_time(datetime.now(UTC) if now is None else now)

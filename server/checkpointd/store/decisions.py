@@ -143,7 +143,7 @@ class DecisionSql:
 
 
 class DecisionTransactions(StatementStore):
-    """The decision methods of the :class:`~checkpointd.store.base.Store` protocol, each one
+    """The decision methods of :class:`~checkpointd.store.interface.Store`, each one
     transaction of the backend's :class:`DecisionSql`."""
 
     _decision_sql: DecisionSql
@@ -163,10 +163,17 @@ class DecisionTransactions(StatementStore):
         fingerprint: str = "",
         interrupt_id: str = "",
     ) -> DecisionChange:
-        """Store the one decision on the execution's pending interrupt (the one named by
-        ``interrupt_id``; empty: the fastaiagent pause), with a ``decided`` event, in one
-        transaction (K1, G8). Concurrent deciders queue on the pending row's lock; each later
-        one then finds the winner."""
+        """Store ``decision`` on the execution's pending interrupt with a ``decided`` event,
+        in one transaction, unless that pause already has one (K1). ``interrupt_id`` names
+        one of a graph thread's pauses (G8); empty is the fastaiagent run's one pause.
+
+        REPEATED with the stored decision when a decision was stored under this non-empty
+        ``request_id`` (whatever happened since); CONFLICT with the winner when the pending
+        pause is decided, or when nothing is pending and the execution's newest decided pause
+        was resumed since; NOT_FOUND when nothing is pending and nothing was decided; APPLIED
+        otherwise. Decided rows come back with ``decision`` set. Concurrent deciders queue on
+        the pending row's lock; each later one then finds the winner.
+        """
         sql = self._decision_sql
 
         async def body(conn: Statements) -> DecisionChange:
@@ -235,8 +242,14 @@ class DecisionTransactions(StatementStore):
         *,
         interrupt_id: str = "",
     ) -> DecisionChange:
-        """Take or renew the lease on a pause's decision (K2): a decision nobody holds, or
-        whose lease ran out before ``now``, goes to ``lease_token`` until ``lease_until``."""
+        """Take or renew the lease on the decision of a pause (K2).
+
+        APPLIED when the decision is ``decided``, or ``resuming`` under this token (a renewal,
+        attempts unchanged) or under a lease that ran out before ``now`` (a takeover,
+        attempts + 1, as for a first lease); the lease then runs until ``lease_until``.
+        CONFLICT when another token's lease runs, or a worker already reported; NOT_FOUND
+        when the pause has no decision.
+        """
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
 
         async def take(
@@ -265,10 +278,13 @@ class DecisionTransactions(StatementStore):
         *,
         interrupt_id: str = "",
     ) -> DecisionChange:
-        """Record how the lease holder carried the decision out, with a ``resumed`` or
-        ``resume_failed`` event, in one transaction (K2). A repeat of the stored report is
-        REPEATED; a report by anyone but the lease holder, or a different second report, is a
-        CONFLICT."""
+        """Record the outcome (``resumed`` or ``resume_failed``) of the lease holder, with
+        its event, in one transaction (K2).
+
+        Only the token that holds the lease, expired or not, may report. REPEATED for the same
+        report again; CONFLICT for another token, a decision never leased, or a different
+        outcome after the first; NOT_FOUND when the pause has no decision.
+        """
         pause = (namespace, execution_id, checkpoint_id, interrupt_id)
 
         async def record(
@@ -289,7 +305,8 @@ class DecisionTransactions(StatementStore):
     async def list_decisions(
         self, namespace: str, *, after_sequence: int, limit: int, open_only: bool
     ) -> list[PendingRecord]:
-        """Decided pauses after ``after_sequence``, oldest first (open ones only when asked)."""
+        """Return up to ``limit`` decided pauses with sequence > ``after_sequence``, oldest
+        first, each with its decision; with ``open_only`` only those not reported yet."""
         sql = self._decision_sql
         query = sql.list_open_decisions if open_only else sql.list_decisions
         found: Sequence[Any] = await self._query(query, (namespace, after_sequence, limit))

@@ -10,7 +10,7 @@ __all__ = ["IdempotencyReads"]
 
 
 class IdempotencyReads(StatementStore):
-    """The idempotency read of the :class:`~checkpointd.store.base.Store` protocol."""
+    """The idempotency read of :class:`~checkpointd.store.interface.Store`, written once."""
 
     #: Parameters: namespace, execution id, key; the cached ``result_json``.
     _get_idempotent_sql: str

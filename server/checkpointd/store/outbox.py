@@ -257,8 +257,8 @@ async def snapshot_page(
 
 
 class OutboxReads(StatementStore):
-    """The outbox and pending-listing methods of the :class:`~checkpointd.store.base.Store`
-    protocol over the backend's :class:`OutboxSql`: each outbox read one read transaction
+    """The outbox and pending-listing methods of :class:`~checkpointd.store.interface.Store`
+    over the backend's :class:`OutboxSql`: each outbox read one read transaction
     (every statement sees one state), each purge batch one write transaction."""
 
     _outbox_sql: OutboxSql
@@ -273,9 +273,21 @@ class OutboxReads(StatementStore):
         limit: int,
         max_bytes: int | None = None,
     ) -> SnapshotPage:
-        """A page of the pending set as it was at ``as_of_cursor``, newest first, in one read
-        transaction (see :func:`snapshot_page`; events commit in cursor order, so "added after
-        the cursor" is exactly "its ``added`` event has a higher cursor")."""
+        """Return a page of the pending rows matching the filters as they were when the
+        outbox's latest cursor was ``as_of_cursor``: those with sequence < ``before_sequence``
+        (all when None), newest first, at most ``limit`` of them and within ``max_bytes``.
+
+        Paged this way, a snapshot read in many pages at different times is still the pending
+        set at one cursor, so the events with a higher cursor are exactly the changes made
+        after it. Each page is one consistent read (one read transaction, see
+        :func:`snapshot_page`): rows pending now whose ``added`` event has a cursor above
+        ``as_of_cursor`` are left out (they were added later; events commit in cursor order),
+        and rows whose ``claimed``/``removed`` event is above it, and whose ``added`` event is
+        not, are put back from that event (which carries the whole row). Every change of the
+        pending set writes its event in the same transaction (I1), so nothing else can differ.
+        A page is only right while those events are kept: when the result's
+        ``purged_through`` is above ``as_of_cursor`` the caller must start a new snapshot.
+        """
 
         async def body(conn: Statements) -> SnapshotPage:
             return await snapshot_page(
@@ -301,9 +313,10 @@ class OutboxReads(StatementStore):
         filters: PendingFilter,
         max_bytes: int | None = None,
     ) -> Page[PendingRecord]:
-        """Up to ``limit`` pending rows below ``before_sequence``, newest first, matching
-        every set filter (an empty ``agent_path_prefix`` matches every row), within
-        ``max_bytes``: sizes first, then only the rows that fit."""
+        """Return up to ``limit`` pending rows with sequence < ``before_sequence`` (all when
+        None), newest (highest sequence) first, matching every set filter (an empty
+        ``agent_path_prefix`` matches every row), within ``max_bytes`` as
+        :meth:`~checkpointd.store.checkpoints.CheckpointReads.list_checkpoints` reads them."""
         sql = self._outbox_sql
         where, params = conditions(filters, sql.prefix)
 
@@ -330,8 +343,17 @@ class OutboxReads(StatementStore):
         namespace: str | None,
         max_bytes: int | None = None,
     ) -> EventPage:
-        """Up to ``limit`` events after ``after_cursor`` (and up to ``up_to_cursor``) within
-        ``max_bytes``, with the outbox's bounds, in one read transaction."""
+        """Return up to ``limit`` events with ``after_cursor < cursor <= up_to_cursor`` (no
+        upper bound when None), ascending, of one namespace (every namespace when None),
+        together with the outbox's bounds, all read in one consistent snapshot (one read
+        transaction). ``limit`` 0 reads only the bounds. Only the leading events whose sizes
+        fit ``max_bytes`` are read (at least one), as
+        :meth:`~checkpointd.store.checkpoints.CheckpointReads.list_checkpoints` reads rows;
+        ``more`` says whether events up to ``up_to_cursor`` were left out.
+
+        Events commit in cursor order, so once a reader has seen cursor N no event with a
+        smaller cursor can appear later.
+        """
         if limit == 0:
             # Only the bounds (the watch reader's look while no stream is open, once a second
             # on an idle server): one statement sees one state by itself, so it needs no
@@ -358,8 +380,9 @@ class OutboxReads(StatementStore):
         return await self._in_snapshot(body)
 
     async def purge_events(self, written_before: datetime, *, batch_size: int) -> int:
-        """Delete the oldest events up to the first one written at or after
-        ``written_before``, at most ``batch_size`` per transaction."""
+        """Delete the oldest events, in cursor order, up to the first one written at or after
+        ``written_before``; record the highest deleted cursor as ``purged_through``. Deletes at
+        most ``batch_size`` rows per transaction; returns how many went."""
         cutoff = self._write_time(written_before)
 
         async def body(conn: Statements) -> tuple[int, int]:

@@ -46,9 +46,7 @@ class PostgresCheckpoints(PostgresCore):
         *,
         fingerprint: str = "",
     ) -> CheckpointRecord:
-        """Insert one checkpoint and return it with its sequence (see the Store protocol).
-
-        The row goes into the next group-commit statement; when its id is taken, the
+        """The row goes into the next group-commit statement; when its id is taken, the
         single-row path below tells a retry (the stored row) from a duplicate. Each is an
         ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a duplicate,
         so no transaction is ever left open or aborted, and an acknowledged row is committed.
@@ -180,7 +178,8 @@ class PostgresCheckpoints(PostgresCore):
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[str]:
-        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
+        """One transaction: the re-quarantines of rows already settled, then one statement
+        that settles every unsettled row it names."""
         if not settlements:
             return []
         ids = [cid for cid, _ in settlements]

@@ -47,8 +47,8 @@ class PostgresInterrupts(PostgresCheckpoints):
         *,
         fingerprint: str = "",
     ) -> RecordInterruptResult:
-        """Insert the interrupted checkpoint and, unless the execution already has one, the
-        pending row plus an ``added`` event, all in one transaction (contracts I1, I2)."""
+        """One transaction on one connection; the insert is tried again while it races with a
+        delete (:data:`RACE_ATTEMPTS`)."""
         if pending.execution_id != checkpoint.execution_id:
             raise ValueError("the pending row and its checkpoint name different executions")
         checkpoint_row = CheckpointRow(
@@ -113,13 +113,9 @@ class PostgresInterrupts(PostgresCheckpoints):
     async def claim_interrupt(
         self, namespace: str, execution_id: str, claim_token: str, now: datetime
     ) -> PendingRecord | None:
-        """Atomically take the execution's pending row; exactly one caller gets it (I3).
-
-        A non-empty ``claim_token`` files the claimed row under that token, so a retry with
-        the same token gets the same row back until :meth:`purge_claims` forgets it. The look
-        for that row, the claim and its ``claimed`` event are one statement (one transaction,
-        one round trip); only a claim that takes nothing looks again.
-        """
+        """The look for the token's earlier claim, the claim and its ``claimed`` event are one
+        statement (one transaction, one round trip); only a claim that takes nothing looks
+        again."""
         now = times.utc_in(now)
         async with self._connection() as conn:
             # The claim and its event (and, with a token, the look for the token's earlier
@@ -154,12 +150,11 @@ class PostgresInterrupts(PostgresCheckpoints):
         return None if row is None else self._pending(row)
 
     async def purge_claims(self, claimed_before: datetime) -> int:
-        """Forget claims older than the retention time, in batches; return how many went."""
+        """In batches (:meth:`_purge`)."""
         return await self._purge(self._sql.purge_claims, claimed_before, "claim")
 
     async def purge_applied_requests(self, applied_before: datetime) -> int:
-        """Forget the request ids of idempotency puts applied before ``applied_before``, in
-        batches; return how many went."""
+        """In batches (:meth:`_purge`)."""
         return await self._purge(
             self._sql.purge_applied_requests, applied_before, "applied request"
         )
@@ -189,9 +184,8 @@ class PostgresInterrupts(PostgresCheckpoints):
         *,
         fingerprint: str = "",
     ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (contract D1), in
-        the next group-commit statement; a retry of a recorded ``request_id`` writes
-        nothing."""
+        """A row of the next group-commit statement (:meth:`_put_idempotents`), which records
+        the request id with the upsert."""
         row = (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
         fresh = await self._idempotent_group.submit((*row, fingerprint or None))
         if request_id and not fresh:

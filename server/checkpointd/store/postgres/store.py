@@ -1,4 +1,4 @@
-"""The Postgres store: the :class:`~checkpointd.store.base.Store` protocol over an asyncpg pool.
+"""The Postgres store: the :class:`~checkpointd.store.interface.Store` over an asyncpg pool.
 
 Every table lives in one configurable schema (validated, always quoted) and carries the
 namespace as the first column of its keys, so every query of the hot path is an index range
@@ -82,14 +82,11 @@ from checkpointd.domain import (
 )
 from checkpointd.store import decisions, times
 from checkpointd.store.base import PoolState, StoreError, StoreUnavailable
-from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
 )
-from checkpointd.store.decisions import DecisionTransactions
 from checkpointd.store.group_commit import GroupCommit
-from checkpointd.store.idempotency import IdempotencyReads
-from checkpointd.store.outbox import OutboxReads
+from checkpointd.store.interface import Store
 from checkpointd.store.postgres import errors
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.core import CheckpointRow
@@ -115,15 +112,8 @@ def _load_migrations() -> tuple[Migration, ...]:
     return load_migrations("postgres")
 
 
-class PostgresStore(
-    PostgresInterrupts,
-    DecisionTransactions,
-    OutboxReads,
-    CheckpointReads,
-    CheckpointRemovals,
-    IdempotencyReads,
-):
-    """A :class:`~checkpointd.store.base.Store` on PostgreSQL through an asyncpg pool.
+class PostgresStore(PostgresInterrupts, Store):
+    """A :class:`~checkpointd.store.interface.Store` on PostgreSQL through an asyncpg pool.
 
     ``timeout`` (seconds) bounds connecting, acquiring a pooled connection and every
     statement; migrations get at least a minute. Call :meth:`open` before use and
@@ -210,7 +200,7 @@ class PostgresStore(
     # --- lifecycle -----------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Connect and apply the schema migrations (idempotent, safe when replicas race)."""
+        """Open the pool, then migrate under a transaction-level advisory lock."""
         if self._pool is not None:
             return
         migrations = _load_migrations()
@@ -279,7 +269,6 @@ class PostgresStore(
         )
 
     async def count_pending_by_namespace(self) -> dict[str, int]:
-        """Return the number of pending interrupts in each namespace that has any."""
         async with self._connection() as conn:
             rows = await conn.fetch(self._sql.count_pending)
         return {str(row[0]): int(row[1]) for row in rows}

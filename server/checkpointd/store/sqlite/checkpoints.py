@@ -74,8 +74,8 @@ class SQLiteCheckpoints(SQLiteCore):
         *,
         fingerprint: str = "",
     ) -> CheckpointRecord:
-        """Insert one checkpoint (group commit); a retry with the same request id returns the
-        stored row."""
+        """One write of the group commit: :meth:`_insert_checkpoint` in the group's
+        transaction."""
         times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
 
         async def write(conn: Statements) -> CheckpointRecord:
@@ -142,7 +142,8 @@ class SQLiteCheckpoints(SQLiteCore):
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[str]:
-        """Settle unsettled rows, first-wins, in one transaction; return the ids settled."""
+        """One transaction: the synced ids in chunks of ``SETTLE_CHUNK``, then each
+        quarantine (a row already settled has its reason replaced)."""
         now_us = times.to_us(now)
         settled: set[str] = set()
 

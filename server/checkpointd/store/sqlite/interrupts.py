@@ -35,8 +35,7 @@ class SQLiteInterrupts(SQLiteCheckpoints):
         *,
         fingerprint: str = "",
     ) -> RecordInterruptResult:
-        """Insert the interrupted checkpoint and, unless the execution has one, the pending
-        row and its ``added`` event, in one transaction (contracts I1, I2)."""
+        """One transaction: :meth:`_insert_checkpoint`, then the pending row and its event."""
         if pending.execution_id != checkpoint.execution_id:
             raise ValueError("the pending row and the checkpoint name different executions")
         key = (namespace, checkpoint.execution_id)
@@ -74,10 +73,8 @@ class SQLiteInterrupts(SQLiteCheckpoints):
     async def claim_interrupt(
         self, namespace: str, execution_id: str, claim_token: str, now: datetime
     ) -> PendingRecord | None:
-        """Take the execution's pending row; exactly one caller among all processes gets it.
-        A retry with the same non-empty token gets the same row again. One transaction (one
-        thread hop), which looks for the token's earlier claim first: writers are serialized,
-        so it sees any concurrent retry's claim."""
+        """One transaction (one thread hop), which looks for the token's earlier claim first:
+        writers are serialized, so it sees any concurrent retry's claim."""
         now_us = times.to_us(now)
         by_token = (namespace, execution_id, claim_token)
 
@@ -102,7 +99,7 @@ class SQLiteInterrupts(SQLiteCheckpoints):
         return await self._in_transaction(claim)
 
     async def purge_claims(self, claimed_before: datetime) -> int:
-        """Forget claims made before ``claimed_before``; return how many went."""
+        """One statement in one transaction."""
 
         async def body(conn: Statements) -> int:
             return await conn.run(sql.PURGE_CLAIMS, (times.to_us(claimed_before),))
@@ -110,8 +107,7 @@ class SQLiteInterrupts(SQLiteCheckpoints):
         return await self._in_transaction(body)
 
     async def purge_applied_requests(self, applied_before: datetime) -> int:
-        """Forget the request ids of idempotency puts applied before ``applied_before``;
-        return how many went."""
+        """One statement in one transaction."""
 
         async def body(conn: Statements) -> int:
             return await conn.run(sql.PURGE_APPLIED_REQUESTS, (times.to_us(applied_before),))
@@ -129,9 +125,7 @@ class SQLiteInterrupts(SQLiteCheckpoints):
         *,
         fingerprint: str = "",
     ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (group commit).
-        A non-empty ``request_id`` is recorded in the same transaction; a retry that finds it
-        recorded writes nothing (contract D1)."""
+        """One write of the group commit: the request id recorded, then the upsert."""
         now_us = times.to_us(now)
         params = (namespace, execution_id, key, result_json, now_us)
 

@@ -66,15 +66,13 @@ from checkpointd.domain import (
 )
 from checkpointd.store import decisions, times
 from checkpointd.store.base import StoreError, StoreUnavailable
-from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals
 from checkpointd.store.columns import (
     GROUP_COMMIT_MAX,
 )
-from checkpointd.store.decisions import DecisionTransactions, Pause
+from checkpointd.store.decisions import Pause
 from checkpointd.store.fence_locks import PauseLocks
 from checkpointd.store.group_commit import GroupCommit
-from checkpointd.store.idempotency import IdempotencyReads
-from checkpointd.store.outbox import OutboxReads
+from checkpointd.store.interface import Store
 from checkpointd.store.schema import Migration, load_migrations
 from checkpointd.store.sqlite import errors, sql
 from checkpointd.store.sqlite.access import SQLiteAccess
@@ -145,15 +143,8 @@ class _Call:
                 raise failure from exc
 
 
-class SQLiteStore(
-    SQLiteInterrupts,
-    DecisionTransactions,
-    OutboxReads,
-    CheckpointReads,
-    CheckpointRemovals,
-    IdempotencyReads,
-):
-    """A :class:`~checkpointd.store.base.Store` in one SQLite file.
+class SQLiteStore(SQLiteInterrupts, Store):
+    """A :class:`~checkpointd.store.interface.Store` in one SQLite file.
 
     ``busy_timeout_ms`` is how long a write waits for another process's write lock before
     the call fails with :class:`StoreUnavailable`; ``timeout`` bounds every call (including
@@ -311,7 +302,6 @@ class SQLiteStore(
         return None
 
     async def count_pending_by_namespace(self) -> dict[str, int]:
-        """Return the number of pending interrupts in each namespace that has any."""
         async with self._call():
             rows = await self._rows(sql.COUNT_PENDING, ())
         return {str(row[0]): int(row[1]) for row in rows}
