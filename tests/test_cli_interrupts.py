@@ -27,9 +27,8 @@ from checkpointd.cli.interrupts import format_age
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.langgraph import CheckpointdSaver
 from tests.contract.helpers import checkpoint, interrupted
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
-
-pytestmark = pytest.mark.own_server
 
 TIMEOUT = 30
 
@@ -51,17 +50,21 @@ def record(client: CheckpointdClient, execution_id: str, **fields: Any) -> None:
     client.record_interrupt(cp, pending)
 
 
-def test_i4_interrupts_list_prints_an_aligned_table_newest_first(sidecar: Sidecar):
+def test_i4_interrupts_list_prints_an_aligned_table_newest_first(sidecar: SharedSidecar):
     """The table has a header, one row per pending interrupt, newest first, columns aligned;
     filters and --limit apply; the target comes from $CHECKPOINTD_TARGET."""
     old = datetime.now(UTC) - timedelta(hours=3)
-    with CheckpointdClient(sidecar.target, namespace="team") as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         record(client, "exec-a", created_at=old)
         record(client, "exec-long-identifier-b", chain_name="refunds", agent_path="swarm:s/a:x")
         record(client, "exec-c", node_id="review")
 
     result = cli(
-        "interrupts", "list", "--namespace", "team", env={"CHECKPOINTD_TARGET": sidecar.target}
+        "interrupts",
+        "list",
+        "--namespace",
+        sidecar.namespace,
+        env={"CHECKPOINTD_TARGET": sidecar.target},
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -93,21 +96,36 @@ def test_i4_interrupts_list_prints_an_aligned_table_newest_first(sidecar: Sideca
         "--target",
         sidecar.target,
         "--namespace",
-        "team",
+        sidecar.namespace,
         "--chain",
         "refunds",
     )
     assert [line.split()[0] for line in only.stdout.splitlines()[1:]] == ["exec-long-identifier-b"]
     limited = cli(
-        "interrupts", "list", "--target", sidecar.target, "--namespace", "team", "--limit", "1"
+        "interrupts",
+        "list",
+        "--target",
+        sidecar.target,
+        "--namespace",
+        sidecar.namespace,
+        "--limit",
+        "1",
     )
     assert len(limited.stdout.splitlines()) == 2
     assert "raise --limit" in limited.stderr
-    empty = cli("interrupts", "list", "--target", sidecar.target, "--namespace", "nobody")
+    empty = cli(
+        "interrupts",
+        "list",
+        "--target",
+        sidecar.target,
+        "--namespace",
+        f"{sidecar.namespace}-nobody",
+    )
     assert (empty.returncode, empty.stdout) == (0, "")
     assert "no pending interrupts" in empty.stderr
 
 
+@pytest.mark.own_server
 def test_interrupts_commands_fail_with_one_line(sidecar: Sidecar):
     """A bad namespace, a bad flag or an unreachable server is one line on stderr, never a
     traceback."""
@@ -132,11 +150,11 @@ def _lines(stream: IO[str], out: queue.Queue[str]) -> None:
 
 
 def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_c(
-    sidecar: Sidecar,
+    sidecar: SharedSidecar,
 ):
     """--json prints one object per line (snapshot, marker, events); Ctrl-C exits 0; a later
     watch with --after-cursor continues after the cursor without a snapshot."""
-    with CheckpointdClient(sidecar.target) as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         record(client, "paused-1")
         proc = subprocess.Popen(
             [
@@ -148,6 +166,8 @@ def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_
                 "--json",
                 "--target",
                 sidecar.target,
+                "--namespace",
+                sidecar.namespace,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -193,6 +213,8 @@ def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_
             "--json",
             "--target",
             sidecar.target,
+            "--namespace",
+            sidecar.namespace,
             "--after-cursor",
             str(added["cursor"]),
         ],
@@ -212,7 +234,7 @@ def test_i5_interrupts_watch_json_prints_snapshot_then_events_and_stops_on_ctrl_
 
 
 def test_i5_g9_interrupts_watch_shows_a_threads_pauses_by_interrupt_beside_a_runs(
-    sidecar: Sidecar,
+    sidecar: SharedSidecar,
 ):
     """The text watch prints a LangGraph thread's two parallel pauses as two lines, each
     with its interrupt id and node, beside a fastaiagent run's pause (which has no interrupt
@@ -222,13 +244,15 @@ def test_i5_g9_interrupts_watch_shows_a_threads_pauses_by_interrupt_beside_a_run
 
     thread = f"thread-{uuid.uuid4().hex[:8]}"
     with (
-        CheckpointdClient(sidecar.target, namespace="team") as client,
-        CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client,
+        CheckpointdSaver(
+            sidecar.target, namespace=sidecar.namespace, graph_name="support"
+        ) as saver,
     ):
         record(client, "exec-w")
         two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
         ids = {p.node_id: p.interrupt_id for p in client.iter_pending_interrupts()}
-    base = ("--target", sidecar.target, "--namespace", "team")
+    base = ("--target", sidecar.target, "--namespace", sidecar.namespace)
     proc = subprocess.Popen(
         [sys.executable, "-m", "checkpointd", "interrupts", "watch", *base],
         stdout=subprocess.PIPE,
@@ -275,13 +299,13 @@ def test_interrupts_age_is_short_and_never_negative():
     assert format_age(None, now) == "-"
 
 
-def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar: Sidecar):
+def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar: SharedSidecar):
     """`interrupts decide` stores the decision (metadata and reason included), `list` shows
     it in the DECISION column, and a second decision fails with one line naming the first."""
-    with CheckpointdClient(sidecar.target, namespace="team") as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         record(client, "exec-d")
         record(client, "exec-e")
-    base = ("--target", sidecar.target, "--namespace", "team")
+    base = ("--target", sidecar.target, "--namespace", sidecar.namespace)
     approved = cli(
         "interrupts",
         "decide",
@@ -300,7 +324,7 @@ def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar:
     assert approved.stdout == (
         "approved exec-d (node node) as alice: a resume worker will carry it out\n"
     )
-    with CheckpointdClient(sidecar.target, namespace="team") as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         [row] = [
             p
             for p in client.list_pending_interrupts().pending_interrupts
@@ -331,7 +355,7 @@ def test_k1_interrupts_decide_approves_once_and_list_shows_the_decision(sidecar:
         assert "Traceback" not in result.stderr
 
 
-def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
+def test_k3_interrupts_decide_sends_typed_answers(sidecar: SharedSidecar):
     """`decide --edit KEY=VALUE` edits a one-action middleware pause from its own arguments,
     `--decisions-json` answers each action of a batch, `--resume-json` answers a plain
     interrupt(); what the pause does not take fails with one line and changes nothing."""
@@ -347,13 +371,13 @@ def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
         ],
     }
     with (
-        CheckpointdClient(sidecar.target, namespace="team") as client,
-        CheckpointdSaver(sidecar.target, namespace="team", graph_name="agent") as saver,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client,
+        CheckpointdSaver(sidecar.target, namespace=sidecar.namespace, graph_name="agent") as saver,
     ):
         single = paused(client, saver, lambda: interrupt(one_action))
         batch = paused(client, saver, lambda: interrupt(BATCH))
         plain = paused(client, saver, lambda: interrupt({"reason": "pick"}))
-    base = ("--target", sidecar.target, "--namespace", "team", "--decided-by", "ann")
+    base = ("--target", sidecar.target, "--namespace", sidecar.namespace, "--decided-by", "ann")
 
     def decide(pause: Any, *flags: str) -> subprocess.CompletedProcess[str]:
         return cli(
@@ -387,7 +411,7 @@ def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
     answered = decide(plain, "--resume-json", '{"choice": 2}')
     assert answered.returncode == 0, answered.stderr
 
-    with CheckpointdClient(sidecar.target, namespace="team") as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         decided = {p.execution_id: p.decision for p in client.iter_pending_interrupts()}
     edit = decided[single.execution_id]
     assert edit is not None
@@ -405,7 +429,7 @@ def test_k3_interrupts_decide_sends_typed_answers(sidecar: Sidecar):
         assert "Traceback" not in result.stderr
 
 
-def test_i4_g8_list_json_and_show_give_a_pause_whole_for_both_kinds_of_run(sidecar: Sidecar):
+def test_i4_g8_list_json_and_show_give_a_pause_whole_for_both_kinds_of_run(sidecar: SharedSidecar):
     """`interrupts list` shows the start of each pause's context and `--json` the whole of
     it; `interrupts show` prints a run's pauses in full, a fastaiagent run's one and each of a
     LangGraph thread's parallel two, and fails with one line for a run with none."""
@@ -414,12 +438,14 @@ def test_i4_g8_list_json_and_show_give_a_pause_whole_for_both_kinds_of_run(sidec
 
     thread = f"thread-{datetime.now(UTC).timestamp():.0f}"
     with (
-        CheckpointdClient(sidecar.target, namespace="team") as client,
-        CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client,
+        CheckpointdSaver(
+            sidecar.target, namespace=sidecar.namespace, graph_name="support"
+        ) as saver,
     ):
         record(client, "exec-f", interrupt_context={"amount": 500, "note": "x" * 80})
         two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": thread}})
-    base = ("--target", sidecar.target, "--namespace", "team")
+    base = ("--target", sidecar.target, "--namespace", sidecar.namespace)
 
     table = cli("interrupts", "list", *base)
     assert table.returncode == 0, table.stderr
@@ -457,12 +483,12 @@ def test_i4_g8_list_json_and_show_give_a_pause_whole_for_both_kinds_of_run(sidec
     none = cli("interrupts", "show", "exec-none", *base)
     assert none.returncode == 1
     assert (
-        none.stderr
-        == "checkpointd: error: exec-none has no pending interrupt in namespace 'team'\n"
+        none.stderr == "checkpointd: error: exec-none has no pending interrupt in namespace "
+        f"'{sidecar.namespace}'\n"
     )
 
 
-def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: Sidecar):
+def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: SharedSidecar):
     """Without --interrupt-id, `decide` decides a LangGraph thread's only pause (it used to
     say the thread had none) and refuses, listing the ids, when the thread waits on two;
     the namespace may come from $CHECKPOINTD_NAMESPACE."""
@@ -471,10 +497,12 @@ def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: Side
 
     stamp = f"{datetime.now(UTC).timestamp():.0f}"
     single, double = f"single-{stamp}", f"double-{stamp}"
-    with CheckpointdSaver(sidecar.target, namespace="team", graph_name="support") as saver:
+    with CheckpointdSaver(
+        sidecar.target, namespace=sidecar.namespace, graph_name="support"
+    ) as saver:
         one_pause(saver).invoke({"log": []}, {"configurable": {"thread_id": single}})
         two_pauses(saver).invoke({"log": []}, {"configurable": {"thread_id": double}})
-    env = {"CHECKPOINTD_TARGET": sidecar.target, "CHECKPOINTD_NAMESPACE": "team"}
+    env = {"CHECKPOINTD_TARGET": sidecar.target, "CHECKPOINTD_NAMESPACE": sidecar.namespace}
 
     decided = cli("interrupts", "decide", single, "--approve", "--decided-by", "ann", env=env)
     assert decided.returncode == 0, decided.stderr
@@ -483,7 +511,7 @@ def test_k1_g9_decide_takes_a_threads_only_pause_and_lists_several(sidecar: Side
     assert refused.returncode == 1
     assert refused.stderr.count("\n") == 1
     assert f"{double} waits on 2 pauses; name one with --interrupt-id: " in refused.stderr
-    with CheckpointdClient(sidecar.target, namespace="team") as client:
+    with CheckpointdClient(sidecar.target, namespace=sidecar.namespace) as client:
         pauses = {p.execution_id + p.node_id: p for p in client.iter_pending_interrupts()}
     assert pauses[f"{single}review"].decision is not None
     assert pauses[f"{double}a"].decision is None

@@ -29,9 +29,8 @@ from tests.contract.helpers import checkpoint, interrupted
 from tests.support.sidecar import Sidecar, StoreSpec
 from tests.support.tcp_proxy import TcpProxy
 
-pytestmark = pytest.mark.own_server
 
-
+@pytest.mark.own_server  # kills or stops its server
 def test_e1_acknowledged_writes_survive_kill_9(sidecar, execution_id):
     """Every write acknowledged before a SIGKILL is there, unchanged, after a restart."""
     acknowledged = []
@@ -50,6 +49,7 @@ def test_e1_acknowledged_writes_survive_kill_9(sidecar, execution_id):
         assert client.get_idempotent(execution_id, "charge").value == {"id": 7}
 
 
+@pytest.mark.own_server  # kills or stops its server
 def test_e1_writes_acknowledged_during_a_kill_are_all_durable(sidecar, execution_id):
     """Writers racing a SIGKILL lose nothing that was acknowledged. A writer stops only on
     UNAVAILABLE after the kill (the one retriable code: the server died mid-call), or on its
@@ -187,6 +187,7 @@ def _outage_rig(store_spec: StoreSpec) -> Iterator[tuple[Sidecar, _Outage]]:
             proxy.close()
 
 
+@pytest.mark.own_server  # kills or stops its server
 def test_p3_unavailable_is_retried_until_the_server_is_back(sidecar, execution_id):
     """A call made while the server is down succeeds once it returns within the retry budget."""
     sidecar.stop()
@@ -201,6 +202,7 @@ def test_p3_unavailable_is_retried_until_the_server_is_back(sidecar, execution_i
         assert client.get_latest_checkpoint(execution_id) == stored
 
 
+@pytest.mark.own_server  # kills or stops its server
 def test_p3_call_to_a_dead_server_fails_unavailable_within_its_deadline(sidecar):
     """With the server gone, a call ends UNAVAILABLE after its retries, within the deadline."""
     sidecar.stop()
@@ -214,7 +216,9 @@ def test_p3_call_to_a_dead_server_fails_unavailable_within_its_deadline(sidecar)
 
 async def test_p1_async_client_speaks_the_same_api(sidecar, execution_id):
     """The asyncio client writes, reads, claims and caches like the sync one."""
-    async with AsyncCheckpointdClient(sidecar.target, retry=NO_RETRY) as client:
+    async with AsyncCheckpointdClient(
+        sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY
+    ) as client:
         stored = await client.put_checkpoint(checkpoint(execution_id, node_id="a"))
         assert await client.get_latest_checkpoint(execution_id) == stored
         cp, pending = interrupted(execution_id)
@@ -242,8 +246,8 @@ async def test_p1_async_client_speaks_the_same_api(sidecar, execution_id):
 def test_p1_tcp_and_unix_targets_reach_the_same_store(sidecar, execution_id):
     """The server serves TCP and a Unix socket at once, over one store."""
     with (
-        CheckpointdClient(sidecar.tcp_target, retry=NO_RETRY) as tcp,
-        CheckpointdClient(sidecar.target, retry=NO_RETRY) as uds,
+        CheckpointdClient(sidecar.tcp_target, namespace=sidecar.namespace, retry=NO_RETRY) as tcp,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as uds,
     ):
         stored = tcp.put_checkpoint(checkpoint(execution_id))
         assert uds.get_latest_checkpoint(execution_id) == stored

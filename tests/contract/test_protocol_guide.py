@@ -33,10 +33,9 @@ from checkpointd_client.v1 import replication_service_pb2_grpc as rsvc_grpc
 from checkpointd_client.v1 import write_service_pb2 as wsvc
 from checkpointd_client.v1 import write_service_pb2_grpc as wsvc_grpc
 from tests.contract.graph_breakers import GRAPH_BREAKERS
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar
 from tests.unit.test_invalid_field_values import documented_fields
-
-pytestmark = pytest.mark.own_server
 
 TIMEOUT = 10.0
 #: The longest wait for one expected watch message; reached only when a test is failing.
@@ -46,7 +45,9 @@ PATIENCE = 30.0
 class Stubs:
     """The services on one channel."""
 
-    def __init__(self, channel: grpc.Channel) -> None:
+    def __init__(self, channel: grpc.Channel, namespace: str) -> None:
+        #: The namespace the test writes in: its own on a shared server, "default" on its own.
+        self.namespace = namespace
         self.checkpoints = csvc_grpc.CheckpointServiceStub(channel)
         self.interrupts = svc_grpc.InterruptServiceStub(channel)
         self.idempotency = isvc_grpc.IdempotencyServiceStub(channel)
@@ -56,9 +57,9 @@ class Stubs:
 
 
 @pytest.fixture
-def stubs(sidecar: Sidecar) -> Iterator[Stubs]:
+def stubs(sidecar: Sidecar | SharedSidecar) -> Iterator[Stubs]:
     with grpc.insecure_channel(sidecar.target) as channel:
-        yield Stubs(channel)
+        yield Stubs(channel, sidecar.namespace)
 
 
 def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
@@ -376,6 +377,7 @@ def test_e2_every_request_here_covers_exactly_the_documented_fields():
     assert set(BREAKERS) == documented_fields()
 
 
+@pytest.mark.own_server  # no refused write may leave an event: the store's cursor stays at 0
 def test_e2_every_documented_invalid_field_value_is_what_the_server_sends(
     stubs: Stubs,
 ) -> None:
@@ -470,6 +472,7 @@ def test_i4_pending_interrupts_are_newest_recorded_first_not_by_created_at(
         execution_id = f"exec-{i}"
         stubs.interrupts.RecordInterrupt(
             svc.RecordInterruptRequest(
+                namespace=stubs.namespace,
                 checkpoint=_interrupted(execution_id=execution_id, created_at=created_at),
                 pending=_pending(created_at=created_at),
             ),
@@ -478,7 +481,9 @@ def test_i4_pending_interrupts_are_newest_recorded_first_not_by_created_at(
         recorded.append(execution_id)
     again = stubs.interrupts.RecordInterrupt(
         svc.RecordInterruptRequest(
-            checkpoint=_interrupted(execution_id="exec-0"), pending=_pending()
+            namespace=stubs.namespace,
+            checkpoint=_interrupted(execution_id="exec-0"),
+            pending=_pending(),
         ),
         timeout=TIMEOUT,
     )
@@ -486,7 +491,7 @@ def test_i4_pending_interrupts_are_newest_recorded_first_not_by_created_at(
 
     newest_first = list(reversed(recorded))
     page = stubs.interrupts.ListPendingInterrupts(
-        svc.ListPendingInterruptsRequest(), timeout=TIMEOUT
+        svc.ListPendingInterruptsRequest(namespace=stubs.namespace), timeout=TIMEOUT
     )
     assert [p.execution_id for p in page.pending_interrupts] == newest_first
     created = [p.created_at.ToDatetime(tzinfo=UTC) for p in page.pending_interrupts]
@@ -494,14 +499,20 @@ def test_i4_pending_interrupts_are_newest_recorded_first_not_by_created_at(
     # The order is that of the interrupted checkpoints' sequences, which GetCheckpoint shows.
     sequences = [
         stubs.checkpoints.GetCheckpoint(
-            csvc.GetCheckpointRequest(execution_id=p.execution_id, checkpoint_id=p.checkpoint_id),
+            csvc.GetCheckpointRequest(
+                namespace=stubs.namespace,
+                execution_id=p.execution_id,
+                checkpoint_id=p.checkpoint_id,
+            ),
             timeout=TIMEOUT,
         ).checkpoint.sequence
         for p in page.pending_interrupts
     ]
     assert sequences == sorted(sequences, reverse=True)
 
-    watch = stubs.interrupts.WatchInterrupts(svc.WatchInterruptsRequest(), timeout=PATIENCE)
+    watch = stubs.interrupts.WatchInterrupts(
+        svc.WatchInterruptsRequest(namespace=stubs.namespace), timeout=PATIENCE
+    )
     snapshot = []
     for message in watch:
         if message.HasField("snapshot_complete"):
@@ -514,6 +525,7 @@ def test_i4_pending_interrupts_are_newest_recorded_first_not_by_created_at(
 # --- I5: what watch cursor 0 means -------------------------------------------------------------
 
 
+@pytest.mark.own_server  # cursor 0 is that of a store that never wrote an event
 def test_i5_cursor_zero_is_no_cursor_a_new_snapshot_not_a_replay(stubs: Stubs) -> None:
     """On a store that never wrote an event the snapshot is empty and taken at cursor 0;
     reconnecting with that 0 brings a new snapshot holding what changed since (no `event`

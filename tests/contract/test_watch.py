@@ -34,10 +34,9 @@ from checkpointd_client.v1 import interrupt_service_pb2 as svc
 from checkpointd_client.v1 import interrupt_service_pb2_grpc as svc_grpc
 from tests.contract.conftest import NO_RETRY
 from tests.contract.helpers import interrupted
+from tests.support.shared_server import SharedSidecar
 from tests.support.sidecar import Sidecar, StoreSpec
 from tests.support.tcp_proxy import TcpProxy
-
-pytestmark = pytest.mark.own_server
 
 KINDS = {
     svc.INTERRUPT_EVENT_TYPE_ADDED: "added",
@@ -161,13 +160,19 @@ def _record(client: CheckpointdClient, execution_id: str | None = None, **fields
     return execution_id
 
 
-def _outbox(spec: StoreSpec, after: int) -> list[tuple[int, str, str]]:
-    """(cursor, kind, execution_id) of every event after ``after``, read from the store."""
-    sql = "SELECT cursor, kind, execution_id FROM {t} WHERE cursor > {p} ORDER BY cursor"
+def _outbox(
+    spec: StoreSpec, after: int, namespace: str | None = None
+) -> list[tuple[int, str, str]]:
+    """(cursor, kind, execution_id) of every event after ``after`` (in ``namespace`` if given),
+    read from the store."""
+    sql = "SELECT cursor, kind, execution_id FROM {t} WHERE cursor > {p}"
+    sql += " AND namespace = {n}" if namespace is not None else ""
+    sql += " ORDER BY cursor"
+    args: tuple[object, ...] = (after,) if namespace is None else (after, namespace)
     if spec.backend == "sqlite":
         path = spec.url.removeprefix("sqlite://")
         with contextlib.closing(sqlite3.connect(path)) as conn:
-            rows = conn.execute(sql.format(t="interrupt_events", p="?"), (after,)).fetchall()
+            rows = conn.execute(sql.format(t="interrupt_events", p="?", n="?"), args).fetchall()
         return [(int(c), str(k), str(e)) for c, k, e in rows]
 
     import asyncpg
@@ -176,7 +181,7 @@ def _outbox(spec: StoreSpec, after: int) -> list[tuple[int, str, str]]:
         conn = await asyncpg.connect(spec.url)
         try:
             table = f'"{spec.pg_schema}".interrupt_events'
-            records = await conn.fetch(sql.format(t=table, p="$1"), after)
+            records = await conn.fetch(sql.format(t=table, p="$1", n="$2"), *args)
         finally:
             await conn.close()
         return [(r["cursor"], r["kind"], r["execution_id"]) for r in records]
@@ -191,7 +196,7 @@ def _seen(events: Sequence[svc.InterruptEvent]) -> list[tuple[int, str, str]]:
 # --- snapshot and live ---------------------------------------------------------------------
 
 
-def test_i5_snapshot_then_live_events_without_gap_or_duplicate(sidecar: Sidecar) -> None:
+def test_i5_snapshot_then_live_events_without_gap_or_duplicate(sidecar: SharedSidecar) -> None:
     """Interrupts recorded and claimed by four threads while a watcher connects are each seen
     exactly once, in the snapshot or as a live event, and the pending set the watcher
     rebuilds equals the store's."""
@@ -220,7 +225,7 @@ def test_i5_snapshot_then_live_events_without_gap_or_duplicate(sidecar: Sidecar)
     for thread in threads:
         thread.start()
     assert started.wait(PATIENCE)
-    with watching(sidecar.target) as stream:
+    with watching(sidecar.target, namespace=sidecar.namespace) as stream:
         rows, snapshot_cursor = stream.snapshot()
         for thread in threads:
             thread.join()
@@ -250,7 +255,7 @@ def test_i5_snapshot_then_live_events_without_gap_or_duplicate(sidecar: Sidecar)
             rebuilt.discard(event.pending.execution_id)
     assert rebuilt == pending_now
     assert _seen(events) == [
-        e for e in _outbox(sidecar.store, snapshot_cursor) if e[0] <= cursors[-1]
+        e for e in _outbox(sidecar.store, snapshot_cursor, sidecar.namespace) if e[0] <= cursors[-1]
     ]
 
 
@@ -439,6 +444,7 @@ def test_i5_cursor_older_than_retention_is_out_of_range_and_resnapshot_is_comple
 # --- shutdown ------------------------------------------------------------------------------
 
 
+@pytest.mark.own_server  # stops its server
 def test_i5_sigterm_ends_an_open_stream_with_unavailable_shutting_down(sidecar: Sidecar) -> None:
     """SIGTERM ends an open watch at once with UNAVAILABLE (SHUTTING_DOWN), and the server
     exits cleanly."""
@@ -450,6 +456,7 @@ def test_i5_sigterm_ends_an_open_stream_with_unavailable_shutting_down(sidecar: 
     assert _reason(error) == "SHUTTING_DOWN"
 
 
+@pytest.mark.own_server  # leaves its server a connection frozen half-open
 def test_i5_keepalive_ends_a_stream_whose_server_vanished_without_closing(
     sidecar: Sidecar,
 ) -> None:
@@ -583,13 +590,15 @@ def test_i5_store_outage_ends_streams_unavailable_and_watching_resumes_after_it(
 # --- filters and arguments -----------------------------------------------------------------
 
 
-def test_i5_filters_apply_to_snapshot_and_events_and_progress_is_sent(sidecar: Sidecar) -> None:
+def test_i5_filters_apply_to_snapshot_and_events_and_progress_is_sent(
+    sidecar: SharedSidecar,
+) -> None:
     """Filters select snapshot rows and events alike; while nothing matches, progress
     messages carry the cursor read so far; other namespaces are never seen."""
-    target = sidecar.target
+    target, namespace = sidecar.target, sidecar.namespace
     with (
-        CheckpointdClient(target, retry=NO_RETRY) as c,
-        CheckpointdClient(target, retry=NO_RETRY, namespace="other") as other,
+        CheckpointdClient(target, retry=NO_RETRY, namespace=namespace) as c,
+        CheckpointdClient(target, retry=NO_RETRY, namespace=f"{namespace}-other") as other,
     ):
         match = _record(c, chain_name="pay", interrupt_reason="approve", agent_path="ops/eu/1")
         _record(c, chain_name="ship", interrupt_reason="approve", agent_path="ops/eu/2")
@@ -600,8 +609,8 @@ def test_i5_filters_apply_to_snapshot_and_events_and_progress_is_sent(sidecar: S
         filters = {"chain_name": "pay", "reason": "approve", "agent_path_prefix": "ops/eu"}
         fast = Duration(seconds=1)  # progress within a second of silence (I6)
         with (
-            watching(target, progress_interval=fast, **filters) as stream,
-            watching(target, reason="review") as by_reason,
+            watching(target, namespace=namespace, progress_interval=fast, **filters) as stream,
+            watching(target, namespace=namespace, reason="review") as by_reason,
         ):
             rows, cursor = stream.snapshot()
             assert [r.execution_id for r in rows] == [match]
@@ -628,7 +637,7 @@ BAD_REQUESTS: list[tuple[dict[str, Any], str]] = [
 ]
 
 
-def test_i5_bad_request_is_invalid_argument(sidecar: Sidecar) -> None:
+def test_i5_bad_request_is_invalid_argument(sidecar: SharedSidecar) -> None:
     """A negative cursor, a bad namespace or an oversize filter is INVALID_ARGUMENT naming the
     field (a cursor above the store's newest event is not the client's mistake: it is answered
     as an expired one, tests/contract/test_watch_client.py)."""
@@ -639,14 +648,14 @@ def test_i5_bad_request_is_invalid_argument(sidecar: Sidecar) -> None:
         assert field in (error.details() or ""), (field, error.details())
 
 
-def test_i6_a_quiet_stream_sends_progress_at_its_interval(sidecar: Sidecar) -> None:
+def test_i6_a_quiet_stream_sends_progress_at_its_interval(sidecar: SharedSidecar) -> None:
     """A live stream with nothing to say still says "nothing, at cursor C" every progress
     interval it asked for, with the cursor it has read up to, even though it has not moved;
     an event resets the interval and moves the cursor."""
     interval = Duration(seconds=1)
     with (
-        CheckpointdClient(sidecar.target, retry=NO_RETRY) as client,
-        watching(sidecar.target, progress_interval=interval) as stream,
+        CheckpointdClient(sidecar.target, namespace=sidecar.namespace, retry=NO_RETRY) as client,
+        watching(sidecar.target, namespace=sidecar.namespace, progress_interval=interval) as stream,
     ):
         _, cursor = stream.snapshot()
         for _ in range(2):
@@ -666,7 +675,7 @@ def test_i6_a_quiet_stream_sends_progress_at_its_interval(sidecar: Sidecar) -> N
 BAD_PROGRESS_INTERVALS = [Duration(seconds=-1), Duration(nanos=500_000_000), Duration(nanos=-1)]
 
 
-def test_i6_a_progress_interval_out_of_bounds_is_invalid_argument(sidecar: Sidecar) -> None:
+def test_i6_a_progress_interval_out_of_bounds_is_invalid_argument(sidecar: SharedSidecar) -> None:
     """A negative progress interval or one under a second is INVALID_ARGUMENT naming the
     field; one above the most (300 s) is served as the most, so the stream opens."""
     for interval in BAD_PROGRESS_INTERVALS:
