@@ -152,27 +152,27 @@ class _Reading:
 
 
 class _InFlight:
-    """The items of one stream being answered, counted: the reader waits only when the
-    stream holds :data:`MAX_ITEMS_IN_FLIGHT` of them (and, at its end, for the last), so an
-    item costs a count and a done callback instead of a semaphore's turn and a set of
-    tasks."""
+    """The item tasks of one stream being answered: the reader waits only when the stream
+    holds :data:`MAX_ITEMS_IN_FLIGHT` of them (and, at its end, for the last), so an item
+    costs a set entry and a done callback instead of a semaphore's turn. The set also keeps
+    each task referenced: the event loop holds its tasks only weakly."""
 
-    __slots__ = ("_waiter", "count")
+    __slots__ = ("_waiter", "tasks")
 
     def __init__(self) -> None:
-        self.count = 0
+        self.tasks: set[asyncio.Task[None]] = set()
         self._waiter: asyncio.Future[None] | None = None
 
-    def finished(self, _task: object = None) -> None:
+    def finished(self, task: asyncio.Task[None]) -> None:
         """One item answered (a task's done callback)."""
-        self.count -= 1
+        self.tasks.discard(task)
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
     async def below(self, limit: int) -> None:
         """Return once fewer than ``limit`` items are in flight."""
-        while self.count >= limit:
+        while len(self.tasks) >= limit:
             waiter = self._waiter = asyncio.get_running_loop().create_future()
             try:
                 await waiter
@@ -288,8 +288,8 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         flight = _InFlight()
 
         def start(item: Item, batched: bool) -> None:
-            flight.count += 1
             task = asyncio.create_task(self._answer(item, context, outbox, batched=batched))
+            flight.tasks.add(task)
             task.add_done_callback(flight.finished)
 
         reading = _Reading(aiter(requests))
@@ -298,7 +298,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         self._readers.add(reading)
         try:
             while True:
-                if flight.count >= MAX_ITEMS_IN_FLIGHT:
+                if len(flight.tasks) >= MAX_ITEMS_IN_FLIGHT:
                     await flight.below(MAX_ITEMS_IN_FLIGHT)
                 message = await reading.next()
                 if message is None:
@@ -312,7 +312,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
                 if len(message.items) > MAX_ITEMS_PER_MESSAGE:
                     continue
                 for item in message.items:
-                    if flight.count >= MAX_ITEMS_IN_FLIGHT:
+                    if len(flight.tasks) >= MAX_ITEMS_IN_FLIGHT:
                         await flight.below(MAX_ITEMS_IN_FLIGHT)
                     start(item, True)
             await flight.below(1)
