@@ -79,6 +79,7 @@ def _valid_request(client: CheckpointdClient, method: str) -> Message:
         "GetForkPoint": lambda: core.get_fork_point(run, None),
         "ListExecutions": lambda: core.list_executions(10, "", None, None, None),
         "GetExecution": lambda: core.get_execution(run),
+        "ListNamespaces": lambda: core.list_namespaces(10, ""),
         "RecordInterrupt": lambda: core.record_interrupt(cp, pending, None),
         "ClaimInterrupt": lambda: core.claim_interrupt(f"{run}-paused", None, None),
         "ListPendingInterrupts": lambda: core.list_pending_interrupts(10, "", None, None, None),
@@ -120,15 +121,15 @@ def test_j3_every_unary_rpc_refuses_an_oversize_request_and_writes_nothing(
     without the padding is then served (and, for the mutating ones, does change the store),
     so the size alone was refused."""
     server = sidecar_factory("--max-message-bytes", str(LIMIT))
-    reader = StoreReader(store_spec)
-    problems: list[str] = []
     unary = [
         (service, method)
         for service in SERVICES
         for method in service.methods
         if not method.server_streaming and not method.client_streaming
     ]
-    assert len(unary) == 22
+    assert len(unary) == 23
+    reader = StoreReader(store_spec)  # after the count, which would leave it open
+    problems: list[str] = []
     try:
         with (
             CheckpointdClient(server.target, retry=NO_RETRY) as client,
