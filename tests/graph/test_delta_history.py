@@ -11,7 +11,12 @@ from concurrent import futures
 from typing import Annotated, Any, TypedDict
 
 import grpc
+import pytest
 from langchain_core.runnables import RunnableConfig
+
+# DeltaChannel came with langgraph 1.2; the savers answer its history at every supported
+# version, but below 1.2 (the "floor" compatibility environment) no graph can use one.
+pytest.importorskip("langgraph.channels.delta", reason="DeltaChannel needs langgraph >= 1.2")
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, DeltaChannelHistory
 from langgraph.checkpoint.memory import InMemorySaver
