@@ -327,7 +327,16 @@ class _Stream:
         await asyncio.gather(self.reader, return_exceptions=True)
         with contextlib.suppress(grpc.RpcError, asyncio.CancelledError):
             await self.call.code()
-        # grpc's request consumer ends on the cancel at its next step.
+        # grpc's request consumer: after the requests ended it waits for grpc's poller thread
+        # to confirm the half-close, which a loaded machine delays past the call's end; and
+        # once the call has ended, call.cancel() no longer cancels it. Wait for it (briefly,
+        # then cancel it). grpc.aio names it only privately, hence the getattr.
+        consumer = getattr(self.call, "_async_request_poller", None)
+        if isinstance(consumer, asyncio.Task) and not consumer.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(consumer), CONSUMER_GRACE_S)
+            consumer.cancel()
+            await asyncio.gather(consumer, return_exceptions=True)
         await asyncio.sleep(0)
 
     def abandon(self, error: BaseException) -> None:
@@ -405,6 +414,9 @@ class _Stream:
 
 #: How long close() lets the server end a stream it half-closed before cancelling it.
 CLOSE_GRACE_S = 2.0
+
+#: How long a stream's end waits for grpc's request consumer before cancelling it.
+CONSUMER_GRACE_S = 1.0
 
 
 def _forget(streams: set[_Stream], stream: _Stream, _reader: object) -> None:
