@@ -183,6 +183,22 @@ def _typed_out(value: TypedValue) -> svc.TypedValue:
     return svc.TypedValue(type=value.type, data=value.data)
 
 
+def _channel_value_out(value: ChannelValue) -> svc.GraphChannelValue:
+    return svc.GraphChannelValue(
+        channel=value.channel, version=value.version, value=_typed_out(value.value)
+    )
+
+
+def _write_out(write: GraphWrite) -> svc.GraphWrite:
+    return svc.GraphWrite(
+        task_id=write.task_id,
+        task_path=write.task_path,
+        idx=write.idx,
+        channel=write.channel,
+        value=_typed_out(write.value),
+    )
+
+
 def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
     cp = found.checkpoint
     return svc.GraphCheckpointTuple(
@@ -195,22 +211,8 @@ def _tuple_out(found: GraphTuple) -> svc.GraphCheckpointTuple:
             metadata_json=cp.metadata_json,
             channel_versions=cp.channel_versions,
         ),
-        channel_values=[
-            svc.GraphChannelValue(
-                channel=value.channel, version=value.version, value=_typed_out(value.value)
-            )
-            for value in found.channel_values
-        ],
-        pending_writes=[
-            svc.GraphWrite(
-                task_id=w.task_id,
-                task_path=w.task_path,
-                idx=w.idx,
-                channel=w.channel,
-                value=_typed_out(w.value),
-            )
-            for w in found.pending_writes
-        ],
+        channel_values=[_channel_value_out(value) for value in found.channel_values],
+        pending_writes=[_write_out(w) for w in found.pending_writes],
     )
 
 
@@ -229,22 +231,8 @@ def _delta_channels(names: Sequence[str]) -> list[str]:
 def _ancestor_out(ancestor: delta.DeltaAncestor) -> svc.GraphDeltaAncestor:
     return svc.GraphDeltaAncestor(
         checkpoint_id=ancestor.checkpoint_id,
-        writes=[
-            svc.GraphWrite(
-                task_id=w.task_id,
-                task_path=w.task_path,
-                idx=w.idx,
-                channel=w.channel,
-                value=_typed_out(w.value),
-            )
-            for w in ancestor.writes
-        ],
-        seeds=[
-            svc.GraphChannelValue(
-                channel=seed.channel, version=seed.version, value=_typed_out(seed.value)
-            )
-            for seed in ancestor.seeds
-        ],
+        writes=[_write_out(w) for w in ancestor.writes],
+        seeds=[_channel_value_out(seed) for seed in ancestor.seeds],
     )
 
 
