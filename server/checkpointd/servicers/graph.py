@@ -176,6 +176,19 @@ def _interrupts(request: svc.PutGraphWritesRequest, thread_id: str) -> list[Grap
     return described
 
 
+def _read_at(
+    request: svc.GetGraphCheckpointRequest | svc.GetGraphDeltaHistoryRequest,
+) -> tuple[str, str, str]:
+    """The checkpoint a read names: its thread, its namespace in the thread, and its id
+    (empty: the newest there)."""
+    thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
+    checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
+    checkpoint_id = v.optional_identifier(
+        "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
+    )
+    return thread_id, checkpoint_ns, checkpoint_id
+
+
 # --- domain -> proto ---------------------------------------------------------------------
 
 
@@ -314,11 +327,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     async def GetGraphCheckpoint(
         self, request: svc.GetGraphCheckpointRequest, namespace: str
     ) -> svc.GetGraphCheckpointResponse:
-        thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
-        checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
-        checkpoint_id = v.optional_identifier(
-            "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
-        )
+        thread_id, checkpoint_ns, checkpoint_id = _read_at(request)
         found = await shielded(
             self._graph.get_tuple(namespace, thread_id, checkpoint_ns, checkpoint_id)
         )
@@ -368,11 +377,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     async def GetGraphDeltaHistory(
         self, request: svc.GetGraphDeltaHistoryRequest, namespace: str
     ) -> svc.GetGraphDeltaHistoryResponse:
-        thread_id = v.identifier("thread_id", request.thread_id, THREAD_ID_MAX)
-        checkpoint_ns = v.text("checkpoint_ns", request.checkpoint_ns, CHECKPOINT_NS_MAX)
-        checkpoint_id = v.optional_identifier(
-            "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
-        )
+        thread_id, checkpoint_ns, checkpoint_id = _read_at(request)
         channels = _delta_channels(request.channels)
         limit = v.page_size("page_size", request.page_size)
         # The token is bound to the whole request, so a walk is never resumed under another.
