@@ -280,6 +280,12 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
         super().__init__(deps)
         self._graph = graph
 
+    @property
+    def _reply_budget(self) -> int:
+        """The bytes a paged reply's rows may fill: the message size, less room for the page
+        token and framing."""
+        return self._deps.max_message_bytes - 16 * 1024
+
     @retriable
     async def PutGraphCheckpoint(
         self, request: svc.PutGraphCheckpointRequest, write: WriteKey
@@ -358,7 +364,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
         # The token is bound to the whole query, so a page is never resumed under another.
         scope = ("graph", namespace, *astuple(query))
         after = decode_position(request.page_token, scope)
-        budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
+        budget = self._reply_budget
         # The store completes only the rows that fit the reply (B1); the reply is measured
         # again as it is built, the encoding being a little larger than the stored bytes.
         page = await shielded(
@@ -383,7 +389,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
         # The token is bound to the whole request, so a walk is never resumed under another.
         scope = ("graph-delta", namespace, thread_id, checkpoint_ns, checkpoint_id, *channels)
         cursor = delta.decode_cursor(request.page_token, channels, scope)
-        budget = self._deps.max_message_bytes - 16 * 1024  # room for the token and framing
+        budget = self._reply_budget
         page = await shielded(
             self._graph.delta_history(
                 namespace,
