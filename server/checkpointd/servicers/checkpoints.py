@@ -70,9 +70,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
     ) -> svc.GetCheckpointResponse:
         execution_id = v.identifier("execution_id", request.execution_id, v.EXECUTION_ID_MAX)
         checkpoint_id = v.identifier("checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX)
-        found = await shielded(self._store.get_checkpoint(namespace, execution_id, checkpoint_id))
-        if found is None:
-            raise CheckpointNotFound(execution_id, checkpoint_id)
+        found = await self._checkpoint(namespace, execution_id, checkpoint_id)
         return svc.GetCheckpointResponse(checkpoint=checkpoint_to_proto(found))
 
     @namespaced
@@ -168,11 +166,7 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
             "checkpoint_id", request.checkpoint_id, v.CHECKPOINT_ID_MAX
         )
         if checkpoint_id:
-            picked = await shielded(
-                self._store.get_checkpoint(namespace, execution_id, checkpoint_id)
-            )
-            if picked is None:
-                raise CheckpointNotFound(execution_id, checkpoint_id)
+            picked = await self._checkpoint(namespace, execution_id, checkpoint_id)
             if picked.is_run_end:
                 raise RunEndNotForkable(checkpoint_id)
         else:
@@ -210,6 +204,15 @@ class CheckpointServicer(StoreServicer, svc_grpc.CheckpointServiceServicer):
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "no executions reader")
         assert self._executions is not None
         return self._executions
+
+    async def _checkpoint(
+        self, namespace: str, execution_id: str, checkpoint_id: str
+    ) -> CheckpointRecord:
+        """The run's checkpoint of that id, CHECKPOINT_NOT_FOUND when it has none."""
+        found = await shielded(self._store.get_checkpoint(namespace, execution_id, checkpoint_id))
+        if found is None:
+            raise CheckpointNotFound(execution_id, checkpoint_id)
+        return found
 
     async def _latest(
         self, namespace: str, execution_id: str, *, step: bool = False
