@@ -19,13 +19,10 @@ from checkpointd.domain import (
 )
 from checkpointd.store import retries, times
 from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.checkpoints import CheckpointWrite
 from checkpointd.store.columns import pending_params
 from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
-from checkpointd.store.postgres.core import (
-    RACE_ATTEMPTS,
-    ROW_ERRORS,
-    CheckpointRow,
-)
+from checkpointd.store.postgres.core import RACE_ATTEMPTS, ROW_ERRORS
 from checkpointd.store.postgres.statements import Conn
 
 __all__ = ["PostgresInterrupts"]
@@ -38,22 +35,13 @@ class PostgresInterrupts(PostgresCheckpoints):
     """The interrupt and idempotency methods of
     :class:`~checkpointd.store.postgres.PostgresStore`."""
 
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
+    async def _record_interrupt(
+        self, write: CheckpointWrite, pending: PendingRecord
     ) -> RecordInterruptResult:
         """One transaction on one connection; the insert is tried again while it races with a
         delete (:data:`RACE_ATTEMPTS`)."""
-        if pending.execution_id != checkpoint.execution_id:
-            raise ValueError("the pending row and its checkpoint name different executions")
-        checkpoint_row = CheckpointRow(
-            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
-        )
+        namespace = write.namespace
+        checkpoint_row = self._checkpoint_row(write)
         async with self._connection() as conn, conn.transaction():
             stored: CheckpointRecord | None = None
             for _ in range(RACE_ATTEMPTS):
@@ -61,9 +49,7 @@ class PostgresInterrupts(PostgresCheckpoints):
                 if sequence is not None:
                     stored = checkpoint_row.stored(sequence)
                     break
-                retried = await self._existing_checkpoint(
-                    conn, namespace, request_id, checkpoint, fingerprint
-                )
+                retried = await self._existing_checkpoint(conn, write)
                 if retried is not None:
                     return await self._retried_interrupt(conn, namespace, retried, pending)
             if stored is None:

@@ -8,13 +8,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 
-from checkpointd.domain import (
-    CheckpointRecord,
-    EventKind,
-    PendingRecord,
-    RecordInterruptResult,
-)
+from checkpointd.domain import EventKind, PendingRecord, RecordInterruptResult
 from checkpointd.store import retries, times
+from checkpointd.store.checkpoints import CheckpointWrite
 from checkpointd.store.columns import pending_params
 from checkpointd.store.sqlite import sql
 from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
@@ -26,24 +22,15 @@ __all__ = ["SQLiteInterrupts"]
 class SQLiteInterrupts(SQLiteCheckpoints):
     """The interrupt and idempotency methods of :class:`~checkpointd.store.sqlite.SQLiteStore`."""
 
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
+    async def _record_interrupt(
+        self, write: CheckpointWrite, pending: PendingRecord
     ) -> RecordInterruptResult:
         """One transaction: :meth:`_insert_checkpoint`, then the pending row and its event."""
-        if pending.execution_id != checkpoint.execution_id:
-            raise ValueError("the pending row and the checkpoint name different executions")
-        key = (namespace, checkpoint.execution_id)
+        namespace = write.namespace
+        key = (namespace, write.checkpoint.execution_id)
 
         async def body(conn: Statements) -> RecordInterruptResult:
-            stored, written = await self._insert_checkpoint(
-                conn, namespace, request_id, checkpoint, fingerprint
-            )
+            stored, written = await self._insert_checkpoint(conn, write)
             proposed = dataclasses.replace(
                 pending,
                 checkpoint_id=stored.checkpoint_id,
