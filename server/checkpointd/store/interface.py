@@ -58,7 +58,7 @@ from checkpointd.domain import LeaseFence, PendingRecord
 from checkpointd.store.base import EventNotifier, PoolState
 from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals, CheckpointWrites
 from checkpointd.store.decisions import DecisionTransactions
-from checkpointd.store.idempotency import IdempotencyReads
+from checkpointd.store.idempotency import IdempotencyResults
 from checkpointd.store.outbox import OutboxReads
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class Store(
     CheckpointReads,
     CheckpointWrites,
     CheckpointRemovals,
-    IdempotencyReads,
+    IdempotencyResults,
 ):
     """Persistence of checkpoints, pending interrupts, claims, idempotency results and events.
 
@@ -85,7 +85,7 @@ class Store(
     :class:`~checkpointd.store.checkpoints.CheckpointRemovals`,
     :class:`~checkpointd.store.decisions.DecisionTransactions`,
     :class:`~checkpointd.store.outbox.OutboxReads`,
-    :class:`~checkpointd.store.idempotency.IdempotencyReads`), which run the backend's
+    :class:`~checkpointd.store.idempotency.IdempotencyResults`), which run the backend's
     statements through the hooks of :class:`~checkpointd.store.statements.StatementStore`;
     the operations whose algorithm is the backend's are the abstract methods below. A
     backend subclasses this class, gives the hooks and its statements, and implements the
@@ -159,26 +159,6 @@ class Store(
         so a takeover never starts while a write of the old holder is in flight."""
 
     # --- idempotency ---------------------------------------------------------------------
-
-    @abc.abstractmethod
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (D1).
-
-        With a non-empty ``request_id`` the id is recorded in ``applied_requests`` (with
-        ``applied_at = now``) in the same transaction; when it was already recorded nothing
-        is written: a retry is answered like the first call, so a late retry never undoes a
-        newer put. An empty ``request_id`` is a plain upsert.
-        """
 
     @abc.abstractmethod
     async def purge_applied_requests(self, applied_before: datetime) -> int:

@@ -17,10 +17,11 @@ from checkpointd.domain import (
     PendingRecord,
     RecordInterruptResult,
 )
-from checkpointd.store import retries, times
+from checkpointd.store import times
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.checkpoints import CheckpointWrite
 from checkpointd.store.columns import pending_params
+from checkpointd.store.idempotency import IdempotentPut, refuse_reused_request_id
 from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
 from checkpointd.store.postgres.core import RACE_ATTEMPTS, ROW_ERRORS
 from checkpointd.store.postgres.statements import Conn
@@ -159,26 +160,16 @@ class PostgresInterrupts(PostgresCheckpoints):
             if row["candidates"] < _PURGE_BATCH:
                 return purged
 
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
+    async def _put_idempotent(self, put: IdempotentPut) -> None:
         """A row of the next group-commit statement (:meth:`_put_idempotents`), which records
         the request id with the upsert."""
-        row = (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
-        fresh = await self._idempotent_group.submit((*row, fingerprint or None))
-        if request_id and not fresh:
-            # A retry (the first call's write stands), or another request's id (C10).
-            async with self._connection() as conn:
-                first = await conn.fetchval(self._sql.fingerprint_of_applied, namespace, request_id)
-            retries.check_fingerprint(request_id, first, fingerprint)
+        cached = (put.namespace, put.execution_id, put.key, put.result_json, times.utc_in(put.now))
+        fresh = await self._idempotent_group.submit(
+            (*cached, put.request_id, put.fingerprint or None)
+        )
+        if put.request_id and not fresh:
+            refused = self._sql.fingerprint_of_applied
+            await self._in_read(lambda conn: refuse_reused_request_id(conn, refused, put))
 
     async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
         """Upsert a group of idempotency results in one statement (one row: the one-row

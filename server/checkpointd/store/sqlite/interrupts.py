@@ -9,9 +9,10 @@ import dataclasses
 from datetime import datetime
 
 from checkpointd.domain import EventKind, PendingRecord, RecordInterruptResult
-from checkpointd.store import retries, times
+from checkpointd.store import times
 from checkpointd.store.checkpoints import CheckpointWrite
 from checkpointd.store.columns import pending_params
+from checkpointd.store.idempotency import IdempotentPut, refuse_reused_request_id
 from checkpointd.store.sqlite import sql
 from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
 from checkpointd.store.statements import Statements
@@ -101,30 +102,16 @@ class SQLiteInterrupts(SQLiteCheckpoints):
 
         return await self._in_transaction(body)
 
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
+    async def _put_idempotent(self, put: IdempotentPut) -> None:
         """One write of the group commit: the request id recorded, then the upsert."""
-        now_us = times.to_us(now)
-        params = (namespace, execution_id, key, result_json, now_us)
+        now_us = times.to_us(put.now)
+        cached = (put.namespace, put.execution_id, put.key, put.result_json, now_us)
+        applied = (put.namespace, put.request_id, now_us, put.fingerprint or None)
 
         async def write(conn: Statements) -> None:
-            if request_id and not await conn.run(
-                sql.RECORD_APPLIED_REQUEST,
-                (namespace, request_id, now_us, fingerprint or None),
-            ):
-                # A retry: the first call's write stands. Another request: refused (C10).
-                first = await conn.fetch(sql.FINGERPRINT_OF_APPLIED, (namespace, request_id))
-                retries.check_fingerprint(request_id, first[0][0] if first else None, fingerprint)
+            if put.request_id and not await conn.run(sql.RECORD_APPLIED_REQUEST, applied):
+                await refuse_reused_request_id(conn, sql.FINGERPRINT_OF_APPLIED, put)
                 return
-            await conn.fetch(sql.PUT_IDEMPOTENT, params)
+            await conn.fetch(sql.PUT_IDEMPOTENT, cached)
 
         await self._grouped(write)
