@@ -6,7 +6,7 @@ lock before the first read, so each read-then-write is atomic."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime
 
 from checkpointd.domain import EventKind, PendingRecord, RecordInterruptResult
 from checkpointd.store import times
@@ -53,7 +53,8 @@ class SQLiteInterrupts(SQLiteCheckpoints):
                     )
                 return RecordInterruptResult(stored, proposed, pending_created=False)
             await conn.run(sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us)))
-            await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
+            at = datetime.now(UTC)
+            await self._append_event_at(conn, namespace, EventKind.ADDED, proposed, at)
             return RecordInterruptResult(stored, proposed, pending_created=True)
 
         return await self._in_transaction(body)
@@ -81,7 +82,7 @@ class SQLiteInterrupts(SQLiteCheckpoints):
                     sql.INSERT_CLAIM,
                     (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
                 )
-            await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+            await self._append_event_at(conn, namespace, EventKind.CLAIMED, pending, now)
             return pending
 
         return await self._in_transaction(claim)
