@@ -214,6 +214,12 @@ class GraphStore(RetentionMethods, abc.ABC):
             self._write_time(now),
         )
 
+    async def _uses_delta_channel(self, conn: Statements, namespace: str, thread_id: str) -> bool:
+        """Whether the thread's graph uses a DeltaChannel: a checkpoint's metadata has
+        ``counters_since_delta_snapshot`` or ``delta_writes_versioned`` (see :meth:`prune`)."""
+        found = await conn.fetch(self._sql.uses_delta_channel, (namespace, thread_id))
+        return bool(found and found[0][0])
+
     async def _remove_pauses(self, conn: Statements, namespace: str, thread_ids: list[str]) -> None:
         """A deleted thread's pauses and decisions go with it (G10), retention's too."""
         await remove_threads(self._pending(conn, namespace), thread_ids)
@@ -490,8 +496,7 @@ class GraphStore(RetentionMethods, abc.ABC):
         deleted = 0
         for (thread_id, checkpoint_ns), ids in sorted(doomed.items()):
             key = (namespace, thread_id, checkpoint_ns)
-            uses_delta = await conn.fetch(self._sql.uses_delta_channel, (namespace, thread_id))
-            if uses_delta and uses_delta[0][0]:
+            if await self._uses_delta_channel(conn, namespace, thread_id):
                 ids -= await delta.needed_by_survivors(self._delta_reads(conn, key), ids)  # G20
             deleted += await self._delete_checkpoints(conn, key, sorted(ids))
             await conn.run(self._sql.delete_unnamed_blobs, key)
@@ -556,8 +561,7 @@ class GraphStore(RetentionMethods, abc.ABC):
         sql = self._sql
         deleted = 0
         for thread_id in dict.fromkeys(thread_ids):
-            uses_delta = await conn.fetch(sql.uses_delta_channel, (namespace, thread_id))
-            if uses_delta and uses_delta[0][0]:
+            if await self._uses_delta_channel(conn, namespace, thread_id):
                 continue  # its channels need the older checkpoints' writes
             for checkpoint_ns, newest in await conn.fetch(sql.heads, (namespace, thread_id)):
                 key = (namespace, thread_id, checkpoint_ns)

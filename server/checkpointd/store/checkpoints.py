@@ -1,10 +1,10 @@
 """Checkpoints, what is the same on both backends: the reads of one row, of a listing's
-page and of the replication outbox (:class:`CheckpointReads`), the look after an insert that
-wrote nothing (:func:`existing_checkpoint`), and DeleteExecution and PruneCheckpoints with
-the replies they record under their request ids (:class:`CheckpointRemovals`, C9). The puts
-stay with each backend: SQLite's group commit runs statements in one transaction, Postgres's
-one multi-row statement; so do the deletes themselves, which Postgres makes single
-statements."""
+page and of the replication outbox (:class:`CheckpointReads`), the puts' signatures and rules
+(:class:`CheckpointWrites`) with the look after an insert that wrote nothing
+(:func:`existing_checkpoint`), and DeleteExecution and PruneCheckpoints with the replies they
+record under their request ids (:class:`CheckpointRemovals`, C9). The inserts stay with each
+backend: SQLite's group commit runs statements in one transaction, Postgres's one multi-row
+statement; so do the deletes themselves, which Postgres makes single statements."""
 
 from __future__ import annotations
 
@@ -21,12 +21,20 @@ from checkpointd.domain import (
     Page,
     PendingRecord,
     PruneResult,
+    RecordInterruptResult,
 )
 from checkpointd.store import budget, replies, retries, rows
 from checkpointd.store.columns import MAX_SEQUENCE
 from checkpointd.store.statements import Statements, StatementStore
 
-__all__ = ["CheckpointReads", "CheckpointRemovals", "CheckpointSql", "existing_checkpoint"]
+__all__ = [
+    "CheckpointReads",
+    "CheckpointRemovals",
+    "CheckpointSql",
+    "CheckpointWrite",
+    "CheckpointWrites",
+    "existing_checkpoint",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +71,23 @@ class CheckpointSql:
     set_reply: str
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointWrite:
+    """A checkpoint to insert and the request that sends it: its request id names the call
+    (C2, C9), its fingerprint tells a retry from another request under that id (C10)."""
+
+    namespace: str
+    request_id: str
+    checkpoint: CheckpointRecord
+    fingerprint: str
+
+
 async def existing_checkpoint(
-    conn: Statements,
-    sql: CheckpointSql,
-    read_time: rows.TimeReader,
-    namespace: str,
-    request_id: str,
-    checkpoint: CheckpointRecord,
-    fingerprint: str,
+    conn: Statements, sql: CheckpointSql, read_time: rows.TimeReader, write: CheckpointWrite
 ) -> CheckpointRecord | None:
-    """After an insert wrote nothing (a taken id, or a tombstone): see
+    """After the insert of ``write`` wrote nothing (a taken id, or a tombstone): see
     :func:`retries.existing_checkpoint` (None: the conflicting row is gone again)."""
+    namespace, request_id, checkpoint = write.namespace, write.request_id, write.checkpoint
 
     async def by_request_id() -> tuple[CheckpointRecord, str | None] | None:
         found = await conn.fetch(sql.checkpoint_by_request_id, (namespace, request_id))
@@ -92,11 +106,70 @@ async def existing_checkpoint(
     return await retries.existing_checkpoint(
         request_id,
         checkpoint.checkpoint_id,
-        fingerprint,
+        write.fingerprint,
         by_request_id=by_request_id,
         tombstone=tombstone,
         by_checkpoint_id=by_checkpoint_id,
     )
+
+
+class CheckpointWrites(StatementStore):
+    """The checkpoint puts of :class:`~checkpointd.store.interface.Store`, alone or with a
+    pending interrupt: their rules written once, the inserts the backend's."""
+
+    @abc.abstractmethod
+    async def _put_checkpoint(self, write: CheckpointWrite) -> CheckpointRecord:
+        """Insert the checkpoint of ``write`` (see :meth:`put_checkpoint`)."""
+
+    @abc.abstractmethod
+    async def _record_interrupt(
+        self, write: CheckpointWrite, pending: PendingRecord
+    ) -> RecordInterruptResult:
+        """Insert the checkpoint of ``write`` and ``pending``, a pending row of its execution
+        (see :meth:`record_interrupt`)."""
+
+    async def put_checkpoint(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        *,
+        fingerprint: str = "",
+    ) -> CheckpointRecord:
+        """Insert one checkpoint and return it with its sequence.
+
+        A non-empty ``request_id`` names the call: when a stored row was written with it,
+        that row is returned unchanged (a retry, whatever checkpoint id it carries); when the
+        rows it wrote were deleted since (a tombstone in ``applied_requests``),
+        :class:`~checkpointd.store.base.RequestAppliedThenDeleted` is raised. Otherwise, if
+        ``(namespace, checkpoint_id)`` exists, :class:`~checkpointd.store.base.CheckpointExists`
+        is raised. Nothing is written in any of these cases. A put that writes is a single
+        insert; the lookups run only when it does not.
+        """
+        return await self._put_checkpoint(
+            CheckpointWrite(namespace, request_id, checkpoint, fingerprint)
+        )
+
+    async def record_interrupt(
+        self,
+        namespace: str,
+        request_id: str,
+        checkpoint: CheckpointRecord,
+        pending: PendingRecord,
+        *,
+        fingerprint: str = "",
+    ) -> RecordInterruptResult:
+        """Insert the interrupted checkpoint and, unless the execution already has one, the
+        pending row plus an ``added`` event, all in one transaction (I1, I2).
+
+        The request-id and checkpoint-exists rules are those of :meth:`put_checkpoint`; a
+        retry returns the stored checkpoint and the pending row now in place
+        (``pending_created`` true when that row was written by this checkpoint).
+        """
+        if pending.execution_id != checkpoint.execution_id:
+            raise ValueError("the pending row and its checkpoint name different executions")
+        write = CheckpointWrite(namespace, request_id, checkpoint, fingerprint)
+        return await self._record_interrupt(write, pending)
 
 
 class CheckpointReads(StatementStore):

@@ -54,11 +54,11 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from checkpointd.domain import CheckpointRecord, LeaseFence, PendingRecord, RecordInterruptResult
+from checkpointd.domain import LeaseFence, PendingRecord
 from checkpointd.store.base import EventNotifier, PoolState
-from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals
+from checkpointd.store.checkpoints import CheckpointReads, CheckpointRemovals, CheckpointWrites
 from checkpointd.store.decisions import DecisionTransactions
-from checkpointd.store.idempotency import IdempotencyReads
+from checkpointd.store.idempotency import IdempotencyResults
 from checkpointd.store.outbox import OutboxReads
 
 if TYPE_CHECKING:
@@ -72,18 +72,20 @@ class Store(
     DecisionTransactions,
     OutboxReads,
     CheckpointReads,
+    CheckpointWrites,
     CheckpointRemovals,
-    IdempotencyReads,
+    IdempotencyResults,
 ):
     """Persistence of checkpoints, pending interrupts, claims, idempotency results and events.
 
     Each operation is declared once, with its signature and its docstring, where it is
     written: the operations that are the same on both backends are those of the classes this
-    one is made of (:class:`~checkpointd.store.checkpoints.CheckpointReads` and
+    one is made of (:class:`~checkpointd.store.checkpoints.CheckpointReads`,
+    :class:`~checkpointd.store.checkpoints.CheckpointWrites` and
     :class:`~checkpointd.store.checkpoints.CheckpointRemovals`,
     :class:`~checkpointd.store.decisions.DecisionTransactions`,
     :class:`~checkpointd.store.outbox.OutboxReads`,
-    :class:`~checkpointd.store.idempotency.IdempotencyReads`), which run the backend's
+    :class:`~checkpointd.store.idempotency.IdempotencyResults`), which run the backend's
     statements through the hooks of :class:`~checkpointd.store.statements.StatementStore`;
     the operations whose algorithm is the backend's are the abstract methods below. A
     backend subclasses this class, gives the hooks and its statements, and implements the
@@ -120,26 +122,6 @@ class Store(
     # --- checkpoints ---------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def put_checkpoint(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        *,
-        fingerprint: str = "",
-    ) -> CheckpointRecord:
-        """Insert one checkpoint and return it with its sequence.
-
-        A non-empty ``request_id`` names the call: when a stored row was written with it,
-        that row is returned unchanged (a retry, whatever checkpoint id it carries); when the
-        rows it wrote were deleted since (a tombstone in ``applied_requests``),
-        :class:`~checkpointd.store.base.RequestAppliedThenDeleted` is raised. Otherwise, if
-        ``(namespace, checkpoint_id)`` exists, :class:`~checkpointd.store.base.CheckpointExists`
-        is raised. Nothing is written in any of these cases. A put that writes is a single
-        insert; the lookups run only when it does not.
-        """
-
-    @abc.abstractmethod
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime
     ) -> list[str]:
@@ -150,24 +132,6 @@ class Store(
         must be distinct. Returns the ids this call settled, in the given order."""
 
     # --- interrupts ----------------------------------------------------------------------
-
-    @abc.abstractmethod
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
-    ) -> RecordInterruptResult:
-        """Insert the interrupted checkpoint and, unless the execution already has one, the
-        pending row plus an ``added`` event, all in one transaction (I1, I2).
-
-        The request-id and checkpoint-exists rules are those of :meth:`put_checkpoint`; a
-        retry returns the stored checkpoint and the pending row now in place
-        (``pending_created`` true when that row was written by this checkpoint).
-        """
 
     @abc.abstractmethod
     async def claim_interrupt(
@@ -195,26 +159,6 @@ class Store(
         so a takeover never starts while a write of the old holder is in flight."""
 
     # --- idempotency ---------------------------------------------------------------------
-
-    @abc.abstractmethod
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
-        """Insert or replace the cached result, with created_at = ``now`` (D1).
-
-        With a non-empty ``request_id`` the id is recorded in ``applied_requests`` (with
-        ``applied_at = now``) in the same transaction; when it was already recorded nothing
-        is written: a retry is answered like the first call, so a late retry never undoes a
-        newer put. An empty ``request_id`` is a plain upsert.
-        """
 
     @abc.abstractmethod
     async def purge_applied_requests(self, applied_before: datetime) -> int:

@@ -18,7 +18,7 @@ from checkpointd.domain import (
 )
 from checkpointd.store import times
 from checkpointd.store.base import StoreError, StoreUnavailable
-from checkpointd.store.checkpoints import existing_checkpoint
+from checkpointd.store.checkpoints import CheckpointWrite, existing_checkpoint
 from checkpointd.store.columns import checkpoint_params
 from checkpointd.store.postgres.core import (
     RACE_ATTEMPTS,
@@ -38,22 +38,13 @@ _BEGINNING_OF_TIME: Final = datetime(1, 1, 1, tzinfo=UTC)
 class PostgresCheckpoints(PostgresCore):
     """The checkpoint methods of :class:`~checkpointd.store.postgres.PostgresStore`."""
 
-    async def put_checkpoint(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        *,
-        fingerprint: str = "",
-    ) -> CheckpointRecord:
+    async def _put_checkpoint(self, write: CheckpointWrite) -> CheckpointRecord:
         """The row goes into the next group-commit statement; when its id is taken, the
         single-row path below tells a retry (the stored row) from a duplicate. Each is an
         ``INSERT ... ON CONFLICT DO NOTHING`` in autocommit: it cannot fail on a duplicate,
         so no transaction is ever left open or aborted, and an acknowledged row is committed.
         """
-        row = CheckpointRow(
-            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
-        )
+        row = self._checkpoint_row(write)
         stored = await self._checkpoint_group.submit(row)
         if stored is not None:
             return stored
@@ -62,9 +53,7 @@ class PostgresCheckpoints(PostgresCore):
                 sequence = await conn.fetchval(self._sql.insert_checkpoint, *row.args)
                 if sequence is not None:
                     return row.stored(sequence)
-                stored = await self._existing_checkpoint(
-                    conn, namespace, request_id, checkpoint, fingerprint
-                )
+                stored = await self._existing_checkpoint(conn, write)
                 if stored is not None:
                     return stored
         raise StoreUnavailable("checkpoint write kept racing with a delete; retry")
@@ -148,32 +137,21 @@ class PostgresCheckpoints(PostgresCore):
         return None if sequence is None else row.stored(sequence)
 
     @staticmethod
-    def _checkpoint_args(
-        namespace: str, request_id: str, checkpoint: CheckpointRecord, fingerprint: str
-    ) -> tuple[object, ...]:
-        return checkpoint_params(
-            namespace, request_id or None, checkpoint, times.utc_in, fingerprint
+    def _checkpoint_row(write: CheckpointWrite) -> CheckpointRow:
+        """The insert's parameters of ``write`` (an empty request id stored as NULL)."""
+        request_id = write.request_id or None
+        args = checkpoint_params(
+            write.namespace, request_id, write.checkpoint, times.utc_in, write.fingerprint
         )
+        return CheckpointRow(args, write.checkpoint)
 
     async def _existing_checkpoint(
-        self,
-        conn: Conn,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        fingerprint: str,
+        self, conn: Conn, write: CheckpointWrite
     ) -> CheckpointRecord | None:
         """See :func:`checkpointd.store.checkpoints.existing_checkpoint` (None: the
         conflicting row is gone again, and the caller inserts once more)."""
-        return await existing_checkpoint(
-            PgStatements(conn),
-            self._sql.checkpoints,
-            times.utc_out,
-            namespace,
-            request_id,
-            checkpoint,
-            fingerprint,
-        )
+        statements = PgStatements(conn)
+        return await existing_checkpoint(statements, self._sql.checkpoints, times.utc_out, write)
 
     async def settle_checkpoints(
         self, namespace: str, settlements: Sequence[tuple[str, str | None]], now: datetime

@@ -20,7 +20,7 @@ from checkpointd.store.base import StoreError
 from checkpointd.store.columns import CHECKPOINT_INSERT_COLUMNS, decision_json, event_params
 from checkpointd.store.group_commit import GroupCommit
 from checkpointd.store.postgres.sql import Sql
-from checkpointd.store.postgres.statements import Conn, PgStatements
+from checkpointd.store.postgres.statements import Conn
 from checkpointd.store.statements import Statements, StatementStore
 
 __all__ = ["RACE_ATTEMPTS", "ROW_ERRORS", "CheckpointRow", "PostgresCore"]
@@ -75,24 +75,6 @@ class PostgresCore(StatementStore):
     def _translate(self, exc: Exception) -> StoreError | None:
         """The store error of a driver failure (None: not one)."""
 
-    async def _append_event(
-        self, conn: Conn, namespace: str, kind: EventKind, pending: PendingRecord
-    ) -> None:
-        """Append an outbox event; must be the last statement of the caller's transaction.
-
-        The advisory lock is held until commit, so events commit in cursor order (see the
-        store's module docstring). Taking it last means its holder never waits for anything else,
-        so it cannot deadlock with the row locks other writers hold.
-        """
-        params = event_params(namespace, kind, pending, times.utc_in)
-        await conn.execute(
-            self._sql.insert_event,
-            *params,
-            self._channel,
-            decision_json(pending),
-            self._event_lock,
-        )
-
     async def _append_event_at(
         self,
         conn: Statements,
@@ -101,6 +83,15 @@ class PostgresCore(StatementStore):
         pending: PendingRecord,
         at: datetime,
     ) -> None:
-        # The event's time is the database's (the column's default, now()), not ``at``.
-        assert isinstance(conn, PgStatements)
-        await self._append_event(conn.connection, namespace, kind, pending)
+        """Append an outbox event; must be the last statement of the caller's transaction.
+        The event's time is the database's (the column's default, now()), not ``at``.
+
+        The advisory lock is held until commit, so events commit in cursor order (see the
+        store's module docstring). Taking it last means its holder never waits for anything else,
+        so it cannot deadlock with the row locks other writers hold.
+        """
+        params = event_params(namespace, kind, pending, times.utc_in)
+        await conn.run(
+            self._sql.insert_event,
+            (*params, self._channel, decision_json(pending), self._event_lock),
+        )

@@ -17,15 +17,13 @@ from checkpointd.domain import (
     PendingRecord,
     RecordInterruptResult,
 )
-from checkpointd.store import retries, times
+from checkpointd.store import times
 from checkpointd.store.base import StoreError, StoreUnavailable
+from checkpointd.store.checkpoints import CheckpointWrite
 from checkpointd.store.columns import pending_params
+from checkpointd.store.idempotency import IdempotentPut, refuse_reused_request_id
 from checkpointd.store.postgres.checkpoints import PostgresCheckpoints
-from checkpointd.store.postgres.core import (
-    RACE_ATTEMPTS,
-    ROW_ERRORS,
-    CheckpointRow,
-)
+from checkpointd.store.postgres.core import RACE_ATTEMPTS, ROW_ERRORS
 from checkpointd.store.postgres.statements import Conn
 
 __all__ = ["PostgresInterrupts"]
@@ -38,22 +36,13 @@ class PostgresInterrupts(PostgresCheckpoints):
     """The interrupt and idempotency methods of
     :class:`~checkpointd.store.postgres.PostgresStore`."""
 
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
+    async def _record_interrupt(
+        self, write: CheckpointWrite, pending: PendingRecord
     ) -> RecordInterruptResult:
         """One transaction on one connection; the insert is tried again while it races with a
         delete (:data:`RACE_ATTEMPTS`)."""
-        if pending.execution_id != checkpoint.execution_id:
-            raise ValueError("the pending row and its checkpoint name different executions")
-        checkpoint_row = CheckpointRow(
-            self._checkpoint_args(namespace, request_id, checkpoint, fingerprint), checkpoint
-        )
+        namespace = write.namespace
+        checkpoint_row = self._checkpoint_row(write)
         async with self._connection() as conn, conn.transaction():
             stored: CheckpointRecord | None = None
             for _ in range(RACE_ATTEMPTS):
@@ -61,9 +50,7 @@ class PostgresInterrupts(PostgresCheckpoints):
                 if sequence is not None:
                     stored = checkpoint_row.stored(sequence)
                     break
-                retried = await self._existing_checkpoint(
-                    conn, namespace, request_id, checkpoint, fingerprint
-                )
+                retried = await self._existing_checkpoint(conn, write)
                 if retried is not None:
                     return await self._retried_interrupt(conn, namespace, retried, pending)
             if stored is None:
@@ -173,26 +160,16 @@ class PostgresInterrupts(PostgresCheckpoints):
             if row["candidates"] < _PURGE_BATCH:
                 return purged
 
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
+    async def _put_idempotent(self, put: IdempotentPut) -> None:
         """A row of the next group-commit statement (:meth:`_put_idempotents`), which records
         the request id with the upsert."""
-        row = (namespace, execution_id, key, result_json, times.utc_in(now), request_id)
-        fresh = await self._idempotent_group.submit((*row, fingerprint or None))
-        if request_id and not fresh:
-            # A retry (the first call's write stands), or another request's id (C10).
-            async with self._connection() as conn:
-                first = await conn.fetchval(self._sql.fingerprint_of_applied, namespace, request_id)
-            retries.check_fingerprint(request_id, first, fingerprint)
+        cached = (put.namespace, put.execution_id, put.key, put.result_json, times.utc_in(put.now))
+        fresh = await self._idempotent_group.submit(
+            (*cached, put.request_id, put.fingerprint or None)
+        )
+        if put.request_id and not fresh:
+            refused = self._sql.fingerprint_of_applied
+            await self._in_read(lambda conn: refuse_reused_request_id(conn, refused, put))
 
     async def _put_idempotents(self, batch: list[tuple[object, ...]]) -> list[bool | Exception]:
         """Upsert a group of idempotency results in one statement (one row: the one-row

@@ -21,7 +21,7 @@ from checkpointd.domain import (
 )
 from checkpointd.store import times
 from checkpointd.store.base import StoreError
-from checkpointd.store.checkpoints import existing_checkpoint
+from checkpointd.store.checkpoints import CheckpointWrite, existing_checkpoint
 from checkpointd.store.columns import checkpoint_params
 from checkpointd.store.sqlite import sql
 from checkpointd.store.sqlite.core import SQLiteCore
@@ -34,18 +34,16 @@ class SQLiteCheckpoints(SQLiteCore):
     """The checkpoint methods of :class:`~checkpointd.store.sqlite.SQLiteStore`."""
 
     async def _insert_checkpoint(
-        self,
-        conn: Statements,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        fingerprint: str,
+        self, conn: Statements, write: CheckpointWrite
     ) -> tuple[CheckpointRecord, bool]:
         """Insert inside the caller's transaction; return the stored row and whether this call
         wrote it (False: a retry of the same request). Raise :class:`CheckpointExists`,
         :class:`RequestAppliedThenDeleted` or :class:`RequestIdReused`. One statement when the
         row is written."""
-        params = checkpoint_params(namespace, request_id, checkpoint, times.to_us, fingerprint)
+        namespace, request_id, checkpoint = write.namespace, write.request_id, write.checkpoint
+        params = checkpoint_params(
+            namespace, request_id, checkpoint, times.to_us, write.fingerprint
+        )
         created_at_us = params[-2]
         try:
             written = await conn.fetch(sql.INSERT_CHECKPOINT, (*params, namespace, request_id))
@@ -59,32 +57,21 @@ class SQLiteCheckpoints(SQLiteCore):
 
         # Nothing written: a taken id, or a tombstone. Writers are serialized, so what these
         # lookups see is what stopped the insert.
-        stored_before = await existing_checkpoint(
-            conn, sql.CHECKPOINTS, times.from_us, namespace, request_id, checkpoint, fingerprint
-        )
+        stored_before = await existing_checkpoint(conn, sql.CHECKPOINTS, times.from_us, write)
         if stored_before is not None:
             return stored_before, False  # a retry, whatever its id
         raise StoreError(f"SQLite database {self._path}: a checkpoint insert failed a constraint")
 
-    async def put_checkpoint(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        *,
-        fingerprint: str = "",
-    ) -> CheckpointRecord:
+    async def _put_checkpoint(self, write: CheckpointWrite) -> CheckpointRecord:
         """One write of the group commit: :meth:`_insert_checkpoint` in the group's
         transaction."""
-        times.to_us(checkpoint.created_at)  # a naive time fails here, not inside the group
+        times.to_us(write.checkpoint.created_at)  # a naive time fails here, not inside the group
 
-        async def write(conn: Statements) -> CheckpointRecord:
-            stored, _ = await self._insert_checkpoint(
-                conn, namespace, request_id, checkpoint, fingerprint
-            )
+        async def insert(conn: Statements) -> CheckpointRecord:
+            stored, _ = await self._insert_checkpoint(conn, write)
             return stored
 
-        result: CheckpointRecord = await self._grouped(write)
+        result: CheckpointRecord = await self._grouped(insert)
         return result
 
     async def _delete_execution_rows(

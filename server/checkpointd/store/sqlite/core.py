@@ -40,19 +40,6 @@ class SQLiteCore(StatementStore):
         for wakeup in self._event_wakeups:
             wakeup.set()
 
-    async def _append_event(
-        self,
-        conn: Statements,
-        namespace: str,
-        kind: EventKind,
-        pending: PendingRecord,
-        event_at_us: int,
-    ) -> None:
-        """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
-        params = (*event_params(namespace, kind, pending, times.to_us), event_at_us)
-        await conn.run(sql.INSERT_EVENT, (*params, decision_json(pending)))
-        conn.after_commit(self._wake_event_readers)
-
     async def _append_event_at(
         self,
         conn: Statements,
@@ -61,4 +48,7 @@ class SQLiteCore(StatementStore):
         pending: PendingRecord,
         at: datetime,
     ) -> None:
-        await self._append_event(conn, namespace, kind, pending, times.to_us(at))
+        """Write an outbox event in the writer's transaction; its commit wakes the notifiers."""
+        params = (*event_params(namespace, kind, pending, times.to_us), times.to_us(at))
+        await conn.run(sql.INSERT_EVENT, (*params, decision_json(pending)))
+        conn.after_commit(self._wake_event_readers)

@@ -6,16 +6,13 @@ lock before the first read, so each read-then-write is atomic."""
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import UTC, datetime
 
-from checkpointd.domain import (
-    CheckpointRecord,
-    EventKind,
-    PendingRecord,
-    RecordInterruptResult,
-)
-from checkpointd.store import retries, times
+from checkpointd.domain import EventKind, PendingRecord, RecordInterruptResult
+from checkpointd.store import times
+from checkpointd.store.checkpoints import CheckpointWrite
 from checkpointd.store.columns import pending_params
+from checkpointd.store.idempotency import IdempotentPut, refuse_reused_request_id
 from checkpointd.store.sqlite import sql
 from checkpointd.store.sqlite.checkpoints import SQLiteCheckpoints
 from checkpointd.store.statements import Statements
@@ -26,24 +23,15 @@ __all__ = ["SQLiteInterrupts"]
 class SQLiteInterrupts(SQLiteCheckpoints):
     """The interrupt and idempotency methods of :class:`~checkpointd.store.sqlite.SQLiteStore`."""
 
-    async def record_interrupt(
-        self,
-        namespace: str,
-        request_id: str,
-        checkpoint: CheckpointRecord,
-        pending: PendingRecord,
-        *,
-        fingerprint: str = "",
+    async def _record_interrupt(
+        self, write: CheckpointWrite, pending: PendingRecord
     ) -> RecordInterruptResult:
         """One transaction: :meth:`_insert_checkpoint`, then the pending row and its event."""
-        if pending.execution_id != checkpoint.execution_id:
-            raise ValueError("the pending row and the checkpoint name different executions")
-        key = (namespace, checkpoint.execution_id)
+        namespace = write.namespace
+        key = (namespace, write.checkpoint.execution_id)
 
         async def body(conn: Statements) -> RecordInterruptResult:
-            stored, written = await self._insert_checkpoint(
-                conn, namespace, request_id, checkpoint, fingerprint
-            )
+            stored, written = await self._insert_checkpoint(conn, write)
             proposed = dataclasses.replace(
                 pending,
                 checkpoint_id=stored.checkpoint_id,
@@ -65,7 +53,8 @@ class SQLiteInterrupts(SQLiteCheckpoints):
                     )
                 return RecordInterruptResult(stored, proposed, pending_created=False)
             await conn.run(sql.INSERT_PENDING, (namespace, *pending_params(proposed, times.to_us)))
-            await self._append_event(conn, namespace, EventKind.ADDED, proposed, times.now_us())
+            at = datetime.now(UTC)
+            await self._append_event_at(conn, namespace, EventKind.ADDED, proposed, at)
             return RecordInterruptResult(stored, proposed, pending_created=True)
 
         return await self._in_transaction(body)
@@ -93,7 +82,7 @@ class SQLiteInterrupts(SQLiteCheckpoints):
                     sql.INSERT_CLAIM,
                     (namespace, claim_token, now_us, *pending_params(pending, times.to_us)),
                 )
-            await self._append_event(conn, namespace, EventKind.CLAIMED, pending, now_us)
+            await self._append_event_at(conn, namespace, EventKind.CLAIMED, pending, now)
             return pending
 
         return await self._in_transaction(claim)
@@ -114,30 +103,16 @@ class SQLiteInterrupts(SQLiteCheckpoints):
 
         return await self._in_transaction(body)
 
-    async def put_idempotent(
-        self,
-        namespace: str,
-        request_id: str,
-        execution_id: str,
-        key: str,
-        result_json: str,
-        now: datetime,
-        *,
-        fingerprint: str = "",
-    ) -> None:
+    async def _put_idempotent(self, put: IdempotentPut) -> None:
         """One write of the group commit: the request id recorded, then the upsert."""
-        now_us = times.to_us(now)
-        params = (namespace, execution_id, key, result_json, now_us)
+        now_us = times.to_us(put.now)
+        cached = (put.namespace, put.execution_id, put.key, put.result_json, now_us)
+        applied = (put.namespace, put.request_id, now_us, put.fingerprint or None)
 
         async def write(conn: Statements) -> None:
-            if request_id and not await conn.run(
-                sql.RECORD_APPLIED_REQUEST,
-                (namespace, request_id, now_us, fingerprint or None),
-            ):
-                # A retry: the first call's write stands. Another request: refused (C10).
-                first = await conn.fetch(sql.FINGERPRINT_OF_APPLIED, (namespace, request_id))
-                retries.check_fingerprint(request_id, first[0][0] if first else None, fingerprint)
+            if put.request_id and not await conn.run(sql.RECORD_APPLIED_REQUEST, applied):
+                await refuse_reused_request_id(conn, sql.FINGERPRINT_OF_APPLIED, put)
                 return
-            await conn.fetch(sql.PUT_IDEMPOTENT, params)
+            await conn.fetch(sql.PUT_IDEMPOTENT, cached)
 
         await self._grouped(write)
