@@ -35,8 +35,9 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -88,6 +89,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -460,15 +462,21 @@ def auth_layer(authenticator: Authenticator, *, exempt_prefixes: Sequence[str]) 
                 check_namespace(method.path, context.peer(), grant, request)
 
             call.check_messages(namespace_allowed)
-            granted = CALL_GRANT.set(grant)
-            try:
-                return await step(call)
-            finally:
-                CALL_GRANT.reset(granted)
+            return await _step_with(CALL_GRANT, grant, step, call)
 
         return authorized
 
     return layer
+
+
+async def _step_with(var: ContextVar[T], value: T, step: Step, call: Call) -> Any:
+    """Run ``step`` with ``var`` set to ``value`` (how the layers hand the servicer what they
+    checked), and set it back after."""
+    token = var.set(value)
+    try:
+        return await step(call)
+    finally:
+        var.reset(token)
 
 
 def _item_checked(authenticator: Authenticator, method: Method, step: Step) -> Step:
@@ -496,11 +504,7 @@ def _item_checked(authenticator: Authenticator, method: Method, step: Step) -> S
             check_namespace(item_method, peer, grant, request)
 
         # The item tasks the servicer starts copy this context, and with it the gate.
-        token = ITEM_GATE.set(gate)
-        try:
-            return await step(call)
-        finally:
-            ITEM_GATE.reset(token)
+        return await _step_with(ITEM_GATE, gate, step, call)
 
     return checked
 

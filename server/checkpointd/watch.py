@@ -49,6 +49,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict, Unpack
 
 from checkpointd.config import DEFAULT_WATCH_PAGE_BYTES
 from checkpointd.domain import EventPage, InterruptEventRecord, PendingFilter, PendingRecord
@@ -74,6 +75,7 @@ __all__ = [
     "Watch",
     "WatchHub",
     "WatchItem",
+    "WatchOptions",
     "connection_age_options",
     "matches",
 ]
@@ -167,6 +169,21 @@ def _is_network_peer(peer: str) -> bool:
     return peer.startswith(("ipv4:", "ipv6:"))
 
 
+class WatchOptions(TypedDict, total=False):
+    """How a stream is opened, besides where it starts and what it selects."""
+
+    peer: str
+    """The connection, as gRPC names it: its streams count against ``max_streams_per_peer``."""
+    interrupt_writes: bool
+    """Whether a failure may cancel a write under way (for senders whose writes can be
+    cancelled cleanly)."""
+    progress_interval: float | None
+    """Replaces the hub's for this stream."""
+    after_cursor_event_time: datetime | None
+    """The time the client was given with its cursor: it must be that of the store's event
+    there (I5)."""
+
+
 class Watch:
     """One open stream: iterate it for the items to send, and send each through :meth:`guard`.
 
@@ -180,8 +197,8 @@ class Watch:
         namespace: str,
         after_cursor: int,
         filters: PendingFilter,
-        peer: str = "",
         *,
+        peer: str = "",
         interrupt_writes: bool = False,
         progress_interval: float | None = None,
         after_cursor_event_time: datetime | None = None,
@@ -545,28 +562,11 @@ class WatchHub:
         namespace: str,
         after_cursor: int,
         filters: PendingFilter,
-        *,
-        peer: str = "",
-        interrupt_writes: bool = False,
-        progress_interval: float | None = None,
-        after_cursor_event_time: datetime | None = None,
+        **options: Unpack[WatchOptions],
     ) -> Watch:
         """A new stream of ``namespace`` from ``after_cursor`` (0: snapshot first), opened
-        by ``peer`` (the connection, as gRPC names it), whose streams count against
-        ``max_streams_per_peer``; ``interrupt_writes`` lets a failure cancel a write under
-        way (for senders whose writes can be cancelled cleanly); ``progress_interval``
-        replaces the hub's for this stream; ``after_cursor_event_time``, the time the client
-        was given with its cursor, must be that of the store's event there (I5)."""
-        return Watch(
-            self,
-            namespace,
-            after_cursor,
-            filters,
-            peer,
-            interrupt_writes=interrupt_writes,
-            progress_interval=progress_interval,
-            after_cursor_event_time=after_cursor_event_time,
-        )
+        as ``options`` say."""
+        return Watch(self, namespace, after_cursor, filters, **options)
 
     def _check_limits(self, peer: str) -> None:
         """Refuse one more stream past the server's or the peer's limit."""

@@ -32,7 +32,7 @@ from checkpointd.cli.connection import (
     connect,
     positive_int,
 )
-from checkpointd.cli.interrupts import decision_json, format_age, pending_json
+from checkpointd.cli.interrupts import decision_json, pending_json
 from checkpointd.cli.listing import PAGE_CAP, print_listing
 from checkpointd.cli.output import aligned, fail, print_json, record_json, words
 from checkpointd.cli.output import when as _when
@@ -43,6 +43,7 @@ from checkpointd.cli.thread_view import (
     format_thread,
     graph_checkpoint_json,
     graph_checkpoints,
+    last_activity,
 )
 from checkpointd_client import (
     Checkpoint,
@@ -217,7 +218,7 @@ def format_executions(rows: Sequence[Execution], now: datetime) -> list[str]:
                 e.status,
                 str(e.checkpoint_count),
                 e.last_node_id or "-",
-                f"{_when(e.last_activity_at)} ({format_age(e.last_activity_at, now)} ago)",
+                last_activity(e, now),
             )
             for e in rows
         ],
@@ -312,8 +313,7 @@ def format_detail(detail: ExecutionDetail, now: datetime) -> list[str]:
         f"chain        {e.chain_name or '-'}",
         f"status       {e.status}",
         f"checkpoints  {e.checkpoint_count}",
-        f"last         {_when(e.last_activity_at)} ({format_age(e.last_activity_at, now)} ago) "
-        f"at {e.last_node_id or '-'}",
+        f"last         {last_activity(e, now)} at {e.last_node_id or '-'}",
     ]
     if detail.pending is not None:
         lines.append(f"pending      {_describe_pause(detail.pending)}")

@@ -15,7 +15,7 @@ from checkpointd.cli.output import aligned
 from checkpointd.cli.output import when as _when
 from checkpointd.cli.pauses import describe_decision, pause_block
 from checkpointd.graph.checkpoint_summary import summarize
-from checkpointd_client import CheckpointdClient, ExecutionDetail
+from checkpointd_client import CheckpointdClient, Execution, ExecutionDetail
 from checkpointd_client.v1 import graph_service_pb2 as g
 
 __all__ = [
@@ -24,9 +24,16 @@ __all__ = [
     "format_thread",
     "graph_checkpoint_json",
     "graph_checkpoints",
+    "last_activity",
 ]
 
 GRAPH_COLUMNS = ("#", "STEP", "SOURCE", "WROTE", "TASKS", "CREATED_AT", "CHECKPOINT_NS")
+
+
+def last_activity(execution: Execution, now: datetime) -> str:
+    """When a run was last active, and how long ago: ``2026-01-02T03:04:05Z (5m ago)``."""
+    at = execution.last_activity_at
+    return f"{_when(at)} ({format_age(at, now)} ago)"
 
 
 def _cell(value: object) -> str:
@@ -79,8 +86,7 @@ def format_thread(detail: ExecutionDetail, now: datetime) -> list[str]:
         f"graph        {e.chain_name or '-'}",
         f"status       {e.status}",
         f"checkpoints  {e.checkpoint_count} (in every checkpoint_ns)",
-        f"last         {_when(e.last_activity_at)} ({format_age(e.last_activity_at, now)} ago) "
-        f"at checkpoint {e.last_checkpoint_id or '-'}",
+        f"last         {last_activity(e, now)} at checkpoint {e.last_checkpoint_id or '-'}",
         f"pauses       {len(detail.pauses)}",
     ]
     for pause in detail.pauses:

@@ -324,21 +324,24 @@ class Console:
     def app(self) -> web.Application:
         """The routes, behind the error mapping and the security headers."""
         app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._errors_middleware])
-        for path in _STATIC:
-            app.router.add_get(path, self._static)
-        app.router.add_get("/api/session", self._get_session)
-        app.router.add_post("/api/session", self._post_session)
-        app.router.add_delete("/api/session", self._delete_session)
-        app.router.add_get("/api/pending", self._pending)
-        app.router.add_post("/api/decisions", self._decide)
-        app.router.add_get("/api/namespaces", self._namespaces)
-        app.router.add_get("/api/decisions", self._decisions)
-        app.router.add_get("/api/checkpoints", self._checkpoints)
-        app.router.add_get("/api/graph-checkpoints", self._graph_checkpoints)
-        app.router.add_get("/api/graph-state", self._graph_state)
-        app.router.add_get("/api/graph-pauses", self._graph_pauses)
-        app.router.add_get("/api/runs", self._runs)
-        app.router.add_get("/api/events", self._events)
+        app.add_routes(
+            [
+                *(web.get(path, self._static) for path in _STATIC),
+                web.get("/api/session", self._get_session),
+                web.post("/api/session", self._post_session),
+                web.delete("/api/session", self._delete_session),
+                web.get("/api/pending", self._pending),
+                web.post("/api/decisions", self._decide),
+                web.get("/api/namespaces", self._namespaces),
+                web.get("/api/decisions", self._decisions),
+                web.get("/api/checkpoints", self._checkpoints),
+                web.get("/api/graph-checkpoints", self._graph_checkpoints),
+                web.get("/api/graph-state", self._graph_state),
+                web.get("/api/graph-pauses", self._graph_pauses),
+                web.get("/api/runs", self._runs),
+                web.get("/api/events", self._events),
+            ]
+        )
         return app
 
     async def start(self, listener: Listener, ssl_context: ssl.SSLContext | None = None) -> str:

@@ -324,14 +324,11 @@ class ExecutionReader(abc.ABC):
         execution_id: str | None = None,
     ) -> tuple[str, list[Any]]:
         """The runs' listing SQL and parameters (one run's summary with ``execution_id``)."""
-        runs_where = " AND execution_id = ?" if execution_id is not None else ""
-        params: list[Any] = [namespace]
-        if execution_id is not None:
-            params.append(execution_id)
-        params += [namespace, MAX_SEQUENCE if before_sequence is None else before_sequence]
+        runs_where, one_run = set_conditions(("execution_id = ?", execution_id))
         sql = self._sql.summaries.format(runs_where=runs_where)
-        filters, values = self._filters(query)
-        return self._sql.number(sql + filters + self._sql.order), [*params, *values, limit]
+        before = MAX_SEQUENCE if before_sequence is None else before_sequence
+        params: list[Any] = [namespace, *one_run, namespace, before]
+        return self._listing(sql, params, query, self._sql.order, limit)
 
     def _thread_summaries(
         self,
@@ -343,23 +340,22 @@ class ExecutionReader(abc.ABC):
         thread_id: str | None = None,
     ) -> tuple[str, list[Any]]:
         """The threads' listing SQL and parameters (one thread's with ``thread_id``)."""
-        params: list[Any] = [namespace]
-        if thread_id is not None:
-            params.append(thread_id)
-        sql = self._sql.threads.format(
-            threads_where=" AND thread_id = ?" if thread_id is not None else ""
-        )
-        sql += " WHERE 1 = 1"
+        threads_where, one_thread = set_conditions(("thread_id = ?", thread_id))
+        sql = self._sql.threads.format(threads_where=threads_where) + " WHERE 1 = 1"
+        params: list[Any] = [namespace, *one_thread]
         if after is not None:
             when = self._write_time(after.last_activity_at)
             sql += " AND (last_activity_at < ? OR (last_activity_at = ? AND execution_id < ?))"
             params += [when, when, after.thread_id]
+        return self._listing(sql, params, query, self._sql.thread_order, limit)
+
+    def _listing(
+        self, sql: str, params: list[Any], query: ExecutionQuery, order: str, limit: int
+    ) -> tuple[str, list[Any]]:
+        """``sql`` narrowed by the query's filters, in ``order``, at most ``limit`` rows; its
+        parameters after ``params``."""
         filters, values = self._filters(query)
-        return self._sql.number(sql + filters + self._sql.thread_order), [
-            *params,
-            *values,
-            limit,
-        ]
+        return self._sql.number(sql + filters + order), [*params, *values, limit]
 
     def _summary(self, row: Any) -> ExecutionSummary:
         return self._from_row(row, int(row["last_sequence"]), Framework.FASTAIAGENT)
