@@ -445,8 +445,9 @@ class Watch:
         if now - self._last_sent_at < self.progress_interval:
             return None
         self._last_sent_at = now
-        self._last_cursor = max(self._last_cursor, position)
-        return Progress(self._last_cursor)
+        # The cursor moves in _timed, with its event's time: moved here, _timed would take
+        # the last event sent's time for the new cursor's.
+        return Progress(max(self._last_cursor, position))
 
     async def _timed(self, progress: Progress) -> Progress:
         """``progress`` with the time of its cursor's event, so a client resuming from it can

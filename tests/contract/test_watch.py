@@ -621,6 +621,19 @@ def test_i5_filters_apply_to_snapshot_and_events_and_progress_is_sent(
             message = stream.next()
             assert message.HasField("progress"), message
             assert message.progress.cursor >= cursor + 2
+            # The progress names the time of the event at its own cursor, not of the last one
+            # sent: a watch resumed from it goes on, where a wrong time reads as a store gone
+            # back in time (CURSOR_EXPIRED, a needless new snapshot).
+            progress = message.progress
+            with watching(
+                target,
+                namespace=namespace,
+                after_cursor=progress.cursor,
+                after_cursor_event_time=progress.event_time,
+                progress_interval=fast,
+                **filters,
+            ) as resumed:
+                assert resumed.next().HasField("progress")
             wanted = _record(c, chain_name="pay", interrupt_reason="approve", agent_path="ops/eu")
             c.claim_interrupt(match)
             events = stream.events_until(lambda e: e.type == svc.INTERRUPT_EVENT_TYPE_CLAIMED)
