@@ -369,10 +369,20 @@ def test_i5_stalled_watcher_never_blocks_writers_and_ends_too_slow(
     server = sidecar_factory("--watch-buffer", "16")
     big = "x" * 32_768  # fills the transport's buffers with few events
     total = 250
-    stalled = Stream(server.target, stalled=True, timeout=60, options=[("grpc.http2.bdp_probe", 0)])
+    stalled = Stream(
+        server.target,
+        stalled=True,
+        timeout=60,
+        options=[("grpc.http2.bdp_probe", 0)],
+        progress_interval=Duration(seconds=1),
+    )
     try:
         first = next(stalled.call)
         assert first.HasField("snapshot_complete")
+        # A progress before any write: the stream is live, handed each event as it is
+        # written. (Writes that came while it still caught up from the store would be read
+        # at its own pace, a page at a time: never too slow, so never ended.)
+        assert next(stalled.call).HasField("progress")
         with (
             watching(server.target) as healthy,
             CheckpointdClient(server.target, retry=NO_RETRY) as c,
