@@ -119,10 +119,14 @@ def _crash_run(
     """Runs the graph until node ``c`` kills the server; returns the ids of the puts that
     returned before the run ended."""
     options: dict[str, Any] = {"timeout": DEADLINE, "retry": NO_RETRY}
+    # The TCP address, new at each start: grpc keeps a connection to an address it failed to
+    # reach in backoff for a while, shared across channels, so the Unix socket's address could
+    # refuse this run's first call although the server is back.
+    target = server.tcp_target
     if aio:
 
         async def run() -> list[str]:
-            async with AsyncRecordingSaver(server.target, **options) as saver:
+            async with AsyncRecordingSaver(target, **options) as saver:
                 saver.returned = []
                 with pytest.raises(CRASHED) as raised:
                     await _graph(crash, saver).ainvoke(
@@ -132,7 +136,7 @@ def _crash_run(
                 return saver.returned
 
         return asyncio.run(run())
-    with RecordingSaver(server.target, **options) as saver:
+    with RecordingSaver(target, **options) as saver:
         saver.returned = []
         with pytest.raises(CRASHED) as raised:
             _graph(crash, saver).invoke({"visited": []}, config, durability=durability)
