@@ -59,9 +59,12 @@ def record_of(browser: Any, execution_id: str) -> WebElement:
 
 
 def said(browser: Any, execution_id: str, part: str) -> str:
-    """The text of one part (a CSS selector) of the record of ``execution_id``."""
-    text: str = record_of(browser, execution_id).find_element(By.CSS_SELECTOR, part).text
-    return text
+    """The text of one part (a CSS selector) of the record of ``execution_id``. Read again
+    when the live list redraws the row between finding it and reading it (a stale element)."""
+    read: tuple[str] = wait(browser).until(
+        lambda b: (record_of(b, execution_id).find_element(By.CSS_SELECTOR, part).text,)
+    )
+    return read[0]
 
 
 def outcome_is(browser: Any, execution_id: str, text: str) -> None:
