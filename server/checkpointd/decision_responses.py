@@ -91,8 +91,7 @@ def response_json(request_has_response: bool, response: pb.DecisionResponse, app
     if response.actions and response.resume_json:
         raise InvalidField("response", "must set actions or resume_json, not both")
     if response.actions:
-        if len(response.actions) > _ACTIONS_MAX:
-            raise InvalidField("response.actions", f"must hold at most {_ACTIONS_MAX} actions")
+        v.at_most("response.actions", len(response.actions), _ACTIONS_MAX, "actions")
         actions = [_action(i, a) for i, a in enumerate(response.actions)]
         rejects = any(action["type"] == "reject" for action in actions)
         if approved == rejects:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -236,6 +237,18 @@ def int_text(field: str, raw: str | None, default: int, low: int, high: int) -> 
     if not low <= value <= high:
         raise InvalidField(field, f"must be {low} to {high}")
     return value
+
+
+def at_most(field: str, count: int, most: int, what: str) -> None:
+    """Refuse a repeated field of more than ``most`` entries (``what`` names them)."""
+    if count > most:
+        raise InvalidField(field, f"must name at most {most} {what} (got {count})")
+
+
+def identifiers(field: str, values: Sequence[str], max_len: int, most: int, what: str) -> list[str]:
+    """A repeated identifier field: at most ``most`` entries, each checked as ``identifier``."""
+    at_most(field, len(values), most, what)
+    return [identifier(field, value, max_len) for value in values]
 
 
 def page_size(field: str, value: int) -> int:

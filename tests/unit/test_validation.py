@@ -186,3 +186,13 @@ def test_j2_finite_numbers_at_the_edges_are_accepted():
     """The largest double, an underflow to zero and very long integers are finite."""
     raw = '{"max": 1.7976931348623157e308, "tiny": 1e-999, "int": 1' + "0" * 400 + "}"
     assert v.json_object("f", raw) == raw
+
+
+def test_j2_repeated_identifiers_have_a_most_and_each_is_an_identifier():
+    """A repeated id field is refused past its most entries, and each entry as an id."""
+    assert v.identifiers("run_ids", ["a", "b"], 8, 2, "runs") == ["a", "b"]
+    assert v.identifiers("run_ids", [], 8, 2, "runs") == []
+    with pytest.raises(InvalidField, match=r"run_ids: must name at most 2 runs \(got 3\)"):
+        v.identifiers("run_ids", ["a", "b", "c"], 8, 2, "runs")
+    with pytest.raises(InvalidField, match=r"run_ids: is required"):
+        v.identifiers("run_ids", ["a", ""], 8, 2, "runs")

@@ -78,8 +78,7 @@ def _storable(text: str, *, field: str) -> dict[str, object]:
 
 def _send_nodes(names: Sequence[str]) -> tuple[str, ...]:
     """The node each pending Send of a put checkpoint targets, for naming its tasks' pauses."""
-    if len(names) > MAX_SEND_NODES:
-        raise InvalidField("send_nodes", f"must hold at most {MAX_SEND_NODES} names")
+    v.at_most("send_nodes", len(names), MAX_SEND_NODES, "nodes")
     return tuple(v.text("send_nodes", name, v.NODE_ID_MAX) for name in names)
 
 
@@ -147,10 +146,7 @@ def _writes(request: svc.PutGraphWritesRequest) -> list[GraphWrite]:
 def _interrupts(request: svc.PutGraphWritesRequest, thread_id: str) -> list[GraphInterrupt]:
     """The request's interrupt descriptors (G8): ids required and unique; a context that is
     not a JSON object is kept as {"value": ...}; no graph name means the thread id."""
-    if len(request.interrupts) > MAX_INTERRUPTS:
-        raise InvalidField(
-            "interrupts", f"must hold at most {MAX_INTERRUPTS}", got=str(len(request.interrupts))
-        )
+    v.at_most("interrupts", len(request.interrupts), MAX_INTERRUPTS, "interrupts")
     described: list[GraphInterrupt] = []
     seen: set[str] = set()
     for message in request.interrupts:
@@ -233,9 +229,7 @@ def _delta_channels(names: Sequence[str]) -> list[str]:
     """The channels a GetGraphDeltaHistory walks: at least one, unique, within the bound."""
     if not names:
         raise InvalidField("channels", "must name at least one channel")
-    if len(names) > MAX_DELTA_CHANNELS:
-        raise InvalidField("channels", f"must name at most {MAX_DELTA_CHANNELS} channels")
-    channels = [v.identifier("channels", name, NAME_MAX) for name in names]
+    channels = v.identifiers("channels", names, NAME_MAX, MAX_DELTA_CHANNELS, "channels")
     if len(set(channels)) != len(channels):
         raise InvalidField("channels", "must be unique within the request")
     return channels
@@ -423,9 +417,7 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     async def DeleteGraphRuns(
         self, request: svc.DeleteGraphRunsRequest, write: WriteKey
     ) -> svc.DeleteGraphRunsResponse:
-        if len(request.run_ids) > MAX_IDS:
-            raise InvalidField("run_ids", f"must name at most {MAX_IDS} runs")
-        run_ids = [v.identifier("run_ids", run_id, NAME_MAX) for run_id in request.run_ids]
+        run_ids = v.identifiers("run_ids", request.run_ids, NAME_MAX, MAX_IDS, "runs")
         deleted = await shielded(
             self._graph.delete_runs(run_ids=run_ids, now=self._deps.clock(), **write.args)
         )
@@ -450,11 +442,9 @@ class GraphServicer(StoreServicer, svc_grpc.GraphServiceServicer):
     async def PruneGraphThreads(
         self, request: svc.PruneGraphThreadsRequest, write: WriteKey
     ) -> svc.PruneGraphThreadsResponse:
-        if len(request.thread_ids) > MAX_IDS:
-            raise InvalidField("thread_ids", f"must name at most {MAX_IDS} threads")
-        thread_ids = [
-            v.identifier("thread_ids", thread_id, THREAD_ID_MAX) for thread_id in request.thread_ids
-        ]
+        thread_ids = v.identifiers(
+            "thread_ids", request.thread_ids, THREAD_ID_MAX, MAX_IDS, "threads"
+        )
         strategy = _STRATEGIES.get(request.strategy)
         if strategy is None:
             raise InvalidField(

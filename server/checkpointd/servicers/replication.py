@@ -22,13 +22,6 @@ MAX_SETTLE_IDS: Final = 1000
 QUARANTINE_REASON_MAX: Final = 1024
 
 
-def _too_many(count: int) -> str | None:
-    """The rule a request naming ``count`` checkpoints breaks, if any."""
-    if count > MAX_SETTLE_IDS:
-        return f"must name at most {MAX_SETTLE_IDS} checkpoints (got {count})"
-    return None
-
-
 def _distinct_ids(ids: Iterable[str]) -> list[str]:
     """Validated ids, first occurrence kept: naming an id twice is naming it once."""
     seen: dict[str, None] = {}
@@ -61,8 +54,7 @@ class ReplicationServicer(StoreServicer, svc_grpc.ReplicationServiceServicer):
     async def MarkCheckpointsSynced(
         self, request: svc.MarkCheckpointsSyncedRequest, namespace: str
     ) -> svc.MarkCheckpointsSyncedResponse:
-        if rule := _too_many(len(request.checkpoint_ids)):
-            raise InvalidField("checkpoint_ids", rule)
+        v.at_most("checkpoint_ids", len(request.checkpoint_ids), MAX_SETTLE_IDS, "checkpoints")
         ids = _distinct_ids(request.checkpoint_ids)
         settled = await self._settle(namespace, [(cid, None) for cid in ids])
         return svc.MarkCheckpointsSyncedResponse(settled_checkpoint_ids=settled)
@@ -71,8 +63,7 @@ class ReplicationServicer(StoreServicer, svc_grpc.ReplicationServiceServicer):
     async def QuarantineCheckpoints(
         self, request: svc.QuarantineCheckpointsRequest, namespace: str
     ) -> svc.QuarantineCheckpointsResponse:
-        if rule := _too_many(len(request.quarantines)):
-            raise InvalidField("quarantines", rule)
+        v.at_most("quarantines", len(request.quarantines), MAX_SETTLE_IDS, "checkpoints")
         reasons: dict[str, str] = {}
         # Fields are named by their path without an index (as everywhere in E2's table).
         for entry in request.quarantines:
