@@ -65,7 +65,7 @@ from checkpointd.graph.records import (
     tuple_size,
 )
 from checkpointd.graph.retention import RetentionMethods
-from checkpointd.graph.store_sql import GraphStoreSql, checkpoint_key
+from checkpointd.graph.store_sql import GraphStoreSql, SqlDeltaReads, checkpoint_key
 from checkpointd.store.columns import TimeWriter
 from checkpointd.store.rows import TimeReader
 from checkpointd.store.statements import Body, EventWriter, Statements
@@ -162,10 +162,10 @@ class GraphStore(RetentionMethods, abc.ABC):
         """Delete these checkpoints of one thread and checkpoint_ns (``key``: namespace,
         thread id, checkpoint_ns) with their writes; return the checkpoints deleted."""
 
-    @abc.abstractmethod
     def _delta_reads(self, conn: Statements, key: tuple[str, str, str]) -> delta.DeltaReads:
         """The DeltaChannel walk's reads on ``conn`` in one thread and checkpoint_ns (``key``:
         namespace, thread id, checkpoint_ns)."""
+        return SqlDeltaReads(conn, self._sql, key)
 
     async def _read_snapshot(self, body: Body[Any]) -> Any:
         """Run ``body``'s reads on one snapshot (here: :meth:`_read`, whose reads share one

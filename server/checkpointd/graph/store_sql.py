@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from checkpointd.graph.delta import ChannelKey, DeltaReads
 from checkpointd.graph.records import (
     ChainLink,
     ChannelValue,
@@ -17,9 +18,11 @@ from checkpointd.graph.records import (
     GraphWrite,
     TypedValue,
 )
+from checkpointd.store.statements import Statements
 
 __all__ = [
     "GraphStoreSql",
+    "SqlDeltaReads",
     "checkpoint_from_row",
     "checkpoint_key",
     "link_from_row",
@@ -72,6 +75,73 @@ class GraphStoreSql(Protocol):
     clear_lost_parents: str
     #: Key: deletes the values no checkpoint names.
     delete_unnamed_blobs: str
+
+    # The DeltaChannel walk (G19), read by :class:`SqlDeltaReads`.
+    #: Key: the id of the newest checkpoint.
+    delta_newest: str
+    #: Key, start id, most links: the chain of parents from the start, nearest first.
+    delta_chain: str
+    #: Key: every checkpoint's link.
+    delta_links: str
+    #: Key: the channels a checkpoint's metadata names as DeltaChannels.
+    delta_channels: str
+    #: Key, :meth:`value_keys`: the value type of each stored (channel, version).
+    delta_types: str
+    #: Key, :meth:`value_keys`: each stored (channel, version) value.
+    delta_values: str
+    #: Key, :meth:`id_list` of checkpoint ids, :meth:`id_list` of channels: their writes.
+    delta_writes: str
+
+    def value_keys(self, keys: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """The parameters that bind (channel, version) keys."""
+
+    def id_list(self, ids: Sequence[str]) -> Any:
+        """The parameter that binds a list of ids."""
+
+
+class SqlDeltaReads(DeltaReads):
+    """The DeltaChannel walk's reads in one thread and checkpoint_ns (``key``), on one
+    connection, in the backend's SQL."""
+
+    def __init__(self, conn: Statements, sql: GraphStoreSql, key: tuple[str, str, str]) -> None:
+        self._conn = conn
+        self._sql = sql
+        self._key = key
+
+    async def newest(self) -> str | None:
+        found = await self._conn.fetch(self._sql.delta_newest, self._key)
+        return str(found[0]["checkpoint_id"]) if found else None
+
+    async def chain(self, start: str, limit: int) -> list[ChainLink]:
+        rows = await self._conn.fetch(self._sql.delta_chain, (*self._key, start, limit))
+        return [link_from_row(row) for row in rows]
+
+    async def stored_types(self, keys: Sequence[ChannelKey]) -> dict[ChannelKey, str]:
+        params = (*self._key, *self._sql.value_keys(keys))
+        rows = await self._conn.fetch(self._sql.delta_types, params)
+        return {(r["channel"], r["version"]): r["value_type"] for r in rows}
+
+    async def values(self, keys: Sequence[ChannelKey]) -> dict[ChannelKey, TypedValue]:
+        params = (*self._key, *self._sql.value_keys(keys))
+        rows = await self._conn.fetch(self._sql.delta_values, params)
+        return {
+            (r["channel"], r["version"]): TypedValue(r["value_type"], bytes(r["value_data"]))
+            for r in rows
+        }
+
+    async def writes(
+        self, checkpoint_ids: Sequence[str], channels: Sequence[str]
+    ) -> list[tuple[str, GraphWrite]]:
+        sql = self._sql
+        params = (*self._key, sql.id_list(checkpoint_ids), sql.id_list(channels))
+        rows = await self._conn.fetch(sql.delta_writes, params)
+        return [(r["checkpoint_id"], write_from_row(tuple(r)[1:])) for r in rows]
+
+    async def links(self) -> list[ChainLink]:
+        return [link_from_row(r) for r in await self._conn.fetch(self._sql.delta_links, self._key)]
+
+    async def delta_channels(self) -> set[str]:
+        return {r[0] for r in await self._conn.fetch(self._sql.delta_channels, self._key)}
 
 
 def write_rows(writes: Sequence[GraphWrite]) -> list[tuple[Any, ...]]:

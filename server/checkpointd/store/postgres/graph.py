@@ -17,25 +17,16 @@ from typing import Any
 import asyncpg
 
 from checkpointd.domain import PendingRecord
-from checkpointd.graph import delta
 from checkpointd.graph.interrupts import TaskPlace
 from checkpointd.graph.records import (
-    ChainLink,
     ChannelValue,
     GraphListQuery,
     GraphPosition,
     GraphTuple,
     GraphWrite,
-    TypedValue,
 )
 from checkpointd.graph.store import GraphStore
-from checkpointd.graph.store_sql import (
-    checkpoint_from_row,
-    link_from_row,
-    tuple_from_rows,
-    write_from_row,
-    write_rows,
-)
+from checkpointd.graph.store_sql import checkpoint_from_row, tuple_from_rows, write_rows
 from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
 from checkpointd.store.postgres.graph_interrupts import pending_ops_sql
@@ -45,50 +36,6 @@ from checkpointd.store.rows import pending_from_row
 from checkpointd.store.statements import Body, Statements
 
 __all__ = ["PostgresGraphStore"]
-
-
-class _DeltaReads(delta.DeltaReads):
-    """The DeltaChannel walk's reads in one thread and checkpoint_ns, on one connection (its
-    lists bound as arrays)."""
-
-    def __init__(self, conn: Statements, sql: GraphSql, key: tuple[str, str, str]) -> None:
-        self._conn = conn
-        self._sql = sql
-        self._key = key
-
-    async def newest(self) -> str | None:
-        found = await self._conn.fetch(self._sql.delta_newest, self._key)
-        return str(found[0]["checkpoint_id"]) if found else None
-
-    async def chain(self, start: str, limit: int) -> list[ChainLink]:
-        rows = await self._conn.fetch(self._sql.delta_chain, (*self._key, start, limit))
-        return [link_from_row(row) for row in rows]
-
-    async def stored_types(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, str]:
-        params = (*self._key, [k[0] for k in keys], [k[1] for k in keys])
-        rows = await self._conn.fetch(self._sql.delta_types, params)
-        return {(r["channel"], r["version"]): r["value_type"] for r in rows}
-
-    async def values(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, TypedValue]:
-        params = (*self._key, [k[0] for k in keys], [k[1] for k in keys])
-        rows = await self._conn.fetch(self._sql.delta_values, params)
-        return {
-            (r["channel"], r["version"]): TypedValue(r["value_type"], bytes(r["value_data"]))
-            for r in rows
-        }
-
-    async def writes(
-        self, checkpoint_ids: Sequence[str], channels: Sequence[str]
-    ) -> list[tuple[str, GraphWrite]]:
-        params = (*self._key, list(checkpoint_ids), list(channels))
-        rows = await self._conn.fetch(self._sql.delta_writes, params)
-        return [(r["checkpoint_id"], write_from_row(tuple(r)[1:])) for r in rows]
-
-    async def links(self) -> list[ChainLink]:
-        return [link_from_row(r) for r in await self._conn.fetch(self._sql.delta_links, self._key)]
-
-    async def delta_channels(self) -> set[str]:
-        return {r[0] for r in await self._conn.fetch(self._sql.delta_channels, self._key)}
 
 
 class PostgresGraphStore(GraphStore):
@@ -185,9 +132,6 @@ class PostgresGraphStore(GraphStore):
             sql.append(f"(c.checkpoint_id, c.thread_id, c.checkpoint_ns) < ({placeholders})")
         statement = " AND ".join(sql) + self._sql.list_order + f" LIMIT {param(limit)}"
         return statement, params
-
-    def _delta_reads(self, conn: Statements, key: tuple[str, str, str]) -> delta.DeltaReads:
-        return _DeltaReads(conn, self._sql, key)
 
     # --- whole-thread operations -------------------------------------------------------
 

@@ -7,7 +7,8 @@ a statement's text never depends on a list's length.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import Any, Final
 
 __all__ = ["GraphSql"]
 
@@ -248,3 +249,9 @@ class GraphSql:
             "reply_json, applied_at) VALUES ($1, $2, $3, $4, $5, $6)"
         )
         self.purge_requests = f"DELETE FROM {s}.graph_requests WHERE applied_at < $1"
+
+    def value_keys(self, keys: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        return ([k[0] for k in keys], [k[1] for k in keys])  # the channels, the versions
+
+    def id_list(self, ids: Sequence[str]) -> Any:
+        return list(ids)

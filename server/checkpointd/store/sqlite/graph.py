@@ -15,25 +15,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from checkpointd.graph import delta
 from checkpointd.graph.interrupts import TaskPlace
 from checkpointd.graph.records import (
-    ChainLink,
     ChannelValue,
     GraphListQuery,
     GraphPosition,
     GraphTuple,
     GraphWrite,
-    TypedValue,
 )
 from checkpointd.graph.store import GraphStore
-from checkpointd.graph.store_sql import (
-    checkpoint_from_row,
-    link_from_row,
-    tuple_from_rows,
-    write_from_row,
-    write_rows,
-)
+from checkpointd.graph.store_sql import checkpoint_from_row, tuple_from_rows, write_rows
 from checkpointd.store import times
 from checkpointd.store.sqlite import graph_sql as gsql
 from checkpointd.store.sqlite.access import SQLiteAccess
@@ -42,55 +33,6 @@ from checkpointd.store.sqlite.graph_retention import SQLiteRetention
 from checkpointd.store.sqlite.on_thread import Body, Statements
 
 __all__ = ["SQLiteGraphStore"]
-
-
-async def _fetch(conn: Statements, sql: str, params: Sequence[Any]) -> list[sqlite3.Row]:
-    return await conn.fetch(sql, params)
-
-
-async def _run(conn: Statements, sql: str, params: Sequence[Any]) -> int:
-    return await conn.run(sql, params)
-
-
-class _DeltaReads(delta.DeltaReads):
-    """The DeltaChannel walk's reads in one thread and checkpoint_ns, on one connection (its
-    lists bound as JSON arrays)."""
-
-    def __init__(self, conn: Statements, key: tuple[str, str, str]) -> None:
-        self._conn = conn
-        self._key = key
-
-    async def newest(self) -> str | None:
-        found = await _fetch(self._conn, gsql.GET_LATEST, self._key)
-        return str(found[0]["checkpoint_id"]) if found else None
-
-    async def chain(self, start: str, limit: int) -> list[ChainLink]:
-        rows = await _fetch(self._conn, gsql.DELTA_CHAIN, (*self._key, start, limit))
-        return [link_from_row(row) for row in rows]
-
-    async def stored_types(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, str]:
-        rows = await _fetch(self._conn, gsql.DELTA_TYPES, (*self._key, json.dumps(keys)))
-        return {(r["channel"], r["version"]): r["value_type"] for r in rows}
-
-    async def values(self, keys: Sequence[delta.ChannelKey]) -> dict[delta.ChannelKey, TypedValue]:
-        rows = await _fetch(self._conn, gsql.DELTA_VALUES, (*self._key, json.dumps(keys)))
-        return {
-            (r["channel"], r["version"]): TypedValue(r["value_type"], bytes(r["value_data"]))
-            for r in rows
-        }
-
-    async def writes(
-        self, checkpoint_ids: Sequence[str], channels: Sequence[str]
-    ) -> list[tuple[str, GraphWrite]]:
-        params = (*self._key, json.dumps(list(checkpoint_ids)), json.dumps(list(channels)))
-        rows = await _fetch(self._conn, gsql.DELTA_WRITES, params)
-        return [(r["checkpoint_id"], write_from_row(tuple(r)[1:])) for r in rows]
-
-    async def links(self) -> list[ChainLink]:
-        return [link_from_row(row) for row in await _fetch(self._conn, gsql.DELTA_LINKS, self._key)]
-
-    async def delta_channels(self) -> set[str]:
-        return {row[0] for row in await _fetch(self._conn, gsql.DELTA_CHANNELS, self._key)}
 
 
 class SQLiteGraphStore(GraphStore):
@@ -149,8 +91,8 @@ class SQLiteGraphStore(GraphStore):
         checkpoint = checkpoint_from_row(row)
         key = (namespace, checkpoint.thread_id, checkpoint.checkpoint_ns)
         versions = json.dumps(checkpoint.channel_versions)
-        blobs = await _fetch(conn, gsql.BLOBS_OF, (versions, *key))
-        writes = await _fetch(conn, gsql.WRITES_OF, (*key, checkpoint.checkpoint_id))
+        blobs = await conn.fetch(gsql.BLOBS_OF, (versions, *key))
+        writes = await conn.fetch(gsql.WRITES_OF, (*key, checkpoint.checkpoint_id))
         return tuple_from_rows(checkpoint, blobs, writes)
 
     def _list_statement(
@@ -179,15 +121,12 @@ class SQLiteGraphStore(GraphStore):
         params.append(limit)
         return " AND ".join(sql) + gsql.LIST_ORDER, params
 
-    def _delta_reads(self, conn: Statements, key: tuple[str, str, str]) -> delta.DeltaReads:
-        return _DeltaReads(conn, key)
-
     # --- whole-thread operations -------------------------------------------------------
 
     async def _checkpoints_of_runs(
         self, conn: Statements, namespace: str, run_ids: Sequence[str]
     ) -> list[tuple[str, str, str]]:
-        found = await _fetch(conn, gsql.CHECKPOINTS_OF_RUNS, (namespace, json.dumps(list(run_ids))))
+        found = await conn.fetch(gsql.CHECKPOINTS_OF_RUNS, (namespace, json.dumps(list(run_ids))))
         return [(r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"]) for r in found]
 
     async def _delete_checkpoints(
@@ -196,8 +135,8 @@ class SQLiteGraphStore(GraphStore):
         """One checkpoint at a time, by primary key."""
         deleted = 0
         for checkpoint_id in checkpoint_ids:
-            await _run(conn, gsql.DELETE_WRITES_OF, (*key, checkpoint_id))
-            deleted += await _run(conn, gsql.DELETE_CHECKPOINT, (*key, checkpoint_id))
+            await conn.run(gsql.DELETE_WRITES_OF, (*key, checkpoint_id))
+            deleted += await conn.run(gsql.DELETE_CHECKPOINT, (*key, checkpoint_id))
         return deleted
 
     async def _delete_threads(
@@ -205,8 +144,8 @@ class SQLiteGraphStore(GraphStore):
     ) -> int:
         deleted = 0
         for thread_id in dict.fromkeys(thread_ids):
-            found = await _fetch(conn, gsql.COUNT_THREAD, (namespace, thread_id))
+            found = await conn.fetch(gsql.COUNT_THREAD, (namespace, thread_id))
             deleted += int(found[0][0])
             for statement in gsql.DELETE_THREAD:
-                await _run(conn, statement, (namespace, thread_id))
+                await conn.run(statement, (namespace, thread_id))
         return deleted

@@ -7,7 +7,9 @@ JSON array read with ``json_each``, so a statement's text never depends on a lis
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from collections.abc import Sequence
+from typing import Any, Final
 
 from checkpointd.graph.store_sql import GraphStoreSql
 
@@ -243,6 +245,19 @@ class _StoreSql:
     prune_older_checkpoints = PRUNE_OLDER_CHECKPOINTS
     clear_lost_parents = CLEAR_LOST_PARENTS
     delete_unnamed_blobs = DELETE_UNNAMED_BLOBS
+    delta_newest = GET_LATEST
+    delta_chain = DELTA_CHAIN
+    delta_links = DELTA_LINKS
+    delta_channels = DELTA_CHANNELS
+    delta_types = DELTA_TYPES
+    delta_values = DELTA_VALUES
+    delta_writes = DELTA_WRITES
+
+    def value_keys(self, keys: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        return (json.dumps(keys),)  # one JSON array of [channel, version] pairs
+
+    def id_list(self, ids: Sequence[str]) -> Any:
+        return json.dumps(list(ids))
 
 
 STORE_SQL: Final[GraphStoreSql] = _StoreSql()
