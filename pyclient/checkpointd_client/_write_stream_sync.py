@@ -53,7 +53,7 @@ from checkpointd_client._write_stream import (
 if TYPE_CHECKING:
     from checkpointd_client.v1 import write_service_pb2
 
-__all__ = ["WriteStream"]
+__all__ = ["InFlight", "WriteStream"]
 
 
 class _Slot:
@@ -192,6 +192,51 @@ class _Stream:
                 slot.fail(error)
 
 
+class InFlight:
+    """A write on the stream whose answer may still be coming."""
+
+    __slots__ = ("_answers", "_correlation_id", "_owner", "_request", "_slot", "_stream")
+
+    def __init__(
+        self,
+        owner: WriteStream,
+        stream: _Stream,
+        slot: _Slot,
+        correlation_id: int,
+        answers: int,
+        request: Message,
+    ) -> None:
+        self._owner = owner
+        self._stream = stream
+        self._slot = slot
+        self._correlation_id = correlation_id
+        self._answers = answers
+        self._request = request
+
+    def done(self) -> bool:
+        """Whether the answer (or the error) is in."""
+        return self._slot.answer is not None or self._slot.error is not None
+
+    def result(self, timeout: float) -> Message:
+        """The answer, waited for at most ``timeout`` seconds: the unary call's response, or
+        its error raised (``DEADLINE_EXCEEDED`` when no answer came in time, S2). Once."""
+        slot, stream, owner = self._slot, self._stream, self._owner
+        if not slot.wait(timeout):
+            with owner._lock:
+                if stream.pending.pop(self._correlation_id, None) is not None:
+                    if stream.answers == self._answers:  # no answer since this item left: stuck
+                        owner._stopped_answering(stream)
+                    raise deadline_passed()
+            # Taken out just now by the reader, or by a stream that failed: it is being filled.
+            # An answer that made it is the call's result; a failure is the deadline's.
+            slot.wait(-1)
+            if slot.error is not None:
+                raise deadline_passed() from None
+        if slot.error is not None:
+            raise slot.error
+        return result_of(cast("Answer", slot.answer), self._request)
+
+
 class WriteStream:
     """The Write stream of one blocking client, opened on the first write and again after it
     breaks or stops answering; ``route`` puts a write on it. Thread-safe."""
@@ -254,6 +299,18 @@ class WriteStream:
         return size if self.health.may_open() else None
 
     def _send(self, request: Message, size: int, timeout: float) -> Message:
+        return self._enqueue(request, size).result(timeout)
+
+    def begin(self, request: Message, metadata: Metadata) -> InFlight | None:
+        """Put ``request`` on the stream and return at once, its answer to come
+        (:meth:`InFlight.result`); None when it goes unary (:meth:`route`'s rule), for the
+        caller to send itself."""
+        if not self._enabled:
+            return None
+        size = self._streams(request, metadata)
+        return None if size is None else self._enqueue(request, size)
+
+    def _enqueue(self, request: Message, size: int) -> InFlight:
         slot = _Slot()
         with self._lock:
             stream = self._stream
@@ -264,20 +321,7 @@ class WriteStream:
             stream.pending[correlation_id] = slot
             answers = stream.answers
             stream.queue.put((correlation_id, request, size))
-        if not slot.wait(timeout):
-            with self._lock:
-                if stream.pending.pop(correlation_id, None) is not None:
-                    if stream.answers == answers:  # not one answer since this item left: stuck
-                        self._stopped_answering(stream)
-                    raise deadline_passed()
-            # Taken out just now by the reader, or by a stream that failed: it is being filled.
-            # An answer that made it is the call's result; a failure is the deadline's.
-            slot.wait(-1)
-            if slot.error is not None:
-                raise deadline_passed() from None
-        if slot.error is not None:
-            raise slot.error
-        return result_of(cast("Answer", slot.answer), request)
+        return InFlight(self, stream, slot, correlation_id, answers, request)
 
     def _stopped_answering(self, stream: _Stream) -> None:
         """Replace a stream that stopped answering (under the lock): new writes and the

@@ -38,6 +38,7 @@ from checkpointd_client import (
     PendingInterrupt,
     RetryPolicy,
 )
+from checkpointd_client._graph_write_ahead import begin_graph_write
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     graph_service_pb2,
@@ -349,6 +350,31 @@ def test_g6_s4_graph_writes_retried_after_lost_replies_write_once(
         ("PutGraphWrites", graph_service_pb2.PutGraphWritesRequest.FromString),
     ):
         _carried_by(proxy, method, write_path)
+        assert len(_request_ids(proxy, method, message)) == 1
+    assert _graph_state(client, store_spec, thread) == ([("review-task", 0)], 1, ["added"])
+
+
+@pytest.mark.parametrize("write_path", ["stream"])
+def test_g22_graph_writes_sent_ahead_whose_replies_are_lost_are_sent_again_once_waited_for(
+    proxy, client, store_spec, write_path
+):
+    """The pipelining saver's path (G22): a graph put and a task's interrupt writes sent on
+    the stream ahead of their answers, whose replies are lost (the stream ends UNAVAILABLE
+    after the server wrote), are sent again with the same request ids when waited for: the
+    put is stored, the writes once, one pending interrupt with one 'added' event."""
+    thread = f"ahead-{uuid.uuid4().hex[:8]}"
+    proxy.lose_reply_next("PutGraphCheckpoint", times=2)
+    put = begin_graph_write(client, "PutGraphCheckpoint", _graph_put(thread))
+    proxy.lose_reply_next("PutGraphWrites", times=2)
+    writes = begin_graph_write(client, "PutGraphWrites", _graph_pause(thread))
+    put.result()
+    writes.result()
+    for method, message in (
+        ("PutGraphCheckpoint", graph_service_pb2.PutGraphCheckpointRequest.FromString),
+        ("PutGraphWrites", graph_service_pb2.PutGraphWritesRequest.FromString),
+    ):
+        assert proxy.forwarded(method) == 3, method
+        assert any(c.stream is not None for c in proxy.calls(method)), method  # sent ahead
         assert len(_request_ids(proxy, method, message)) == 1
     assert _graph_state(client, store_spec, thread) == ([("review-task", 0)], 1, ["added"])
 
