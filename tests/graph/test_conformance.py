@@ -1,6 +1,7 @@
 """LangGraph's conformance suite (langgraph-checkpoint-conformance 0.0.2) against both
 savers, on SQLite, Postgres and Postgres behind PgBouncer: every capability at the full
-level, none skipped. The suite calls only async methods, so the blocking saver runs behind
+level, none skipped, and the blocking saver with ``pipeline`` too (its writes sent ahead of
+their answers, G22). The suite calls only async methods, so the blocking saver runs behind
 :class:`~tests.graph.threaded.ThreadedSaver` (its methods on a worker thread).
 
 One test per capability, backend and surface; each in a fresh namespace on the backend's
@@ -24,7 +25,7 @@ from tests.support.shared_server import SharedSidecar
 CAPABILITIES = [capability.value for capability in Capability]
 
 
-@pytest.mark.parametrize("surface", ["async", "sync"])
+@pytest.mark.parametrize("surface", ["async", "sync", "sync-pipeline"])
 @pytest.mark.parametrize("capability", CAPABILITIES)
 async def test_conformance_capability_passes_with_nothing_skipped(
     sidecar: SharedSidecar, capability: str, surface: str
@@ -37,7 +38,10 @@ async def test_conformance_capability_passes_with_nothing_skipped(
                 await saver.setup()
                 yield saver
         else:
-            with CheckpointdSaver(sidecar.target, namespace=sidecar.namespace) as blocking:
+            pipeline = surface == "sync-pipeline"  # writes sent ahead, waited for by reads (G22)
+            with CheckpointdSaver(
+                sidecar.target, namespace=sidecar.namespace, pipeline=pipeline
+            ) as blocking:
                 blocking.setup()
                 yield ThreadedSaver(blocking)
 

@@ -6,6 +6,7 @@ there, and the run resumes from it to the end."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 import uuid
 from typing import Annotated, Any, Literal, TypedDict
@@ -209,3 +210,32 @@ def _crash_and_resume(server: Sidecar, durability: Durability, asyncio_saver: bo
         again: State | None = None if history else {"visited": []}
         assert graph.invoke(again, config)["visited"] == ["a", "b", "c"], mode
         assert graph.get_state(config).next == (), mode
+
+
+def test_g22_a_crash_mid_run_leaves_a_pipelining_saver_an_unbroken_chain(server: Sidecar) -> None:
+    """A saver with ``pipeline`` (its puts return before their answers, G22) under the
+    default durability: the server dies in node c; after a restart every put that returned
+    before the newest one is stored (each was durable before the next was sent), the stored
+    checkpoints form an unbroken chain, and the run resumes from them to the end. Waiting
+    for what was sent ahead raises the loss of what the dead server never stored."""
+    config: RunnableConfig = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    crash = Crash(server)
+    saver = RecordingSaver(server.tcp_target, timeout=DEADLINE, retry=NO_RETRY, pipeline=True)
+    saver.returned = []
+    try:
+        with pytest.raises(CRASHED) as raised:
+            _graph(crash, saver).invoke({"visited": []}, config)
+        assert crash.fired, f"the run ended before node c: {raised.value!r}"
+    finally:
+        with contextlib.suppress(CheckpointdError):  # what the dead server did not answer (G22)
+            saver.close()
+    sent = saver.returned
+    assert sent, "no put returned before the crash"
+    server.start()
+    with CheckpointdSaver(server.target) as reader:
+        stored_ids = [checkpoint_id for checkpoint_id, _ in _history(reader, config)]
+        assert set(sent[:-1]) <= set(stored_ids), (sent, stored_ids)
+        _parents_chain(reader, config)
+        graph = _graph(crash, reader)
+        again: State | None = None if stored_ids else {"visited": []}
+        assert graph.invoke(again, config)["visited"] == ["a", "b", "c"]

@@ -54,11 +54,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from checkpointd_client._async_client import AsyncCheckpointdClient
 from checkpointd_client._base import Metadata
+from checkpointd_client._graph_write_ahead import begin_graph_write
 from checkpointd_client._sync_client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.langgraph import _shape
+from checkpointd_client.langgraph._ahead import WritesAhead
 
 __all__ = [
     "AgentServerGraph",
@@ -70,6 +72,9 @@ __all__ = [
     "resume_for",
     "resume_value",
 ]
+
+#: Where LangGraph's config names a run's durability mode when it is not the default.
+_DURABILITY_KEY = "__pregel_durability"
 
 #: The thread a setup() probe reads (it never exists: ids a graph uses are not empty-ish).
 _PROBE_THREAD = "__checkpointd_setup__"
@@ -120,9 +125,12 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         graph_name: str | None = None,
         write_stream: bool = True,
+        pipeline: bool = False,
     ) -> None:
         super().__init__(serde=serde)
         self.graph_name = graph_name
+        self._pipeline = pipeline and write_stream
+        self._ahead = WritesAhead()
         self._settings = _Settings(
             target,
             namespace,
@@ -144,9 +152,18 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         """The namespace every checkpoint is stored in."""
         return self._namespace
 
+    def flush(self, thread_id: str | None = None) -> None:
+        """Wait until the writes this saver sent ahead (``pipeline``) for ``thread_id``, or
+        for every thread, are durable; raise the first of them that failed (G22)."""
+        self._ahead.wait(None if thread_id is None else (thread_id,))
+
     def close(self) -> None:
-        """Close the channel."""
-        self._client.close()
+        """Wait for the writes sent ahead (raising the first that failed), then close the
+        channel."""
+        try:
+            self.flush()
+        finally:
+            self._client.close()
 
     def __enter__(self) -> Self:
         return self
@@ -162,6 +179,27 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     def _call(self, method: str, request: Any) -> Any:
         return self._client.call_graph(method, request)
 
+    def _write(self, config: RunnableConfig, method: str, request: Any) -> None:
+        """Send a put or put_writes: ahead of its answer when this saver pipelines and the
+        run's durability is not ``"sync"`` (G22), otherwise waiting until it is durable."""
+        configurable = config["configurable"]
+        if self._pipeline and configurable.get(_DURABILITY_KEY) != "sync":
+            self._ahead.add(
+                str(configurable["thread_id"]),
+                lambda: begin_graph_write(self._client, method, request),
+                checkpoint=method == "PutGraphCheckpoint",
+            )
+        else:
+            self._call(method, request)
+
+    def _settled(self, config: RunnableConfig | None) -> None:
+        """Wait for the writes sent ahead to the thread of ``config`` (every thread's when it
+        names none) before reading or changing it (G22)."""
+        if not self._pipeline:
+            return
+        thread_id = (config or {}).get("configurable", {}).get("thread_id")
+        self.flush(None if thread_id is None else str(thread_id))
+
     def setup(self) -> None:
         """Check that the server serves GraphService (its schema migrates itself)."""
         config: RunnableConfig = {"configurable": {"thread_id": _PROBE_THREAD}}
@@ -170,6 +208,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the thread's newest without a checkpoint_id), with
         its channel values and pending writes: one call."""
+        self._settled(config)
         response = self._call("GetGraphCheckpoint", _shape.get_request(self._namespace, config))
         if not response.HasField("checkpoint_tuple"):
             return None
@@ -184,6 +223,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first, filtered by the server, read a page at a time."""
+        self._settled(config)
         request = _shape.list_request(self._namespace, config, filter, before)
         returned = 0
         while limit is None or returned < limit:
@@ -206,6 +246,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         seed), as ``BaseCheckpointSaver``'s walk returns them, read by the server in one call
         per page of up to 1000 ancestors (G19) rather than one per ancestor. A server that
         does not have the call yet is walked as the base class does, one ancestor a call."""
+        self._settled(config)
         if not self._delta_rpc:
             return super().get_delta_channel_history(config=config, channels=channels)
         history = _shape.DeltaHistory(self.serde, channels)
@@ -235,7 +276,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         request, next_config = _shape.put_request(
             self.serde, self._namespace, config, checkpoint, metadata, new_versions
         )
-        self._call("PutGraphCheckpoint", request)
+        self._write(config, "PutGraphCheckpoint", request)
         return next_config
 
     def put_writes(
@@ -249,24 +290,28 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         request = _shape.put_writes_request(
             self.serde, self._namespace, config, writes, task_id, task_path, self.graph_name
         )
-        self._call("PutGraphWrites", request)
+        self._write(config, "PutGraphWrites", request)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, channel values and writes."""
+        self._settled({"configurable": {"thread_id": thread_id}})
         self._call("DeleteGraphThread", _shape.delete_thread_request(self._namespace, thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata run_id is one of these."""
+        self._settled(None)
         self._call("DeleteGraphRuns", _shape.delete_runs_request(self._namespace, run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's checkpoints, channel values and writes to another thread id."""
+        self._settled(None)
         request = _shape.copy_thread_request(self._namespace, source_thread_id, target_thread_id)
         self._call("CopyGraphThread", request)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep the newest checkpoint of each checkpoint_ns (``"keep_latest"``), or delete
         the threads (``"delete"``)."""
+        self._settled(None)
         request = _shape.prune_request(self._namespace, thread_ids, strategy)
         self._call("PruneGraphThreads", request)
 
