@@ -580,9 +580,12 @@ def _measured(result: multiproc.MultiResult) -> Measurement:
     return _measurement(result.samples_us, result.elapsed_s, used)
 
 
-def graph_row(backend: str, stores: Stores, turns: int, reads: int, threads: int) -> dict[str, Any]:
+def graph_row(
+    backend: str, stores: Stores, turns: int, reads: int, threads: int, *, pipeline: bool = False
+) -> dict[str, Any]:
     """The LangGraph chat thread through a fresh sidecar against LangGraph's in-process saver
-    of the backend (bench/graph.py); the Postgres one in a schema of its own."""
+    of the backend (bench/graph.py); the Postgres one in a schema of its own. ``pipeline``:
+    the saver sends writes ahead (G22)."""
     schema = f"cpdbench_langgraph_{uuid.uuid4().hex[:8]}"
     if backend == "postgres":
         stores.schemas.append(schema)
@@ -596,6 +599,7 @@ def graph_row(backend: str, stores: Stores, turns: int, reads: int, threads: int
         reads,
         threads,
         log=lambda line: print(line, flush=True),
+        pipeline=pipeline,
     )
 
 
@@ -952,6 +956,8 @@ def earlier_targets(
         name = f"server RSS MB with {r['watch_streams']} watch streams"
         add(name, r["backend"], r["watch_rss_mb"], 100.0, higher=False)
     for g in graph:
+        if g.get("pipeline"):
+            continue  # the earlier targets hold the saver as it was then
         first, last = f"1-{g['window']}", f"{g['turns'] - g['window'] + 1}-{g['turns']}"
         add(f"graph turns {last} p50 / in-process", g["backend"], g["ratio_last"], 1.5, False)
         add(
@@ -1007,7 +1013,8 @@ def targets(
     def field(row: dict[str, Any] | None, key: str) -> float | None:
         return None if row is None else row.get(key)
 
-    graphs = {g["backend"]: g for g in graph}
+    graphs = {g["backend"]: g for g in graph if not g.get("pipeline")}
+    pipelined = {g["backend"]: g for g in graph if g.get("pipeline")}
     # The Postgres turn too is held to SqliteSaver's, the cheapest in-process saver (the
     # target names it): its figure comes from the SQLite graph row of the same run.
     sqlite_saver_turn = field(graphs.get("sqlite"), "baseline_cpu_us")
@@ -1018,6 +1025,18 @@ def targets(
             backend,
             field(g, "sidecar_cpu_us"),
             sqlite_saver_turn,
+            "us CPU",
+            1.5,
+        )
+    # The pipelined rows ran minutes after the plain ones, each alternating with a
+    # SqliteSaver of its own: that one's figure is the divisor, taken in the same seconds.
+    pipelined_sqlite_saver_turn = field(pipelined.get("sqlite"), "baseline_cpu_us")
+    for backend in backends:
+        add(
+            "graph turn CPU, pipelined saver (G22) / SqliteSaver turn",
+            backend,
+            field(pipelined.get(backend), "sidecar_cpu_us"),
+            pipelined_sqlite_saver_turn,
             "us CPU",
             1.5,
         )
@@ -1292,11 +1311,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.graph_only:
                     cases += benchmark_backend(backend, stores, args.levels, args.iterations, echo)
                 if not args.no_graph:
-                    graph.append(
-                        graph_row(
-                            backend, stores, args.graph_turns, args.graph_reads, args.graph_threads
+                    for pipeline in (False, True):
+                        graph.append(
+                            graph_row(
+                                backend,
+                                stores,
+                                args.graph_turns,
+                                args.graph_reads,
+                                args.graph_threads,
+                                pipeline=pipeline,
+                            )
                         )
-                    )
                 if not args.no_graph and backend == "sqlite" and args.graph_delta_turns > 1:
                     graph_delta.append(
                         graph_bench.delta_benchmark(

@@ -46,6 +46,7 @@ MULTI = "put multi-process (2x2)"
 #: The current targets, each printed and written once per backend (bench/README.md).
 TARGETS = {
     "graph turn CPU (cli+srv) / SqliteSaver turn",
+    "graph turn CPU, pipelined saver (G22) / SqliteSaver turn",
     "graph get_state at turn 12 p50 / in-process",
     "graph turns 7-12 / turns 1-6 (p50)",
     "put srv CPU, 1 caller / (bidi srv msg + raw commit)",
@@ -158,20 +159,22 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
         assert all(r["ratio_floor_p50"] > 0 for r in rows)
         assert all(r["baseline_cpu_us"] > 0 and r["ratio_cpu"] > 0 for r in rows)
-        (graph,) = [r for r in report["graph"] if r["backend"] == backend]
-        assert graph["saver"] == "CheckpointdSaver"
-        assert graph["baseline"] == GRAPH_BASELINES[backend]
-        assert (graph["turns"], graph["threads"], graph["window"]) == (12, 2, 6)
-        assert graph["get_state_calls"] == 3
-        for who in ("sidecar", "baseline"):
-            for figure in ("first_ms", "last_ms", "final_turn_ms", "flat", "get_state_ms"):
-                assert graph[f"{who}_{figure}"] > 0
-        assert graph["ratio_last"] > 0
-        assert graph["ratio_get_state"] > 0
-        assert graph["sidecar_client_cpu_us"] > 0
-        assert graph["baseline_cpu_us"] > 0
-        assert graph["sidecar_server_cpu_us"] >= 0
-        assert graph["get_state_sidecar_client_cpu_us"] > 0
+        plain, pipelined = [r for r in report["graph"] if r["backend"] == backend]
+        assert (plain["saver"], plain["pipeline"]) == ("CheckpointdSaver", False)
+        assert (pipelined["saver"], pipelined["pipeline"]) == ("CheckpointdSaver pipeline", True)
+        for graph in (plain, pipelined):
+            assert graph["baseline"] == GRAPH_BASELINES[backend]
+            assert (graph["turns"], graph["threads"], graph["window"]) == (12, 2, 6)
+            assert graph["get_state_calls"] == 3
+            for who in ("sidecar", "baseline"):
+                for figure in ("first_ms", "last_ms", "final_turn_ms", "flat", "get_state_ms"):
+                    assert graph[f"{who}_{figure}"] > 0
+            assert graph["ratio_last"] > 0
+            assert graph["ratio_get_state"] > 0
+            assert graph["sidecar_client_cpu_us"] > 0
+            assert graph["baseline_cpu_us"] > 0
+            assert graph["sidecar_server_cpu_us"] >= 0
+            assert graph["get_state_sidecar_client_cpu_us"] > 0
         scale = [r for r in report["scale"] if r["backend"] == backend]
         assert [r["rows"] for r in scale] == [100, 200]
         assert all(r["get_last_p50_us"] > 0 and r["claim_p50_us"] > 0 for r in scale)
