@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import grpc
+
 from checkpointd_client._sync_client import _STREAMED_GRAPH_METHODS, CheckpointdClient
 from checkpointd_client._write_stream import KindNotTaken, StreamUnsupported
 from checkpointd_client._write_stream_sync import InFlight
 from checkpointd_client.errors import CheckpointdError, UnavailableError
 
-__all__ = ["GraphWrite", "begin_graph_write"]
+__all__ = ["GraphWrite", "begin_graph_write", "begin_graph_write_after"]
 
 
 def begin_graph_write(client: CheckpointdClient, method: str, request: Any) -> GraphWrite:
@@ -33,6 +35,25 @@ def begin_graph_write(client: CheckpointdClient, method: str, request: Any) -> G
             client, method, request, deadline, answer=client.call_graph(method, request)
         )
     return GraphWrite(client, method, request, deadline, in_flight=in_flight)
+
+
+def begin_graph_write_after(
+    client: CheckpointdClient, previous: GraphWrite, request: Any
+) -> GraphWrite | None:
+    """Send a ``PutGraphCheckpoint`` request behind ``previous``, the thread's checkpoint
+    before it, still unanswered on the stream that applies a thread's checkpoints in order
+    (S5): the server stores it only once ``previous`` is stored. None when it cannot be sent
+    so (``previous`` answered, its stream gone, a server that does not order): wait for
+    ``previous``, then :func:`begin_graph_write`."""
+    in_flight = previous._in_flight
+    if in_flight is None or client._closed:
+        return None
+    core = client._core
+    deadline = core.deadline(None)
+    behind = client._writes.begin_after(in_flight, request, core.call_metadata(()))
+    if behind is None:
+        return None
+    return GraphWrite(client, "PutGraphCheckpoint", request, deadline, in_flight=behind)
 
 
 class GraphWrite:
@@ -62,26 +83,34 @@ class GraphWrite:
         """Whether its answer (or error) is in: :meth:`result` would not wait."""
         return self._in_flight is None or self._in_flight.done()
 
-    def result(self) -> Any:
+    def result(self, *, resend: bool = True) -> Any:
         """The response, once the write is durable; its error raised. A write the stream lost
         (it broke, or does not take the kind) is sent again with the same request id, as a
-        :meth:`CheckpointdClient.call_graph` call within what is left of the deadline. Called
-        again, it answers (or raises) the same without waiting."""
+        :meth:`CheckpointdClient.call_graph` call within what is left of the deadline, unless
+        ``resend`` is False (the loss is raised: a checkpoint whose parent was not stored must
+        not be sent again, S5). Called again, it answers (or raises) the same at once."""
         in_flight, self._in_flight = self._in_flight, None
         if in_flight is not None:
             try:
-                self._answer = self._wait(in_flight)
+                self._answer = self._wait(in_flight, resend)
             except CheckpointdError as exc:
                 self._error = exc
         if self._error is not None:
             raise self._error
         return self._answer
 
-    def _wait(self, in_flight: InFlight) -> Any:
+    def _wait(self, in_flight: InFlight, resend: bool) -> Any:
         core = self._client._core
         try:
             return in_flight.result(core.remaining(self._deadline))
-        except (UnavailableError, KindNotTaken, StreamUnsupported):
+        except (UnavailableError, KindNotTaken, StreamUnsupported) as exc:
+            if not resend:
+                if isinstance(exc, CheckpointdError):
+                    raise
+                raise UnavailableError(
+                    "the write stream did not take this write; it was not sent again",
+                    code=grpc.StatusCode.UNAVAILABLE,
+                ) from exc
             # Sent again: the request id makes it a retry (S1, S4). A deadline that has passed
             # still gets one attempt's minimum, so the error is the server's or the deadline's.
             timeout = max(core.remaining(self._deadline), 0.001)

@@ -184,6 +184,20 @@ def kinds_taken(headers: Sequence[tuple[str, str | bytes]] | None) -> frozenset[
     return FIRST_KINDS
 
 
+#: The response header entry that lists the kinds a stream applies in order per thread (S5).
+ORDERED_HEADER: Final = "checkpointd-write-ordered"
+
+
+def kinds_ordered(headers: Sequence[tuple[str, str | bytes]] | None) -> frozenset[str]:
+    """The kinds of item a stream with these response headers applies in order per thread
+    (:data:`ORDERED_HEADER`; none when the server does not say)."""
+    for key, value in headers or ():
+        if key == ORDERED_HEADER:
+            text = value.decode() if isinstance(value, bytes) else value
+            return frozenset(kind.strip() for kind in text.split(","))
+    return frozenset()
+
+
 class StreamUnsupported(Exception):
     """The server has no Write stream: send the call unary."""
 

@@ -41,6 +41,7 @@ from checkpointd_client._write_stream import (
     batch_limit,
     batch_of,
     deadline_passed,
+    kinds_ordered,
     kinds_taken,
     refuse_kinds,
     result_of,
@@ -101,6 +102,8 @@ class _Stream:
         """Answers received: an item timed out with none since it was sent marks the stream."""
         self.kinds: frozenset[str] | None = None
         """The kinds of item the stream takes (S4), once its headers came."""
+        self.ordered: frozenset[str] = frozenset()
+        """The kinds it applies in order per thread (S5), once its headers came."""
         self._health = health
         # Opened in an empty context: grpc consumes the request iterator on a thread of its own
         # in a copy of the caller's contextvars, which would keep what they hold alive for as
@@ -141,6 +144,7 @@ class _Stream:
             if limit is None:
                 headers = self.call.initial_metadata()
                 limit = batch_limit(headers)
+                self.ordered = kinds_ordered(headers)
                 kinds = self.kinds = kinds_taken(headers)
                 every = kinds >= EVERY_KIND
             while not empty():
@@ -310,18 +314,42 @@ class WriteStream:
         size = self._streams(request, metadata)
         return None if size is None else self._enqueue(request, size)
 
+    def begin_after(
+        self, previous: InFlight, request: Message, metadata: Metadata
+    ) -> InFlight | None:
+        """Put ``request`` on the stream behind ``previous``, an unanswered item of the same
+        thread, when the server then applies it only once ``previous`` is stored (S5): the
+        same stream, still open, that orders this kind. None otherwise: wait for
+        ``previous``, then send."""
+        size = self._streams(request, metadata) if self._enabled else None
+        if size is None:
+            return None
+        with self._lock:
+            stream = previous._stream
+            if (
+                stream is not self._stream
+                or stream.ended
+                or previous._correlation_id not in stream.pending
+                or ITEM_FIELDS[type(request)] not in stream.ordered
+            ):
+                return None
+            return self._put(stream, request, size)
+
     def _enqueue(self, request: Message, size: int) -> InFlight:
-        slot = _Slot()
         with self._lock:
             stream = self._stream
             if stream is None or stream.ended:
                 stub = write_service()[1].WriteServiceStub(self._channel())
                 stream = self._stream = _Stream(stub, self._metadata, self._lock, self.health)
-            correlation_id = next(self._ids)
-            stream.pending[correlation_id] = slot
-            answers = stream.answers
-            stream.queue.put((correlation_id, request, size))
-        return InFlight(self, stream, slot, correlation_id, answers, request)
+            return self._put(stream, request, size)
+
+    def _put(self, stream: _Stream, request: Message, size: int) -> InFlight:
+        """Queue ``request`` on ``stream`` (under the lock)."""
+        slot = _Slot()
+        correlation_id = next(self._ids)
+        stream.pending[correlation_id] = slot
+        stream.queue.put((correlation_id, request, size))
+        return InFlight(self, stream, slot, correlation_id, stream.answers, request)
 
     def _stopped_answering(self, stream: _Stream) -> None:
         """Replace a stream that stopped answering (under the lock): new writes and the

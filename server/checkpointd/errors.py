@@ -94,6 +94,7 @@ __all__ = [
     "NoCheckpoints",
     "NoDecision",
     "NoPendingInterrupt",
+    "PreviousPutNotStored",
     "ReadOnlyToken",
     "RunAlreadyFinished",
     "RunEndNotForkable",
@@ -309,6 +310,19 @@ class WriteFenced(CheckpointdError):
             execution_id=echo(execution_id),
             checkpoint_id=echo(checkpoint_id),
             interrupt_id=echo(interrupt_id),
+        )
+
+
+class PreviousPutNotStored(CheckpointdError):
+    """A graph checkpoint sent on a stream after one of its thread that failed (S5)."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str) -> None:
+        super().__init__(
+            f"the checkpoint {echo(checkpoint_id)!r} of thread {echo(thread_id)!r} sent before "
+            "this one on this stream was not stored, so this one was not either (it would lack "
+            "its parent and the channel values they share); nothing was written",
+            thread_id=echo(thread_id),
+            checkpoint_id=echo(checkpoint_id),
         )
 
 
@@ -532,6 +546,11 @@ _TABLE: tuple[tuple[type[BaseException], grpc.StatusCode, ErrorReason.ValueType]
     (LeaseHeld, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_LEASE_HELD),
     (LeaseLost, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_LEASE_LOST),
     (WriteFenced, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_WRITE_FENCED),
+    (
+        PreviousPutNotStored,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        ErrorReason.ERROR_REASON_PREVIOUS_PUT_NOT_STORED,
+    ),
     (DecisionClosed, grpc.StatusCode.FAILED_PRECONDITION, ErrorReason.ERROR_REASON_DECISION_CLOSED),
     (
         RunAlreadyFinished,

@@ -315,12 +315,14 @@ def test_s4_an_oversize_graph_item_is_refused_alone_and_the_stream_goes_on(
     sidecar_factory: Any,
 ) -> None:
     """A graph item over --max-message-bytes gets its unary call's RESOURCE_EXHAUSTED
-    (MESSAGE_TOO_LARGE) and writes nothing; the graph item after it is stored."""
+    (MESSAGE_TOO_LARGE) and writes nothing; the graph item after it (another thread's: one
+    of the same thread would follow the refused one, S5) is stored."""
     limit = 4096
     server: Sidecar = sidecar_factory("--max-message-bytes", str(limit))
     thread = f"t-{uuid.uuid4().hex[:8]}"
+    other = f"u-{uuid.uuid4().hex[:8]}"
     big = _put("default", thread, "big", checkpoint=_value(json.dumps("x" * limit)))
-    small = _put("default", thread, "small")
+    small = _put("default", other, "small")
     answers = _stream(server.target, [_single(1, big), _single(2, small)])
     refused = _unary(server.target, big)
     assert isinstance(refused, status_pb2.Status)
@@ -328,7 +330,7 @@ def test_s4_an_oversize_graph_item_is_refused_alone_and_the_stream_goes_on(
     assert _reason(answers[1].error) == _reason(refused) == "MESSAGE_TOO_LARGE"
     assert answers[2].WhichOneof("result") == "put_graph_checkpoint"
     assert _stored(server.target, "default", thread, "big") is None
-    assert _stored(server.target, "default", thread, "small") is not None
+    assert _stored(server.target, "default", other, "small") is not None
 
 
 async def _run_chain(kind: str, target: str, namespace: str, thread: str, **options: Any) -> Any:

@@ -1,5 +1,6 @@
 """What a pipelining saver keeps of the writes it sent ahead (G22): bounded per thread, a
-put only after the previous put of its thread is durable, and each error raised once."""
+checkpoint behind the previous one only where the stream orders them (S5) and otherwise
+once that one is durable, never sent again after one that failed, each error raised once."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import grpc
 import pytest
 
 from checkpointd_client.errors import InvalidArgumentError, UnavailableError
-from checkpointd_client.langgraph._ahead import MAX_AHEAD, WritesAhead
+from checkpointd_client.langgraph._ahead import MAX_AHEAD, PendingWrite, WritesAhead
 
 
 class Write:
@@ -19,7 +20,7 @@ class Write:
     def __init__(self, error: Exception | None = None) -> None:
         self.answered = threading.Event()
         self.error = error
-        self.results = 0
+        self.results: list[bool] = []  # the resend flag of each result() call
 
     def answer(self) -> Write:
         self.answered.set()
@@ -28,12 +29,17 @@ class Write:
     def done(self) -> bool:
         return self.answered.is_set()
 
-    def result(self) -> Any:
+    def result(self, *, resend: bool = True) -> Any:
         assert self.answered.wait(5), "waited for a write the test never answers"
-        self.results += 1
+        self.results.append(resend)
         if self.error is not None:
             raise self.error
         return "ok"
+
+
+def _alone(write: Write) -> Any:
+    """A send that cannot go behind a previous checkpoint (no ordering stream)."""
+    return lambda previous: None if previous is not None else write
 
 
 def _refused() -> InvalidArgumentError:
@@ -44,15 +50,15 @@ def test_g22_answered_writes_are_let_go_and_the_oldest_waited_for_beyond_the_bou
     ahead = WritesAhead()
     answered = [Write().answer() for _ in range(3)]
     for write in answered:
-        ahead.add("t", lambda write=write: write, checkpoint=False)  # type: ignore[misc]
-    assert [w.results for w in answered] == [1, 1, 1]  # read as the next was added
+        ahead.add("t", _alone(write), checkpoint=False)
+    assert [w.results for w in answered] == [[True]] * 3  # read as the next was added
     waiting = [Write() for _ in range(MAX_AHEAD)]
     for write in waiting:
-        ahead.add("t", lambda write=write: write, checkpoint=False)  # type: ignore[misc]
+        ahead.add("t", _alone(write), checkpoint=False)
     assert not any(w.results for w in waiting)  # 64 unanswered: none waited for yet
     beyond = Write()
     adding = threading.Thread(
-        target=ahead.add, args=("t", lambda: beyond), kwargs={"checkpoint": False}
+        target=ahead.add, args=("t", _alone(beyond)), kwargs={"checkpoint": False}
     )
     adding.start()
     adding.join(0.2)
@@ -63,33 +69,58 @@ def test_g22_answered_writes_are_let_go_and_the_oldest_waited_for_beyond_the_bou
     for write in [*waiting[1:], beyond]:
         write.answer()
     ahead.wait(["t"])
-    assert all(w.results == 1 for w in [*waiting, beyond])
+    assert all(w.results == [True] for w in [*waiting, beyond])
 
 
-def test_g22_a_put_waits_for_the_previous_put_of_its_thread_and_raises_its_error() -> None:
+def test_g22_without_ordering_a_checkpoint_waits_for_the_previous_and_raises_its_error() -> None:
     ahead = WritesAhead()
     first = Write(error=_refused())
-    ahead.add("t", lambda: first, checkpoint=True)
-    ahead.add("other", lambda: Write().answer(), checkpoint=True)  # another thread: no wait
-    ahead.add("t", lambda: Write().answer(), checkpoint=False)  # put_writes: no wait
+    ahead.add("t", _alone(first), checkpoint=True)
+    ahead.add("other", _alone(Write().answer()), checkpoint=True)  # another thread: no wait
+    ahead.add("t", _alone(Write().answer()), checkpoint=False)  # put_writes: no wait
     first.answer()
     sent: list[Write] = []
 
-    def send() -> Write:
+    def send(previous: PendingWrite | None) -> Write | None:
+        if previous is not None:
+            return None
         sent.append(Write())
         return sent[-1]
 
     with pytest.raises(InvalidArgumentError):
         ahead.add("t", send, checkpoint=True)
-    assert sent == [], "a put went out although its parent was not stored"
+    assert sent == [], "a checkpoint went out although its parent was not stored"
+
+
+def test_s5_g22_a_checkpoint_goes_behind_an_unanswered_one_where_the_stream_orders_them() -> None:
+    """Sent behind it at once; when the first fails, the one behind it is not sent again
+    (its answer lost is raised, not retried), and the wait raises the first error."""
+    ahead = WritesAhead()
+    first = Write(error=_refused())
+    ahead.add("t", _alone(first), checkpoint=True)
+    behind = Write(error=UnavailableError("lost", code=grpc.StatusCode.UNAVAILABLE))
+    seen: list[PendingWrite | None] = []
+
+    def send(previous: PendingWrite | None) -> Write:
+        seen.append(previous)
+        return behind
+
+    ahead.add("t", send, checkpoint=True)
+    assert seen == [first]  # behind the first, not waiting for it
+    assert first.results == []
+    first.answer()
+    behind.answer()
+    with pytest.raises(InvalidArgumentError):
+        ahead.wait(["t"])
+    assert behind.results == [False], "a checkpoint after a failed one was sent again"
 
 
 def test_g22_each_error_is_raised_once_by_the_wait_of_its_thread() -> None:
     ahead = WritesAhead()
     lost = UnavailableError("gone", code=grpc.StatusCode.UNAVAILABLE)
-    ahead.add("t", lambda: Write(error=lost).answer(), checkpoint=False)
-    ahead.add("t", lambda: Write().answer(), checkpoint=False)  # lets the failed one go
-    ahead.add("u", lambda: Write().answer(), checkpoint=False)
+    ahead.add("t", _alone(Write(error=lost).answer()), checkpoint=False)
+    ahead.add("t", _alone(Write().answer()), checkpoint=False)  # lets the failed one go
+    ahead.add("u", _alone(Write().answer()), checkpoint=False)
     ahead.wait(["u"])  # another thread's wait does not raise it
     with pytest.raises(UnavailableError):
         ahead.wait(["t"])

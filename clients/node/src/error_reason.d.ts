@@ -141,6 +141,14 @@ export interface ErrorReasons {
    */
   readonly WRITE_FENCED: 'WRITE_FENCED';
   /**
+   * A graph checkpoint sent on a Write stream after another of the same thread on that
+   * stream, which was not stored (it failed): this one is not stored either, so no stored
+   * checkpoint lacks its parent and the channel values they share (contract S5). Nothing was
+   * written; send it again once the one before it is stored.
+   * Code: FAILED_PRECONDITION. Metadata: `thread_id`, `checkpoint_id` (the one not stored).
+   */
+  readonly PREVIOUS_PUT_NOT_STORED: 'PREVIOUS_PUT_NOT_STORED';
+  /**
    * A watch resumed from a cursor older than the event retention; watch again from cursor 0
    * for a fresh snapshot.
    * Code: OUT_OF_RANGE. Metadata: `after_cursor`, `purged_through`.

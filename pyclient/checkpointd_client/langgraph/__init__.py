@@ -54,13 +54,17 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from checkpointd_client._async_client import AsyncCheckpointdClient
 from checkpointd_client._base import Metadata
-from checkpointd_client._graph_write_ahead import begin_graph_write
+from checkpointd_client._graph_write_ahead import (
+    GraphWrite,
+    begin_graph_write,
+    begin_graph_write_after,
+)
 from checkpointd_client._sync_client import CheckpointdClient
 from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.langgraph import _shape
-from checkpointd_client.langgraph._ahead import WritesAhead
+from checkpointd_client.langgraph._ahead import PendingWrite, WritesAhead
 
 __all__ = [
     "AgentServerGraph",
@@ -184,11 +188,16 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         run's durability is not ``"sync"`` (G22), otherwise waiting until it is durable."""
         configurable = config["configurable"]
         if self._pipeline and configurable.get(_DURABILITY_KEY) != "sync":
-            self._ahead.add(
-                str(configurable["thread_id"]),
-                lambda: begin_graph_write(self._client, method, request),
-                checkpoint=method == "PutGraphCheckpoint",
-            )
+            client = self._client
+
+            def send(previous: PendingWrite | None) -> PendingWrite | None:
+                if previous is None:
+                    return begin_graph_write(client, method, request)
+                assert isinstance(previous, GraphWrite)
+                return begin_graph_write_after(client, previous, request)
+
+            checkpoint = method == "PutGraphCheckpoint"
+            self._ahead.add(str(configurable["thread_id"]), send, checkpoint=checkpoint)
         else:
             self._call(method, request)
 

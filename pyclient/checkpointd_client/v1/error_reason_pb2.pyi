@@ -135,6 +135,13 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     the pause is gone. Nothing was written; the worker that holds the lease now goes on.
     Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`.
     """
+    ERROR_REASON_PREVIOUS_PUT_NOT_STORED: _ErrorReason.ValueType  # 31
+    """A graph checkpoint sent on a Write stream after another of the same thread on that
+    stream, which was not stored (it failed): this one is not stored either, so no stored
+    checkpoint lacks its parent and the channel values they share (contract S5). Nothing was
+    written; send it again once the one before it is stored.
+    Code: FAILED_PRECONDITION. Metadata: `thread_id`, `checkpoint_id` (the one not stored).
+    """
     ERROR_REASON_CURSOR_EXPIRED: _ErrorReason.ValueType  # 23
     """A watch resumed from a cursor older than the event retention; watch again from cursor 0
     for a fresh snapshot.
@@ -288,6 +295,13 @@ ERROR_REASON_WRITE_FENCED: ErrorReason.ValueType  # 30
 decision: another worker took the lease over, the decision was carried out or replaced, or
 the pause is gone. Nothing was written; the worker that holds the lease now goes on.
 Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`.
+"""
+ERROR_REASON_PREVIOUS_PUT_NOT_STORED: ErrorReason.ValueType  # 31
+"""A graph checkpoint sent on a Write stream after another of the same thread on that
+stream, which was not stored (it failed): this one is not stored either, so no stored
+checkpoint lacks its parent and the channel values they share (contract S5). Nothing was
+written; send it again once the one before it is stored.
+Code: FAILED_PRECONDITION. Metadata: `thread_id`, `checkpoint_id` (the one not stored).
 """
 ERROR_REASON_CURSOR_EXPIRED: ErrorReason.ValueType  # 23
 """A watch resumed from a cursor older than the event retention; watch again from cursor 0

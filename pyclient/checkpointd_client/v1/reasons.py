@@ -123,6 +123,13 @@ class ErrorReason(StrEnum):
     the pause is gone. Nothing was written; the worker that holds the lease now goes on.
     Code: FAILED_PRECONDITION. Metadata: `execution_id`, `checkpoint_id`, `interrupt_id`."""
 
+    PREVIOUS_PUT_NOT_STORED = "PREVIOUS_PUT_NOT_STORED"
+    """A graph checkpoint sent on a Write stream after another of the same thread on that
+    stream, which was not stored (it failed): this one is not stored either, so no stored
+    checkpoint lacks its parent and the channel values they share (contract S5). Nothing was
+    written; send it again once the one before it is stored.
+    Code: FAILED_PRECONDITION. Metadata: `thread_id`, `checkpoint_id` (the one not stored)."""
+
     CURSOR_EXPIRED = "CURSOR_EXPIRED"
     """A watch resumed from a cursor older than the event retention; watch again from cursor 0
     for a fresh snapshot.

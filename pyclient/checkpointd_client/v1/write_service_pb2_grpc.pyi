@@ -47,7 +47,14 @@ class WriteServiceStub:
     them (contract S3); a message without items is one item, answered by a message of its
     own, exactly as before batches existed.
 
-    Items are handled concurrently and answered as each finishes, not in the order sent.
+    Items are handled concurrently and answered as each finishes, not in the order sent,
+    but for graph checkpoints: a `put_graph_checkpoint` item that arrives while the previous
+    `put_graph_checkpoint` item of the same namespace and thread_id on the same stream is
+    unanswered is applied only once that one has been stored, and fails FAILED_PRECONDITION
+    (PREVIOUS_PUT_NOT_STORED) when that one failed (contract S5), so a client may send a thread's next checkpoint before the
+    previous one is answered. A server that does so says it in its headers with the entry
+    `checkpointd-write-ordered: put_graph_checkpoint`; without it, wait for the previous
+    answer first.
     Each item is handled exactly as the unary RPC of its request would be: the same
     validation, authorization (per item: a read-only token gets PERMISSION_DENIED
     READ_ONLY_TOKEN for that item; a namespace outside the token's is NAMESPACE_NOT_ALLOWED)
@@ -101,7 +108,14 @@ class WriteServiceAsyncStub(WriteServiceStub):
     them (contract S3); a message without items is one item, answered by a message of its
     own, exactly as before batches existed.
 
-    Items are handled concurrently and answered as each finishes, not in the order sent.
+    Items are handled concurrently and answered as each finishes, not in the order sent,
+    but for graph checkpoints: a `put_graph_checkpoint` item that arrives while the previous
+    `put_graph_checkpoint` item of the same namespace and thread_id on the same stream is
+    unanswered is applied only once that one has been stored, and fails FAILED_PRECONDITION
+    (PREVIOUS_PUT_NOT_STORED) when that one failed (contract S5), so a client may send a thread's next checkpoint before the
+    previous one is answered. A server that does so says it in its headers with the entry
+    `checkpointd-write-ordered: put_graph_checkpoint`; without it, wait for the previous
+    answer first.
     Each item is handled exactly as the unary RPC of its request would be: the same
     validation, authorization (per item: a read-only token gets PERMISSION_DENIED
     READ_ONLY_TOKEN for that item; a namespace outside the token's is NAMESPACE_NOT_ALLOWED)
@@ -158,7 +172,14 @@ class WriteServiceServicer(metaclass=_abc_1.ABCMeta):
         them (contract S3); a message without items is one item, answered by a message of its
         own, exactly as before batches existed.
 
-        Items are handled concurrently and answered as each finishes, not in the order sent.
+        Items are handled concurrently and answered as each finishes, not in the order sent,
+        but for graph checkpoints: a `put_graph_checkpoint` item that arrives while the previous
+        `put_graph_checkpoint` item of the same namespace and thread_id on the same stream is
+        unanswered is applied only once that one has been stored, and fails FAILED_PRECONDITION
+        (PREVIOUS_PUT_NOT_STORED) when that one failed (contract S5), so a client may send a thread's next checkpoint before the
+        previous one is answered. A server that does so says it in its headers with the entry
+        `checkpointd-write-ordered: put_graph_checkpoint`; without it, wait for the previous
+        answer first.
         Each item is handled exactly as the unary RPC of its request would be: the same
         validation, authorization (per item: a read-only token gets PERMISSION_DENIED
         READ_ONLY_TOKEN for that item; a namespace outside the token's is NAMESPACE_NOT_ALLOWED)

@@ -7,7 +7,9 @@ limit of the request guard and, when tokens are configured, the token's access a
 reach the store's group commit together; each is answered as it finishes, with its response
 or the ``google.rpc.Status`` the unary call would have ended with. The graph writes
 (PutGraphCheckpoint, PutGraphWrites) are kinds of item too where GraphService is served, and
-the stream's headers list the kinds it takes (S4).
+the stream's headers list the kinds it takes (S4). A thread's graph checkpoints are the one
+exception to running concurrently: each waits for the one sent before it on the stream and
+is applied only if that one was (S5), so a client may send the next before an answer.
 
 A message carries one item or a batch (``items``, S3). Batched items are answered in the
 ``results`` of a shared WriteResponse: every answer that is ready when the writer comes
@@ -29,7 +31,7 @@ from google.protobuf.message import Message
 
 from checkpointd.auth import ITEM_GATE
 from checkpointd.edge import abort_with_error, error_status
-from checkpointd.errors import InvalidField, MessageTooLarge, ShuttingDown
+from checkpointd.errors import InvalidField, MessageTooLarge, PreviousPutNotStored, ShuttingDown
 from checkpointd.servicers.checkpoints import CheckpointServicer
 from checkpointd.servicers.common import UNCANCELLED
 from checkpointd.servicers.graph import GraphServicer
@@ -42,6 +44,7 @@ __all__ = [
     "KINDS_HEADER",
     "MAX_ITEMS_IN_FLIGHT",
     "MAX_ITEMS_PER_MESSAGE",
+    "ORDERED_HEADER",
     "WRITE_METHOD",
     "WriteServicer",
 ]
@@ -62,6 +65,11 @@ BATCH_HEADER: Final = "checkpointd-write-batch"
 #: depends on what it serves (the graph kinds only with GraphService), and a kind added later
 #: needs no header of its own. A server without it takes the first four kinds only.
 KINDS_HEADER: Final = "checkpointd-write-kinds"
+#: The response header that lists the kinds of item applied in order per thread (S5): a
+#: thread's graph checkpoint only once the one before it on the stream is stored.
+ORDERED_HEADER: Final = "checkpointd-write-ordered"
+#: The kind ordered per thread: a checkpoint shares its channel values with its parent.
+_ORDERED_KIND: Final = "put_graph_checkpoint"
 
 _SHUTDOWN_MESSAGE: Final = (
     "the server is shutting down; send the writes not answered again, with the same "
@@ -160,10 +168,10 @@ class _InFlight:
     __slots__ = ("_waiter", "tasks")
 
     def __init__(self) -> None:
-        self.tasks: set[asyncio.Task[None]] = set()
+        self.tasks: set[asyncio.Task[bool]] = set()
         self._waiter: asyncio.Future[None] | None = None
 
-    def finished(self, task: asyncio.Task[None]) -> None:
+    def finished(self, task: asyncio.Task[bool]) -> None:
         """One item answered (a task's done callback)."""
         self.tasks.discard(task)
         waiter = self._waiter
@@ -222,11 +230,14 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             self._routes["put_graph_writes"] = _Route(
                 "/checkpointd.v1.GraphService/PutGraphWrites", graph.PutGraphWrites
             )
-        self._headers = (
+        headers = [
             ("checkpointd-write-stream", "open"),
             (BATCH_HEADER, str(MAX_ITEMS_PER_MESSAGE)),
             (KINDS_HEADER, ",".join(self._routes)),
-        )
+        ]
+        if graph is not None:
+            headers.append((ORDERED_HEADER, _ORDERED_KIND))
+        self._headers = tuple(headers)
         self._unrouted = "is required: one of " + ", ".join(self._routes)
         self._closing = asyncio.Event()
         self._readers: set[_Reading] = set()
@@ -286,11 +297,29 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         # copy of this task's context, the mark and the item gate with it.
         UNCANCELLED.set(True)
         flight = _InFlight()
+        # The newest graph checkpoint item of each (namespace, thread) on this stream (S5).
+        newest_put: dict[tuple[str, str], _Previous] = {}
 
         def start(item: Item, batched: bool) -> None:
-            task = asyncio.create_task(self._answer(item, context, outbox, batched=batched))
+            after: _Previous | None = None
+            key: tuple[str, str] | None = None
+            if item.WhichOneof("request") == _ORDERED_KIND:
+                checkpoint = item.put_graph_checkpoint.checkpoint
+                key = (item.put_graph_checkpoint.namespace, checkpoint.thread_id)
+                after = newest_put.get(key)
+            task = asyncio.create_task(
+                self._answer(item, context, outbox, batched=batched, after=after)
+            )
             flight.tasks.add(task)
             task.add_done_callback(flight.finished)
+            if key is not None:
+                newest = newest_put[key] = _Previous(task, checkpoint.checkpoint_id)
+
+                def forget(_: asyncio.Task[bool]) -> None:
+                    if newest_put.get(key) is newest:
+                        del newest_put[key]
+
+                task.add_done_callback(forget)
 
         reading = _Reading(aiter(requests))
         if self._closing.is_set():
@@ -348,9 +377,12 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         outbox: _Outbox,
         *,
         batched: bool,
-    ) -> None:
+        after: _Previous | None = None,
+    ) -> bool:
         """Answer one item: its unary method's response, or the status it fails with; in the
-        outbox's batch when it came in one, else as a message of its own."""
+        outbox's batch when it came in one, else as a message of its own. Whether it was
+        applied. A graph checkpoint ``after`` another of its thread is applied only once that
+        one was (S5)."""
         kind = item.WhichOneof("request")
         route = self._routes.get(kind or "")
         field: str  # the answer's field the outcome goes in: the kind, or "error"
@@ -360,6 +392,10 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
                 raise InvalidField("request", self._unrouted)
             assert kind is not None
             request: Message = getattr(item, kind)
+            if after is not None and not await after.stored():
+                raise PreviousPutNotStored(
+                    item.put_graph_checkpoint.checkpoint.thread_id, after.checkpoint_id
+                )
             # What the layers around a unary call check, in their order: the token's access
             # and namespace, then the size limit (the guard).
             gate = ITEM_GATE.get()
@@ -381,3 +417,17 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             outbox.single(answer)
         getattr(answer, field).CopyFrom(response)
         self.items_handled += 1
+        return field != "error"
+
+
+@dataclass(frozen=True, slots=True)
+class _Previous:
+    """The item task of a thread's newest graph checkpoint on a stream, and its id."""
+
+    task: asyncio.Task[bool]
+    checkpoint_id: str
+
+    async def stored(self) -> bool:
+        """Wait for the item's answer: whether it was applied."""
+        await asyncio.wait((self.task,))
+        return not self.task.cancelled() and self.task.exception() is None and self.task.result()
