@@ -3,10 +3,11 @@
 LangGraph's sdist ships the tests of its runtime with two fixtures, ``sync_checkpointer`` and
 ``async_checkpointer``, parametrized over its own savers. tests/peer/test_langgraph_suite.py
 appends ``from tests.peer.langgraph_standin import *`` to a copy of the sdist's conftest.py:
-these fixtures, defined later in the same module, replace them with one parameter,
-``checkpointd``: a :class:`CheckpointdSaver` / :class:`AsyncCheckpointdSaver` on the server at
-``$CHECKPOINTD_TARGET``, each test in a namespace of its own (the suite reuses thread ids
-such as "1" from test to test).
+these fixtures, defined later in the same module, replace them with ``checkpointd``: a
+:class:`CheckpointdSaver` / :class:`AsyncCheckpointdSaver` on the server at
+``$CHECKPOINTD_TARGET`` (and ``checkpointd_pipeline``: the blocking saver with ``pipeline``),
+each test in a namespace of its own (the suite reuses thread ids such as "1" from test to
+test).
 """
 
 from __future__ import annotations
@@ -26,9 +27,14 @@ def _namespace() -> str:
     return f"lg-{os.urandom(8).hex()}"
 
 
-@pytest.fixture(params=["checkpointd"])
-def sync_checkpointer() -> Iterator[CheckpointdSaver]:
-    with CheckpointdSaver(os.environ["CHECKPOINTD_TARGET"], namespace=_namespace()) as saver:
+@pytest.fixture(params=["checkpointd", "checkpointd_pipeline"])
+def sync_checkpointer(request: pytest.FixtureRequest) -> Iterator[CheckpointdSaver]:
+    """The blocking saver, and the same sending a run's writes ahead of their answers
+    (``pipeline``, contract G22)."""
+    pipeline = request.param == "checkpointd_pipeline"
+    with CheckpointdSaver(
+        os.environ["CHECKPOINTD_TARGET"], namespace=_namespace(), pipeline=pipeline
+    ) as saver:
         yield saver
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -185,10 +186,15 @@ def _failing_on_in_memory_saver(suite: Path, failed: list[str]) -> set[str]:
     InMemorySaver, run with LangGraph's fixtures (no $CHECKPOINTD_TARGET)."""
     if not failed:
         return set()
-    as_memory = {test.replace("[checkpointd", "[memory"): test for test in failed}
+    # Both blocking savers' ids of a test (checkpointd, checkpointd_pipeline) are its one
+    # memory id.
+    as_memory = {test: re.sub(r"\[checkpointd(_pipeline)?", "[memory", test) for test in failed}
     env = {k: v for k, v in os.environ.items() if k != "CHECKPOINTD_TARGET"}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE", *as_memory],
+        [
+            *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfE"),
+            *sorted(set(as_memory.values())),
+        ],
         cwd=suite,
         env={**env, "NO_DOCKER": "true"},
         capture_output=True,
@@ -199,6 +205,6 @@ def _failing_on_in_memory_saver(suite: Path, failed: list[str]) -> set[str]:
     assert "no tests ran" not in done.stdout, done.stdout[-3000:]
     return {
         original
-        for memory, original in as_memory.items()
+        for original, memory in as_memory.items()
         if f"FAILED {memory}" in done.stdout or f"ERROR {memory}" in done.stdout
     }
