@@ -144,3 +144,9 @@ def test_g22_flush_without_pipeline_and_with_nothing_ahead_returns(sidecar: Shar
         plain.flush()
         plain.flush("no-such-thread")
     CheckpointdSaver(sidecar.target, namespace=sidecar.namespace, pipeline=True).close()
+
+
+def test_g22_pipeline_without_the_write_stream_is_refused() -> None:
+    """pipeline=True with write_stream=False: a ValueError naming both, before connecting."""
+    with pytest.raises(ValueError, match="write_stream"):
+        CheckpointdSaver("unix:///nonexistent/checkpointd.sock", pipeline=True, write_stream=False)

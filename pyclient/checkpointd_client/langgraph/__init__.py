@@ -23,9 +23,11 @@ Each call is one GraphService RPC with the client's deadline and its UNAVAILABLE
 every mutation carries a fresh request id, so a retry never applies twice. ``put`` and
 ``put_writes`` travel on the client's Write stream where the server's stream takes them
 (contract S4: a stream round trip costs less CPU than a unary call), each answered as its
-unary call; ``write_stream=False`` sends them unary. The server keeps the tables
-(checkpoints, channel values by version, pending writes) and runs filters, deletes, copies
-and prunes itself, each in one transaction. ``setup()`` checks that the
+unary call; ``write_stream=False`` sends them unary. With ``pipeline=True`` the blocking
+saver returns from them before their answers unless the run's durability is ``"sync"``, and
+waits for them at its next call on the thread, ``flush`` or ``close`` (G22). The server
+keeps the tables (checkpoints, channel values by version, pending writes) and runs filters,
+deletes, copies and prunes itself, each in one transaction. ``setup()`` checks that the
 server serves GraphService; the server migrates its own schema, so it is safe to call every
 time.
 
@@ -111,8 +113,11 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     :class:`GraphResumeWorker` finds the graph by); a run's ``configurable["graph_name"]``
     overrides it; without either, a run's ``configurable["graph_id"]`` (what LangGraph's
     Agent Server sets: the graph's id in ``langgraph.json``) names it, and without any of
-    them the thread id stands in. Thread-safe; use it as a context manager or call
-    :meth:`close`.
+    them the thread id stands in. ``pipeline`` sends a run's ``put`` and ``put_writes``
+    without waiting for their answers unless its durability is ``"sync"``: they are durable
+    once this saver's next call on the thread, :meth:`flush` or :meth:`close` returns, which
+    raises the first that failed (contract G22); it needs ``write_stream``. Thread-safe; use
+    it as a context manager or call :meth:`close`.
     """
 
     def __init__(
@@ -131,9 +136,11 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         write_stream: bool = True,
         pipeline: bool = False,
     ) -> None:
+        if pipeline and not write_stream:
+            raise ValueError("pipeline=True sends writes on the Write stream: keep write_stream")
         super().__init__(serde=serde)
         self.graph_name = graph_name
-        self._pipeline = pipeline and write_stream
+        self._pipeline = pipeline
         self._ahead = WritesAhead()
         self._settings = _Settings(
             target,
