@@ -9,6 +9,7 @@ only the blocking saver sends ahead.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import grpc
@@ -59,7 +60,16 @@ def begin_graph_write_after(
 class GraphWrite:
     """A graph write sent ahead of its answer."""
 
-    __slots__ = ("_answer", "_client", "_deadline", "_error", "_in_flight", "_method", "_request")
+    __slots__ = (
+        "_answer",
+        "_client",
+        "_deadline",
+        "_error",
+        "_in_flight",
+        "_lock",
+        "_method",
+        "_request",
+    )
 
     def __init__(
         self,
@@ -78,6 +88,7 @@ class GraphWrite:
         self._in_flight = in_flight
         self._answer = answer
         self._error: CheckpointdError | None = None
+        self._lock = threading.Lock()  # one waiter at a time: the others read what it got
 
     def done(self) -> bool:
         """Whether its answer (or error) is in: :meth:`result` would not wait."""
@@ -89,12 +100,13 @@ class GraphWrite:
         :meth:`CheckpointdClient.call_graph` call within what is left of the deadline, unless
         ``resend`` is False (the loss is raised: a checkpoint whose parent was not stored must
         not be sent again, S5). Called again, it answers (or raises) the same at once."""
-        in_flight, self._in_flight = self._in_flight, None
-        if in_flight is not None:
-            try:
-                self._answer = self._wait(in_flight, resend)
-            except CheckpointdError as exc:
-                self._error = exc
+        with self._lock:
+            in_flight, self._in_flight = self._in_flight, None
+            if in_flight is not None:
+                try:
+                    self._answer = self._wait(in_flight, resend)
+                except CheckpointdError as exc:
+                    self._error = exc
         if self._error is not None:
             raise self._error
         return self._answer

@@ -126,3 +126,31 @@ def test_g22_each_error_is_raised_once_by_the_wait_of_its_thread() -> None:
         ahead.wait(["t"])
     ahead.wait(["t"])
     ahead.wait()
+
+
+def test_g22_a_checkpoint_sent_while_its_thread_is_waited_for_goes_behind_the_last() -> None:
+    """A wait keeps the thread's last checkpoint until what it waits for is settled: one sent
+    meanwhile (another caller reading the thread mid-run) still goes behind it (S5), not
+    out on its own ahead of a write that may yet be sent again."""
+    ahead = WritesAhead()
+    first = Write()
+    ahead.add("t", _alone(first), checkpoint=True)
+    waiting = threading.Thread(target=ahead.wait, args=(["t"],))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # waiting for the first's answer
+    seen: list[PendingWrite | None] = []
+    second = Write()
+
+    def send(previous: PendingWrite | None) -> Write:
+        seen.append(previous)
+        return second
+
+    ahead.add("t", send, checkpoint=True)
+    assert seen == [first]
+    first.answer()
+    waiting.join(5)
+    assert not waiting.is_alive()
+    second.answer()
+    ahead.wait(["t"])
+    assert second.results == [True]

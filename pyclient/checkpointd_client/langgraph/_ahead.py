@@ -97,7 +97,7 @@ class WritesAhead:
             write = send(None)
         assert write is not None
         with self._lock:
-            # The same thread, put back if a wait took it meanwhile (it keeps last_checkpoint).
+            # The same thread, put back if a wait let it go meanwhile (all it held settled).
             thread = self._threads.setdefault(thread_id, thread)
             thread.sent.append(_Sent(write, checkpoint))
             if checkpoint:
@@ -110,19 +110,23 @@ class WritesAhead:
         raise the first error among them, once."""
         with self._lock:
             if thread_ids is None:
-                threads = list(self._threads.values())
-                self._threads.clear()
+                threads = dict(self._threads)
             else:
-                found = (self._threads.pop(thread_id, None) for thread_id in thread_ids)
-                threads = [thread for thread in found if thread is not None]
-            taken = [(thread, list(thread.sent), thread.error) for thread in threads]
-            for thread in threads:
+                found = ((thread_id, self._threads.get(thread_id)) for thread_id in thread_ids)
+                threads = {thread_id: thread for thread_id, thread in found if thread is not None}
+            taken = [(thread, list(thread.sent), thread.error) for thread in threads.values()]
+            for thread in threads.values():
                 thread.sent.clear()
                 thread.error = None
         first: CheckpointdError | None = None
         for thread, sent, kept in taken:
             error = thread.settle(sent)
             first = first or kept or error
+        # Forgotten only now: a checkpoint sent meanwhile went behind the last one (S5).
+        with self._lock:
+            for thread_id, thread in threads.items():
+                if not thread.sent and self._threads.get(thread_id) is thread:
+                    del self._threads[thread_id]
         if first is not None:
             raise first
 
