@@ -177,11 +177,7 @@ EVERY_KIND: Final = frozenset(ITEM_FIELDS.values())
 def kinds_taken(headers: Sequence[tuple[str, str | bytes]] | None) -> frozenset[str]:
     """The kinds of item a stream with these response headers takes (:data:`KINDS_HEADER`;
     :data:`FIRST_KINDS` when the server does not say)."""
-    for key, value in headers or ():
-        if key == KINDS_HEADER:
-            text = value.decode() if isinstance(value, bytes) else value
-            return frozenset(kind.strip() for kind in text.split(","))
-    return FIRST_KINDS
+    return _kinds(headers, KINDS_HEADER, FIRST_KINDS)
 
 
 #: The response header entry that lists the kinds a stream applies in order per thread (S5).
@@ -191,11 +187,18 @@ ORDERED_HEADER: Final = "checkpointd-write-ordered"
 def kinds_ordered(headers: Sequence[tuple[str, str | bytes]] | None) -> frozenset[str]:
     """The kinds of item a stream with these response headers applies in order per thread
     (:data:`ORDERED_HEADER`; none when the server does not say)."""
+    return _kinds(headers, ORDERED_HEADER, frozenset())
+
+
+def _kinds(
+    headers: Sequence[tuple[str, str | bytes]] | None, entry: str, unsaid: frozenset[str]
+) -> frozenset[str]:
+    """The comma-separated kinds of header ``entry``; ``unsaid`` without it."""
     for key, value in headers or ():
-        if key == ORDERED_HEADER:
+        if key == entry:
             text = value.decode() if isinstance(value, bytes) else value
             return frozenset(kind.strip() for kind in text.split(","))
-    return frozenset()
+    return unsaid
 
 
 class StreamUnsupported(Exception):

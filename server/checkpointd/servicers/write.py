@@ -303,12 +303,13 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         def start(item: Item, batched: bool) -> None:
             after: _Previous | None = None
             key: tuple[str, str] | None = None
-            if item.WhichOneof("request") == _ORDERED_KIND:
+            kind = item.WhichOneof("request")
+            if kind == _ORDERED_KIND:
                 checkpoint = item.put_graph_checkpoint.checkpoint
                 key = (item.put_graph_checkpoint.namespace, checkpoint.thread_id)
                 after = newest_put.get(key)
             task = asyncio.create_task(
-                self._answer(item, context, outbox, batched=batched, after=after)
+                self._answer(item, kind, context, outbox, batched=batched, after=after)
             )
             flight.tasks.add(task)
             task.add_done_callback(flight.finished)
@@ -373,6 +374,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
     async def _answer(
         self,
         item: Item,
+        kind: str | None,
         context: grpc.aio.ServicerContext[Any, Any],
         outbox: _Outbox,
         *,
@@ -382,8 +384,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         """Answer one item: its unary method's response, or the status it fails with; in the
         outbox's batch when it came in one, else as a message of its own. Whether it was
         applied. A graph checkpoint ``after`` another of its thread is applied only once that
-        one was (S5)."""
-        kind = item.WhichOneof("request")
+        one was (S5). ``kind`` is the item's request field (read once by the reader)."""
         route = self._routes.get(kind or "")
         field: str  # the answer's field the outcome goes in: the kind, or "error"
         response: Message
