@@ -62,6 +62,7 @@ __all__ = [
     "BATCH_MAX_BYTES",
     "BATCH_MAX_ITEMS",
     "KINDS_HEADER",
+    "AsyncInFlight",
     "AsyncWriteStream",
     "KindNotTaken",
     "StreamUnsupported",
@@ -319,6 +320,8 @@ class _Stream:
         """Answers received: an item timed out with none since it was sent marks the stream."""
         self.kinds: frozenset[str] | None = None
         """The kinds of item the stream takes (S4), once its headers came."""
+        self.ordered: frozenset[str] = frozenset()
+        """The kinds it applies in order per thread (S5), once its headers came."""
         self._health = health
         # Opened, and read, in empty contexts: the call's tasks and the reader would otherwise
         # keep the caller's contextvars (and what they hold) alive for as long as the stream.
@@ -377,6 +380,7 @@ class _Stream:
         if not accepted(headers) or self.call.done():
             return
         limit = batch_limit(headers)
+        self.ordered = kinds_ordered(headers)
         kinds = self.kinds = kinds_taken(headers)
         every = kinds >= EVERY_KIND
         # grpc.aio asks for the next message once the previous one is written: every write
@@ -438,6 +442,46 @@ CONSUMER_GRACE_S = 1.0
 
 def _forget(streams: set[_Stream], stream: _Stream, _reader: object) -> None:
     streams.discard(stream)
+
+
+class AsyncInFlight:
+    """A write on the stream whose answer may still be coming."""
+
+    __slots__ = ("_answers", "_correlation_id", "_future", "_owner", "_request", "_stream")
+
+    def __init__(
+        self,
+        owner: AsyncWriteStream,
+        stream: _Stream,
+        future: asyncio.Future[Answer],
+        correlation_id: int,
+        answers: int,
+        request: Message,
+    ) -> None:
+        self._owner = owner
+        self._stream = stream
+        self._future = future
+        self._correlation_id = correlation_id
+        self._answers = answers
+        self._request = request
+
+    def done(self) -> bool:
+        """Whether the answer (or the error) is in."""
+        return self._future.done()
+
+    async def result(self, seconds: float) -> Message:
+        """The answer, waited for at most ``seconds``: the unary call's response, or its
+        error raised (``DEADLINE_EXCEEDED`` when no answer came in time, S2). Once."""
+        stream = self._stream
+        try:
+            async with asyncio.timeout(seconds):
+                response = await self._future
+        except TimeoutError:
+            stream.pending.pop(self._correlation_id, None)
+            if stream.answers == self._answers:  # not one answer since this item left: stuck
+                self._owner._stopped_answering(stream)
+            raise deadline_passed() from None
+        return result_of(response, self._request)
 
 
 class AsyncWriteStream:
@@ -505,6 +549,37 @@ class AsyncWriteStream:
         return size if self.health.may_open() else None
 
     async def _send(self, request: Message, size: int, seconds: float) -> Message:
+        return await self._enqueue(request, size).result(seconds)
+
+    def begin(self, request: Message, metadata: Metadata) -> AsyncInFlight | None:
+        """Put ``request`` on the stream and return at once, its answer to come
+        (:meth:`AsyncInFlight.result`); None when it goes unary (:meth:`route`'s rule), for
+        the caller to send itself. Called in the event loop of the client."""
+        if not self._enabled:
+            return None
+        size = self._streams(request, metadata)
+        return None if size is None else self._enqueue(request, size)
+
+    def begin_after(
+        self, previous: AsyncInFlight, request: Message, metadata: Metadata
+    ) -> AsyncInFlight | None:
+        """Put ``request`` on the stream behind ``previous``, an unanswered item of the same
+        thread, when the server then applies it only once ``previous`` is stored (S5): the
+        same stream, still open, that orders this kind. None otherwise: wait for
+        ``previous``, then send."""
+        size = self._streams(request, metadata) if self._enabled else None
+        stream = previous._stream
+        if (
+            size is None
+            or stream is not self._stream
+            or stream.ended
+            or previous._correlation_id not in stream.pending
+            or ITEM_FIELDS[type(request)] not in stream.ordered
+        ):
+            return None
+        return self._put(stream, request, size)
+
+    def _enqueue(self, request: Message, size: int) -> AsyncInFlight:
         stream = self._stream
         if stream is None or stream.ended:
             stub = write_service()[1].WriteServiceStub(self._channel())
@@ -514,20 +589,15 @@ class AsyncWriteStream:
             # it keeps the caller's): a running reader must not keep the client alive (P7).
             forget = functools.partial(_forget, self._streams_open, stream)
             stream.reader.add_done_callback(forget, context=contextvars.Context())
+        return self._put(stream, request, size)
+
+    def _put(self, stream: _Stream, request: Message, size: int) -> AsyncInFlight:
         correlation_id = next(self._ids)
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         stream.pending[correlation_id] = future
-        answers = stream.answers
+        in_flight = AsyncInFlight(self, stream, future, correlation_id, stream.answers, request)
         stream.send(correlation_id, request, size)
-        try:
-            async with asyncio.timeout(seconds):
-                response = await future
-        except TimeoutError:
-            stream.pending.pop(correlation_id, None)
-            if stream.answers == answers:  # not one answer since this item left: stuck
-                self._stopped_answering(stream)
-            raise deadline_passed() from None
-        return result_of(response, request)
+        return in_flight
 
     def _stopped_answering(self, stream: _Stream) -> None:
         """Replace a stream that stopped answering: new writes and the retries of its

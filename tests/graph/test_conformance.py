@@ -1,6 +1,6 @@
 """LangGraph's conformance suite (langgraph-checkpoint-conformance 0.0.2) against both
 savers, on SQLite, Postgres and Postgres behind PgBouncer: every capability at the full
-level, none skipped, and the blocking saver with ``pipeline`` too (its writes sent ahead of
+level, none skipped, and both savers with ``pipeline`` too (their writes sent ahead of
 their answers, G22). The suite calls only async methods, so the blocking saver runs behind
 :class:`~tests.graph.threaded.ThreadedSaver` (its methods on a worker thread).
 
@@ -25,7 +25,7 @@ from tests.support.shared_server import SharedSidecar
 CAPABILITIES = [capability.value for capability in Capability]
 
 
-@pytest.mark.parametrize("surface", ["async", "sync", "sync-pipeline"])
+@pytest.mark.parametrize("surface", ["async", "async-pipeline", "sync", "sync-pipeline"])
 @pytest.mark.parametrize("capability", CAPABILITIES)
 async def test_conformance_capability_passes_with_nothing_skipped(
     sidecar: SharedSidecar, capability: str, surface: str
@@ -33,12 +33,14 @@ async def test_conformance_capability_passes_with_nothing_skipped(
     """The capability is detected and every one of its conformance tests passes."""
 
     async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-        if surface == "async":
-            async with AsyncCheckpointdSaver(sidecar.target, namespace=sidecar.namespace) as saver:
+        pipeline = surface.endswith("-pipeline")  # writes sent ahead, waited for by reads (G22)
+        if surface.startswith("async"):
+            async with AsyncCheckpointdSaver(
+                sidecar.target, namespace=sidecar.namespace, pipeline=pipeline
+            ) as saver:
                 await saver.setup()
                 yield saver
         else:
-            pipeline = surface == "sync-pipeline"  # writes sent ahead, waited for by reads (G22)
             with CheckpointdSaver(
                 sidecar.target, namespace=sidecar.namespace, pipeline=pipeline
             ) as blocking:

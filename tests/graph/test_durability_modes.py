@@ -212,24 +212,44 @@ def _crash_and_resume(server: Sidecar, durability: Durability, asyncio_saver: bo
         assert graph.get_state(config).next == (), mode
 
 
-def test_g22_a_crash_mid_run_leaves_a_pipelining_saver_an_unbroken_chain(server: Sidecar) -> None:
-    """A saver with ``pipeline`` (its puts return before their answers, G22) under the
-    default durability: the server dies in node c; after a restart what is stored is a
-    prefix of the puts sent, in order (each applied only after the one before, S5), an
-    unbroken chain, and the run resumes from it to the end. Waiting for what was sent ahead
-    raises the loss of what the dead server never stored."""
+@pytest.mark.parametrize("aio", [False, True], ids=["blocking", "asyncio"])
+def test_g22_a_crash_mid_run_leaves_a_pipelining_saver_an_unbroken_chain(
+    server: Sidecar, aio: bool
+) -> None:
+    """A saver with ``pipeline`` (its puts return before their answers, G22), the blocking
+    one and the asyncio one, under the default durability: the server dies in node c; after
+    a restart what is stored is a prefix of the puts sent, in order (each applied only after
+    the one before, S5), an unbroken chain, and the run resumes from it to the end. Waiting
+    for what was sent ahead raises the loss of what the dead server never stored."""
     config: RunnableConfig = {"configurable": {"thread_id": uuid.uuid4().hex}}
     crash = Crash(server)
-    saver = RecordingSaver(server.tcp_target, timeout=DEADLINE, retry=NO_RETRY, pipeline=True)
-    saver.returned = []
-    try:
-        with pytest.raises(CRASHED) as raised:
-            _graph(crash, saver).invoke({"visited": []}, config)
-        assert crash.fired, f"the run ended before node c: {raised.value!r}"
-    finally:
-        with contextlib.suppress(CheckpointdError):  # what the dead server did not answer (G22)
-            saver.close()
-    sent = saver.returned
+    options: dict[str, Any] = {"timeout": DEADLINE, "retry": NO_RETRY, "pipeline": True}
+    if aio:
+
+        async def run() -> list[str]:
+            saver = AsyncRecordingSaver(server.tcp_target, **options)
+            saver.returned = []
+            try:
+                with pytest.raises(CRASHED) as raised:
+                    await _graph(crash, saver).ainvoke({"visited": []}, config)
+                assert crash.fired, f"the run ended before node c: {raised.value!r}"
+            finally:
+                with contextlib.suppress(CheckpointdError):  # not answered by the dead server
+                    await saver.aclose()
+            return saver.returned
+
+        sent = asyncio.run(run())
+    else:
+        saver = RecordingSaver(server.tcp_target, **options)
+        saver.returned = []
+        try:
+            with pytest.raises(CRASHED) as raised:
+                _graph(crash, saver).invoke({"visited": []}, config)
+            assert crash.fired, f"the run ended before node c: {raised.value!r}"
+        finally:
+            with contextlib.suppress(CheckpointdError):  # not answered by the dead server
+                saver.close()
+        sent = saver.returned
     assert sent, "no put returned before the crash"
     server.start()
     with CheckpointdSaver(server.target) as reader:

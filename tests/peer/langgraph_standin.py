@@ -5,7 +5,7 @@ LangGraph's sdist ships the tests of its runtime with two fixtures, ``sync_check
 appends ``from tests.peer.langgraph_standin import *`` to a copy of the sdist's conftest.py:
 these fixtures, defined later in the same module, replace them with ``checkpointd``: a
 :class:`CheckpointdSaver` / :class:`AsyncCheckpointdSaver` on the server at
-``$CHECKPOINTD_TARGET`` (and ``checkpointd_pipeline``: the blocking saver with ``pipeline``),
+``$CHECKPOINTD_TARGET`` (and ``checkpointd_pipeline``: the same saver with ``pipeline``),
 each test in a namespace of its own (the suite reuses thread ids such as "1" from test to
 test).
 """
@@ -38,9 +38,13 @@ def sync_checkpointer(request: pytest.FixtureRequest) -> Iterator[CheckpointdSav
         yield saver
 
 
-@pytest.fixture(params=["checkpointd"])
-async def async_checkpointer() -> AsyncIterator[AsyncCheckpointdSaver]:
+@pytest.fixture(params=["checkpointd", "checkpointd_pipeline"])
+async def async_checkpointer(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[AsyncCheckpointdSaver]:
+    """The asyncio saver, and the same with ``pipeline`` (G22)."""
+    pipeline = request.param == "checkpointd_pipeline"
     async with AsyncCheckpointdSaver(
-        os.environ["CHECKPOINTD_TARGET"], namespace=_namespace()
+        os.environ["CHECKPOINTD_TARGET"], namespace=_namespace(), pipeline=pipeline
     ) as saver:
         yield saver

@@ -186,7 +186,7 @@ def _failing_on_in_memory_saver(suite: Path, failed: list[str]) -> set[str]:
     InMemorySaver, run with LangGraph's fixtures (no $CHECKPOINTD_TARGET)."""
     if not failed:
         return set()
-    # Both blocking savers' ids of a test (checkpointd, checkpointd_pipeline) are its one
+    # Both ids of a test (checkpointd, checkpointd_pipeline, on either saver) are its one
     # memory id.
     as_memory = {test: re.sub(r"\[checkpointd(_pipeline)?", "[memory", test) for test in failed}
     env = {k: v for k, v in os.environ.items() if k != "CHECKPOINTD_TARGET"}

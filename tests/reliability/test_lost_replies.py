@@ -38,7 +38,7 @@ from checkpointd_client import (
     PendingInterrupt,
     RetryPolicy,
 )
-from checkpointd_client._graph_write_ahead import begin_graph_write
+from checkpointd_client._graph_write_ahead import abegin_graph_write, begin_graph_write
 from checkpointd_client.v1 import (
     checkpoint_service_pb2,
     graph_service_pb2,
@@ -354,21 +354,37 @@ def test_g6_s4_graph_writes_retried_after_lost_replies_write_once(
     assert _graph_state(client, store_spec, thread) == ([("review-task", 0)], 1, ["added"])
 
 
+@pytest.mark.parametrize("saver_client", ["blocking", "asyncio"])
 @pytest.mark.parametrize("write_path", ["stream"])
 def test_g22_graph_writes_sent_ahead_whose_replies_are_lost_are_sent_again_once_waited_for(
-    proxy, client, store_spec, write_path
+    proxy, client, store_spec, write_path, saver_client
 ):
-    """The pipelining saver's path (G22): a graph put and a task's interrupt writes sent on
-    the stream ahead of their answers, whose replies are lost (the stream ends UNAVAILABLE
-    after the server wrote), are sent again with the same request ids when waited for: the
-    put is stored, the writes once, one pending interrupt with one 'added' event."""
+    """The pipelining savers' path (G22), on the blocking client and the asyncio one: a graph
+    put and a task's interrupt writes sent on the stream ahead of their answers, whose
+    replies are lost (the stream ends UNAVAILABLE after the server wrote), are sent again
+    with the same request ids when waited for: the put is stored, the writes once, one
+    pending interrupt with one 'added' event."""
     thread = f"ahead-{uuid.uuid4().hex[:8]}"
-    proxy.lose_reply_next("PutGraphCheckpoint", times=2)
-    put = begin_graph_write(client, "PutGraphCheckpoint", _graph_put(thread))
-    proxy.lose_reply_next("PutGraphWrites", times=2)
-    writes = begin_graph_write(client, "PutGraphWrites", _graph_pause(thread))
-    put.result()
-    writes.result()
+    put_request, pause_request = _graph_put(thread), _graph_pause(thread)
+    if saver_client == "blocking":
+        proxy.lose_reply_next("PutGraphCheckpoint", times=2)
+        put = begin_graph_write(client, "PutGraphCheckpoint", put_request)
+        proxy.lose_reply_next("PutGraphWrites", times=2)
+        writes = begin_graph_write(client, "PutGraphWrites", pause_request)
+        put.result()
+        writes.result()
+    else:
+
+        async def ahead() -> None:
+            async with AsyncCheckpointdClient(proxy.target, retry=RETRY, timeout=30) as aio:
+                proxy.lose_reply_next("PutGraphCheckpoint", times=2)
+                put = await abegin_graph_write(aio, "PutGraphCheckpoint", put_request)
+                proxy.lose_reply_next("PutGraphWrites", times=2)
+                writes = await abegin_graph_write(aio, "PutGraphWrites", pause_request)
+                await put.result()
+                await writes.result()
+
+        asyncio.run(ahead())
     for method, message in (
         ("PutGraphCheckpoint", graph_service_pb2.PutGraphCheckpointRequest.FromString),
         ("PutGraphWrites", graph_service_pb2.PutGraphWritesRequest.FromString),

@@ -1,9 +1,11 @@
 """What a pipelining saver keeps of the writes it sent ahead (G22): bounded per thread, a
 checkpoint behind the previous one only where the stream orders them (S5) and otherwise
-once that one is durable, never sent again after one that failed, each error raised once."""
+once that one is durable, never sent again after one that failed, each error raised once.
+The blocking saver's books (WritesAhead) and the asyncio saver's (AsyncWritesAhead) both."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -11,7 +13,13 @@ import grpc
 import pytest
 
 from checkpointd_client.errors import InvalidArgumentError, UnavailableError
-from checkpointd_client.langgraph._ahead import MAX_AHEAD, PendingWrite, WritesAhead
+from checkpointd_client.langgraph._ahead import (
+    MAX_AHEAD,
+    AsyncPendingWrite,
+    AsyncWritesAhead,
+    PendingWrite,
+    WritesAhead,
+)
 
 
 class Write:
@@ -154,3 +162,83 @@ def test_g22_a_checkpoint_sent_while_its_thread_is_waited_for_goes_behind_the_la
     second.answer()
     ahead.wait(["t"])
     assert second.results == [True]
+
+
+class AsyncWrite:
+    """:class:`Write` for the asyncio saver's books."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.answered = asyncio.Event()
+        self.error = error
+        self.results: list[bool] = []
+
+    def answer(self) -> AsyncWrite:
+        self.answered.set()
+        return self
+
+    def done(self) -> bool:
+        return self.answered.is_set()
+
+    async def result(self, *, resend: bool = True) -> Any:
+        await asyncio.wait_for(self.answered.wait(), 5)
+        self.results.append(resend)
+        if self.error is not None:
+            raise self.error
+        return "ok"
+
+
+def _async_alone(write: AsyncWrite) -> Any:
+    async def send(previous: AsyncPendingWrite | None) -> AsyncWrite | None:
+        return None if previous is not None else write
+
+    return send
+
+
+async def test_g22_asyncio_without_ordering_a_checkpoint_waits_for_the_previous() -> None:
+    """The asyncio books: a checkpoint that cannot go behind an unanswered one waits for
+    it, and is not sent when it failed; that error is raised there, not again later."""
+    ahead = AsyncWritesAhead()
+    first = AsyncWrite(error=_refused())
+    await ahead.add("t", _async_alone(first), checkpoint=True)
+    await ahead.add("t", _async_alone(AsyncWrite().answer()), checkpoint=False)
+    sent: list[AsyncWrite] = []
+
+    async def send(previous: AsyncPendingWrite | None) -> AsyncWrite | None:
+        if previous is not None:
+            return None
+        sent.append(AsyncWrite())
+        return sent[-1]
+
+    adding = asyncio.ensure_future(ahead.add("t", send, checkpoint=True))
+    await asyncio.sleep(0.05)
+    assert not adding.done(), "the checkpoint did not wait for its unanswered parent"
+    first.answer()
+    with pytest.raises(InvalidArgumentError):
+        await adding
+    assert sent == [], "a checkpoint went out although its parent was not stored"
+    await ahead.wait(["t"])
+
+
+async def test_s5_g22_asyncio_a_checkpoint_behind_a_failed_one_is_not_sent_again() -> None:
+    """Behind an unanswered checkpoint at once; the first's error is raised by the thread's
+    wait, once, and the one behind it, lost, is not sent again; other threads unaffected."""
+    ahead = AsyncWritesAhead()
+    first = AsyncWrite(error=_refused())
+    await ahead.add("t", _async_alone(first), checkpoint=True)
+    behind = AsyncWrite(error=UnavailableError("lost", code=grpc.StatusCode.UNAVAILABLE))
+    seen: list[AsyncPendingWrite | None] = []
+
+    async def send(previous: AsyncPendingWrite | None) -> AsyncWrite:
+        seen.append(previous)
+        return behind
+
+    await ahead.add("t", send, checkpoint=True)
+    await ahead.add("u", _async_alone(AsyncWrite().answer()), checkpoint=False)
+    assert seen == [first]
+    first.answer()
+    behind.answer()
+    await ahead.wait(["u"])
+    with pytest.raises(InvalidArgumentError):
+        await ahead.wait(["t"])
+    assert behind.results == [False], "a checkpoint after a failed one was sent again"
+    await ahead.wait()

@@ -23,9 +23,9 @@ Each call is one GraphService RPC with the client's deadline and its UNAVAILABLE
 every mutation carries a fresh request id, so a retry never applies twice. ``put`` and
 ``put_writes`` travel on the client's Write stream where the server's stream takes them
 (contract S4: a stream round trip costs less CPU than a unary call), each answered as its
-unary call; ``write_stream=False`` sends them unary. With ``pipeline=True`` the blocking
-saver returns from them before their answers unless the run's durability is ``"sync"``, and
-waits for them at its next call on the thread, ``flush`` or ``close`` (G22). The server
+unary call; ``write_stream=False`` sends them unary. With ``pipeline=True`` a saver returns
+from them before their answers unless the run's durability is ``"sync"``, and waits for them
+at its next call on the thread, ``flush``/``aflush`` or ``close``/``aclose`` (G22). The server
 keeps the tables (checkpoints, channel values by version, pending writes) and runs filters,
 deletes, copies and prunes itself, each in one transaction. ``setup()`` checks that the
 server serves GraphService; the server migrates its own schema, so it is safe to call every
@@ -57,7 +57,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from checkpointd_client._async_client import AsyncCheckpointdClient
 from checkpointd_client._base import Metadata
 from checkpointd_client._graph_write_ahead import (
+    AsyncGraphWrite,
     GraphWrite,
+    abegin_graph_write,
+    abegin_graph_write_after,
     begin_graph_write,
     begin_graph_write_after,
 )
@@ -66,7 +69,12 @@ from checkpointd_client.config import RetryPolicy
 from checkpointd_client.credentials import TlsConfig
 from checkpointd_client.errors import CheckpointdError
 from checkpointd_client.langgraph import _shape
-from checkpointd_client.langgraph._ahead import PendingWrite, WritesAhead
+from checkpointd_client.langgraph._ahead import (
+    AsyncPendingWrite,
+    AsyncWritesAhead,
+    PendingWrite,
+    WritesAhead,
+)
 
 __all__ = [
     "AgentServerGraph",
@@ -84,6 +92,23 @@ _DURABILITY_KEY = "__pregel_durability"
 
 #: The thread a setup() probe reads (it never exists: ids a graph uses are not empty-ish).
 _PROBE_THREAD = "__checkpointd_setup__"
+
+
+def _sends_ahead(pipeline: bool, config: RunnableConfig) -> bool:
+    """Whether a saver with ``pipeline`` sends a write of the run of ``config`` ahead of its
+    answer: unless the run's durability is ``"sync"`` (G22)."""
+    return pipeline and config["configurable"].get(_DURABILITY_KEY) != "sync"
+
+
+def _thread_of(config: RunnableConfig | None) -> tuple[str, ...] | None:
+    """The thread whose writes ahead a call on ``config`` waits for (every thread: None)."""
+    thread_id = (config or {}).get("configurable", {}).get("thread_id")
+    return None if thread_id is None else (str(thread_id),)
+
+
+def _check_pipeline(pipeline: bool, write_stream: bool) -> None:
+    if pipeline and not write_stream:
+        raise ValueError("pipeline=True sends writes on the Write stream: keep write_stream")
 
 
 class _Settings:
@@ -136,8 +161,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
         write_stream: bool = True,
         pipeline: bool = False,
     ) -> None:
-        if pipeline and not write_stream:
-            raise ValueError("pipeline=True sends writes on the Write stream: keep write_stream")
+        _check_pipeline(pipeline, write_stream)
         super().__init__(serde=serde)
         self.graph_name = graph_name
         self._pipeline = pipeline
@@ -193,8 +217,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
     def _write(self, config: RunnableConfig, method: str, request: Any) -> None:
         """Send a put or put_writes: ahead of its answer when this saver pipelines and the
         run's durability is not ``"sync"`` (G22), otherwise waiting until it is durable."""
-        configurable = config["configurable"]
-        if self._pipeline and configurable.get(_DURABILITY_KEY) != "sync":
+        if _sends_ahead(self._pipeline, config):
             client = self._client
 
             def send(previous: PendingWrite | None) -> PendingWrite | None:
@@ -204,17 +227,16 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
                 return begin_graph_write_after(client, previous, request)
 
             checkpoint = method == "PutGraphCheckpoint"
-            self._ahead.add(str(configurable["thread_id"]), send, checkpoint=checkpoint)
+            thread_id = str(config["configurable"]["thread_id"])
+            self._ahead.add(thread_id, send, checkpoint=checkpoint)
         else:
             self._call(method, request)
 
     def _settled(self, config: RunnableConfig | None) -> None:
         """Wait for the writes sent ahead to the thread of ``config`` (every thread's when it
         names none) before reading or changing it (G22)."""
-        if not self._pipeline:
-            return
-        thread_id = (config or {}).get("configurable", {}).get("thread_id")
-        self.flush(None if thread_id is None else str(thread_id))
+        if self._pipeline:
+            self._ahead.wait(_thread_of(config))
 
     def setup(self) -> None:
         """Check that the server serves GraphService (its schema migrates itself)."""
@@ -340,9 +362,13 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     """An asyncio LangGraph checkpoint saver on checkpointd (the shape of
     ``AsyncPostgresSaver``), with the arguments of :class:`CheckpointdSaver`.
 
-    Its channel opens in the event loop of its first call; use it from that loop. The
-    blocking methods work too, from any thread, on a blocking client opened on first use.
-    Use it as an async context manager or call :meth:`aclose`.
+    Its channel opens in the event loop of its first call; use it from that loop. With
+    ``pipeline``, ``aput`` and ``aput_writes`` return before their answers unless the run's
+    durability is ``"sync"``: they are durable once this saver's next ``a*`` call on the
+    thread, :meth:`aflush` or :meth:`aclose` returns, which raises the first that failed
+    (G22). The blocking methods work too, from any thread, on a blocking saver opened on
+    first use, without ``pipeline``; they do not wait for what ``aput`` sent ahead (await
+    :meth:`aflush` first). Use it as an async context manager or call :meth:`aclose`.
     """
 
     def __init__(
@@ -359,9 +385,13 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         graph_name: str | None = None,
         write_stream: bool = True,
+        pipeline: bool = False,
     ) -> None:
+        _check_pipeline(pipeline, write_stream)
         super().__init__(serde=serde)
         self.graph_name = graph_name
+        self._pipeline = pipeline
+        self._ahead = AsyncWritesAhead()
         settings = _Settings(
             target,
             namespace,
@@ -400,11 +430,20 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
                 )
             return self._blocking
 
+    async def aflush(self, thread_id: str | None = None) -> None:
+        """Wait until the writes this saver sent ahead (``pipeline``) for ``thread_id``, or
+        for every thread, are durable; raise the first of them that failed (G22)."""
+        await self._ahead.wait(None if thread_id is None else (thread_id,))
+
     async def aclose(self) -> None:
-        """Close the channels."""
-        await self._client.aclose()
-        if self._blocking is not None:
-            self._blocking.close()
+        """Wait for the writes sent ahead (raising the first that failed), then close the
+        channels."""
+        try:
+            await self.aflush()
+        finally:
+            await self._client.aclose()
+            if self._blocking is not None:
+                self._blocking.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -420,6 +459,28 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     async def _call(self, method: str, request: Any) -> Any:
         return await self._client.call_graph(method, request)
 
+    async def _write(self, config: RunnableConfig, method: str, request: Any) -> None:
+        """:meth:`CheckpointdSaver._write`, awaited."""
+        if _sends_ahead(self._pipeline, config):
+            client = self._client
+
+            async def send(previous: AsyncPendingWrite | None) -> AsyncPendingWrite | None:
+                if previous is None:
+                    return await abegin_graph_write(client, method, request)
+                assert isinstance(previous, AsyncGraphWrite)
+                return abegin_graph_write_after(client, previous, request)
+
+            checkpoint = method == "PutGraphCheckpoint"
+            thread_id = str(config["configurable"]["thread_id"])
+            await self._ahead.add(thread_id, send, checkpoint=checkpoint)
+        else:
+            await self._call(method, request)
+
+    async def _settled(self, config: RunnableConfig | None) -> None:
+        """:meth:`CheckpointdSaver._settled`, awaited."""
+        if self._pipeline:
+            await self._ahead.wait(_thread_of(config))
+
     async def setup(self) -> None:
         """Check that the server serves GraphService (its schema migrates itself)."""
         config: RunnableConfig = {"configurable": {"thread_id": _PROBE_THREAD}}
@@ -428,6 +489,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint of ``config`` (the thread's newest without a checkpoint_id), with
         its channel values and pending writes: one call."""
+        await self._settled(config)
         request = _shape.get_request(self._namespace, config)
         response = await self._call("GetGraphCheckpoint", request)
         if not response.HasField("checkpoint_tuple"):
@@ -443,6 +505,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints newest first, filtered by the server, read a page at a time."""
+        await self._settled(config)
         request = _shape.list_request(self._namespace, config, filter, before)
         returned = 0
         while limit is None or returned < limit:
@@ -463,6 +526,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         """What each DeltaChannel in ``channels`` needs to rebuild its value at the checkpoint
         of ``config`` (see :meth:`CheckpointdSaver.get_delta_channel_history`): one call per
         page of up to 1000 ancestors (G19)."""
+        await self._settled(config)
         if not self._delta_rpc:
             return await super().aget_delta_channel_history(config=config, channels=channels)
         history = _shape.DeltaHistory(self.serde, channels)
@@ -492,7 +556,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         request, next_config = _shape.put_request(
             self.serde, self._namespace, config, checkpoint, metadata, new_versions
         )
-        await self._call("PutGraphCheckpoint", request)
+        await self._write(config, "PutGraphCheckpoint", request)
         return next_config
 
     async def aput_writes(
@@ -506,25 +570,29 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         request = _shape.put_writes_request(
             self.serde, self._namespace, config, writes, task_id, task_path, self.graph_name
         )
-        await self._call("PutGraphWrites", request)
+        await self._write(config, "PutGraphWrites", request)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread's checkpoints, channel values and writes."""
+        await self._settled({"configurable": {"thread_id": thread_id}})
         request = _shape.delete_thread_request(self._namespace, thread_id)
         await self._call("DeleteGraphThread", request)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata run_id is one of these."""
+        await self._settled(None)
         await self._call("DeleteGraphRuns", _shape.delete_runs_request(self._namespace, run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's checkpoints, channel values and writes to another thread id."""
+        await self._settled(None)
         request = _shape.copy_thread_request(self._namespace, source_thread_id, target_thread_id)
         await self._call("CopyGraphThread", request)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Keep the newest checkpoint of each checkpoint_ns (``"keep_latest"``), or delete
         the threads (``"delete"``)."""
+        await self._settled(None)
         request = _shape.prune_request(self._namespace, thread_ids, strategy)
         await self._call("PruneGraphThreads", request)
 
