@@ -8,7 +8,10 @@ message and the reply every turn), invoked turn after turn on a thread with the 
 ``langgraph-checkpoint-sqlite``) or ``PostgresSaver`` (a schema of its own,
 ``langgraph-checkpoint-postgres``) in this process, alternately turn by turn, so both see
 the same machine at the same moment; several threads (``threads``) take turns the same way,
-so each turn number has several samples. Then ``graph.get_state``, alternately too.
+so each turn number has several samples. Then ``graph.get_state``, alternately too. The
+asyncio rows (``aio``) do the same with ``graph.ainvoke`` and ``aget_state`` on
+``AsyncCheckpointdSaver`` against ``AsyncSqliteSaver`` / ``AsyncPostgresSaver``, every call of
+both run to its end in one event loop of this process.
 
 The DeltaChannel row (:func:`delta_benchmark`) runs the same chat with ``messages`` a
 LangGraph ``DeltaChannel`` (a value stored every ``snapshot_frequency`` updates, rebuilt from
@@ -25,35 +28,54 @@ it).
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import sqlite3
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import aiosqlite
 import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
 
 from bench import cpu
-from checkpointd_client.langgraph import CheckpointdSaver
+from checkpointd_client.langgraph import AsyncCheckpointdSaver, CheckpointdSaver
 from tests.support.sidecar import Sidecar, StoreSpec
 
 __all__ = ["BASELINES", "GraphSeries", "benchmark", "delta_benchmark", "print_delta_rows"]
 
 BASELINES = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
+ASYNC_BASELINES = {
+    "sqlite": "langgraph AsyncSqliteSaver",
+    "postgres": "langgraph AsyncPostgresSaver",
+}
 SAVER = "CheckpointdSaver"
 PIPELINED_SAVER = "CheckpointdSaver pipeline"
+ASYNC_SAVER = "AsyncCheckpointdSaver"
+ASYNC_PIPELINED_SAVER = "AsyncCheckpointdSaver pipeline"
+
+
+def saver_label(*, pipeline: bool, aio: bool) -> str:
+    """The row's name of the sidecar's saver."""
+    if aio:
+        return ASYNC_PIPELINED_SAVER if pipeline else ASYNC_SAVER
+    return PIPELINED_SAVER if pipeline else SAVER
+
+
 #: Turns in each of the windows compared (turns 1-10 against the last 10).
 WINDOW = 10
 #: Turns (and get_state calls) on a thread of their own before the measured one.
@@ -100,14 +122,40 @@ def build(checkpointer: BaseCheckpointSaver[Any], *, delta: bool = False) -> Any
 
 @dataclass
 class _Side:
-    """One saver's graph, thread and what was measured of it."""
+    """One saver's graph, thread and what was measured of it; ``loop`` runs an asyncio
+    saver's calls (None: the blocking ones)."""
 
     graph: Any
     config: dict[str, Any]
     turns_ms: list[float]
     reads_ms: list[float]
+    loop: asyncio.AbstractEventLoop | None = None
     turn_cpu_s: float = 0.0
     read_cpu_s: float = 0.0
+
+    def invoke(self, state: dict[str, Any]) -> Any:
+        """One turn: ``invoke``, or ``ainvoke`` run to its end in the loop. A pipelining
+        saver's writes are waited for in the turn (G22): else their answers, handled by its
+        threads or tasks, would be counted in the other saver's turn that follows."""
+        saver, thread_id = self.graph.checkpointer, self.config["configurable"]["thread_id"]
+        if self.loop is None:
+            result = self.graph.invoke(state, self.config)
+            if isinstance(saver, CheckpointdSaver):
+                saver.flush(thread_id)
+            return result
+
+        async def turn() -> Any:
+            result = await self.graph.ainvoke(state, self.config)
+            if isinstance(saver, AsyncCheckpointdSaver):
+                await saver.aflush(thread_id)
+            return result
+
+        return self.loop.run_until_complete(turn())
+
+    def get_state(self) -> Any:
+        if self.loop is None:
+            return self.graph.get_state(self.config)
+        return self.loop.run_until_complete(self.graph.aget_state(self.config))
 
 
 @dataclass(frozen=True)
@@ -137,15 +185,9 @@ class GraphSeries:
 
 def _turn(side: _Side, i: int) -> None:
     message = {"role": "user", "content": f"turn {i} {TEXT}"}
-    saver = side.graph.checkpointer
-    # A pipelining saver's writes are waited for in the turn (G22): else their answers,
-    # handled by its threads, would be counted in the other saver's turn that follows.
-    flush = saver.flush if isinstance(saver, CheckpointdSaver) else None
     client = cpu.self_cpu_s()
     started = time.perf_counter_ns()
-    result = side.graph.invoke({"messages": [message]}, side.config)
-    if flush is not None:
-        flush(side.config["configurable"]["thread_id"])
+    result = side.invoke({"messages": [message]})
     side.turns_ms.append((time.perf_counter_ns() - started) / 1e6)
     side.turn_cpu_s += cpu.self_cpu_s() - client
     assert len(result["messages"]) == 2 * (i + 1), "a turn lost or doubled a message"
@@ -154,20 +196,28 @@ def _turn(side: _Side, i: int) -> None:
 def _read(side: _Side, turns: int) -> None:
     client = cpu.self_cpu_s()
     started = time.perf_counter_ns()
-    state = side.graph.get_state(side.config)
+    state = side.get_state()
     side.reads_ms.append((time.perf_counter_ns() - started) / 1e6)
     side.read_cpu_s += cpu.self_cpu_s() - client
     assert len(state.values["messages"]) == 2 * turns
 
 
-def _new_side(saver: BaseCheckpointSaver[Any], delta: bool = False) -> _Side:
+def _new_side(
+    saver: BaseCheckpointSaver[Any],
+    delta: bool = False,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> _Side:
     thread = {"configurable": {"thread_id": f"chat-{uuid.uuid4().hex[:12]}"}}
-    return _Side(build(saver, delta=delta), thread, [], [])
+    return _Side(build(saver, delta=delta), thread, [], [], loop)
 
 
-def _warm_up(saver: BaseCheckpointSaver[Any], delta: bool = False) -> None:
+def _warm_up(
+    saver: BaseCheckpointSaver[Any],
+    delta: bool = False,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> None:
     """Connections open, statements prepared, caches filled: not measured."""
-    side = _new_side(saver, delta)
+    side = _new_side(saver, delta, loop)
     for i in range(WARM_UP):
         _turn(side, i)
         _read(side, i + 1)
@@ -182,14 +232,16 @@ def compare(
     threads: int = 1,
     *,
     delta: bool = False,
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> tuple[GraphSeries, GraphSeries]:
     """``turns`` turns of ``threads`` threads on each saver, then ``reads`` get_state calls
     spread over the threads, the two savers alternating call by call (several threads give
-    each turn number several samples); (sidecar, baseline)."""
-    _warm_up(baseline, delta)
-    _warm_up(sidecar, delta)
-    ours = [_new_side(sidecar, delta) for _ in range(threads)]
-    theirs = [_new_side(baseline, delta) for _ in range(threads)]
+    each turn number several samples); (sidecar, baseline). With ``loop``, both are asyncio
+    savers, called in it."""
+    _warm_up(baseline, delta, loop)
+    _warm_up(sidecar, delta, loop)
+    ours = [_new_side(sidecar, delta, loop) for _ in range(threads)]
+    theirs = [_new_side(baseline, delta, loop) for _ in range(threads)]
     before = cpu.process_cpu_s(server_pid)
     for i in range(turns):
         for mine, other in zip(ours, theirs, strict=True):
@@ -246,6 +298,64 @@ def baseline_saver(
         yield pg_saver
 
 
+@asynccontextmanager
+async def async_baseline_saver(
+    backend: str, workdir: Path, pg_dsn: str, pg_schema: str
+) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """:func:`baseline_saver`'s asyncio twin: ``AsyncSqliteSaver`` on an aiosqlite file
+    connection, ``AsyncPostgresSaver`` on an autocommit async connection."""
+    if backend == "sqlite":
+        async with aiosqlite.connect(str(workdir / "langgraph-asyncsqlitesaver.db")) as conn:
+            saver = AsyncSqliteSaver(conn)
+            await saver.setup()
+            yield saver
+        return
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+        await admin.execute(f'CREATE SCHEMA "{pg_schema}"')
+    async with await psycopg.AsyncConnection.connect(
+        pg_dsn,
+        autocommit=True,
+        prepare_threshold=0,
+        row_factory=dict_row,
+        options=f"-c search_path={pg_schema}",
+    ) as pg_conn:
+        pg_saver = AsyncPostgresSaver(pg_conn)
+        await pg_saver.setup()
+        yield pg_saver
+
+
+def _compare_async(
+    spec_target: str,
+    backend: str,
+    workdir: Path,
+    pg_dsn: str,
+    pg_schema: str,
+    server_pid: int,
+    turns: int,
+    reads: int,
+    threads: int,
+    pipeline: bool,
+) -> tuple[GraphSeries, GraphSeries]:
+    """:func:`compare` on the asyncio savers, opened and closed in a loop of their own."""
+    loop = asyncio.new_event_loop()
+    try:
+
+        async def opened() -> Any:
+            baseline = async_baseline_saver(backend, workdir, pg_dsn, pg_schema)
+            saver = AsyncCheckpointdSaver(spec_target, pipeline=pipeline)
+            await saver.setup()
+            return baseline, await baseline.__aenter__(), saver
+
+        baseline_cm, baseline, saver = loop.run_until_complete(opened())
+        try:
+            return compare(saver, baseline, server_pid, turns, reads, threads, loop=loop)
+        finally:
+            loop.run_until_complete(saver.aclose())
+            loop.run_until_complete(baseline_cm.__aexit__(None, None, None))
+    finally:
+        loop.close()
+
+
 def benchmark(
     backend: str,
     spec: StoreSpec,
@@ -258,25 +368,46 @@ def benchmark(
     log: Callable[[str], None] = print,
     *,
     pipeline: bool = False,
+    aio: bool = False,
 ) -> dict[str, Any]:
     """The graph row of one backend: a sidecar on ``spec`` against the in-process saver; with
-    ``pipeline``, the saver sends a run's writes ahead of their answers (contract G22)."""
+    ``pipeline``, the saver sends a run's writes ahead of their answers (contract G22); with
+    ``aio``, the asyncio savers on both sides."""
     window = min(WINDOW, max(1, turns // 2))
-    with baseline_saver(backend, workdir, pg_dsn, pg_schema) as baseline:
-        server = Sidecar(spec).start()
-        try:
-            assert server.process is not None
-            with CheckpointdSaver(server.target, pipeline=pipeline) as saver:
+    server = Sidecar(spec).start()
+    try:
+        assert server.process is not None
+        pid = server.process.pid
+        if aio:
+            ours, theirs = _compare_async(
+                server.target,
+                backend,
+                workdir,
+                pg_dsn,
+                pg_schema,
+                pid,
+                turns,
+                reads,
+                threads,
+                pipeline,
+            )
+        else:
+            with (
+                baseline_saver(backend, workdir, pg_dsn, pg_schema) as baseline,
+                CheckpointdSaver(server.target, pipeline=pipeline) as saver,
+            ):
                 saver.setup()
-                ours, theirs = compare(saver, baseline, server.process.pid, turns, reads, threads)
-        finally:
-            server.close()
+                ours, theirs = compare(saver, baseline, pid, turns, reads, threads)
+    finally:
+        server.close()
+    kind = ", ".join(part for part, on in (("asyncio", aio), ("pipelined", pipeline)) if on)
     row = {
-        "case": f"graph: chat thread, {turns} turns{', pipelined' if pipeline else ''}",
+        "case": f"graph: chat thread, {turns} turns{', ' + kind if kind else ''}",
         "backend": backend,
-        "saver": PIPELINED_SAVER if pipeline else SAVER,
+        "saver": saver_label(pipeline=pipeline, aio=aio),
         "pipeline": pipeline,
-        "baseline": BASELINES[backend],
+        "aio": aio,
+        "baseline": (ASYNC_BASELINES if aio else BASELINES)[backend],
         "turns": turns,
         "threads": threads,
         "window": window,
@@ -303,11 +434,11 @@ def benchmark(
             prefix="get_state_",
         ),
     }
-    label = "pipelined " if pipeline else ""
+    label = f"{kind} " if kind else ""
     log(
         f"  graph {backend:<8} {label}turns 1-{window} {row['sidecar_first_ms']:.2f} ms, "
         f"last {window} {row['sidecar_last_ms']:.2f} ms, get_state "
-        f"{row['sidecar_get_state_ms']:.2f} ms; {BASELINES[backend]} "
+        f"{row['sidecar_get_state_ms']:.2f} ms; {row['baseline']} "
         f"{row['baseline_first_ms']:.2f} / {row['baseline_last_ms']:.2f} / "
         f"{row['baseline_get_state_ms']:.2f} ms"
     )
@@ -478,7 +609,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     header = (
-        f"{'graph (turns)':<22} {'backend':<8} {'saver':<24} {'first ms':>8} {'last ms':>8} "
+        f"{'graph (turns)':<22} {'backend':<8} {'saver':<30} {'first ms':>8} {'last ms':>8} "
         f"{'final ms':>8} {'flat':>5} {'get_state':>9} "
         f"{'cli cpu':>8} {'srv cpu':>8} {'cpu us':>7} {'gs cpu':>7}"
     )
@@ -488,7 +619,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
         name = f"chat x{r['threads']} ({r['turns']})"
         for who, label in (("sidecar", r["saver"]), ("baseline", r["baseline"])):
             line = (
-                f"{name:<22} {r['backend']:<8} {label:<24} {r[f'{who}_first_ms']:>8.2f} "
+                f"{name:<22} {r['backend']:<8} {label:<30} {r[f'{who}_first_ms']:>8.2f} "
                 f"{r[f'{who}_last_ms']:>8.2f} {r[f'{who}_final_turn_ms']:>8.2f} "
                 f"{r[f'{who}_flat']:>5.2f} {r[f'{who}_get_state_ms']:>9.2f} "
             )
@@ -504,7 +635,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
                 )
             print(line)
         print(
-            f"{'':<22} {r['backend']:<8} {'sidecar / in-process':<24} "
+            f"{'':<22} {r['backend']:<8} {'sidecar / in-process':<30} "
             f"{'':>8} {r['ratio_last']:>8.2f} {'':>8} {'':>5} {r['ratio_get_state']:>9.2f} "
             f"{'':>8} {'':>8} {_us(r['ratio_cpu'], 7, 2)} {_us(r['get_state_ratio_cpu'], 7, 2)}"
         )

@@ -580,12 +580,23 @@ def _measured(result: multiproc.MultiResult) -> Measurement:
     return _measurement(result.samples_us, result.elapsed_s, used)
 
 
+#: The graph rows of each backend: (asyncio saver, pipeline).
+GRAPH_SAVERS = ((False, False), (False, True), (True, False), (True, True))
+
+
 def graph_row(
-    backend: str, stores: Stores, turns: int, reads: int, threads: int, *, pipeline: bool = False
+    backend: str,
+    stores: Stores,
+    turns: int,
+    reads: int,
+    threads: int,
+    *,
+    pipeline: bool = False,
+    aio: bool = False,
 ) -> dict[str, Any]:
     """The LangGraph chat thread through a fresh sidecar against LangGraph's in-process saver
     of the backend (bench/graph.py); the Postgres one in a schema of its own. ``pipeline``:
-    the saver sends writes ahead (G22)."""
+    the saver sends writes ahead (G22); ``aio``: the asyncio savers."""
     schema = f"cpdbench_langgraph_{uuid.uuid4().hex[:8]}"
     if backend == "postgres":
         stores.schemas.append(schema)
@@ -600,6 +611,7 @@ def graph_row(
         threads,
         log=lambda line: print(line, flush=True),
         pipeline=pipeline,
+        aio=aio,
     )
 
 
@@ -956,8 +968,8 @@ def earlier_targets(
         name = f"server RSS MB with {r['watch_streams']} watch streams"
         add(name, r["backend"], r["watch_rss_mb"], 100.0, higher=False)
     for g in graph:
-        if g.get("pipeline"):
-            continue  # the earlier targets hold the saver as it was then
+        if g.get("pipeline") or g.get("aio"):
+            continue  # the earlier targets hold the blocking saver as it was then
         first, last = f"1-{g['window']}", f"{g['turns'] - g['window'] + 1}-{g['turns']}"
         add(f"graph turns {last} p50 / in-process", g["backend"], g["ratio_last"], 1.5, False)
         add(
@@ -1013,8 +1025,9 @@ def targets(
     def field(row: dict[str, Any] | None, key: str) -> float | None:
         return None if row is None else row.get(key)
 
-    graphs = {g["backend"]: g for g in graph if not g.get("pipeline")}
-    pipelined = {g["backend"]: g for g in graph if g.get("pipeline")}
+    blocking = [g for g in graph if not g.get("aio")]
+    graphs = {g["backend"]: g for g in blocking if not g.get("pipeline")}
+    pipelined = {g["backend"]: g for g in blocking if g.get("pipeline")}
     # The Postgres turn too is held to SqliteSaver's, the cheapest in-process saver (the
     # target names it): its figure comes from the SQLite graph row of the same run.
     sqlite_saver_turn = field(graphs.get("sqlite"), "baseline_cpu_us")
@@ -1040,6 +1053,24 @@ def targets(
             "us CPU",
             1.5,
         )
+    # The asyncio savers, each held to AsyncSqliteSaver's turn of its own row's SQLite run.
+    for pipeline, name in (
+        (False, "graph turn CPU, asyncio saver / AsyncSqliteSaver turn"),
+        (True, "graph turn CPU, asyncio pipelined saver (G22) / AsyncSqliteSaver turn"),
+    ):
+        rows = {
+            g["backend"]: g for g in graph if g.get("aio") and bool(g.get("pipeline")) == pipeline
+        }
+        async_sqlite_saver_turn = field(rows.get("sqlite"), "baseline_cpu_us")
+        for backend in backends:
+            add(
+                name,
+                backend,
+                field(rows.get(backend), "sidecar_cpu_us"),
+                async_sqlite_saver_turn,
+                "us CPU",
+                1.5,
+            )
     for backend in backends:
         g = graphs.get(backend)
         turn = g["turns"] if g else "N"
@@ -1311,7 +1342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if not args.graph_only:
                     cases += benchmark_backend(backend, stores, args.levels, args.iterations, echo)
                 if not args.no_graph:
-                    for pipeline in (False, True):
+                    for aio, pipeline in GRAPH_SAVERS:
                         graph.append(
                             graph_row(
                                 backend,
@@ -1320,6 +1351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 args.graph_reads,
                                 args.graph_threads,
                                 pipeline=pipeline,
+                                aio=aio,
                             )
                         )
                 if not args.no_graph and backend == "sqlite" and args.graph_delta_turns > 1:

@@ -38,6 +38,17 @@ CASE_KEYS = {
     "ratio_cpu",
 }
 GRAPH_BASELINES = {"sqlite": "langgraph SqliteSaver", "postgres": "langgraph PostgresSaver"}
+ASYNC_GRAPH_BASELINES = {
+    "sqlite": "langgraph AsyncSqliteSaver",
+    "postgres": "langgraph AsyncPostgresSaver",
+}
+#: The graph rows of each backend, in order: (saver, pipeline, asyncio).
+GRAPH_SAVERS = [
+    ("CheckpointdSaver", False, False),
+    ("CheckpointdSaver pipeline", True, False),
+    ("AsyncCheckpointdSaver", False, True),
+    ("AsyncCheckpointdSaver pipeline", True, True),
+]
 CASES = {"put (2 KB state)", "get_last", "list(100)", "record + claim", "put/get idempotent"}
 FLOORS = {"floor: grpc.aio unary echo", "floor: bidi stream round trip", "floor: Health/Check"}
 #: The commit floor of a put: one caller, no server (bench/raw_commit.py).
@@ -47,6 +58,8 @@ MULTI = "put multi-process (2x2)"
 TARGETS = {
     "graph turn CPU (cli+srv) / SqliteSaver turn",
     "graph turn CPU, pipelined saver (G22) / SqliteSaver turn",
+    "graph turn CPU, asyncio saver / AsyncSqliteSaver turn",
+    "graph turn CPU, asyncio pipelined saver (G22) / AsyncSqliteSaver turn",
     "graph get_state at turn 12 p50 / in-process",
     "graph turns 7-12 / turns 1-6 (p50)",
     "put srv CPU, 1 caller / (bidi srv msg + raw commit)",
@@ -159,11 +172,11 @@ def test_bench_quick_run_writes_documented_json(pg_dsn: str, tmp_path: Path) -> 
         assert all(r["ratio_p50"] > 0 and r["ratio_ops_s"] > 0 for r in rows)
         assert all(r["ratio_floor_p50"] > 0 for r in rows)
         assert all(r["baseline_cpu_us"] > 0 and r["ratio_cpu"] > 0 for r in rows)
-        plain, pipelined = [r for r in report["graph"] if r["backend"] == backend]
-        assert (plain["saver"], plain["pipeline"]) == ("CheckpointdSaver", False)
-        assert (pipelined["saver"], pipelined["pipeline"]) == ("CheckpointdSaver pipeline", True)
-        for graph in (plain, pipelined):
-            assert graph["baseline"] == GRAPH_BASELINES[backend]
+        graphs = [r for r in report["graph"] if r["backend"] == backend]
+        assert [(r["saver"], r["pipeline"], r["aio"]) for r in graphs] == GRAPH_SAVERS
+        for graph in graphs:
+            baselines = ASYNC_GRAPH_BASELINES if graph["aio"] else GRAPH_BASELINES
+            assert graph["baseline"] == baselines[backend]
             assert (graph["turns"], graph["threads"], graph["window"]) == (12, 2, 6)
             assert graph["get_state_calls"] == 3
             for who in ("sidecar", "baseline"):
