@@ -22,6 +22,11 @@ fresh stream or unary), the stream is cancelled, and :class:`StreamHealth` decid
 next stream may open; until then writes go unary. A server without the stream (``UNIMPLEMENTED``) is
 remembered: this client uses the unary calls from then on. Calls with metadata of their own
 go unary too, since a stream carries one set of metadata, and so do requests above 1 MiB.
+
+A pipelining LangGraph saver (G22) puts a write on the stream with :meth:`AsyncWriteStream.begin`
+and waits for its answer later (:class:`AsyncInFlight`); :meth:`AsyncWriteStream.begin_after`
+puts a thread's next checkpoint behind its unanswered one only on the same stream, and only
+when the stream's headers list the kind as applied in order (:data:`ORDERED_HEADER`, S5).
 """
 
 from __future__ import annotations

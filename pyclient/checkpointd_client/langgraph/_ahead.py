@@ -132,7 +132,10 @@ class _Threads:
 
     def thread(self, thread_id: str, thread: _Thread | None = None) -> _Thread:
         """The thread's books: ``thread`` put back if a wait let it go meanwhile."""
-        return self._threads.setdefault(thread_id, thread or _Thread())
+        found = self._threads.get(thread_id)
+        if found is None:
+            found = self._threads[thread_id] = thread or _Thread()
+        return found
 
     def taken(
         self, thread_ids: Iterable[str] | None
