@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar, Generic, TypeVar
 
 import grpc
 
@@ -26,7 +27,6 @@ __all__ = [
     "AsyncGraphWrite",
     "GraphWrite",
     "abegin_graph_write",
-    "abegin_graph_write_after",
     "begin_graph_write",
     "begin_graph_write_after",
 ]
@@ -50,27 +50,14 @@ def begin_graph_write(client: CheckpointdClient, method: str, request: Any) -> G
     return GraphWrite(client, method, request, deadline, in_flight=in_flight)
 
 
-def begin_graph_write_after(
-    client: CheckpointdClient, previous: GraphWrite, request: Any
-) -> GraphWrite | None:
-    """Send a ``PutGraphCheckpoint`` request behind ``previous``, the thread's checkpoint
-    before it, still unanswered on the stream that applies a thread's checkpoints in order
-    (S5): the server stores it only once ``previous`` is stored. None when it cannot be sent
-    so (``previous`` answered, its stream gone, a server that does not order): wait for
-    ``previous``, then :func:`begin_graph_write`."""
-    in_flight = previous._in_flight
-    if in_flight is None or client._closed:
-        return None
-    core = client._core
-    deadline = core.deadline(None)
-    behind = client._writes.begin_after(in_flight, request, core.call_metadata(()))
-    if behind is None:
-        return None
-    return GraphWrite(client, "PutGraphCheckpoint", request, deadline, in_flight=behind)
+#: The client a write is sent on, and what it sent it as.
+Client = TypeVar("Client", CheckpointdClient, AsyncCheckpointdClient)
+Sent = TypeVar("Sent", InFlight, AsyncInFlight)
 
 
-class GraphWrite:
-    """A graph write sent ahead of its answer."""
+class _SentAhead(Generic[Client, Sent]):
+    """What a graph write sent ahead keeps: its request and deadline (to send it again),
+    and its answer once in; one waiter at a time (``_lock``, of the client's kind)."""
 
     __slots__ = (
         "_answer",
@@ -83,28 +70,44 @@ class GraphWrite:
         "_request",
     )
 
+    #: Makes the lock that lets one caller wait while the others read what it got.
+    _new_lock: ClassVar[Callable[[], Any]]
+
     def __init__(
         self,
-        client: CheckpointdClient,
+        client: Client,
         method: str,
         request: Any,
         deadline: float,
         *,
-        in_flight: InFlight | None = None,
+        in_flight: Sent | None = None,
         answer: Any = None,
     ) -> None:
-        self._client = client
+        self._client: Client = client
         self._method = method
         self._request = request
         self._deadline = deadline
-        self._in_flight = in_flight
+        self._in_flight: Sent | None = in_flight
         self._answer = answer
         self._error: CheckpointdError | None = None
-        self._lock = threading.Lock()  # one waiter at a time: the others read what it got
+        self._lock = type(self)._new_lock()
 
     def done(self) -> bool:
         """Whether its answer (or error) is in: :meth:`result` would not wait."""
         return self._in_flight is None or self._in_flight.done()
+
+    def _outcome(self) -> Any:
+        """The answer, or its error raised."""
+        if self._error is not None:
+            raise self._error
+        return self._answer
+
+
+class GraphWrite(_SentAhead[CheckpointdClient, InFlight]):
+    """A graph write sent ahead of its answer on the blocking client."""
+
+    __slots__ = ()
+    _new_lock = threading.Lock
 
     def result(self, *, resend: bool = True) -> Any:
         """The response, once the write is durable; its error raised. A write the stream lost
@@ -119,9 +122,7 @@ class GraphWrite:
                     self._answer = self._wait(in_flight, resend)
                 except CheckpointdError as exc:
                     self._error = exc
-        if self._error is not None:
-            raise self._error
-        return self._answer
+        return self._outcome()
 
     def _wait(self, in_flight: InFlight, resend: bool) -> Any:
         core = self._client._core
@@ -136,21 +137,6 @@ class GraphWrite:
             # still gets one attempt's minimum, so the error is the server's or the deadline's.
             timeout = max(core.remaining(self._deadline), 0.001)
             return self._client.call_graph(self._method, self._request, timeout=timeout)
-
-
-def abegin_graph_write_after(
-    client: AsyncCheckpointdClient, previous: AsyncGraphWrite, request: Any
-) -> AsyncGraphWrite | None:
-    """:func:`begin_graph_write_after` on the asyncio client."""
-    in_flight = previous._in_flight
-    if in_flight is None or client._closed:
-        return None
-    core = client._core
-    deadline = core.deadline(None)
-    behind = client._writes.begin_after(in_flight, request, core.call_metadata(()))
-    if behind is None:
-        return None
-    return AsyncGraphWrite(client, "PutGraphCheckpoint", request, deadline, in_flight=behind)
 
 
 async def abegin_graph_write(
@@ -168,42 +154,11 @@ async def abegin_graph_write(
     return AsyncGraphWrite(client, method, request, deadline, in_flight=in_flight)
 
 
-class AsyncGraphWrite:
+class AsyncGraphWrite(_SentAhead[AsyncCheckpointdClient, AsyncInFlight]):
     """A graph write sent ahead of its answer on the asyncio client (as :class:`GraphWrite`)."""
 
-    __slots__ = (
-        "_answer",
-        "_client",
-        "_deadline",
-        "_error",
-        "_in_flight",
-        "_lock",
-        "_method",
-        "_request",
-    )
-
-    def __init__(
-        self,
-        client: AsyncCheckpointdClient,
-        method: str,
-        request: Any,
-        deadline: float,
-        *,
-        in_flight: AsyncInFlight | None = None,
-        answer: Any = None,
-    ) -> None:
-        self._client = client
-        self._method = method
-        self._request = request
-        self._deadline = deadline
-        self._in_flight = in_flight
-        self._answer = answer
-        self._error: CheckpointdError | None = None
-        self._lock = asyncio.Lock()  # one waiter at a time: the others read what it got
-
-    def done(self) -> bool:
-        """Whether its answer (or error) is in: :meth:`result` would not wait."""
-        return self._in_flight is None or self._in_flight.done()
+    __slots__ = ()
+    _new_lock = asyncio.Lock
 
     async def result(self, *, resend: bool = True) -> Any:
         """As :meth:`GraphWrite.result`, awaited."""
@@ -214,9 +169,7 @@ class AsyncGraphWrite:
                     self._answer = await self._wait(in_flight, resend)
                 except CheckpointdError as exc:
                     self._error = exc
-        if self._error is not None:
-            raise self._error
-        return self._answer
+        return self._outcome()
 
     async def _wait(self, in_flight: AsyncInFlight, resend: bool) -> Any:
         core = self._client._core
@@ -243,3 +196,25 @@ def _not_sent_again() -> UnavailableError:
         "the write stream did not take this write; it was not sent again",
         code=grpc.StatusCode.UNAVAILABLE,
     )
+
+
+#: A write sent ahead on either client.
+Ahead = TypeVar("Ahead", "GraphWrite", "AsyncGraphWrite")
+
+
+def begin_graph_write_after(previous: Ahead, request: Any) -> Ahead | None:
+    """Send a ``PutGraphCheckpoint`` request behind ``previous``, the thread's checkpoint
+    before it, still unanswered on the stream that applies a thread's checkpoints in order
+    (S5), on the client ``previous`` went on: the server stores it only once ``previous`` is
+    stored. None when it cannot be sent so (``previous`` answered, its stream gone, a server
+    that does not order): wait for ``previous``, then :func:`begin_graph_write` (or
+    :func:`abegin_graph_write`). It never waits, on either client."""
+    in_flight, client = previous._in_flight, previous._client
+    if in_flight is None or client._closed:
+        return None
+    core = client._core
+    deadline = core.deadline(None)
+    behind = client._writes.begin_after(in_flight, request, core.call_metadata(()))
+    if behind is None:
+        return None
+    return type(previous)(client, "PutGraphCheckpoint", request, deadline, in_flight=behind)

@@ -74,6 +74,7 @@ __all__ = [
     "batch_limit",
     "batch_of",
     "deadline_passed",
+    "goes_behind",
     "kinds_taken",
     "refuse_kinds",
     "result_of",
@@ -205,6 +206,18 @@ def _kinds(
             text = value.decode() if isinstance(value, bytes) else value
             return frozenset(kind.strip() for kind in text.split(","))
     return unsaid
+
+
+def goes_behind(stream: Any, current: Any, correlation_id: int, request: Message) -> bool:
+    """Whether ``request`` may go on ``stream`` behind its unanswered item ``correlation_id``
+    (S5): ``stream`` is the ``current`` one, still open, and applies the kind in order (either
+    client's stream, under its owner's lock where it has one)."""
+    return (
+        stream is current
+        and not stream.ended
+        and correlation_id in stream.pending
+        and ITEM_FIELDS[type(request)] in stream.ordered
+    )
 
 
 class StreamUnsupported(Exception):
@@ -574,13 +587,7 @@ class AsyncWriteStream:
         ``previous``, then send."""
         size = self._streams(request, metadata) if self._enabled else None
         stream = previous._stream
-        if (
-            size is None
-            or stream is not self._stream
-            or stream.ended
-            or previous._correlation_id not in stream.pending
-            or ITEM_FIELDS[type(request)] not in stream.ordered
-        ):
+        if size is None or not goes_behind(stream, self._stream, previous._correlation_id, request):
             return None
         return self._put(stream, request, size)
 

@@ -41,6 +41,7 @@ from checkpointd_client._write_stream import (
     batch_limit,
     batch_of,
     deadline_passed,
+    goes_behind,
     kinds_ordered,
     kinds_taken,
     refuse_kinds,
@@ -326,12 +327,7 @@ class WriteStream:
             return None
         with self._lock:
             stream = previous._stream
-            if (
-                stream is not self._stream
-                or stream.ended
-                or previous._correlation_id not in stream.pending
-                or ITEM_FIELDS[type(request)] not in stream.ordered
-            ):
+            if not goes_behind(stream, self._stream, previous._correlation_id, request):
                 return None
             return self._put(stream, request, size)
 

@@ -24,7 +24,7 @@ from checkpointd_client._graph_write_ahead import AsyncGraphWrite, GraphWrite
 from checkpointd_client.langgraph import AsyncCheckpointdSaver, CheckpointdSaver
 from tests.support.shared_server import SharedSidecar
 
-Behind = TypeVar("Behind", GraphWrite | None, AsyncGraphWrite | None)
+Behind = TypeVar("Behind", GraphWrite, AsyncGraphWrite)
 
 
 class State(TypedDict):
@@ -38,35 +38,27 @@ def sent_ahead(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     it (S5, "PutGraphCheckpoint after")."""
     sent: list[str] = []
     module = _graph_write_ahead
-    begin, after = module.begin_graph_write, module.begin_graph_write_after
-    abegin, aafter = module.abegin_graph_write, module.abegin_graph_write_after
+    begin, abegin = module.begin_graph_write, module.abegin_graph_write
+    after = module.begin_graph_write_after
 
     def counted(client: Any, method: str, request: Any) -> GraphWrite:
         sent.append(method)
         return begin(client, method, request)
 
-    def counted_after(client: Any, previous: GraphWrite, request: Any) -> GraphWrite | None:
-        return _behind(after(client, previous, request))
-
     async def acounted(client: Any, method: str, request: Any) -> AsyncGraphWrite:
         sent.append(method)
         return await abegin(client, method, request)
 
-    def acounted_after(
-        client: Any, previous: AsyncGraphWrite, request: Any
-    ) -> AsyncGraphWrite | None:
-        return _behind(aafter(client, previous, request))
-
-    def _behind(write: Behind) -> Behind:
-        if write is not None:
+    def counted_after(previous: Behind, request: Any) -> Behind | None:
+        behind = after(previous, request)
+        if behind is not None:
             sent.append("PutGraphCheckpoint after")
-        return write
+        return behind
 
     for name, replacement in (
         ("begin_graph_write", counted),
-        ("begin_graph_write_after", counted_after),
         ("abegin_graph_write", acounted),
-        ("abegin_graph_write_after", acounted_after),
+        ("begin_graph_write_after", counted_after),
     ):
         monkeypatch.setattr(f"checkpointd_client.langgraph.{name}", replacement)
     return sent

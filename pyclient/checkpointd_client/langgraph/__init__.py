@@ -60,7 +60,6 @@ from checkpointd_client._graph_write_ahead import (
     AsyncGraphWrite,
     GraphWrite,
     abegin_graph_write,
-    abegin_graph_write_after,
     begin_graph_write,
     begin_graph_write_after,
 )
@@ -224,7 +223,7 @@ class CheckpointdSaver(BaseCheckpointSaver[str]):
                 if previous is None:
                     return begin_graph_write(client, method, request)
                 assert isinstance(previous, GraphWrite)
-                return begin_graph_write_after(client, previous, request)
+                return begin_graph_write_after(previous, request)
 
             checkpoint = method == "PutGraphCheckpoint"
             thread_id = str(config["configurable"]["thread_id"])
@@ -468,7 +467,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
                 if previous is None:
                     return await abegin_graph_write(client, method, request)
                 assert isinstance(previous, AsyncGraphWrite)
-                return abegin_graph_write_after(client, previous, request)
+                return begin_graph_write_after(previous, request)
 
             checkpoint = method == "PutGraphCheckpoint"
             thread_id = str(config["configurable"]["thread_id"])
