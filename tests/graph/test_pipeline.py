@@ -236,3 +236,38 @@ def test_g22_pipeline_without_the_write_stream_is_refused(maker: Any) -> None:
     """pipeline=True with write_stream=False: a ValueError naming both, before connecting."""
     with pytest.raises(ValueError, match="write_stream"):
         maker("unix:///nonexistent/checkpointd.sock", pipeline=True, write_stream=False)
+
+
+def test_g22_the_asyncio_savers_blocking_methods_wait_for_what_it_sent_ahead(
+    sidecar: SharedSidecar,
+) -> None:
+    """The asyncio saver's blocking methods, called from another thread (as LangGraph's sync
+    ``get_state`` on an asyncio saver is), first wait in the saver's loop for what ``aput`` and
+    ``aput_writes`` sent ahead to their thread: a refused write is raised there, once, and the
+    run's end is read. Called in the saver's own loop while the thread has writes ahead, one
+    raises RuntimeError instead of waiting on itself."""
+
+    async def run() -> None:
+        async with AsyncCheckpointdSaver(
+            sidecar.target, namespace=sidecar.namespace, pipeline=True
+        ) as saver:
+            config = _thread()
+            graph = _graph(saver)
+            assert await graph.ainvoke({"visited": []}, config) == {"visited": ["a", "b", "c"]}
+            assert (await asyncio.to_thread(graph.get_state, config)).values == {
+                "visited": ["a", "b", "c"]
+            }
+            latest = await saver.aget_tuple(config)
+            assert latest is not None
+            await saver.aput_writes(latest.config, [("visited", ["x"])], "t" * 5000)
+            with pytest.raises(RuntimeError, match="aflush"):
+                saver.get_tuple(config)
+            assert await asyncio.to_thread(saver.get_tuple, _thread()) is None  # not its thread
+            with pytest.raises(InvalidArgumentError):
+                await asyncio.to_thread(saver.get_tuple, config)
+            again = await asyncio.to_thread(saver.get_tuple, config)
+            assert again is not None
+            assert again.pending_writes == []
+            saver.get_tuple(config)  # nothing ahead now: no RuntimeError in the loop either
+
+    asyncio.run(run())

@@ -37,6 +37,7 @@ langgraph-checkpoint is imported with this module; install it with the ``langgra
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -365,9 +366,10 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     ``pipeline``, ``aput`` and ``aput_writes`` return before their answers unless the run's
     durability is ``"sync"``: they are durable once this saver's next ``a*`` call on the
     thread, :meth:`aflush` or :meth:`aclose` returns, which raises the first that failed
-    (G22). The blocking methods work too, from any thread, on a blocking saver opened on
-    first use, without ``pipeline``; they do not wait for what ``aput`` sent ahead (await
-    :meth:`aflush` first). Use it as an async context manager or call :meth:`aclose`.
+    (G22). The blocking methods work too, from another thread than the saver's event loop,
+    on a blocking saver opened on first use, without ``pipeline``: they first wait, in that
+    loop, for what the ``a*`` methods sent ahead to their thread. Use it as an async context
+    manager or call :meth:`aclose`.
     """
 
     def __init__(
@@ -391,6 +393,8 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         self.graph_name = graph_name
         self._pipeline = pipeline
         self._ahead = AsyncWritesAhead()
+        # The event loop of the writes sent ahead (None: none sent yet).
+        self._loop: asyncio.AbstractEventLoop | None = None
         settings = _Settings(
             target,
             namespace,
@@ -429,6 +433,30 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
                 )
             return self._blocking
 
+    def _settled_blocking(self, config: RunnableConfig | None) -> CheckpointdSaver:
+        """The blocking saver, once what the ``a*`` methods sent ahead to the thread of
+        ``config`` (every thread's when it names none) is durable (G22): waited for in this
+        saver's event loop from the calling thread. Called in that loop itself, where it
+        would wait on itself, it raises RuntimeError if that thread has writes ahead."""
+        loop = self._loop
+        if loop is not None:
+            thread_ids = _thread_of(config)
+            try:
+                running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                if self._ahead.holds(thread_ids):
+                    raise RuntimeError(
+                        "a blocking method of AsyncCheckpointdSaver was called in its own event "
+                        "loop while writes it sent ahead (pipeline) are unanswered: await "
+                        "aflush() first, or call the a* method"
+                    )
+            elif loop.is_running():
+                waited = asyncio.run_coroutine_threadsafe(self._ahead.wait(thread_ids), loop)
+                waited.result()
+        return self._sync()
+
     async def aflush(self, thread_id: str | None = None) -> None:
         """Wait until the writes this saver sent ahead (``pipeline``) for ``thread_id``, or
         for every thread, are durable; raise the first of them that failed (G22)."""
@@ -462,6 +490,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         """:meth:`CheckpointdSaver._write`, awaited."""
         if _sends_ahead(self._pipeline, config):
             client = self._client
+            self._loop = asyncio.get_running_loop()  # where the blocking methods wait for them
 
             async def send(previous: AsyncPendingWrite | None) -> AsyncPendingWrite | None:
                 if previous is None:
@@ -598,7 +627,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
     # The blocking surface, for code that calls it outside the event loop.
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._sync().get_tuple(config)
+        return self._settled_blocking(config).get_tuple(config)
 
     def list(
         self,
@@ -608,12 +637,15 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        return self._sync().list(config, filter=filter, before=before, limit=limit)
+        return self._settled_blocking(config).list(
+            config, filter=filter, before=before, limit=limit
+        )
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        return self._sync().get_delta_channel_history(config=config, channels=channels)
+        blocking = self._settled_blocking(config)
+        return blocking.get_delta_channel_history(config=config, channels=channels)
 
     def put(
         self,
@@ -622,7 +654,7 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return self._sync().put(config, checkpoint, metadata, new_versions)
+        return self._settled_blocking(config).put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
         self,
@@ -631,19 +663,19 @@ class AsyncCheckpointdSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self._sync().put_writes(config, writes, task_id, task_path)
+        self._settled_blocking(config).put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
-        self._sync().delete_thread(thread_id)
+        self._settled_blocking({"configurable": {"thread_id": thread_id}}).delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._sync().delete_for_runs(run_ids)
+        self._settled_blocking(None).delete_for_runs(run_ids)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self._sync().copy_thread(source_thread_id, target_thread_id)
+        self._settled_blocking(None).copy_thread(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._sync().prune(thread_ids, strategy=strategy)
+        self._settled_blocking(None).prune(thread_ids, strategy=strategy)
 
     def get_next_version(self, current: str | int | float | None, channel: None) -> str:
         """The next channel version: an increasing counter with a random tail."""

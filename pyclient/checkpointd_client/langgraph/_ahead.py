@@ -148,6 +148,13 @@ class _Threads:
             threads = {thread_id: thread for thread_id, thread in found if thread is not None}
         return threads, [(thread, *thread.take_all()) for thread in threads.values()]
 
+    def holds(self, thread_ids: Iterable[str] | None) -> bool:
+        """Whether any of the threads of ``thread_ids`` (any thread when None) has writes
+        ahead, or an error kept."""
+        if thread_ids is None:
+            return bool(self._threads)
+        return any(thread_id in self._threads for thread_id in thread_ids)
+
     def forget(self, threads: dict[str, _Thread]) -> None:
         """Let go of the threads with nothing left ahead: only once what a wait took is
         settled, so a checkpoint sent meanwhile went behind the last one (S5)."""
@@ -246,6 +253,10 @@ class AsyncWritesAhead:
         assert write is not None
         thread = self._threads.thread(thread_id, thread)
         thread.keep(await _asettle(thread, thread.record(write, checkpoint)))
+
+    def holds(self, thread_ids: Iterable[str] | None) -> bool:
+        """Whether a :meth:`wait` for ``thread_ids`` would have anything to wait for."""
+        return self._threads.holds(thread_ids)
 
     async def wait(self, thread_ids: Iterable[str] | None = None) -> None:
         """As :meth:`WritesAhead.wait`."""
