@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypedDict, TypeVar
 
 import pytest
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
@@ -138,7 +139,7 @@ def pipelining(
         each.close()
 
 
-def _graph(saver: CheckpointdSaver) -> CompiledStateGraph[Any]:
+def _graph(saver: BaseCheckpointSaver[Any]) -> CompiledStateGraph[Any]:
     builder = StateGraph(State)
     for node in ("a", "b", "c"):
         builder.add_node(node, lambda state, node=node: {"visited": [node]})
