@@ -124,3 +124,33 @@ def test_s5_a_threads_chain_sent_in_one_batch_is_stored_whole(sidecar: SharedSid
     answers, _ = _answers(sidecar.target, _batch(requests))
     assert {a.WhichOneof("result") for a in answers.values()} == {"put_graph_checkpoint"}
     assert _stored(sidecar, thread) == ids
+
+
+def test_s5_a_checkpoint_behind_one_the_store_refuses_in_its_transaction_is_not_stored(
+    sidecar: SharedSidecar,
+) -> None:
+    """One batch: thread U's checkpoint keeps the store busy, so T's two checkpoints arrive
+    while it commits (on SQLite they are then queued together, for one transaction). T's first
+    reuses a request id recorded for another request, which the store refuses inside its
+    transaction (REQUEST_ID_REUSED); T's second, sent behind it, fails PREVIOUS_PUT_NOT_STORED
+    naming it, and neither is stored. U's checkpoint is stored."""
+    ns, t, u, z = sidecar.namespace, *(uuid.uuid4().hex for _ in range(3))
+    taken = _put(ns, z, "z1")
+    answers, _ = _answers(sidecar.target, _batch([taken]))
+    assert answers[1].WhichOneof("result") == "put_graph_checkpoint"
+    reused = _put(ns, t, "t1")
+    reused.request_id = taken.request_id
+    answers, _ = _answers(
+        sidecar.target, _batch([_put(ns, u, "u1"), reused, _put(ns, t, "t2", parent="t1")])
+    )
+    failed = grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert answers[1].WhichOneof("result") == "put_graph_checkpoint"
+    assert _reason(answers[2])[:2] == (failed, "REQUEST_ID_REUSED")
+    assert _reason(answers[3]) == (
+        failed,
+        "PREVIOUS_PUT_NOT_STORED",
+        {"thread_id": t, "checkpoint_id": "t1"},
+    )
+    assert _stored(sidecar, t) == []
+    assert _stored(sidecar, u) == ["u1"]
+    assert _stored(sidecar, z) == ["z1"]

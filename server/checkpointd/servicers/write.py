@@ -9,7 +9,10 @@ or the ``google.rpc.Status`` the unary call would have ended with. The graph wri
 (PutGraphCheckpoint, PutGraphWrites) are kinds of item too where GraphService is served, and
 the stream's headers list the kinds it takes (S4). A thread's graph checkpoints are the one
 exception to running concurrently: each waits for the one sent before it on the stream and
-is applied only if that one was (S5), so a client may send the next before an answer.
+is applied only if that one was stored (S5), so a client may send the next before an answer.
+Where the store commits its writes in the order they were queued (SQLite's group commit), the
+wait ends once that one is queued, and the store checks in the transaction that it was stored
+(:mod:`checkpointd.graph.put_order`): a thread's checkpoints sent together share commits.
 
 A message carries one item or a batch (``items``, S3). Batched items are answered in the
 ``results`` of a shared WriteResponse: every answer that is ready when the writer comes
@@ -32,6 +35,7 @@ from google.protobuf.message import Message
 from checkpointd.auth import ITEM_GATE
 from checkpointd.edge import abort_with_error, error_status
 from checkpointd.errors import InvalidField, MessageTooLarge, PreviousPutNotStored, ShuttingDown
+from checkpointd.graph.put_order import PUT_ORDER, PutLink, PutOrder, PutOrderBroken
 from checkpointd.servicers.checkpoints import CheckpointServicer
 from checkpointd.servicers.common import UNCANCELLED
 from checkpointd.servicers.graph import GraphServicer
@@ -303,18 +307,20 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         def start(item: Item, batched: bool) -> None:
             after: _Previous | None = None
             key: tuple[str, str] | None = None
+            link: PutLink | None = None
             kind = item.WhichOneof("request")
             if kind == _ORDERED_KIND:
                 checkpoint = item.put_graph_checkpoint.checkpoint
                 key = (item.put_graph_checkpoint.namespace, checkpoint.thread_id)
                 after = newest_put.get(key)
+                link = PutLink()
             task = asyncio.create_task(
-                self._answer(item, kind, context, outbox, batched=batched, after=after)
+                self._answer(item, kind, context, outbox, batched=batched, after=after, link=link)
             )
             flight.tasks.add(task)
             task.add_done_callback(flight.finished)
-            if key is not None:
-                newest = newest_put[key] = _Previous(task, checkpoint.checkpoint_id)
+            if key is not None and link is not None:
+                newest = newest_put[key] = _Previous(task, checkpoint.checkpoint_id, link)
 
                 def forget(_: asyncio.Task[bool]) -> None:
                     if newest_put.get(key) is newest:
@@ -380,11 +386,13 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         *,
         batched: bool,
         after: _Previous | None = None,
+        link: PutLink | None = None,
     ) -> bool:
         """Answer one item: its unary method's response, or the status it fails with; in the
         outbox's batch when it came in one, else as a message of its own. Whether it was
-        applied. A graph checkpoint ``after`` another of its thread is applied only once that
-        one was (S5). ``kind`` is the item's request field (read once by the reader)."""
+        applied. A graph checkpoint (``link``, its place in its thread's chain) ``after``
+        another of its thread is applied only once that one was stored (S5). ``kind`` is the
+        item's request field (read once by the reader)."""
         route = self._routes.get(kind or "")
         field: str  # the answer's field the outcome goes in: the kind, or "error"
         response: Message
@@ -393,10 +401,13 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
                 raise InvalidField("request", self._unrouted)
             assert kind is not None
             request: Message = getattr(item, kind)
-            if after is not None and not await after.stored():
-                raise PreviousPutNotStored(
-                    item.put_graph_checkpoint.checkpoint.thread_id, after.checkpoint_id
-                )
+            if link is not None:
+                if after is not None and not await after.ahead():
+                    raise PreviousPutNotStored(
+                        item.put_graph_checkpoint.checkpoint.thread_id, after.checkpoint_id
+                    )
+                # This task's context only (each item task runs in a copy of the reader's).
+                PUT_ORDER.set(PutOrder(link, None if after is None else after.link))
             # What the layers around a unary call check, in their order: the token's access
             # and namespace, then the size limit (the guard).
             gate = ITEM_GATE.get()
@@ -409,7 +420,14 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             field = kind
         except Exception as exc:
             method = route.method if route is not None else WRITE_METHOD
+            if isinstance(exc, PutOrderBroken) and after is not None:
+                exc = PreviousPutNotStored(
+                    item.put_graph_checkpoint.checkpoint.thread_id, after.checkpoint_id
+                )
             field, response = "error", error_status(exc, method=method)
+        finally:
+            if link is not None:
+                link.placed()  # its write is queued or never will be: the next may go on
         answer: svc.WriteResult | svc.WriteResponse
         if batched:
             answer = outbox.result(item.correlation_id)
@@ -423,12 +441,19 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
 
 @dataclass(frozen=True, slots=True)
 class _Previous:
-    """The item task of a thread's newest graph checkpoint on a stream, and its id."""
+    """The item task of a thread's newest graph checkpoint on a stream, its id and its
+    link (:mod:`checkpointd.graph.put_order`)."""
 
     task: asyncio.Task[bool]
     checkpoint_id: str
+    link: PutLink
 
-    async def stored(self) -> bool:
-        """Wait for the item's answer: whether it was applied."""
-        await asyncio.wait((self.task,))
-        return not self.task.cancelled() and self.task.exception() is None and self.task.result()
+    async def ahead(self) -> bool:
+        """Wait until the item's write is queued in its store's commit order, or the item
+        answered; False when it answered without being applied. A write still queued is
+        checked in its transaction by the store (the next one is written only if it was)."""
+        await self.link.wait_placed()
+        task = self.task
+        if not task.done():
+            return True
+        return not task.cancelled() and task.exception() is None and task.result()

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from checkpointd.graph.interrupts import TaskPlace
+from checkpointd.graph.put_order import PUT_ORDER
 from checkpointd.graph.records import (
     ChannelValue,
     GraphListQuery,
@@ -49,9 +50,16 @@ class SQLiteGraphStore(GraphStore):
 
     async def _write(self, body: Body[int], *, put: bool) -> int:
         """One write transaction of its own (``put``: one write in the next group-commit
-        transaction)."""
+        transaction). A checkpoint sent behind another of its thread on a Write stream takes
+        its place in the group's queue at once, written only if that one was stored (S5,
+        :mod:`checkpointd.graph.put_order`): the queue commits in the order it was filled."""
         async with self._access.call():
             if put:
+                order = PUT_ORDER.get()
+                if order is not None:
+                    PUT_ORDER.set(None)  # this task's one put
+                    body = order.wrap(body)
+                    order.queue()  # nothing awaited before the group queues it
                 changed: int = await self._access.group(body)  # raises the write's own error
                 return changed
             return await self._access.write(body)
