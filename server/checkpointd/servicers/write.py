@@ -403,9 +403,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
             request: Message = getattr(item, kind)
             if link is not None:
                 if after is not None and not await after.ahead():
-                    raise PreviousPutNotStored(
-                        item.put_graph_checkpoint.checkpoint.thread_id, after.checkpoint_id
-                    )
+                    raise after.not_stored(item)
                 # This task's context only (each item task runs in a copy of the reader's).
                 PUT_ORDER.set(PutOrder(link, None if after is None else after.link))
             # What the layers around a unary call check, in their order: the token's access
@@ -421,9 +419,7 @@ class WriteServicer(svc_grpc.WriteServiceServicer):
         except Exception as exc:
             method = route.method if route is not None else WRITE_METHOD
             if isinstance(exc, PutOrderBroken) and after is not None:
-                exc = PreviousPutNotStored(
-                    item.put_graph_checkpoint.checkpoint.thread_id, after.checkpoint_id
-                )
+                exc = after.not_stored(item)
             field, response = "error", error_status(exc, method=method)
         finally:
             if link is not None:
@@ -457,3 +453,9 @@ class _Previous:
         if not task.done():
             return True
         return not task.cancelled() and task.exception() is None and task.result()
+
+    def not_stored(self, item: Item) -> PreviousPutNotStored:
+        """The refusal of ``item``, sent behind this one, which was not stored."""
+        return PreviousPutNotStored(
+            item.put_graph_checkpoint.checkpoint.thread_id, self.checkpoint_id
+        )
