@@ -16,10 +16,12 @@ from typing import Any
 import asyncpg
 import pytest
 
+from checkpointd.app import build_graph_store
 from checkpointd.domain import (
     CheckpointStatus,
     PendingFilter,
 )
+from checkpointd.graph.records import GraphCheckpoint, TypedValue
 from checkpointd.store.base import CheckpointExists, StoreError, StoreUnavailable
 from checkpointd.store.filters import conditions
 from checkpointd.store.postgres import PostgresStore
@@ -245,6 +247,27 @@ async def test_c2_retry_with_same_request_id_returns_stored_row(
         assert third.sequence > first.sequence
     finally:
         await s.close()
+
+
+async def test_c9_a_graph_put_whose_write_fails_after_its_id_was_recorded_leaves_no_record(
+    store: PostgresStore, raw: asyncpg.Connection, pg_schema: str
+) -> None:
+    """A graph put records its request id before it writes (one statement with its locks).
+    When the write then fails (metadata Postgres refuses), the transaction takes the record
+    with it: the id stays unrecorded, so the put sent again with it applies."""
+    graph = build_graph_store(store)
+    body = TypedValue("json", b"{}")
+    bad = GraphCheckpoint("t", "", "cp-1", "", body, "{not json", {}, "")
+    with pytest.raises(StoreError):
+        await graph.put_checkpoint(NS, "req-1", bad, [], T0, fingerprint="f")
+    recorded = f"SELECT count(*) FROM {pg_schema}.graph_requests"
+    assert await raw.fetchval(recorded) == 0
+    good = GraphCheckpoint("t", "", "cp-1", "", body, "{}", {}, "")
+    await graph.put_checkpoint(NS, "req-1", good, [], T0, fingerprint="f")
+    assert await raw.fetchval(recorded) == 1
+    stored = await graph.get_tuple(NS, "t", "", "cp-1")
+    assert stored is not None
+    assert stored.checkpoint.metadata_json == "{}"
 
 
 async def test_c7_prune_batches_and_never_deletes_protected_rows(

@@ -30,6 +30,7 @@ __all__ = [
     "PUT_CHECKPOINT",
     "PUT_WRITES",
     "once",
+    "once_recorded_first",
     "recorded_reply",
 ]
 
@@ -45,6 +46,9 @@ APPLY_RETENTION: Final = "graph_apply_retention"
 Lookup = Callable[[], Awaitable[tuple[str, str, str] | None]]
 #: Records the request with its kind, fingerprint and reply_json.
 Record = Callable[[str, str, str], Awaitable[None]]
+#: Records the request with its kind, fingerprint and reply_json unless its id is recorded:
+#: whether it recorded.
+Reserve = Callable[[str, str, str], Awaitable[bool]]
 
 
 async def once(
@@ -68,6 +72,36 @@ async def once(
     count = await apply()
     if request_id:
         await record(kind, fingerprint, json.dumps({"count": count}))
+    return count
+
+
+async def once_recorded_first(
+    request_id: str,
+    kind: str,
+    fingerprint: str,
+    count: int,
+    apply: Callable[[], Awaitable[object]],
+    *,
+    reserve: Reserve,
+    lookup: Lookup,
+) -> int:
+    """:func:`once` for a mutation whose reply (``count``) is known before it applies, in a
+    transaction that a failed write undoes whole: the request is recorded first, in one
+    statement that finds no earlier record (the common case) or records nothing; only then is
+    the earlier record looked up, and decides as in :func:`once`. Same outcome, one statement
+    instead of a lookup and a record."""
+    if request_id:
+        reply_json = json.dumps({"count": count})
+        while not await reserve(kind, fingerprint, reply_json):
+            earlier = await lookup()
+            if earlier is not None:
+                recorded = recorded_reply(request_id, kind, fingerprint, earlier)
+                if recorded is not None:
+                    return int(json.loads(recorded)["count"])
+                break  # another kind, no fingerprints: applies and records nothing, as once
+            # Purged between the two statements: reserve again. The reserve holds the
+            # request's lock, so no other call can record this id meanwhile.
+    await apply()
     return count
 
 

@@ -242,17 +242,20 @@ class GraphStore(RetentionMethods, abc.ABC):
         sql = self._sql
 
         async def body(conn: Statements) -> int:
-            locked = False
+            locked = False  # the checkpoint's lock (G18)
+            request_locked = False  # the request's lock, taken by a reserve
 
             async def lookup() -> tuple[str, str, str] | None:
                 nonlocal locked
-                # Concurrent calls with one id queue here, so the second sees the first.
-                if serialized_on and sql.lock_request_and_checkpoint is not None:
-                    params = (namespace, request_id, serialized_on)
-                    await conn.fetch(sql.lock_request_and_checkpoint, params)
-                    locked = True
-                elif sql.lock_request is not None:
-                    await conn.fetch(sql.lock_request, (namespace, request_id))
+                # Concurrent calls with one id queue here (or at the reserve, which took the
+                # same locks), so the second sees the first.
+                if not request_locked:
+                    if serialized_on and sql.lock_request_and_checkpoint is not None:
+                        params = (namespace, request_id, serialized_on)
+                        await conn.fetch(sql.lock_request_and_checkpoint, params)
+                        locked = True
+                    elif sql.lock_request is not None:
+                        await conn.fetch(sql.lock_request, (namespace, request_id))
                 found = await conn.fetch(sql.request_reply, (namespace, request_id))
                 if not found:
                     return None
@@ -263,11 +266,28 @@ class GraphStore(RetentionMethods, abc.ABC):
                 params = (namespace, request_id, kind, fingerprint, reply_json, at)
                 await conn.run(sql.record_request, params)
 
+            async def reserve(kind: str, fingerprint: str, reply_json: str) -> bool:
+                nonlocal locked, request_locked
+                at = self._write_time(now)
+                params: tuple[Any, ...] = (namespace, request_id, kind, fingerprint, reply_json, at)
+                statement = sql.reserve_request
+                if serialized_on and sql.reserve_request_and_checkpoint is not None:
+                    statement, params = sql.reserve_request_and_checkpoint, (*params, serialized_on)
+                    locked = True
+                assert statement is not None
+                request_locked = True
+                return bool(await conn.fetch(statement, params))
+
             async def applied() -> int:
                 if serialized_on and not locked and sql.lock_checkpoint is not None:
                     await conn.fetch(sql.lock_checkpoint, (serialized_on,))
                 return await apply(conn)
 
+            if put and sql.reserve_request is not None:
+                # A put's reply is known before it writes: recorded first (see the SQL).
+                return await graph_requests.once_recorded_first(
+                    request_id, kind, fingerprint, 0, applied, reserve=reserve, lookup=lookup
+                )
             return await graph_requests.once(
                 request_id, kind, fingerprint, applied, lookup=lookup, record=record
             )

@@ -228,17 +228,29 @@ class GraphSql:
             ON CONFLICT DO NOTHING"""
         # A retry racing its first call waits here for it (the key's row lock), then finds
         # its reply.
-        self.lock_request: str | None = (
-            "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
-        )
+        lock_request = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1))"
+        self.lock_request: str | None = lock_request
         # A put of a checkpoint and a write that describes interrupts at it are serialized on
         # the checkpoint (G18): otherwise a write that found no checkpoint could hold its
         # interrupts after the put had released what was held, and they would wait for ever.
         # Taken with the request's lock, in the same round trip; alone without a request id.
         self.lock_checkpoint: str | None = "SELECT pg_advisory_xact_lock(hashtextextended($1, 2))"
         self.lock_request_and_checkpoint: str | None = (
-            "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 1)), "
-            "pg_advisory_xact_lock(hashtextextended($3, 2))"
+            f"{lock_request}, pg_advisory_xact_lock(hashtextextended($3, 2))"
+        )
+        # A put knows its reply before it writes, and a failed statement aborts the whole
+        # transaction here: so its request is recorded first, under the same locks in the same
+        # order, in the statement that takes them. The locks are the CTE the INSERT reads, so
+        # they are taken before it; a recorded id inserts nothing and returns no row.
+        reserve = (
+            f"INSERT INTO {s}.graph_requests (namespace, request_id, kind, fingerprint, "
+            "reply_json, applied_at) SELECT $1::text, $2::text, $3::text, $4::text, $5::text, "
+            "$6::timestamptz FROM locked ON CONFLICT (namespace, request_id) DO NOTHING RETURNING 1"
+        )
+        self.reserve_request: str | None = f"WITH locked AS ({lock_request}) {reserve}"
+        self.reserve_request_and_checkpoint: str | None = (
+            f"WITH locked AS ({lock_request}, pg_advisory_xact_lock(hashtextextended($7, 2))) "
+            f"{reserve}"
         )
         self.request_reply = (
             f"SELECT kind, fingerprint, reply_json FROM {s}.graph_requests "

@@ -235,6 +235,8 @@ class _StoreSql:
     lock_request: str | None = None
     lock_checkpoint: str | None = None
     lock_request_and_checkpoint: str | None = None
+    reserve_request: str | None = None
+    reserve_request_and_checkpoint: str | None = None
     set_send_nodes = SET_SEND_NODES
     copy_checkpoints = COPY_CHECKPOINTS
     copy_blobs = COPY_BLOBS
