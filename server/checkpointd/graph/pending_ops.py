@@ -68,8 +68,9 @@ class PendingOpsSql:
 class StatementPendingOps:
     """:class:`~checkpointd.graph.interrupts.PendingOps` on one transaction's statements.
 
-    ``task_rows`` and ``released``: what the statement that wrote the task's writes or the
-    checkpoint already read (Postgres reads and locks them in that statement), answered once
+    ``task_rows``, ``checkpoint_rows`` and ``released``: what the statement that wrote the
+    task's writes or the checkpoint already read (Postgres reads and locks them in that
+    statement: the task's rows, the put's parent's rows, what it released), answered once
     instead of reading again.
     """
 
@@ -83,6 +84,7 @@ class StatementPendingOps:
         write_time: TimeWriter,
         append_event: EventWriter,
         task_rows: list[PendingRecord] | None = None,
+        checkpoint_rows: list[PendingRecord] | None = None,
         released: list[list[Any]] | None = None,
     ) -> None:
         self._conn = conn
@@ -94,6 +96,7 @@ class StatementPendingOps:
         # Interrupt ids whose insert another writer's row stood in the way of.
         self._skipped: set[str] = set()
         self._task_rows = task_rows
+        self._checkpoint_rows = checkpoint_rows
         self._released = released
 
     async def _rows(self, query: str, params: Sequence[Any]) -> list[PendingRecord]:
@@ -123,6 +126,9 @@ class StatementPendingOps:
     async def of_checkpoint(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> list[PendingRecord]:
+        if self._checkpoint_rows is not None:
+            known, self._checkpoint_rows = self._checkpoint_rows, None
+            return known
         key = self._checkpoint(thread_id, checkpoint_ns, checkpoint_id)
         return await self._rows(self._sql.of_checkpoint, key)
 

@@ -38,7 +38,7 @@ import abc
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from checkpointd.domain import PendingRecord
 from checkpointd.graph import delta
@@ -70,7 +70,16 @@ from checkpointd.store.columns import TimeWriter
 from checkpointd.store.rows import TimeReader
 from checkpointd.store.statements import Body, EventWriter, Statements
 
-__all__ = ["GraphStore"]
+__all__ = ["GraphStore", "StoredCheckpoint"]
+
+
+class StoredCheckpoint(NamedTuple):
+    """What a put's statement read for the interrupts besides writing the checkpoint (None:
+    not read, the interrupts' own statements read it): the held descriptions it released,
+    and the pending rows of its parent, locked."""
+
+    released: list[list[Any]] | None = None
+    parent_rows: list[PendingRecord] | None = None
 
 
 class GraphStore(RetentionMethods, abc.ABC):
@@ -130,10 +139,9 @@ class GraphStore(RetentionMethods, abc.ABC):
     @abc.abstractmethod
     async def _store_checkpoint(
         self, conn: Statements, row: tuple[Any, ...], new_values: Sequence[ChannelValue]
-    ) -> list[list[Any]] | None:
+    ) -> StoredCheckpoint:
         """Upsert the checkpoint (``row``: :meth:`_checkpoint_row`) and insert the values not
-        stored yet; return the held interrupts it released when its statement read them
-        (None: not read)."""
+        stored yet; return what its statement read for the interrupts besides."""
 
     @abc.abstractmethod
     async def _store_writes(
@@ -180,10 +188,12 @@ class GraphStore(RetentionMethods, abc.ABC):
         namespace: str,
         *,
         task_rows: list[PendingRecord] | None = None,
+        checkpoint_rows: list[PendingRecord] | None = None,
         released: list[list[Any]] | None = None,
     ) -> StatementPendingOps:
-        """The graph interrupts' statements on this transaction (G8-G10), with the task's rows
-        or the released descriptions when a statement of the caller read them already."""
+        """The graph interrupts' statements on this transaction (G8-G10), with the task's rows,
+        a put's parent's rows or the released descriptions when a statement of the caller read
+        them already."""
         return StatementPendingOps(
             conn,
             self._pending_sql,
@@ -192,6 +202,7 @@ class GraphStore(RetentionMethods, abc.ABC):
             write_time=self._write_time,
             append_event=self._append_event,
             task_rows=task_rows,
+            checkpoint_rows=checkpoint_rows,
             released=released,
         )
 
@@ -313,11 +324,13 @@ class GraphStore(RetentionMethods, abc.ABC):
 
         async def apply(conn: Statements) -> int:
             row = self._checkpoint_row(namespace, cp, now)
-            released = await self._store_checkpoint(conn, row, new_values)
+            stored = await self._store_checkpoint(conn, row, new_values)
             if cp.send_nodes:
                 await conn.run(self._sql.set_send_nodes, (*key, send_nodes_column(cp.send_nodes)))
             await graph_interrupts.checkpoint_stored(
-                self._pending(conn, namespace, released=released),
+                self._pending(
+                    conn, namespace, released=stored.released, checkpoint_rows=stored.parent_rows
+                ),
                 cp.thread_id,
                 cp.checkpoint_ns,
                 cp.checkpoint_id,

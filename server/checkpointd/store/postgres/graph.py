@@ -25,7 +25,7 @@ from checkpointd.graph.records import (
     GraphTuple,
     GraphWrite,
 )
-from checkpointd.graph.store import GraphStore
+from checkpointd.graph.store import GraphStore, StoredCheckpoint
 from checkpointd.graph.store_sql import checkpoint_from_row, tuple_from_rows, write_rows
 from checkpointd.store import times
 from checkpointd.store.postgres.access import PostgresAccess
@@ -74,9 +74,10 @@ class PostgresGraphStore(GraphStore):
 
     async def _store_checkpoint(
         self, conn: Statements, row: tuple[Any, ...], new_values: Sequence[ChannelValue]
-    ) -> list[list[Any]]:
-        """Upsert the checkpoint with its new values and release what was held for it, in
-        one statement."""
+    ) -> StoredCheckpoint:
+        """Upsert the checkpoint with its new values, release what was held for it and read
+        (locked) its parent's pending rows, in one statement: a row per parent row, or one
+        with none, each with what was released."""
         statement, params = self._sql.upsert_checkpoint, row
         if new_values:
             statement = self._sql.upsert_checkpoint_with_blobs
@@ -86,8 +87,12 @@ class PostgresGraphStore(GraphStore):
                 [v.value.type for v in new_values],
                 [v.value.data for v in new_values],
             )
-        released = (await conn.fetch(statement, params))[0][0]
-        return json.loads(released) if released else []
+        found = await conn.fetch(statement, params)
+        released = found[0]["released"]
+        parent_rows = [
+            pending_from_row(r, times.utc_out) for r in found if r["execution_id"] is not None
+        ]
+        return StoredCheckpoint(json.loads(released) if released else [], parent_rows)
 
     async def _store_writes(
         self, conn: Statements, namespace: str, place: TaskPlace, writes: Sequence[GraphWrite]

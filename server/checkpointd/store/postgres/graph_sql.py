@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from checkpointd.store.columns import PENDING_COLUMNS
+
 __all__ = ["GraphSql"]
 
 CHECKPOINT_COLUMNS: Final = (
@@ -55,18 +57,30 @@ class GraphSql:
                 RETURNING position, task_id, interrupt_id, chain_name, node_id, reason,
                     context_json
             )"""
-        upsert = f"""
-            INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
-                checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
-                channel_versions, run_id, written_at)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11)
-            ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-                body_type = EXCLUDED.body_type, body_data = EXCLUDED.body_data,
-                metadata = EXCLUDED.metadata, channel_versions = EXCLUDED.channel_versions,
-                run_id = EXCLUDED.run_id, written_at = EXCLUDED.written_at
-            RETURNING (SELECT json_agg(json_build_array(position, task_id, interrupt_id,
-                chain_name, node_id, reason, context_json))::text FROM released)"""
-        self.upsert_checkpoint = f"WITH {released}{upsert}"
+        # The put ends its parent's ($5) pending rows (G10): they are read and locked in the
+        # same statement too, as the pending ops' ``of_checkpoint`` reads them. The statement
+        # returns a row per parent row (one with NULL columns when there is none), each with
+        # what was released.
+        upsert = f"""upserted AS (
+                INSERT INTO {s}.graph_checkpoints (namespace, thread_id, checkpoint_ns,
+                    checkpoint_id, parent_checkpoint_id, body_type, body_data, metadata,
+                    channel_versions, run_id, written_at)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11)
+                ON CONFLICT (namespace, thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+                    body_type = EXCLUDED.body_type, body_data = EXCLUDED.body_data,
+                    metadata = EXCLUDED.metadata, channel_versions = EXCLUDED.channel_versions,
+                    run_id = EXCLUDED.run_id, written_at = EXCLUDED.written_at
+                RETURNING 1
+            ), parent AS (
+                SELECT {PENDING_COLUMNS} FROM {s}.pending_interrupts
+                WHERE namespace = $1 AND execution_id = $2 AND checkpoint_ns = $3
+                    AND checkpoint_id = $5 AND $5 <> '' AND interrupt_id <> '' FOR UPDATE
+            )
+            SELECT (SELECT json_agg(json_build_array(position, task_id, interrupt_id,
+                    chain_name, node_id, reason, context_json))::text FROM released) AS released,
+                parent.*
+            FROM (SELECT count(*) FROM upserted) AS stored LEFT JOIN parent ON true"""
+        self.upsert_checkpoint = f"WITH {released}, {upsert}"
         # The Send targets of the checkpoint's put ($5), which name the pauses they start (G8).
         self.set_send_nodes = (
             f"UPDATE {s}.graph_checkpoints SET send_nodes = $5 WHERE {key} AND checkpoint_id = $4"
@@ -82,7 +96,7 @@ class GraphSql:
                 FROM unnest($12::text[], $13::text[], $14::text[], $15::bytea[])
                     AS u (channel, version, value_type, value_data)
                 ON CONFLICT DO NOTHING
-            ){upsert}"""
+            ), {upsert}"""
         # langgraph-checkpoint-postgres' rule: special writes replace, others keep the first.
         write_update = (
             "DO UPDATE SET channel = EXCLUDED.channel, value_type = EXCLUDED.value_type, "

@@ -24,7 +24,7 @@ from checkpointd.graph.records import (
     GraphTuple,
     GraphWrite,
 )
-from checkpointd.graph.store import GraphStore
+from checkpointd.graph.store import GraphStore, StoredCheckpoint
 from checkpointd.graph.store_sql import checkpoint_from_row, tuple_from_rows, write_rows
 from checkpointd.store import times
 from checkpointd.store.sqlite import graph_sql as gsql
@@ -73,14 +73,15 @@ class SQLiteGraphStore(GraphStore):
 
     async def _store_checkpoint(
         self, conn: Statements, row: tuple[Any, ...], new_values: Sequence[ChannelValue]
-    ) -> None:
-        """Insert the new values, then upsert the checkpoint; what it released is read by
-        the interrupts' own statement."""
+    ) -> StoredCheckpoint:
+        """Insert the new values, then upsert the checkpoint; what it released and its
+        parent's rows are read by the interrupts' own statements."""
         if new_values:
             key = row[:3]  # namespace, thread id, checkpoint_ns
             blobs = [(*key, v.channel, v.version, v.value.type, v.value.data) for v in new_values]
             await conn.run_many(gsql.INSERT_BLOB, blobs)
         await conn.run(gsql.UPSERT_CHECKPOINT, row)
+        return StoredCheckpoint()
 
     async def _store_writes(
         self, conn: Statements, namespace: str, place: TaskPlace, writes: Sequence[GraphWrite]
