@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from checkpointd.app import build_graph_store
 from checkpointd.domain import (
     RUN_END,
     CheckpointStatus,
@@ -24,6 +25,7 @@ from checkpointd.domain import (
     DecisionStatus,
     PendingFilter,
 )
+from checkpointd.graph.records import ChannelValue, GraphCheckpoint, TypedValue
 from checkpointd.store.base import StoreError, StoreUnavailable
 from checkpointd.store.filters import conditions
 from checkpointd.store.sqlite import SQLiteStore
@@ -31,6 +33,8 @@ from checkpointd.store.sqlite import errors as sqlite_errors
 from checkpointd.store.sqlite import sql as sqlite_sql
 from checkpointd.store.sqlite import store as sqlite_module
 from checkpointd.store.sqlite.notifier import DataVersion, SQLiteEventNotifier
+from checkpointd.store.sqlite.on_loop import LoopReadBusy, LoopReader
+from checkpointd.store.statements import Statements
 from tests.support.records import NS, T0, checkpoint, interrupt
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -549,6 +553,100 @@ async def test_record_claim_and_decisions_are_one_thread_hop_each(store: SQLiteS
         assert (await store.report_resume(NS, "e", checkpoint_id, "a", status, None, T0)).pending
         assert await store.claim_interrupt(NS, "e", "token", T0) is not None
         assert hops == ["writer"] * 5
+
+
+def _graph_checkpoint(checkpoint_id: str, parent: str = "") -> GraphCheckpoint:
+    body = TypedValue("json", b"{}")
+    return GraphCheckpoint("t", "", checkpoint_id, parent, body, "{}", {"a": checkpoint_id}, "")
+
+
+async def test_g1_a_graph_get_is_read_on_the_loop_without_a_thread_hop(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """A graph get (one checkpoint with its values and writes) runs its statements on the
+    event loop's own connection: no function is queued on any connection's thread, and it
+    reads what another connection to the file committed just before."""
+    graph = build_graph_store(store)
+    other = SQLiteStore(db_path)
+    await other.open()
+    try:
+        value = [ChannelValue("a", "cp-1", TypedValue("json", b"41"))]
+        await graph.put_checkpoint(NS, "", _graph_checkpoint("cp-1"), value, T0)
+        assert await graph.get_tuple(NS, "t", "", "") is not None  # opens the connection
+        with thread_hops(store) as hops:
+            value = [ChannelValue("a", "cp-2", TypedValue("json", b"42"))]
+            await build_graph_store(other).put_checkpoint(
+                NS, "", _graph_checkpoint("cp-2", "cp-1"), value, T0
+            )
+            latest = await graph.get_tuple(NS, "t", "", "")
+            named = await graph.get_tuple(NS, "t", "", "cp-1")
+            assert hops == []
+        assert latest is not None
+        assert latest.checkpoint.checkpoint_id == "cp-2"
+        assert [v.value.data for v in latest.channel_values] == [b"42"]
+        assert named is not None
+        assert [v.value.data for v in named.channel_values] == [b"41"]
+    finally:
+        await other.close()
+
+
+def _hold_exclusively(path: Path) -> sqlite3.Connection:
+    """A WAL file that a connection holds in exclusive locking mode: no other connection
+    can read it until that one closes."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+    conn.execute("CREATE TABLE t (x)")
+    return conn
+
+
+def test_a_loop_read_that_meets_a_lock_raises_busy_and_reads_again_once_it_is_gone(
+    tmp_path: Path,
+) -> None:
+    """The loop never waits for a lock: the read raises :class:`LoopReadBusy` at once, and
+    the next read, once the lock is gone, opens a new connection and reads."""
+    path = tmp_path / "held.db"
+    holder = _hold_exclusively(path)
+    reader = LoopReader(str(path))
+
+    async def count(conn: Statements) -> int:
+        return int((await conn.fetch("SELECT count(*) FROM t"))[0][0])
+
+    try:
+        with pytest.raises(LoopReadBusy):
+            reader.read(count)
+        holder.close()
+        assert reader.read(count) == 0
+    finally:
+        reader.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        reader.read(count)  # closed
+
+
+async def test_a_graph_get_that_meets_a_lock_on_the_loop_reads_on_the_thread(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    """When the loop's read meets a lock, the get is read on the query-only connection's
+    thread instead (which waits for the lock as every read of the store does). The loop's
+    reader here is one on a file another connection holds, so its every read meets a lock."""
+    graph = build_graph_store(store)
+    value = [ChannelValue("a", "cp-1", TypedValue("json", b"41"))]
+    await graph.put_checkpoint(NS, "", _graph_checkpoint("cp-1"), value, T0)
+    held = tmp_path / "held.db"
+    holder = _hold_exclusively(held)
+    own = store._loop_reads
+    store._loop_reads = LoopReader(str(held))
+    try:
+        with thread_hops(store) as hops:
+            found = await graph.get_tuple(NS, "t", "", "cp-1")
+            assert hops == ["reader"]
+        assert found is not None
+        assert [v.value.data for v in found.channel_values] == [b"41"]
+    finally:
+        assert store._loop_reads is not None
+        store._loop_reads.close()
+        store._loop_reads = own
+        holder.close()
 
 
 # --- the event notifier: I5 -------------------------------------------------------------

@@ -175,6 +175,11 @@ class GraphStore(RetentionMethods, abc.ABC):
         namespace, thread id, checkpoint_ns)."""
         return SqlDeltaReads(conn, self._sql, key)
 
+    async def _read_point(self, body: Body[Any]) -> Any:
+        """Run the reads of one checkpoint's rows (here: :meth:`_read`; SQLite runs them on
+        the event loop's thread, without a hand-off)."""
+        return await self._read(body)
+
     async def _read_snapshot(self, body: Body[Any]) -> Any:
         """Run ``body``'s reads on one snapshot (here: :meth:`_read`, whose reads share one
         where the backend's reader does)."""
@@ -249,7 +254,9 @@ class GraphStore(RetentionMethods, abc.ABC):
     ) -> int:
         """Run ``apply`` in one transaction unless ``request_id`` was applied before; return
         its count (or the recorded one). With ``serialized_on`` (a :func:`checkpoint_key`),
-        serialized with the others on that checkpoint (G18)."""
+        serialized with the others on that checkpoint (G18). A ``put`` (of a checkpoint or of
+        writes) answers 0: where the backend has ``reserve_request``, its request is recorded
+        before it writes, in the statement that takes the locks."""
         sql = self._sql
 
         async def body(conn: Statements) -> int:
@@ -295,7 +302,6 @@ class GraphStore(RetentionMethods, abc.ABC):
                 return await apply(conn)
 
             if put and sql.reserve_request is not None:
-                # A put's reply is known before it writes: recorded first (see the SQL).
                 return await graph_requests.once_recorded_first(
                     request_id, kind, fingerprint, 0, applied, reserve=reserve, lookup=lookup
                 )
@@ -413,7 +419,7 @@ class GraphStore(RetentionMethods, abc.ABC):
                 found = await conn.fetch(self._sql.get_latest, key)
             return await self._tuple(conn, namespace, found[0]) if found else None
 
-        found: GraphTuple | None = await self._read(body)
+        found: GraphTuple | None = await self._read_point(body)
         return found
 
     async def list_tuples(

@@ -32,6 +32,9 @@ class SQLiteAccess:
     body that awaits other work between its statements."""
     read: RunsBody
     """Reads on the query-only connection, in one call on its thread."""
+    read_point: RunsBody
+    """The reads of one checkpoint's rows, on the event loop's own connection (on the
+    query-only connection's thread when the file is locked for a moment)."""
     group: Callable[[Callable[[Statements], Awaitable[Any]]], Awaitable[Any]]
     """Runs one write in the next group-commit transaction; returns its outcome."""
     append_event: EventWriter

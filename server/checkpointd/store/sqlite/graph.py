@@ -69,6 +69,11 @@ class SQLiteGraphStore(GraphStore):
         async with self._access.call():
             return await self._access.read(body)
 
+    async def _read_point(self, body: Body[Any]) -> Any:
+        """On the event loop's own connection (:mod:`checkpointd.store.sqlite.on_loop`)."""
+        async with self._access.call():
+            return await self._access.read_point(body)
+
     # --- puts --------------------------------------------------------------------------
 
     async def _store_checkpoint(

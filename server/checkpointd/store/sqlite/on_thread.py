@@ -39,13 +39,13 @@ import aiosqlite
 
 from checkpointd.store.statements import Body, Statements
 
-__all__ = ["Body", "HopStatements", "OnThread", "Statements"]
+__all__ = ["Body", "Direct", "HopStatements", "OnThread", "Statements", "drive"]
 
 T = TypeVar("T")
 
 
-class _Direct:
-    """:class:`Statements` on the raw connection, on its own thread."""
+class Direct:
+    """:class:`Statements` on a raw connection, on the thread that owns it."""
 
     __slots__ = ("_raw", "callbacks")
 
@@ -94,7 +94,7 @@ class HopStatements:
         self.callbacks[callback] = None
 
 
-def _drive(coro: Coroutine[Any, Any, T]) -> T:
+def drive(coro: Coroutine[Any, Any, T]) -> T:
     """Run a body that never suspends to its end, on the calling thread."""
     try:
         coro.send(None)
@@ -121,12 +121,12 @@ def _transaction(job: _Job, begin: str, body: Body[T], raw: sqlite3.Connection) 
     """On the thread: ``begin``, the body, ``COMMIT``; ``ROLLBACK`` when anything raises."""
     if job.cancelled:
         raise _Skipped
-    statements = _Direct(raw)
+    statements = Direct(raw)
     raw.execute(begin)  # may wait up to busy_timeout for another process's lock
     try:
         if job.cancelled:  # while it waited
             raise _Skipped
-        result = _drive(body(statements))
+        result = drive(body(statements))
         if job.cancelled:  # nothing is committed for a caller that gave up before COMMIT
             raise _Skipped
         raw.execute("COMMIT")
@@ -143,7 +143,7 @@ def _read(job: _Job, body: Body[T], raw: sqlite3.Connection) -> T:
     """On the thread: the body's statements, each in autocommit."""
     if job.cancelled:
         raise _Skipped
-    return _drive(body(_Direct(raw)))
+    return drive(body(Direct(raw)))
 
 
 def _nothing(raw: sqlite3.Connection) -> None:

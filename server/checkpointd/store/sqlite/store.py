@@ -79,6 +79,7 @@ from checkpointd.store.sqlite.access import SQLiteAccess
 from checkpointd.store.sqlite.core import GroupWrite
 from checkpointd.store.sqlite.interrupts import SQLiteInterrupts
 from checkpointd.store.sqlite.notifier import DataVersion, SQLiteEventNotifier
+from checkpointd.store.sqlite.on_loop import LoopReadBusy, LoopReader
 from checkpointd.store.sqlite.on_thread import Body, HopStatements, OnThread, Statements
 
 __all__ = ["SQLiteStore"]
@@ -178,6 +179,8 @@ class SQLiteStore(SQLiteInterrupts, Store):
         self._events_conn: aiosqlite.Connection | None = None
         # The event notifiers' data_version polls, on the event loop's thread.
         self._versions: DataVersion | None = None
+        # Point reads on the event loop's thread (on_loop).
+        self._loop_reads: LoopReader | None = None
         self._events_lock = asyncio.Lock()
         # Each connection's transactions and reads, one call on its thread each.
         self._writes: OnThread | None = None
@@ -258,6 +261,7 @@ class SQLiteStore(SQLiteInterrupts, Store):
         self._reads = OnThread(reader)
         self._events = OnThread(events, self._events_lock)
         self._versions = DataVersion(self._path)
+        self._loop_reads = LoopReader(self._path)
 
     @staticmethod
     async def _enter_wal(writer: aiosqlite.Connection) -> list[sqlite3.Row]:
@@ -281,6 +285,9 @@ class SQLiteStore(SQLiteInterrupts, Store):
         versions, self._versions = self._versions, None
         if versions is not None:
             versions.close()
+        loop_reads, self._loop_reads = self._loop_reads, None
+        if loop_reads is not None:
+            loop_reads.close()
         for notifier in list(self._notifiers):
             notifier.detach()
         if reader is not None:
@@ -366,6 +373,7 @@ class SQLiteStore(SQLiteInterrupts, Store):
             write=self._write,
             write_hops=self._write_hops,
             read=self._read,
+            read_point=self._read_point,
             group=self._group.submit,
             append_event=self._append_event_at,
         )
@@ -380,6 +388,18 @@ class SQLiteStore(SQLiteInterrupts, Store):
     async def _read(self, body: Body[T]) -> T:
         """The body's reads on the query-only connection, in one call on its thread."""
         return await self._on(self._reads).read(body)
+
+    async def _read_point(self, body: Body[T]) -> T:
+        """The reads of one checkpoint's rows on the event loop's own connection, at once
+        (:mod:`checkpointd.store.sqlite.on_loop`); on the reader's thread when the file is
+        locked for a moment."""
+        reader = self._loop_reads
+        if reader is None:
+            raise StoreUnavailable(f"SQLite store {self._path} is not open")
+        try:
+            return reader.read(body)
+        except LoopReadBusy:
+            return await self._read(body)
 
     async def _rows(self, query: str, params: Sequence[Any]) -> list[sqlite3.Row]:
         """All rows of one query on the query-only connection."""
