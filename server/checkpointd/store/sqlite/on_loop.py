@@ -34,8 +34,8 @@ class LoopReadBusy(Exception):
 
 
 class LoopReader:
-    """Reads on a ``sqlite3`` connection of the event loop's thread (opened at the first
-    read, so on that thread), each statement in autocommit, as the threaded reader's."""
+    """Reads on a ``sqlite3`` connection of the event loop's thread, each statement in
+    autocommit, as the threaded reader's."""
 
     def __init__(self, path: str) -> None:
         self._path = path
@@ -64,9 +64,13 @@ class LoopReader:
             raise sqlite3.ProgrammingError("the store is closed")
         if self._conn is None:
             # mode=rw: never create the file (a read after it was removed fails instead);
-            # query_only, as the threaded reader.
+            # query_only, as the threaded reader. Any thread may read (a store driven from
+            # another loop): each read is one synchronous call, and SQLite serializes a
+            # connection's calls.
             uri = f"{Path(self._path).absolute().as_uri()}?mode=rw"
-            conn = sqlite3.connect(uri, uri=True, timeout=0, isolation_level=None)
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False
+            )
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA query_only = ON")
             self._conn = conn
