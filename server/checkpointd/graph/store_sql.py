@@ -57,10 +57,10 @@ class GraphStoreSql(Protocol):
     lock_request_and_checkpoint: str | None
     #: Namespace, request id, kind, fingerprint, reply JSON, applied at: the request's lock,
     #: then its record unless its id is recorded; returns a row when it recorded. A put's
-    #: lookup, locks and record in one round trip (see :func:`~checkpointd.graph.requests.
-    #: once_recorded_first`). None where a failed write does not undo its whole transaction
-    #: (SQLite's group commit keeps the other writes' rows), so a record made before a write
-    #: could outlive it.
+    #: look-up, locks and record in one round trip (``once_recorded_first`` of
+    #: :mod:`checkpointd.graph.requests`). None where a failed write does not undo its whole
+    #: transaction (SQLite's group commit keeps the other writes' rows), so a record made
+    #: before a write could outlive it.
     reserve_request: str | None
     #: The same, with a :func:`checkpoint_key` seventh: its lock (G18) after the request's.
     reserve_request_and_checkpoint: str | None
