@@ -590,6 +590,32 @@ async def test_g1_a_graph_get_is_read_on_the_loop_without_a_thread_hop(
         await other.close()
 
 
+async def test_c3_a_checkpoint_get_and_latest_are_read_on_the_loop_without_a_thread_hop(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    """``get_checkpoint`` and ``get_latest_checkpoint`` (with and without ``skip_run_end``)
+    read on the event loop's own connection, and see another connection's commit at once."""
+    other = SQLiteStore(db_path)
+    await other.open()
+    try:
+        await store.put_checkpoint(NS, "", checkpoint("e", "cp-1"))
+        assert await store.get_latest_checkpoint(NS, "e") is not None  # opens the connection
+        with thread_hops(store) as hops:
+            await other.put_checkpoint(NS, "", checkpoint("e", "cp-2"))
+            latest = await store.get_latest_checkpoint(NS, "e")
+            skipping = await store.get_latest_checkpoint(NS, "e", skip_run_end=True)
+            named = await store.get_checkpoint(NS, "e", "cp-1")
+            assert hops == []
+        assert latest is not None
+        assert latest.checkpoint_id == "cp-2"
+        assert skipping is not None
+        assert skipping.checkpoint_id == "cp-2"
+        assert named is not None
+        assert named.checkpoint_id == "cp-1"
+    finally:
+        await other.close()
+
+
 def _hold_exclusively(path: Path) -> sqlite3.Connection:
     """A WAL file that a connection holds in exclusive locking mode: no other connection
     can read it until that one closes."""

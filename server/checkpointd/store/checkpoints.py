@@ -182,7 +182,7 @@ class CheckpointReads(StatementStore):
     ) -> CheckpointRecord | None:
         """Return the checkpoint with this id if it belongs to this execution."""
         params = (namespace, checkpoint_id, execution_id)
-        found = await self._query(self._checkpoint_sql.get_checkpoint, params)
+        found = await self._point_query(self._checkpoint_sql.get_checkpoint, params)
         return self._checkpoint(found[0]) if found else None
 
     async def get_latest_checkpoint(
@@ -194,9 +194,10 @@ class CheckpointReads(StatementStore):
         """
         sql = self._checkpoint_sql
         if skip_run_end:
-            found = await self._query(sql.latest_skip_step_type, (namespace, execution_id, RUN_END))
+            params: tuple[str, ...] = (namespace, execution_id, RUN_END)
+            found = await self._point_query(sql.latest_skip_step_type, params)
         else:
-            found = await self._query(sql.latest, (namespace, execution_id))
+            found = await self._point_query(sql.latest, (namespace, execution_id))
         return self._checkpoint(found[0]) if found else None
 
     async def list_checkpoints(

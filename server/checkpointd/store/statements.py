@@ -82,6 +82,11 @@ class StatementStore(abc.ABC):
     async def _in_read(self, body: Body[T]) -> T:
         """Run ``body``'s reads, each statement seeing the last committed state."""
 
+    async def _in_point_read(self, body: Body[T]) -> T:
+        """Run the reads of one row's worth (a checkpoint): here :meth:`_in_read`; SQLite
+        runs them on the event loop's thread, without a hand-off."""
+        return await self._in_read(body)
+
     @abc.abstractmethod
     async def _in_snapshot(self, body: Body[T]) -> T:
         """Run ``body``'s reads in one read transaction: every statement sees one state."""
@@ -130,3 +135,7 @@ class StatementStore(abc.ABC):
     async def _query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """All rows of one read."""
         return await self._in_read(lambda conn: conn.fetch(sql, params))
+
+    async def _point_query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The row (at most one) of one read of a single checkpoint."""
+        return await self._in_point_read(lambda conn: conn.fetch(sql, params))

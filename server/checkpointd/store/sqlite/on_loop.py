@@ -1,5 +1,5 @@
-"""A point read (one checkpoint with its values) on the event loop's thread, without the
-hand-off to a connection's thread.
+"""A point read (one checkpoint, a graph one with its values) on the event loop's thread,
+without the hand-off to a connection's thread.
 
 A read on the query-only reader's thread costs a queue put, a thread wake, a
 ``call_soon_threadsafe`` back and the GIL passed to and fro around each statement: about

@@ -424,6 +424,10 @@ class SQLiteStore(SQLiteInterrupts, Store):
         async with self._call():
             return await self._read(body)
 
+    async def _in_point_read(self, body: Body[T]) -> T:
+        async with self._call():
+            return await self._read_point(body)
+
     async def _in_snapshot(self, body: Body[T]) -> T:
         async with self._call():
             return await self._events_read(body)
