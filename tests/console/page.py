@@ -56,6 +56,30 @@ def row(browser: Any, execution_id: str) -> WebElement:
     return found
 
 
+def open_listed_run(browser: Any, execution_id: str) -> None:
+    """Open ``execution_id``'s run from the runs list, until its view shows it. The list is
+    rebuilt by live updates: a click whose press and release met two builds of the row
+    reaches no button, so the click is made again until the title (set by the click at once)
+    names the run in the open view."""
+    selector = f'tr.run-row[data-execution-id="{execution_id}"] button.open-run'
+    title = f"Run {execution_id}"
+
+    def shown(b: Any) -> bool:
+        view = b.find_element(By.ID, "run-view")
+        return (
+            view.get_attribute("open") is not None
+            and b.find_element(By.ID, "run-title").text == title
+        )
+
+    def opened(b: Any) -> bool:
+        if shown(b):
+            return True
+        b.find_element(By.CSS_SELECTOR, selector).click()
+        return shown(b)
+
+    wait(browser).until(opened)
+
+
 def status_of(element: WebElement) -> str:
     return str(element.find_element(By.CSS_SELECTOR, ".status").text)
 

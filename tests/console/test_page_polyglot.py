@@ -20,7 +20,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from checkpointd_client import CheckpointdClient
 from checkpointd_client.fastaiagent import SidecarCheckpointer
 from tests.console.conftest import Console, approval_chain, pause, plain_pause
-from tests.console.page import open_page, row, shown_ids, wait
+from tests.console.page import open_listed_run, open_page, row, shown_ids, wait
 from tests.console.test_page_list import search
 from tests.console.test_page_runs import listed
 from tests.polyglot.conftest import node as node  # the fixture: node, with the client's packages
@@ -116,9 +116,7 @@ def test_g16_page_decides_a_langgraph_js_threads_pauses_beside_python_and_fastai
     with CheckpointdClient(console.target) as client:
         assert {p.execution_id for p in client.iter_pending_interrupts()} == {"run-1", python}
 
-    opener = f'tr.run-row[data-execution-id="{js}"] button.open-run'
-    browser.find_element(By.CSS_SELECTOR, opener).click()
-    wait(browser).until(lambda b: b.find_element(By.ID, "run-title").text == f"Run {js}")
+    open_listed_run(browser, js)
     wait(browser).until(
         lambda b: len(b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr.graph-checkpoint")) >= 3
     )

@@ -19,7 +19,7 @@ from checkpointd_client.fastaiagent import SidecarCheckpointer
 from checkpointd_client.langgraph import CheckpointdSaver
 from tests.console.conftest import Console, Tokens, approval_chain, pause, plain_pause
 from tests.console.http import call
-from tests.console.page import screenshot, wait
+from tests.console.page import open_listed_run, screenshot, wait
 from tests.console.test_page_run_view import js_thread
 from tests.contract.helpers import checkpoint
 from tests.contract.test_executions_graph import chain, step
@@ -103,24 +103,18 @@ def test_c12_page_lists_runs_and_threads_filters_pages_and_opens_each(
     shows(browser, everything)
     wait(browser).until(lambda b: not more.is_displayed())
 
-    def open_run(execution_id: str) -> None:
-        selector = f'tr.run-row[data-execution-id="{execution_id}"] button.open-run'
-        browser.find_element(By.CSS_SELECTOR, selector).click()
-        title = browser.find_element(By.ID, "run-title")
-        wait(browser).until(lambda b: title.text == f"Run {execution_id}")
-
-    open_run("run-paused")
+    open_listed_run(browser, "run-paused")
     wait(browser).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr"))
     nodes = browser.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr .node")
     assert "ask" in [n.text for n in nodes]
     browser.find_element(By.ID, "run-close").click()
-    open_run(thread)
+    open_listed_run(browser, thread)
     wait(browser).until(
         lambda b: b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr.graph-checkpoint")
     )
     browser.find_element(By.ID, "run-close").click()
     # A thread with no pause is read as a thread all the same, and its link says so.
-    open_run(ended)
+    open_listed_run(browser, ended)
     wait(browser).until(
         lambda b: b.find_elements(By.CSS_SELECTOR, "#run-checkpoints tr.graph-checkpoint")
     )
